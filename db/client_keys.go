@@ -1,0 +1,64 @@
+package db
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// ClientKey is one row of client_keys; only the hash of the key is stored.
+type ClientKey struct {
+	ID         int64         `db:"id"`
+	Name       string        `db:"name"`
+	Prefix     string        `db:"prefix"`
+	KeyHash    string        `db:"key_hash"`
+	CreatedAt  int64         `db:"created_at"`
+	LastUsedAt sql.NullInt64 `db:"last_used_at"`
+	RevokedAt  sql.NullInt64 `db:"revoked_at"`
+}
+
+const clientKeyCols = `id, name, prefix, key_hash, created_at, last_used_at, revoked_at`
+
+// ListClientKeys returns every key, newest first.
+func ListClientKeys(ctx context.Context, q Querier) ([]ClientKey, error) {
+	var out []ClientKey
+	if err := q.SelectContext(ctx, &out, `SELECT `+clientKeyCols+` FROM client_keys ORDER BY id DESC`); err != nil {
+		return nil, fmt.Errorf("list client keys: %w", err)
+	}
+	return out, nil
+}
+
+// InsertClientKey stores a new key hash and sets its id.
+func InsertClientKey(ctx context.Context, q Querier, k *ClientKey) error {
+	k.CreatedAt = nowMS()
+	res, err := q.ExecContext(ctx, `INSERT INTO client_keys (name, prefix, key_hash, created_at) VALUES (?, ?, ?, ?)`,
+		k.Name, k.Prefix, k.KeyHash, k.CreatedAt)
+	if isUniqueViolation(err) {
+		return ErrConflict
+	}
+	if err != nil {
+		return fmt.Errorf("insert client key: %w", err)
+	}
+	k.ID, _ = res.LastInsertId()
+	return nil
+}
+
+// RevokeClientKey marks a key revoked; revoking twice keeps the first time.
+func RevokeClientKey(ctx context.Context, q Querier, id int64) error {
+	res, err := q.ExecContext(ctx, `UPDATE client_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?`, nowMS(), id)
+	if err != nil {
+		return fmt.Errorf("revoke client key %d: %w", id, err)
+	}
+	return mustAffect(res, "client key")
+}
+
+// TouchClientKeys records last-used times in one statement per key; callers batch them.
+func TouchClientKeys(ctx context.Context, q Querier, lastUsed map[int64]int64) error {
+	for id, at := range lastUsed {
+		if _, err := q.ExecContext(ctx, `UPDATE client_keys SET last_used_at = MAX(COALESCE(last_used_at, 0), ?) WHERE id = ?`,
+			at, id); err != nil {
+			return fmt.Errorf("touch client key %d: %w", id, err)
+		}
+	}
+	return nil
+}

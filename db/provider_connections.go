@@ -1,0 +1,93 @@
+package db
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// Connection is one row of provider_connections. Secret is the sealed credential.
+type Connection struct {
+	ID            int64         `db:"id"`
+	ProviderID    int64         `db:"provider_id"`
+	Name          string        `db:"name"`
+	AuthType      string        `db:"auth_type"`
+	Secret        []byte        `db:"secret"`
+	Priority      int           `db:"priority"`
+	MaxConcurrent sql.NullInt64 `db:"max_concurrent"`
+	Overrides     string        `db:"overrides"` // JSON of the per-connection overrides
+	Enabled       bool          `db:"enabled"`
+	CreatedAt     int64         `db:"created_at"`
+	UpdatedAt     int64         `db:"updated_at"`
+}
+
+const connectionCols = `id, provider_id, name, auth_type, secret, priority, max_concurrent, overrides, enabled, created_at, updated_at`
+
+// ListConnections returns every connection ordered by provider, priority and id.
+func ListConnections(ctx context.Context, q Querier) ([]Connection, error) {
+	var out []Connection
+	if err := q.SelectContext(ctx, &out,
+		`SELECT `+connectionCols+` FROM provider_connections ORDER BY provider_id, priority, id`); err != nil {
+		return nil, fmt.Errorf("list connections: %w", err)
+	}
+	return out, nil
+}
+
+// GetConnection returns one connection by id.
+func GetConnection(ctx context.Context, q Querier, id int64) (Connection, error) {
+	var c Connection
+	err := q.GetContext(ctx, &c, `SELECT `+connectionCols+` FROM provider_connections WHERE id = ?`, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return c, ErrNotFound
+	}
+	if err != nil {
+		return c, fmt.Errorf("get connection %d: %w", id, err)
+	}
+	return c, nil
+}
+
+// InsertConnection creates a connection and sets its id and timestamps.
+func InsertConnection(ctx context.Context, q Querier, c *Connection) error {
+	now := nowMS()
+	if c.Overrides == "" {
+		c.Overrides = "{}"
+	}
+	res, err := q.ExecContext(ctx, `INSERT INTO provider_connections
+		(provider_id, name, auth_type, secret, priority, max_concurrent, overrides, enabled, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		c.ProviderID, c.Name, c.AuthType, c.Secret, c.Priority, c.MaxConcurrent, c.Overrides, c.Enabled, now, now)
+	if isUniqueViolation(err) {
+		return ErrConflict
+	}
+	if err != nil {
+		return fmt.Errorf("insert connection: %w", err)
+	}
+	c.ID, _ = res.LastInsertId()
+	c.CreatedAt, c.UpdatedAt = now, now
+	return nil
+}
+
+// UpdateConnection writes every mutable column of c.
+func UpdateConnection(ctx context.Context, q Querier, c *Connection) error {
+	c.UpdatedAt = nowMS()
+	res, err := q.ExecContext(ctx, `UPDATE provider_connections SET provider_id = ?, name = ?, auth_type = ?, secret = ?,
+		priority = ?, max_concurrent = ?, overrides = ?, enabled = ?, updated_at = ? WHERE id = ?`,
+		c.ProviderID, c.Name, c.AuthType, c.Secret, c.Priority, c.MaxConcurrent, c.Overrides, c.Enabled, c.UpdatedAt, c.ID)
+	if isUniqueViolation(err) {
+		return ErrConflict
+	}
+	if err != nil {
+		return fmt.Errorf("update connection %d: %w", c.ID, err)
+	}
+	return mustAffect(res, "connection")
+}
+
+// DeleteConnection removes one connection.
+func DeleteConnection(ctx context.Context, q Querier, id int64) error {
+	res, err := q.ExecContext(ctx, `DELETE FROM provider_connections WHERE id = ?`, id)
+	if err != nil {
+		return fmt.Errorf("delete connection %d: %w", id, err)
+	}
+	return mustAffect(res, "connection")
+}

@@ -1,0 +1,109 @@
+package db
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// Provider is one row of providers.
+type Provider struct {
+	ID         int64  `db:"id"`
+	Name       string `db:"name"`
+	Type       string `db:"type"`
+	BaseURL    string `db:"base_url"`
+	Resilience string `db:"resilience"` // JSON of the per-provider overrides
+	CreatedAt  int64  `db:"created_at"`
+	UpdatedAt  int64  `db:"updated_at"`
+}
+
+const providerCols = `id, name, type, base_url, resilience, created_at, updated_at`
+
+// ListProviders returns every provider ordered by name.
+func ListProviders(ctx context.Context, q Querier) ([]Provider, error) {
+	var out []Provider
+	if err := q.SelectContext(ctx, &out, `SELECT `+providerCols+` FROM providers ORDER BY name`); err != nil {
+		return nil, fmt.Errorf("list providers: %w", err)
+	}
+	return out, nil
+}
+
+// GetProvider returns one provider by id.
+func GetProvider(ctx context.Context, q Querier, id int64) (Provider, error) {
+	var p Provider
+	err := q.GetContext(ctx, &p, `SELECT `+providerCols+` FROM providers WHERE id = ?`, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return p, ErrNotFound
+	}
+	if err != nil {
+		return p, fmt.Errorf("get provider %d: %w", id, err)
+	}
+	return p, nil
+}
+
+// GetProviderByName returns one provider by its unique name.
+func GetProviderByName(ctx context.Context, q Querier, name string) (Provider, error) {
+	var p Provider
+	err := q.GetContext(ctx, &p, `SELECT `+providerCols+` FROM providers WHERE name = ?`, name)
+	if errors.Is(err, sql.ErrNoRows) {
+		return p, ErrNotFound
+	}
+	if err != nil {
+		return p, fmt.Errorf("get provider %q: %w", name, err)
+	}
+	return p, nil
+}
+
+// InsertProvider creates a provider and sets its id and timestamps.
+func InsertProvider(ctx context.Context, q Querier, p *Provider) error {
+	now := nowMS()
+	if p.Resilience == "" {
+		p.Resilience = "{}"
+	}
+	res, err := q.ExecContext(ctx, `INSERT INTO providers (name, type, base_url, resilience, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?)`, p.Name, p.Type, p.BaseURL, p.Resilience, now, now)
+	if isUniqueViolation(err) {
+		return ErrConflict
+	}
+	if err != nil {
+		return fmt.Errorf("insert provider: %w", err)
+	}
+	p.ID, _ = res.LastInsertId()
+	p.CreatedAt, p.UpdatedAt = now, now
+	return nil
+}
+
+// UpdateProvider writes every mutable column of p.
+func UpdateProvider(ctx context.Context, q Querier, p *Provider) error {
+	p.UpdatedAt = nowMS()
+	res, err := q.ExecContext(ctx, `UPDATE providers SET name = ?, type = ?, base_url = ?, resilience = ?, updated_at = ?
+		WHERE id = ?`, p.Name, p.Type, p.BaseURL, p.Resilience, p.UpdatedAt, p.ID)
+	if isUniqueViolation(err) {
+		return ErrConflict
+	}
+	if err != nil {
+		return fmt.Errorf("update provider %d: %w", p.ID, err)
+	}
+	return mustAffect(res, "provider")
+}
+
+// DeleteProvider removes a provider and, by cascade, its connections.
+func DeleteProvider(ctx context.Context, q Querier, id int64) error {
+	res, err := q.ExecContext(ctx, `DELETE FROM providers WHERE id = ?`, id)
+	if err != nil {
+		return fmt.Errorf("delete provider %d: %w", id, err)
+	}
+	return mustAffect(res, "provider")
+}
+
+func mustAffect(res sql.Result, what string) error {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if n == 0 {
+		return ErrNotFound
+	}
+	return nil
+}

@@ -1,0 +1,77 @@
+package handlers
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"switchyard/i18n"
+	"switchyard/views"
+)
+
+// LangCookie remembers the language chosen in the dashboard.
+const LangCookie = "switchyard_lang"
+
+// DashRoute is one dashboard route; web mounts them behind the session check.
+type DashRoute struct {
+	Method  string
+	Path    string
+	Handler echo.HandlerFunc
+}
+
+// LoginPage answers GET /login.
+func (d *Dashboard) LoginPage(c echo.Context) error {
+	if d.Sessions.IsAdmin(c.Request()) {
+		return c.Redirect(http.StatusSeeOther, safeNext(c.QueryParam("next")))
+	}
+	return Render(c, http.StatusOK, views.LoginPage(views.LoginModel{Next: safeNext(c.QueryParam("next"))}))
+}
+
+// Login answers POST /login: checks the password (rate-limited per client address).
+func (d *Dashboard) Login(c echo.Context) error {
+	next := safeNext(c.FormValue("next"))
+	if !d.Auth.AllowLogin(c.RealIP()) {
+		c.Response().Header().Set("Retry-After", "12")
+		return Render(c, http.StatusTooManyRequests, views.LoginPage(views.LoginModel{Next: next, ErrorKey: "login.too_many"}))
+	}
+	if !d.Auth.CheckPassword(c.FormValue("password")) {
+		return Render(c, http.StatusUnauthorized, views.LoginPage(views.LoginModel{Next: next, ErrorKey: "login.wrong_password"}))
+	}
+	if err := d.Sessions.Login(c); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, next)
+}
+
+// Logout answers POST /logout.
+func (d *Dashboard) Logout(c echo.Context) error {
+	if err := d.Sessions.Logout(c); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/login")
+}
+
+// SetLang answers GET /lang/:code: remembers the language and goes back.
+func (d *Dashboard) SetLang(c echo.Context) error {
+	l, ok := i18n.Parse(c.Param("code"))
+	if !ok {
+		return c.String(http.StatusNotFound, "unknown language")
+	}
+	c.SetCookie(&http.Cookie{Name: LangCookie, Value: string(l), Path: "/", MaxAge: 365 * 24 * 3600,
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: IsTLS(c.Request()), Expires: time.Now().AddDate(1, 0, 0)})
+	return c.Redirect(http.StatusSeeOther, safeNext(c.QueryParam("next")))
+}
+
+// safeNext keeps redirects on this site: only absolute paths, never //host or schemes.
+func safeNext(next string) string {
+	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+		return "/"
+	}
+	if u, err := url.Parse(next); err != nil || u.Host != "" || u.Scheme != "" {
+		return "/"
+	}
+	return next
+}

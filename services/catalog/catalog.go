@@ -1,0 +1,287 @@
+// Package catalog owns providers, their connections and the in-memory routing registry built
+// from them. Every write goes to SQLite first and then rebuilds the registry, so the proxy path
+// reads only memory.
+package catalog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"switchyard/db"
+	"switchyard/services/errs"
+	"switchyard/services/secrets"
+)
+
+// Provider wire types.
+const (
+	TypeOpenAI              = "openai"
+	TypeOpenAICompatible    = "openai-compatible"
+	TypeAnthropic           = "anthropic"
+	TypeAnthropicCompatible = "anthropic-compatible"
+)
+
+// Auth types of a connection.
+const (
+	AuthAPIKey = "api_key"
+	AuthOAuth  = "oauth"
+)
+
+// ProviderTypes lists the accepted provider types in display order.
+var ProviderTypes = []string{TypeOpenAI, TypeOpenAICompatible, TypeAnthropic, TypeAnthropicCompatible}
+
+var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+
+// Service is the catalog: CRUD on providers and connections plus the live registry.
+type Service struct {
+	db  *db.DB
+	box *secrets.Box
+	log *slog.Logger
+
+	mu        sync.Mutex // serialises writes so registry rebuilds see a consistent order
+	reg       atomic.Pointer[Registry]
+	listeners []func(*Registry)
+}
+
+// New loads the registry from the database.
+func New(ctx context.Context, d *db.DB, box *secrets.Box, log *slog.Logger) (*Service, error) {
+	s := &Service{db: d, box: box, log: log}
+	if err := s.rebuild(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Registry returns the current immutable routing registry.
+func (s *Service) Registry() *Registry { return s.reg.Load() }
+
+// OnChange registers fn to run after every registry rebuild (and is not called for the current one).
+func (s *Service) OnChange(fn func(*Registry)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.listeners = append(s.listeners, fn)
+}
+
+// rebuild reads every provider and connection and swaps in a new registry.
+func (s *Service) rebuild(ctx context.Context) error {
+	provs, err := db.ListProviders(ctx, s.db.W)
+	if err != nil {
+		return err
+	}
+	conns, err := db.ListConnections(ctx, s.db.W)
+	if err != nil {
+		return err
+	}
+	old := s.reg.Load()
+	reg := buildRegistry(provs, conns, s.open, s.log, old)
+	s.reg.Store(reg)
+	for _, fn := range s.listeners {
+		fn(reg)
+	}
+	return nil
+}
+
+func (s *Service) open(c db.Connection) (string, error) {
+	b, err := s.box.Open(c.Secret, connectionAAD(c.ID))
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
+}
+
+func connectionAAD(id int64) []byte { return fmt.Appendf(nil, "connection:%d", id) }
+
+// ---- providers ----
+
+// Provider is the public view of a provider.
+type Provider struct {
+	ID         int64           `json:"id"`
+	Name       string          `json:"name"`
+	Type       string          `json:"type"`
+	BaseURL    string          `json:"base_url"`
+	Resilience json.RawMessage `json:"resilience"`
+	CreatedAt  int64           `json:"created_at"`
+	UpdatedAt  int64           `json:"updated_at"`
+}
+
+// ProviderInput is a create or partial update; nil fields are left as they are.
+type ProviderInput struct {
+	Name       *string         `json:"name"`
+	Type       *string         `json:"type"`
+	BaseURL    *string         `json:"base_url"`
+	Resilience json.RawMessage `json:"resilience"`
+}
+
+// ProviderOverridesValidator checks a provider's resilience override document and returns it
+// in canonical form, or per-field messages. Set by the composition root.
+type ProviderOverridesValidator func(raw json.RawMessage) (json.RawMessage, map[string]string)
+
+func providerView(p db.Provider) Provider {
+	return Provider{ID: p.ID, Name: p.Name, Type: p.Type, BaseURL: p.BaseURL,
+		Resilience: json.RawMessage(p.Resilience), CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
+}
+
+// ListProviders returns every provider.
+func (s *Service) ListProviders(ctx context.Context) ([]Provider, error) {
+	rows, err := db.ListProviders(ctx, s.db.R)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Provider, len(rows))
+	for i, r := range rows {
+		out[i] = providerView(r)
+	}
+	return out, nil
+}
+
+// GetProvider returns one provider.
+func (s *Service) GetProvider(ctx context.Context, id int64) (Provider, error) {
+	p, err := db.GetProvider(ctx, s.db.R, id)
+	if errors.Is(err, db.ErrNotFound) {
+		return Provider{}, errs.E(errs.NotFound, "provider %d not found", id)
+	}
+	if err != nil {
+		return Provider{}, err
+	}
+	return providerView(p), nil
+}
+
+// CreateProvider validates and stores a new provider.
+func (s *Service) CreateProvider(ctx context.Context, in ProviderInput, validate ProviderOverridesValidator) (Provider, error) {
+	var p db.Provider
+	if err := applyProvider(&p, in, true, validate); err != nil {
+		return Provider{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := db.InsertProvider(ctx, s.db.W, &p); err != nil {
+		return Provider{}, mapDBErr(err, "name", "a provider with this name already exists")
+	}
+	return providerView(p), s.rebuild(ctx)
+}
+
+// UpdateProvider applies a partial update.
+func (s *Service) UpdateProvider(ctx context.Context, id int64, in ProviderInput, validate ProviderOverridesValidator) (Provider, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, err := db.GetProvider(ctx, s.db.W, id)
+	if errors.Is(err, db.ErrNotFound) {
+		return Provider{}, errs.E(errs.NotFound, "provider %d not found", id)
+	}
+	if err != nil {
+		return Provider{}, err
+	}
+	if err := applyProvider(&p, in, false, validate); err != nil {
+		return Provider{}, err
+	}
+	if err := db.UpdateProvider(ctx, s.db.W, &p); err != nil {
+		return Provider{}, mapDBErr(err, "name", "a provider with this name already exists")
+	}
+	return providerView(p), s.rebuild(ctx)
+}
+
+// DeleteProvider removes a provider and its connections.
+func (s *Service) DeleteProvider(ctx context.Context, id int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := db.DeleteProvider(ctx, s.db.W, id); err != nil {
+		return mapDBErr(err, "", "")
+	}
+	return s.rebuild(ctx)
+}
+
+func applyProvider(p *db.Provider, in ProviderInput, create bool, validate ProviderOverridesValidator) error {
+	fields := map[string]string{}
+	if in.Name != nil {
+		p.Name = strings.TrimSpace(*in.Name)
+	}
+	if in.Type != nil {
+		p.Type = strings.TrimSpace(*in.Type)
+	}
+	if in.BaseURL != nil {
+		p.BaseURL = strings.TrimRight(strings.TrimSpace(*in.BaseURL), "/")
+	}
+	if create || in.Name != nil {
+		if !nameRE.MatchString(p.Name) {
+			fields["name"] = "use 1–63 lower-case letters, digits, '.', '_' or '-', starting with a letter or digit"
+		}
+	}
+	if create || in.Type != nil {
+		if !validType(p.Type) {
+			fields["type"] = "must be one of " + strings.Join(ProviderTypes, ", ")
+		}
+	}
+	if create || in.BaseURL != nil {
+		if msg := checkBaseURL(p.BaseURL); msg != "" {
+			fields["base_url"] = msg
+		}
+	}
+	if len(in.Resilience) > 0 && string(in.Resilience) != "null" {
+		if validate == nil {
+			var obj map[string]json.RawMessage
+			if err := json.Unmarshal(in.Resilience, &obj); err != nil {
+				fields["resilience"] = "must be a JSON object"
+			} else {
+				p.Resilience = string(in.Resilience)
+			}
+		} else if canon, ferr := validate(in.Resilience); len(ferr) > 0 {
+			for k, v := range ferr {
+				fields["resilience."+k] = v
+			}
+		} else {
+			p.Resilience = string(canon)
+		}
+	} else if string(in.Resilience) == "null" {
+		p.Resilience = "{}"
+	}
+	if len(fields) > 0 {
+		return errs.Fields(fields)
+	}
+	return nil
+}
+
+func validType(t string) bool {
+	for _, v := range ProviderTypes {
+		if t == v {
+			return true
+		}
+	}
+	return false
+}
+
+func checkBaseURL(s string) string {
+	if s == "" {
+		return "is required"
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "must be an absolute http(s) URL such as https://api.openai.com/v1"
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return "must not contain a query or fragment"
+	}
+	return ""
+}
+
+func mapDBErr(err error, field, conflictMsg string) error {
+	switch {
+	case errors.Is(err, db.ErrNotFound):
+		return errs.E(errs.NotFound, "not found")
+	case errors.Is(err, db.ErrConflict):
+		if field != "" {
+			e := errs.Fields(map[string]string{field: conflictMsg})
+			e.Code = errs.Conflict
+			e.Message = conflictMsg
+			return e
+		}
+		return errs.E(errs.Conflict, "conflict")
+	}
+	return err
+}

@@ -1,0 +1,269 @@
+package catalog
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"strings"
+
+	"github.com/jmoiron/sqlx"
+
+	"switchyard/db"
+	"switchyard/services/errs"
+)
+
+// Connection is the public view of a connection; it never carries the credential.
+type Connection struct {
+	ID            int64           `json:"id"`
+	ProviderID    int64           `json:"provider_id"`
+	Provider      string          `json:"provider"`
+	Name          string          `json:"name"`
+	AuthType      string          `json:"auth_type"`
+	HasAPIKey     bool            `json:"has_api_key"`
+	Priority      int             `json:"priority"`
+	MaxConcurrent *int            `json:"max_concurrent"`
+	Overrides     json.RawMessage `json:"overrides"`
+	Enabled       bool            `json:"enabled"`
+	CreatedAt     int64           `json:"created_at"`
+	UpdatedAt     int64           `json:"updated_at"`
+}
+
+// OptionalInt distinguishes "absent" from "null" in a partial update.
+type OptionalInt struct {
+	Set   bool
+	Value *int
+}
+
+// UnmarshalJSON records that the field was present, and null as a nil Value.
+func (o *OptionalInt) UnmarshalJSON(b []byte) error {
+	o.Set = true
+	if string(b) == "null" {
+		o.Value = nil
+		return nil
+	}
+	var v int
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	o.Value = &v
+	return nil
+}
+
+// ConnectionInput is a create or partial update; absent fields are left as they are.
+type ConnectionInput struct {
+	Provider      *string         `json:"provider"`
+	Name          *string         `json:"name"`
+	AuthType      *string         `json:"auth_type"`
+	APIKey        *string         `json:"api_key"`
+	Priority      *int            `json:"priority"`
+	MaxConcurrent OptionalInt     `json:"max_concurrent"`
+	Overrides     json.RawMessage `json:"overrides"`
+	Enabled       *bool           `json:"enabled"`
+}
+
+// ConnectionOverridesValidator checks a connection's override document and returns it in
+// canonical form, or per-field messages. Nil accepts any JSON object.
+type ConnectionOverridesValidator func(raw json.RawMessage) (json.RawMessage, map[string]string)
+
+func (s *Service) connectionView(c db.Connection, provider string) Connection {
+	v := Connection{ID: c.ID, ProviderID: c.ProviderID, Provider: provider, Name: c.Name, AuthType: c.AuthType,
+		HasAPIKey: len(c.Secret) > 0, Priority: c.Priority, Overrides: json.RawMessage(c.Overrides),
+		Enabled: c.Enabled, CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt}
+	if c.MaxConcurrent.Valid {
+		n := int(c.MaxConcurrent.Int64)
+		v.MaxConcurrent = &n
+	}
+	return v
+}
+
+// ListConnections returns every connection with its provider name.
+func (s *Service) ListConnections(ctx context.Context) ([]Connection, error) {
+	provs, err := db.ListProviders(ctx, s.db.R)
+	if err != nil {
+		return nil, err
+	}
+	names := make(map[int64]string, len(provs))
+	for _, p := range provs {
+		names[p.ID] = p.Name
+	}
+	rows, err := db.ListConnections(ctx, s.db.R)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Connection, len(rows))
+	for i, r := range rows {
+		out[i] = s.connectionView(r, names[r.ProviderID])
+	}
+	return out, nil
+}
+
+// GetConnection returns one connection.
+func (s *Service) GetConnection(ctx context.Context, id int64) (Connection, error) {
+	c, err := db.GetConnection(ctx, s.db.R, id)
+	if errors.Is(err, db.ErrNotFound) {
+		return Connection{}, errs.E(errs.NotFound, "connection %d not found", id)
+	}
+	if err != nil {
+		return Connection{}, err
+	}
+	p, err := db.GetProvider(ctx, s.db.R, c.ProviderID)
+	if err != nil {
+		return Connection{}, err
+	}
+	return s.connectionView(c, p.Name), nil
+}
+
+// CreateConnection validates and stores a new connection with its sealed API key.
+func (s *Service) CreateConnection(ctx context.Context, in ConnectionInput, validate ConnectionOverridesValidator) (Connection, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out Connection
+	err := s.db.WithTx(ctx, func(tx *sqlx.Tx) error {
+		c := db.Connection{AuthType: AuthAPIKey, Enabled: true}
+		prov, apiKey, err := s.applyConnection(ctx, tx, &c, in, true, validate)
+		if err != nil {
+			return err
+		}
+		c.Secret = []byte{0} // placeholder until the id is known: the AAD binds the secret to its row
+		if err := db.InsertConnection(ctx, tx, &c); err != nil {
+			return mapDBErr(err, "name", "this provider already has a connection with this name")
+		}
+		c.Secret = s.box.Seal([]byte(apiKey), connectionAAD(c.ID))
+		if err := db.UpdateConnection(ctx, tx, &c); err != nil {
+			return err
+		}
+		out = s.connectionView(c, prov.Name)
+		return nil
+	})
+	if err != nil {
+		return Connection{}, err
+	}
+	return out, s.rebuild(ctx)
+}
+
+// UpdateConnection applies a partial update; a new api_key replaces the stored one.
+func (s *Service) UpdateConnection(ctx context.Context, id int64, in ConnectionInput, validate ConnectionOverridesValidator) (Connection, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out Connection
+	err := s.db.WithTx(ctx, func(tx *sqlx.Tx) error {
+		c, err := db.GetConnection(ctx, tx, id)
+		if errors.Is(err, db.ErrNotFound) {
+			return errs.E(errs.NotFound, "connection %d not found", id)
+		}
+		if err != nil {
+			return err
+		}
+		prov, apiKey, err := s.applyConnection(ctx, tx, &c, in, false, validate)
+		if err != nil {
+			return err
+		}
+		if in.APIKey != nil {
+			c.Secret = s.box.Seal([]byte(apiKey), connectionAAD(c.ID))
+		}
+		if err := db.UpdateConnection(ctx, tx, &c); err != nil {
+			return mapDBErr(err, "name", "this provider already has a connection with this name")
+		}
+		out = s.connectionView(c, prov.Name)
+		return nil
+	})
+	if err != nil {
+		return Connection{}, err
+	}
+	return out, s.rebuild(ctx)
+}
+
+// DeleteConnection removes a connection.
+func (s *Service) DeleteConnection(ctx context.Context, id int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := db.DeleteConnection(ctx, s.db.W, id); err != nil {
+		return mapDBErr(err, "", "")
+	}
+	return s.rebuild(ctx)
+}
+
+func (s *Service) applyConnection(ctx context.Context, q db.Querier, c *db.Connection, in ConnectionInput, create bool,
+	validate ConnectionOverridesValidator) (db.Provider, string, error) {
+	fields := map[string]string{}
+	var prov db.Provider
+	var err error
+	switch {
+	case in.Provider != nil:
+		prov, err = db.GetProviderByName(ctx, q, strings.TrimSpace(*in.Provider))
+		if errors.Is(err, db.ErrNotFound) {
+			fields["provider"] = "no provider with this name"
+		} else if err != nil {
+			return prov, "", err
+		}
+		c.ProviderID = prov.ID
+	case create:
+		fields["provider"] = "is required"
+	default:
+		if prov, err = db.GetProvider(ctx, q, c.ProviderID); err != nil {
+			return prov, "", err
+		}
+	}
+	if in.Name != nil {
+		c.Name = strings.TrimSpace(*in.Name)
+	}
+	if (create || in.Name != nil) && (c.Name == "" || len(c.Name) > 100) {
+		fields["name"] = "is required (at most 100 characters)"
+	}
+	if in.AuthType != nil {
+		c.AuthType = *in.AuthType
+	}
+	if c.AuthType != AuthAPIKey {
+		fields["auth_type"] = "only api_key connections can be created here"
+	}
+	var apiKey string
+	if in.APIKey != nil {
+		apiKey = strings.TrimSpace(*in.APIKey)
+		if apiKey == "" || strings.ContainsAny(apiKey, " \r\n\t") {
+			fields["api_key"] = "must be a non-empty key without spaces"
+		}
+	} else if create {
+		fields["api_key"] = "is required"
+	}
+	if in.Priority != nil {
+		if *in.Priority < 0 || *in.Priority > 1000 {
+			fields["priority"] = "must be between 0 and 1000 (lower is tried first)"
+		}
+		c.Priority = *in.Priority
+	}
+	if in.MaxConcurrent.Set {
+		if v := in.MaxConcurrent.Value; v == nil {
+			c.MaxConcurrent = sql.NullInt64{}
+		} else if *v < 1 || *v > 10000 {
+			fields["max_concurrent"] = "must be between 1 and 10000, or empty for unlimited"
+		} else {
+			c.MaxConcurrent = sql.NullInt64{Int64: int64(*v), Valid: true}
+		}
+	}
+	if in.Enabled != nil {
+		c.Enabled = *in.Enabled
+	}
+	if len(in.Overrides) > 0 {
+		if string(in.Overrides) == "null" {
+			c.Overrides = "{}"
+		} else if validate == nil {
+			var obj map[string]json.RawMessage
+			if json.Unmarshal(in.Overrides, &obj) != nil {
+				fields["overrides"] = "must be a JSON object"
+			} else {
+				c.Overrides = string(in.Overrides)
+			}
+		} else if canon, ferr := validate(in.Overrides); len(ferr) > 0 {
+			for k, v := range ferr {
+				fields["overrides."+k] = v
+			}
+		} else {
+			c.Overrides = string(canon)
+		}
+	}
+	if len(fields) > 0 {
+		return prov, "", errs.Fields(fields)
+	}
+	return prov, apiKey, nil
+}

@@ -1,0 +1,150 @@
+package catalog
+
+import (
+	"encoding/json"
+	"log/slog"
+	"sort"
+	"sync/atomic"
+
+	"switchyard/db"
+)
+
+// Secret holds a decrypted credential in memory. Every way of printing it prints a placeholder;
+// only Reveal gives the value, for the one place that puts it on an upstream request.
+type Secret string
+
+// Reveal returns the credential itself.
+func (s Secret) Reveal() string { return string(s) }
+
+// String hides the value from fmt.
+func (Secret) String() string { return "[redacted]" }
+
+// GoString hides the value from %#v.
+func (Secret) GoString() string { return "[redacted]" }
+
+// LogValue hides the value from slog.
+func (Secret) LogValue() slog.Value { return slog.StringValue("[redacted]") }
+
+// MarshalJSON hides the value from JSON.
+func (Secret) MarshalJSON() ([]byte, error) { return []byte(`"[redacted]"`), nil }
+
+// Registry is an immutable routing table: providers by name with their usable connections.
+type Registry struct {
+	byName  map[string]*ProviderEntry
+	ordered []*ProviderEntry
+	conns   map[int64]*ConnEntry
+}
+
+// ProviderEntry is one provider as the proxy sees it.
+type ProviderEntry struct {
+	ID        int64
+	Name      string
+	Type      string
+	BaseURL   string
+	Overrides json.RawMessage // per-provider resilience overrides
+	// Conns are the enabled connections whose credential could be opened, by priority then id.
+	Conns []*ConnEntry
+	rr    *atomic.Uint64 // round-robin cursor, carried across rebuilds by provider name
+}
+
+// ConnEntry is one connection as the proxy sees it.
+type ConnEntry struct {
+	ID            int64
+	ProviderID    int64
+	Provider      string
+	Name          string
+	AuthType      string
+	APIKey        Secret
+	Priority      int
+	MaxConcurrent int // 0 = unlimited
+	Overrides     json.RawMessage
+	Enabled       bool
+	// Broken says why the connection cannot be used (e.g. its secret no longer opens); "" if fine.
+	Broken string
+}
+
+func buildRegistry(provs []db.Provider, conns []db.Connection, open func(db.Connection) (string, error),
+	log *slog.Logger, old *Registry) *Registry {
+	r := &Registry{byName: make(map[string]*ProviderEntry, len(provs)), conns: make(map[int64]*ConnEntry, len(conns))}
+	byID := make(map[int64]*ProviderEntry, len(provs))
+	for _, p := range provs {
+		e := &ProviderEntry{ID: p.ID, Name: p.Name, Type: p.Type, BaseURL: p.BaseURL,
+			Overrides: json.RawMessage(p.Resilience), rr: new(atomic.Uint64)}
+		if old != nil {
+			if prev, ok := old.byName[p.Name]; ok {
+				e.rr = prev.rr
+			}
+		}
+		r.byName[p.Name] = e
+		r.ordered = append(r.ordered, e)
+		byID[p.ID] = e
+	}
+	for _, c := range conns {
+		p := byID[c.ProviderID]
+		if p == nil {
+			continue
+		}
+		ce := &ConnEntry{ID: c.ID, ProviderID: c.ProviderID, Provider: p.Name, Name: c.Name, AuthType: c.AuthType,
+			Priority: c.Priority, Overrides: json.RawMessage(c.Overrides), Enabled: c.Enabled}
+		if c.MaxConcurrent.Valid {
+			ce.MaxConcurrent = int(c.MaxConcurrent.Int64)
+		}
+		key, err := open(c)
+		if err != nil {
+			ce.Broken = "credential cannot be decrypted; re-enter the API key"
+			log.Warn("connection credential unusable", "connection_id", c.ID, "provider", p.Name, "error", err)
+		}
+		ce.APIKey = Secret(key)
+		r.conns[c.ID] = ce
+		if ce.Enabled && ce.Broken == "" {
+			p.Conns = append(p.Conns, ce)
+		}
+	}
+	for _, p := range r.ordered {
+		sort.SliceStable(p.Conns, func(i, j int) bool {
+			if p.Conns[i].Priority != p.Conns[j].Priority {
+				return p.Conns[i].Priority < p.Conns[j].Priority
+			}
+			return p.Conns[i].ID < p.Conns[j].ID
+		})
+	}
+	return r
+}
+
+// Provider returns the provider with this name.
+func (r *Registry) Provider(name string) (*ProviderEntry, bool) {
+	p, ok := r.byName[name]
+	return p, ok
+}
+
+// Providers returns every provider ordered by name.
+func (r *Registry) Providers() []*ProviderEntry { return r.ordered }
+
+// Connection returns any connection by id, usable or not.
+func (r *Registry) Connection(id int64) (*ConnEntry, bool) {
+	c, ok := r.conns[id]
+	return c, ok
+}
+
+// Candidates returns the provider's usable connections in the order to try them: lower priority
+// values first; within one priority, rotated round-robin so load spreads across equals.
+func (p *ProviderEntry) Candidates() []*ConnEntry {
+	n := len(p.Conns)
+	if n <= 1 {
+		return p.Conns
+	}
+	out := make([]*ConnEntry, 0, n)
+	turn := p.rr.Add(1) - 1
+	for i := 0; i < n; {
+		j := i
+		for j < n && p.Conns[j].Priority == p.Conns[i].Priority {
+			j++
+		}
+		group := p.Conns[i:j]
+		off := int(turn % uint64(len(group)))
+		out = append(out, group[off:]...)
+		out = append(out, group[:off]...)
+		i = j
+	}
+	return out
+}

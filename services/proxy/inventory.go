@@ -1,0 +1,295 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"switchyard/services/catalog"
+)
+
+// Model is one entry of the model inventory.
+type Model struct {
+	ID       string // provider/model
+	Provider string
+	Name     string // the upstream's own model id
+	Created  int64
+}
+
+type providerModels struct {
+	names     []string
+	set       map[string]struct{}
+	ok        bool // the last refresh succeeded
+	fetchedAt time.Time
+	lastTry   time.Time
+	err       string
+}
+
+// Inventory discovers which models each provider serves by asking its /models endpoint, at start,
+// after catalog changes, periodically and on demand for a model it has not seen.
+type Inventory struct {
+	client *http.Client
+	reg    func() *catalog.Registry
+	log    *slog.Logger
+	now    func() time.Time
+
+	mu         sync.RWMutex
+	byProvider map[string]*providerModels
+	sf         singleflight.Group
+	kick       chan struct{}
+}
+
+// NewInventory builds an empty inventory; Run fills it.
+func NewInventory(client *http.Client, reg func() *catalog.Registry, log *slog.Logger, now func() time.Time) *Inventory {
+	return &Inventory{client: client, reg: reg, log: log, now: now,
+		byProvider: map[string]*providerModels{}, kick: make(chan struct{}, 1)}
+}
+
+// Kick asks Run to refresh every provider soon (e.g. after a connection was added).
+func (i *Inventory) Kick() {
+	select {
+	case i.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run refreshes every provider now, then every interval and whenever kicked, until ctx ends.
+func (i *Inventory) Run(ctx context.Context, interval time.Duration) {
+	i.RefreshAll(ctx)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-i.kick:
+		}
+		i.RefreshAll(ctx)
+	}
+}
+
+// RefreshAll refreshes every provider that has a usable connection, concurrently.
+func (i *Inventory) RefreshAll(ctx context.Context) {
+	reg := i.reg()
+	var wg sync.WaitGroup
+	for _, p := range reg.Providers() {
+		if len(p.Conns) == 0 {
+			i.forget(p.Name)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = i.Refresh(ctx, p)
+		}()
+	}
+	wg.Wait()
+	// Drop providers that were deleted.
+	i.mu.Lock()
+	for name := range i.byProvider {
+		if _, ok := reg.Provider(name); !ok {
+			delete(i.byProvider, name)
+		}
+	}
+	i.mu.Unlock()
+}
+
+func (i *Inventory) forget(name string) {
+	i.mu.Lock()
+	delete(i.byProvider, name)
+	i.mu.Unlock()
+}
+
+// Refresh asks one provider for its models; concurrent calls for one provider share one request.
+func (i *Inventory) Refresh(ctx context.Context, p *catalog.ProviderEntry) error {
+	_, err, _ := i.sf.Do(p.Name, func() (any, error) {
+		names, err := i.fetch(ctx, p)
+		now := i.now()
+		i.mu.Lock()
+		defer i.mu.Unlock()
+		pm := i.byProvider[p.Name]
+		if pm == nil {
+			pm = &providerModels{}
+			i.byProvider[p.Name] = pm
+		}
+		pm.lastTry = now
+		if err != nil {
+			pm.ok = false
+			pm.err = err.Error()
+			i.log.Warn("model discovery failed", "provider", p.Name, "error", err)
+			return nil, err
+		}
+		pm.names, pm.ok, pm.err, pm.fetchedAt = names, true, "", now
+		pm.set = make(map[string]struct{}, len(names))
+		for _, n := range names {
+			pm.set[n] = struct{}{}
+		}
+		return nil, nil
+	})
+	return err
+}
+
+// RefreshIfStale refreshes one provider on demand unless it was tried within minGap.
+func (i *Inventory) RefreshIfStale(ctx context.Context, p *catalog.ProviderEntry, minGap time.Duration) {
+	i.mu.RLock()
+	pm := i.byProvider[p.Name]
+	fresh := pm != nil && i.now().Sub(pm.lastTry) < minGap
+	i.mu.RUnlock()
+	if !fresh && len(p.Conns) > 0 {
+		_ = i.Refresh(ctx, p)
+	}
+}
+
+// Lookup reports whether the provider's last good inventory lists model; listed is false when
+// the provider has no good inventory at all (unknown, so requests are still sent).
+func (i *Inventory) Lookup(provider, model string) (found, listed bool) {
+	i.mu.RLock()
+	defer i.mu.RUnlock()
+	pm := i.byProvider[provider]
+	if pm == nil || pm.set == nil {
+		return false, false
+	}
+	_, found = pm.set[model]
+	return found, true
+}
+
+// ServedBy returns the providers whose inventory lists this bare model name.
+func (i *Inventory) ServedBy(model string) []string {
+	i.mu.RLock()
+	defer i.mu.RUnlock()
+	var out []string
+	for name, pm := range i.byProvider {
+		if _, ok := pm.set[model]; ok {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// List returns the union of every provider's models as provider/model, sorted.
+func (i *Inventory) List() []Model {
+	i.mu.RLock()
+	defer i.mu.RUnlock()
+	var out []Model
+	for prov, pm := range i.byProvider {
+		for _, n := range pm.names {
+			out = append(out, Model{ID: prov + "/" + n, Provider: prov, Name: n, Created: pm.fetchedAt.Unix()})
+		}
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
+	return out
+}
+
+// Status is the discovery state of one provider, for the dashboard.
+type Status struct {
+	OK        bool
+	Models    int
+	FetchedAt time.Time
+	Error     string
+}
+
+// ProviderStatus returns the discovery state of one provider.
+func (i *Inventory) ProviderStatus(provider string) (Status, bool) {
+	i.mu.RLock()
+	defer i.mu.RUnlock()
+	pm := i.byProvider[provider]
+	if pm == nil {
+		return Status{}, false
+	}
+	return Status{OK: pm.ok, Models: len(pm.names), FetchedAt: pm.fetchedAt, Error: pm.err}, true
+}
+
+func (i *Inventory) fetch(ctx context.Context, p *catalog.ProviderEntry) ([]string, error) {
+	if len(p.Conns) == 0 {
+		return nil, fmt.Errorf("no usable connection")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	var lastErr error
+	// Any working credential will do; try them in priority order.
+	for _, c := range p.Conns {
+		names, err := FetchModels(ctx, i.client, p, c)
+		if err == nil {
+			return names, nil
+		}
+		lastErr = err
+	}
+	return nil, lastErr
+}
+
+// FetchModels asks one provider, with one connection's credential, which models it serves.
+func FetchModels(ctx context.Context, client *http.Client, p *catalog.ProviderEntry, c *catalog.ConnEntry) ([]string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, modelsURL(p), nil)
+	if err != nil {
+		return nil, err
+	}
+	setAuth(req.Header, p, c)
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("list models: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nil, fmt.Errorf("list models: read: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("list models: upstream answered HTTP %d: %s", resp.StatusCode, snippet(body))
+	}
+	var doc struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(body, &doc); err != nil {
+		return nil, fmt.Errorf("list models: not a model list: %w", err)
+	}
+	names := make([]string, 0, len(doc.Data))
+	for _, d := range doc.Data {
+		if d.ID != "" {
+			names = append(names, d.ID)
+		}
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+func modelsURL(p *catalog.ProviderEntry) string {
+	if isAnthropic(p.Type) {
+		return p.BaseURL + "/v1/models?limit=1000"
+	}
+	return p.BaseURL + "/models"
+}
+
+func isAnthropic(t string) bool {
+	return t == catalog.TypeAnthropic || t == catalog.TypeAnthropicCompatible
+}
+
+// setAuth puts the connection's credential on an upstream request in the provider's style.
+func setAuth(h http.Header, p *catalog.ProviderEntry, c *catalog.ConnEntry) {
+	if isAnthropic(p.Type) {
+		h.Set("x-api-key", c.APIKey.Reveal())
+		h.Set("anthropic-version", "2023-06-01")
+		return
+	}
+	h.Set("Authorization", "Bearer "+c.APIKey.Reveal())
+}
+
+// snippet shortens an upstream body for an error message.
+func snippet(b []byte) string {
+	const max = 300
+	if len(b) > max {
+		return string(b[:max]) + "…"
+	}
+	return string(b)
+}

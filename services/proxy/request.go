@@ -1,0 +1,72 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/tidwall/sjson"
+)
+
+// ChatRequest is what the engine needs to know of a chat completions body; the body itself is
+// forwarded untouched except for the model name.
+type ChatRequest struct {
+	Body   []byte
+	Model  string
+	Stream bool
+}
+
+// DecodeChatRequest validates the JSON body of a chat completions request and extracts the
+// fields routing needs. It rejects malformed JSON, a non-object body and a missing model.
+func DecodeChatRequest(body []byte) (ChatRequest, error) {
+	var head struct {
+		Model    *json.RawMessage `json:"model"`
+		Stream   *bool            `json:"stream"`
+		Messages json.RawMessage  `json:"messages"`
+	}
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 {
+		return ChatRequest{}, errors.New("request body is empty; send a JSON object")
+	}
+	if trimmed[0] != '{' {
+		return ChatRequest{}, errors.New("request body must be a JSON object")
+	}
+	if err := json.Unmarshal(trimmed, &head); err != nil {
+		return ChatRequest{}, errors.New("request body is not valid JSON: " + jsonErrorText(err))
+	}
+	if head.Model == nil {
+		return ChatRequest{}, errors.New("missing required field: model")
+	}
+	var model string
+	if err := json.Unmarshal(*head.Model, &model); err != nil {
+		return ChatRequest{}, errors.New("field model must be a string")
+	}
+	model = strings.TrimSpace(model)
+	if model == "" {
+		return ChatRequest{}, errors.New("field model must not be empty")
+	}
+	req := ChatRequest{Body: trimmed, Model: model}
+	if head.Stream != nil {
+		req.Stream = *head.Stream
+	}
+	return req, nil
+}
+
+// withModel returns body with its model field replaced by the upstream model name.
+func withModel(body []byte, model string) ([]byte, error) {
+	return sjson.SetBytes(body, "model", model)
+}
+
+func jsonErrorText(err error) string {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return se.Error() + " (at byte " + strconv.FormatInt(se.Offset, 10) + ")"
+	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return "field " + te.Field + " has the wrong type"
+	}
+	return err.Error()
+}
