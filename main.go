@@ -29,6 +29,7 @@ import (
 	"switchyard/services/clientkeys"
 	"switchyard/services/proxy"
 	"switchyard/services/secrets"
+	"switchyard/services/settings"
 	"switchyard/static"
 	"switchyard/web"
 )
@@ -228,6 +229,13 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 	if err != nil {
 		return nil, err
 	}
+	setSvc, err := settings.New(ctx, kv, lookupEnv, time.Now)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range setSvc.Warnings() {
+		log.Warn(w)
+	}
 	client := &http.Client{Transport: proxy.NewTransport()}
 	inv := proxy.NewInventory(client, cat.Registry, log, time.Now)
 	cat.OnChange(func(*catalog.Registry) { inv.Kick() })
@@ -235,8 +243,10 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 
 	app := &App{DB: d, Log: log, served: make(chan error, 1)}
 	sessions := handlers.NewSessions(secrets.Derive(key, "session-hash v1", 64), secrets.Derive(key, "session-block v1", 32))
-	settingsH := &handlers.Settings{}
-	api := &handlers.API{Catalog: cat, Tester: engine}
+	settingsH := &handlers.Settings{Svc: setSvc}
+	api := &handlers.API{Catalog: cat, Tester: engine,
+		ValidateProviderOverrides:   settings.CheckProviderOverrides,
+		ValidateConnectionOverrides: settings.CheckConnectionOverrides}
 	e, routes := web.New(web.Deps{
 		Log: log, Auth: authSvc, Keys: keys, Sessions: sessions, Static: static.FS,
 		Health:   &handlers.Health{DB: d, Draining: &app.draining, Version: version},

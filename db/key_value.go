@@ -73,3 +73,13 @@ func (k KV) SaveRevision(ctx context.Context, key, value string) (int64, error) 
 	}
 	return rev, nil
 }
+
+// Revision returns the latest revision number saved under key, 0 when none.
+func (k KV) Revision(ctx context.Context, key string) (int64, error) {
+	var rev int64
+	err := k.DB.W.GetContext(ctx, &rev, `SELECT COALESCE(MAX(revision), 0) FROM key_value_revisions WHERE key = ?`, key)
+	if err != nil {
+		return 0, fmt.Errorf("revision %s: %w", key, err)
+	}
+	return rev, nil
+}

@@ -1,16 +1,39 @@
 package handlers
 
 import (
+	"errors"
+	"io"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
+
+	"switchyard/services/settings"
 )
 
-// Settings serves the resilience settings API and cards.
-type Settings struct{}
+// Settings serves the resilience settings API and the settings cards.
+type Settings struct {
+	Svc *settings.Service
+}
 
-// Get answers GET /api/settings/resilience.
-func (s *Settings) Get(c echo.Context) error { return c.JSON(http.StatusOK, map[string]any{}) }
+// Get answers GET /api/settings/resilience: every effective value and the layer it came from.
+func (s *Settings) Get(c echo.Context) error {
+	return c.JSON(http.StatusOK, s.Svc.Effective())
+}
 
-// Patch answers PATCH /api/settings/resilience.
-func (s *Settings) Patch(c echo.Context) error { return c.JSON(http.StatusOK, map[string]any{}) }
+// Patch answers PATCH /api/settings/resilience: a strict partial update; any unknown key or
+// invalid value → 422 with per-field errors and nothing saved.
+func (s *Settings) Patch(c echo.Context) error {
+	raw, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, 1<<20))
+	if err != nil {
+		return APIMessage(c, http.StatusRequestEntityTooLarge, "invalid", "settings document too large")
+	}
+	if _, err := s.Svc.Patch(ctx(c), raw); err != nil {
+		var ve *settings.ValidationError
+		if errors.As(err, &ve) {
+			return c.JSON(http.StatusUnprocessableEntity, apiError{Error: apiErrorBody{
+				Code: "invalid", Message: "invalid settings; nothing was saved", Fields: ve.Fields}})
+		}
+		return APIError(c, err)
+	}
+	return c.JSON(http.StatusOK, s.Svc.Effective())
+}

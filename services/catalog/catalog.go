@@ -121,7 +121,7 @@ type ProviderInput struct {
 
 // ProviderOverridesValidator checks a provider's resilience override document and returns it
 // in canonical form, or per-field messages. Set by the composition root.
-type ProviderOverridesValidator func(raw json.RawMessage) (json.RawMessage, map[string]string)
+type ProviderOverridesValidator func(raw []byte) ([]byte, map[string]string)
 
 func providerView(p db.Provider) Provider {
 	return Provider{ID: p.ID, Name: p.Name, Type: p.Type, BaseURL: p.BaseURL,

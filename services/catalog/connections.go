@@ -64,7 +64,7 @@ type ConnectionInput struct {
 
 // ConnectionOverridesValidator checks a connection's override document and returns it in
 // canonical form, or per-field messages. Nil accepts any JSON object.
-type ConnectionOverridesValidator func(raw json.RawMessage) (json.RawMessage, map[string]string)
+type ConnectionOverridesValidator func(raw []byte) ([]byte, map[string]string)
 
 func (s *Service) connectionView(c db.Connection, provider string) Connection {
 	v := Connection{ID: c.ID, ProviderID: c.ProviderID, Provider: provider, Name: c.Name, AuthType: c.AuthType,

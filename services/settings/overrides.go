@@ -1,0 +1,198 @@
+package settings
+
+import (
+	"fmt"
+	"maps"
+	"strings"
+)
+
+// ConnectionOverrides are the per-connection knobs; a nil field inherits the global value
+// (or, for the pacing limits, means no limit).
+type ConnectionOverrides struct {
+	// MaxConcurrent caps in-flight requests on the connection; nil = unlimited; range 1–10,000.
+	MaxConcurrent *int `json:"max_concurrent,omitempty"`
+	// RequestQueue overrides request_queue and adds optional pacing limits.
+	RequestQueue QueueOverrides `json:"request_queue,omitzero"`
+}
+
+// QueueOverrides override request_queue for one connection.
+type QueueOverrides struct {
+	// MaxWaitMS overrides request_queue.max_wait_ms; range 1–86,400,000.
+	MaxWaitMS *int64 `json:"max_wait_ms,omitempty"`
+	// ExecutionMaxWaitMS overrides request_queue.execution_max_wait_ms; range 1–86,400,000.
+	ExecutionMaxWaitMS *int64 `json:"execution_max_wait_ms,omitempty"`
+	// MaxQueueDepth overrides request_queue.max_queue_depth; range 0–100,000 (0 = unbounded).
+	MaxQueueDepth *int `json:"max_queue_depth,omitempty"`
+	// RequestsPerMinute paces the connection; nil = no limit; range 1–1,000,000.
+	RequestsPerMinute *int `json:"requests_per_minute,omitempty"`
+	// MinGapMS is the least time between two request starts; nil = none; range 0–3,600,000.
+	MinGapMS *int64 `json:"min_gap_ms,omitempty"`
+	// MaxConcurrentExecutions caps executions in flight; nil = no cap; range 1–10,000.
+	MaxConcurrentExecutions *int `json:"max_concurrent_executions,omitempty"`
+}
+
+// Validate checks every set field; the error is a *ValidationError keyed like the JSON.
+func (o ConnectionOverrides) Validate() error {
+	errs := fieldErrors{}
+	checkPtr(errs, "max_concurrent", o.MaxConcurrent, between(1, 10_000))
+	q := o.RequestQueue
+	checkLeaf(errs, "request_queue.max_wait_ms", q.MaxWaitMS)
+	checkLeaf(errs, "request_queue.execution_max_wait_ms", q.ExecutionMaxWaitMS)
+	checkLeaf(errs, "request_queue.max_queue_depth", q.MaxQueueDepth)
+	checkPtr(errs, "request_queue.requests_per_minute", q.RequestsPerMinute, between(1, 1_000_000))
+	checkPtr(errs, "request_queue.min_gap_ms", q.MinGapMS, between[int64](0, 3_600_000))
+	checkPtr(errs, "request_queue.max_concurrent_executions", q.MaxConcurrentExecutions, between(1, 10_000))
+	return errs.err()
+}
+
+// UnmarshalJSON decodes strictly: unknown keys are an error.
+func (o *ConnectionOverrides) UnmarshalJSON(b []byte) error {
+	type plain ConnectionOverrides
+	var v plain
+	if err := strictUnmarshal(b, &v); err != nil {
+		return fmt.Errorf("connection overrides: %s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	*o = ConnectionOverrides(v)
+	return nil
+}
+
+// ProviderOverrides are a provider's overrides of retry and circuit_breaker (the
+// "resilience" object of PATCH /api/providers/{id}); a nil field inherits.
+type ProviderOverrides struct {
+	// Retry overrides retry.*.
+	Retry RetryOverrides `json:"retry,omitzero"`
+	// CircuitBreaker overrides circuit_breaker.*.
+	CircuitBreaker BreakerOverrides `json:"circuit_breaker,omitzero"`
+}
+
+// RetryOverrides override retry.* with the same ranges.
+type RetryOverrides struct {
+	MaxRetries       *int      `json:"max_retries,omitempty"`
+	InitialBackoffMS *int64    `json:"initial_backoff_ms,omitempty"`
+	MaxBackoffMS     *int64    `json:"max_backoff_ms,omitempty"`
+	BackoffFactor    *float64  `json:"backoff_factor,omitempty"`
+	Jitter           *float64  `json:"jitter,omitempty"`
+	RetryOnStatuses  *[]string `json:"retry_on_statuses,omitempty"`
+}
+
+// BreakerOverrides override circuit_breaker.* with the same ranges.
+type BreakerOverrides struct {
+	Enabled             *bool     `json:"enabled,omitempty"`
+	Scope               *string   `json:"scope,omitempty"`
+	FailureThreshold    *int      `json:"failure_threshold,omitempty"`
+	SuccessThreshold    *int      `json:"success_threshold,omitempty"`
+	TimeoutMS           *int64    `json:"timeout_ms,omitempty"`
+	FailureOnStatuses   *[]string `json:"failure_on_statuses,omitempty"`
+	SlowCallThresholdMS *int64    `json:"slow_call_threshold_ms,omitempty"`
+}
+
+// Validate checks every set field against the global ranges, and initial ≤ max backoff
+// when both are set. (If only one is overridden, engines cap the wait at max anyway.)
+func (p ProviderOverrides) Validate() error {
+	errs := fieldErrors{}
+	r, b := p.Retry, p.CircuitBreaker
+	checkLeaf(errs, "retry.max_retries", r.MaxRetries)
+	checkLeaf(errs, "retry.initial_backoff_ms", r.InitialBackoffMS)
+	checkLeaf(errs, "retry.max_backoff_ms", r.MaxBackoffMS)
+	checkLeaf(errs, "retry.backoff_factor", r.BackoffFactor)
+	checkLeaf(errs, "retry.jitter", r.Jitter)
+	checkLeaf(errs, "retry.retry_on_statuses", r.RetryOnStatuses)
+	checkLeaf(errs, "circuit_breaker.enabled", b.Enabled)
+	checkLeaf(errs, "circuit_breaker.scope", b.Scope)
+	checkLeaf(errs, "circuit_breaker.failure_threshold", b.FailureThreshold)
+	checkLeaf(errs, "circuit_breaker.success_threshold", b.SuccessThreshold)
+	checkLeaf(errs, "circuit_breaker.timeout_ms", b.TimeoutMS)
+	checkLeaf(errs, "circuit_breaker.failure_on_statuses", b.FailureOnStatuses)
+	checkLeaf(errs, "circuit_breaker.slow_call_threshold_ms", b.SlowCallThresholdMS)
+	if r.InitialBackoffMS != nil && r.MaxBackoffMS != nil {
+		if msg := atLeast("initial_backoff_ms", *r.InitialBackoffMS, *r.MaxBackoffMS); msg != "" {
+			errs.add("retry.max_backoff_ms", msg)
+		}
+	}
+	return errs.err()
+}
+
+// UnmarshalJSON decodes strictly: unknown keys are an error.
+func (p *ProviderOverrides) UnmarshalJSON(b []byte) error {
+	type plain ProviderOverrides
+	var v plain
+	if err := strictUnmarshal(b, &v); err != nil {
+		return fmt.Errorf("provider overrides: %s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	*p = ProviderOverrides(v)
+	return nil
+}
+
+// RequestQueueFor merges a connection's overrides over the global request_queue and
+// returns the result with the source of each leaf ("connection" where overridden).
+func (s *Snapshot) RequestQueueFor(o ConnectionOverrides) (RequestQueue, map[string]string) {
+	q, src := s.values.RequestQueue, s.sourcesUnder("request_queue.")
+	override(&q.MaxWaitMS, o.RequestQueue.MaxWaitMS, src, "request_queue.max_wait_ms", SourceConnection)
+	override(&q.ExecutionMaxWaitMS, o.RequestQueue.ExecutionMaxWaitMS, src, "request_queue.execution_max_wait_ms", SourceConnection)
+	override(&q.MaxQueueDepth, o.RequestQueue.MaxQueueDepth, src, "request_queue.max_queue_depth", SourceConnection)
+	return q, src
+}
+
+// RetryFor merges a provider's overrides over the global retry settings.
+func (s *Snapshot) RetryFor(p ProviderOverrides) (Retry, map[string]string) {
+	r, src, o := s.values.Retry, s.sourcesUnder("retry."), p.Retry
+	override(&r.MaxRetries, o.MaxRetries, src, "retry.max_retries", SourceProvider)
+	override(&r.InitialBackoffMS, o.InitialBackoffMS, src, "retry.initial_backoff_ms", SourceProvider)
+	override(&r.MaxBackoffMS, o.MaxBackoffMS, src, "retry.max_backoff_ms", SourceProvider)
+	override(&r.BackoffFactor, o.BackoffFactor, src, "retry.backoff_factor", SourceProvider)
+	override(&r.Jitter, o.Jitter, src, "retry.jitter", SourceProvider)
+	override(&r.RetryOnStatuses, o.RetryOnStatuses, src, "retry.retry_on_statuses", SourceProvider)
+	return r, src
+}
+
+// CircuitBreakerFor merges a provider's overrides over the global breaker settings.
+func (s *Snapshot) CircuitBreakerFor(p ProviderOverrides) (CircuitBreaker, map[string]string) {
+	b, src, o := s.values.CircuitBreaker, s.sourcesUnder("circuit_breaker."), p.CircuitBreaker
+	override(&b.Enabled, o.Enabled, src, "circuit_breaker.enabled", SourceProvider)
+	override(&b.Scope, o.Scope, src, "circuit_breaker.scope", SourceProvider)
+	override(&b.FailureThreshold, o.FailureThreshold, src, "circuit_breaker.failure_threshold", SourceProvider)
+	override(&b.SuccessThreshold, o.SuccessThreshold, src, "circuit_breaker.success_threshold", SourceProvider)
+	override(&b.TimeoutMS, o.TimeoutMS, src, "circuit_breaker.timeout_ms", SourceProvider)
+	override(&b.FailureOnStatuses, o.FailureOnStatuses, src, "circuit_breaker.failure_on_statuses", SourceProvider)
+	override(&b.SlowCallThresholdMS, o.SlowCallThresholdMS, src, "circuit_breaker.slow_call_threshold_ms", SourceProvider)
+	return b, src
+}
+
+func (s *Snapshot) sourcesUnder(prefix string) map[string]string {
+	src := map[string]string{}
+	for p, v := range s.sources {
+		if strings.HasPrefix(p, prefix) {
+			src[p] = v
+		}
+	}
+	return src
+}
+
+func override[T any](dst *T, v *T, src map[string]string, path, source string) {
+	if v != nil {
+		*dst = *v
+		src[path] = source
+	}
+}
+
+// checkLeaf validates a set override with the registry's check for path.
+func checkLeaf[T any](errs fieldErrors, path string, v *T) {
+	if v != nil {
+		leafByPath[path].check(path, *v, errs)
+	}
+}
+
+func checkPtr[T any](errs fieldErrors, path string, v *T, f func(T) string) {
+	if v != nil {
+		if msg := f(*v); msg != "" {
+			errs.add(path, msg)
+		}
+	}
+}
+
+func (e fieldErrors) err() error {
+	if len(e) == 0 {
+		return nil
+	}
+	return &ValidationError{Fields: maps.Clone(e)}
+}
