@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/labstack/echo/v4"
 
 	"switchyard/db"
@@ -28,8 +29,10 @@ import (
 	"switchyard/services/catalog"
 	"switchyard/services/clientkeys"
 	"switchyard/services/proxy"
+	"switchyard/services/resilience"
 	"switchyard/services/secrets"
 	"switchyard/services/settings"
+	"switchyard/services/writebehind"
 	"switchyard/static"
 	"switchyard/web"
 )
@@ -52,6 +55,8 @@ type Config struct {
 	AdminToken    string
 	SecretKey     string
 	ShutdownGrace time.Duration
+	// Clock drives every resilience timer; nil = the real clock (tests inject a fake one).
+	Clock clockwork.Clock
 }
 
 const usage = `Switchyard — a self-hosted LLM gateway.
@@ -236,15 +241,31 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 	for _, w := range setSvc.Warnings() {
 		log.Warn(w)
 	}
+	clock := cfg.Clock
+	if clock == nil {
+		clock = clockwork.NewRealClock()
+	}
+	stateQueue := writebehind.New("connection_state", log, func(ctx context.Context, batch map[int64]resilience.ConnState) error {
+		return resilience.SaveConnStates(ctx, d, batch)
+	})
+	cooldowns := resilience.NewCooldowns(clock, func(st resilience.ConnState) { stateQueue.Put(st.ConnectionID, st) })
+	states, err := resilience.LoadConnStates(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	cooldowns.Load(states)
+	cat.OnNewCredentials(func(id int64) { cooldowns.Clear(id, true) })
+
 	client := &http.Client{Transport: proxy.NewTransport()}
 	inv := proxy.NewInventory(client, cat.Registry, log, time.Now)
 	cat.OnChange(func(*catalog.Registry) { inv.Kick() })
-	engine := proxy.New(proxy.Options{Catalog: cat, Inventory: inv, Client: client, Log: log})
+	engine := proxy.New(proxy.Options{Catalog: cat, Inventory: inv, Client: client, Log: log,
+		Settings: setSvc, Cooldowns: cooldowns, Clock: clock})
 
 	app := &App{DB: d, Log: log, served: make(chan error, 1)}
 	sessions := handlers.NewSessions(secrets.Derive(key, "session-hash v1", 64), secrets.Derive(key, "session-block v1", 32))
 	settingsH := &handlers.Settings{Svc: setSvc}
-	api := &handlers.API{Catalog: cat, Tester: engine,
+	api := &handlers.API{Catalog: cat, Tester: engine, Cooldowns: cooldowns,
 		ValidateProviderOverrides:   settings.CheckProviderOverrides,
 		ValidateConnectionOverrides: settings.CheckConnectionOverrides}
 	e, routes := web.New(web.Deps{
@@ -269,8 +290,9 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 
 	bgCtx, cancel := context.WithCancel(context.Background())
 	app.cancel = cancel
-	app.bg.Add(2)
+	app.bg.Add(3)
 	go func() { defer app.bg.Done(); inv.Run(bgCtx, time.Hour) }()
+	go func() { defer app.bg.Done(); stateQueue.Run(bgCtx) }()
 	go func() { defer app.bg.Done(); keys.Run(bgCtx, 5*time.Second) }()
 	go func() { app.served <- app.server.Serve(ln) }()
 	log.Info("switchyard listening", "addr", "http://"+app.Addr, "version", version, "data_dir", cfg.DataDir)

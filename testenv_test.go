@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 )
 
 const testAdminToken = "test-admin-token-0123456789"
@@ -26,6 +28,7 @@ type testEnv struct {
 	dataDir string
 	env     map[string]string
 	logs    *syncBuffer
+	clock   *clockwork.FakeClock
 }
 
 type syncBuffer struct {
@@ -47,7 +50,7 @@ func (s *syncBuffer) String() string {
 
 func newTestEnv(t *testing.T) *testEnv {
 	t.Helper()
-	e := &testEnv{t: t, dataDir: t.TempDir(), logs: &syncBuffer{}, env: map[string]string{
+	e := &testEnv{t: t, dataDir: t.TempDir(), logs: &syncBuffer{}, clock: clockwork.NewFakeClockAt(time.Now()), env: map[string]string{
 		"SWITCHYARD_ADMIN_TOKEN":    testAdminToken,
 		"SWITCHYARD_ADMIN_PASSWORD": "correct horse battery staple",
 	}}
@@ -66,6 +69,7 @@ func (e *testEnv) start() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	cfg.Clock = e.clock
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(e.logs, testLogWriter()), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	app, err := Start(context.Background(), cfg, e.lookupEnv, log)
 	if err != nil {

@@ -8,12 +8,14 @@ import (
 
 	"switchyard/services/catalog"
 	"switchyard/services/errs"
+	"switchyard/services/resilience"
 )
 
 // API serves the admin JSON API.
 type API struct {
-	Catalog *catalog.Service
-	Tester  ConnectionTester
+	Catalog   *catalog.Service
+	Tester    ConnectionTester
+	Cooldowns *resilience.Cooldowns
 	// ValidateProviderOverrides and ValidateConnectionOverrides check override documents.
 	ValidateProviderOverrides   catalog.ProviderOverridesValidator
 	ValidateConnectionOverrides catalog.ConnectionOverridesValidator

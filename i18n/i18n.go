@@ -47,7 +47,9 @@ func mustLoad() map[Lang]map[string]string {
 type ctxKey struct{}
 
 // WithLang returns ctx carrying the language.
-func WithLang(ctx context.Context, l Lang) context.Context { return context.WithValue(ctx, ctxKey{}, l) }
+func WithLang(ctx context.Context, l Lang) context.Context {
+	return context.WithValue(ctx, ctxKey{}, l)
+}
 
 // FromContext returns the language in ctx, English when none.
 func FromContext(ctx context.Context) Lang {

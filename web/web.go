@@ -80,6 +80,8 @@ func New(d Deps) (*echo.Echo, []Route) {
 	add(api, "/api", "admin", http.MethodPatch, "/connections/:id", d.API.UpdateConnection)
 	add(api, "/api", "admin", http.MethodDelete, "/connections/:id", d.API.DeleteConnection)
 	add(api, "/api", "admin", http.MethodPost, "/connections/:id/test", d.API.TestConnection)
+	add(api, "/api", "admin", http.MethodPost, "/connections/:id/reset", d.API.ResetConnection)
+	add(api, "/api", "admin", http.MethodGet, "/resilience/state", d.API.ResilienceState)
 	add(api, "/api", "admin", http.MethodGet, "/keys", d.KeysAPI.List)
 	add(api, "/api", "admin", http.MethodPost, "/keys", d.KeysAPI.Create)
 	add(api, "/api", "admin", http.MethodDelete, "/keys/:id", d.KeysAPI.Revoke)

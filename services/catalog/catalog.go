@@ -48,6 +48,15 @@ type Service struct {
 	mu        sync.Mutex // serialises writes so registry rebuilds see a consistent order
 	reg       atomic.Pointer[Registry]
 	listeners []func(*Registry)
+	newCreds  []func(connectionID int64)
+}
+
+// OnNewCredentials registers fn to run when a connection gets a new credential (which clears
+// terminal states such as expired or banned).
+func (s *Service) OnNewCredentials(fn func(connectionID int64)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.newCreds = append(s.newCreds, fn)
 }
 
 // New loads the registry from the database.

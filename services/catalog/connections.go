@@ -171,6 +171,11 @@ func (s *Service) UpdateConnection(ctx context.Context, id int64, in ConnectionI
 	if err != nil {
 		return Connection{}, err
 	}
+	if in.APIKey != nil {
+		for _, fn := range s.newCreds {
+			fn(id)
+		}
+	}
 	return out, s.rebuild(ctx)
 }
 

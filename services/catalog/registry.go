@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"switchyard/db"
+	"switchyard/services/settings"
 )
 
 // Secret holds a decrypted credential in memory. Every way of printing it prints a placeholder;
@@ -41,7 +42,9 @@ type ProviderEntry struct {
 	Name      string
 	Type      string
 	BaseURL   string
-	Overrides json.RawMessage // per-provider resilience overrides
+	Overrides json.RawMessage // per-provider resilience overrides, as stored
+	// Resilience is Overrides decoded once, for the request path.
+	Resilience settings.ProviderOverrides
 	// Conns are the enabled connections whose credential could be opened, by priority then id.
 	Conns []*ConnEntry
 	rr    *atomic.Uint64 // round-robin cursor, carried across rebuilds by provider name
@@ -58,7 +61,9 @@ type ConnEntry struct {
 	Priority      int
 	MaxConcurrent int // 0 = unlimited
 	Overrides     json.RawMessage
-	Enabled       bool
+	// Settings is Overrides decoded once, for the request path.
+	Settings settings.ConnectionOverrides
+	Enabled  bool
 	// Broken says why the connection cannot be used (e.g. its secret no longer opens); "" if fine.
 	Broken string
 }
@@ -69,7 +74,8 @@ func buildRegistry(provs []db.Provider, conns []db.Connection, open func(db.Conn
 	byID := make(map[int64]*ProviderEntry, len(provs))
 	for _, p := range provs {
 		e := &ProviderEntry{ID: p.ID, Name: p.Name, Type: p.Type, BaseURL: p.BaseURL,
-			Overrides: json.RawMessage(p.Resilience), rr: new(atomic.Uint64)}
+			Overrides: json.RawMessage(p.Resilience), rr: new(atomic.Uint64),
+			Resilience: settings.ParseProviderOverrides([]byte(p.Resilience))}
 		if old != nil {
 			if prev, ok := old.byName[p.Name]; ok {
 				e.rr = prev.rr
@@ -85,7 +91,8 @@ func buildRegistry(provs []db.Provider, conns []db.Connection, open func(db.Conn
 			continue
 		}
 		ce := &ConnEntry{ID: c.ID, ProviderID: c.ProviderID, Provider: p.Name, Name: c.Name, AuthType: c.AuthType,
-			Priority: c.Priority, Overrides: json.RawMessage(c.Overrides), Enabled: c.Enabled}
+			Priority: c.Priority, Overrides: json.RawMessage(c.Overrides), Enabled: c.Enabled,
+			Settings: settings.ParseConnectionOverrides([]byte(c.Overrides))}
 		if c.MaxConcurrent.Valid {
 			ce.MaxConcurrent = int(c.MaxConcurrent.Int64)
 		}
@@ -124,6 +131,23 @@ func (r *Registry) Providers() []*ProviderEntry { return r.ordered }
 func (r *Registry) Connection(id int64) (*ConnEntry, bool) {
 	c, ok := r.conns[id]
 	return c, ok
+}
+
+// ConnectionsOf returns every connection of a provider, usable or not, by priority then id.
+func (r *Registry) ConnectionsOf(providerID int64) []*ConnEntry {
+	var out []*ConnEntry
+	for _, c := range r.conns {
+		if c.ProviderID == providerID {
+			out = append(out, c)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Priority != out[j].Priority {
+			return out[i].Priority < out[j].Priority
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
 }
 
 // Candidates returns the provider's usable connections in the order to try them: lower priority

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/jonboulle/clockwork"
 	"io"
 	"log/slog"
 	"net"
@@ -16,7 +17,14 @@ import (
 	"time"
 
 	"switchyard/services/catalog"
+	"switchyard/services/resilience"
+	"switchyard/services/settings"
 )
+
+// SettingsSource gives the engine the current settings snapshot.
+type SettingsSource interface {
+	Snapshot() *settings.Snapshot
+}
 
 // Registry gives the engine the current routing table.
 type Registry interface {
@@ -29,7 +37,9 @@ type Options struct {
 	Inventory *Inventory
 	Client    *http.Client
 	Log       *slog.Logger
-	Now       func() time.Time
+	Settings  SettingsSource
+	Cooldowns *resilience.Cooldowns
+	Clock     clockwork.Clock
 	// MaxResponseBytes bounds a buffered (non-streaming) upstream answer. Default 64 MiB.
 	MaxResponseBytes int64
 }
@@ -44,8 +54,8 @@ func New(opt Options) *Engine {
 	if opt.MaxResponseBytes == 0 {
 		opt.MaxResponseBytes = 64 << 20
 	}
-	if opt.Now == nil {
-		opt.Now = time.Now
+	if opt.Clock == nil {
+		opt.Clock = clockwork.NewRealClock()
 	}
 	return &Engine{opt: opt}
 }
@@ -114,117 +124,6 @@ func (e *Engine) checkListed(ctx context.Context, p *catalog.ProviderEntry, name
 		return t, nil
 	}
 	return target{}, errModelNotFound(full)
-}
-
-// forwardedHeaders are the client headers passed upstream; credentials, session and hop-by-hop
-// headers never are.
-var forwardedHeaders = []string{"Accept", "User-Agent", "OpenAI-Beta"}
-
-// Chat forwards a chat completions request and writes the answer to w. It returns an *Error only
-// when nothing has been written yet; the caller renders it in the client's format.
-func (e *Engine) Chat(ctx context.Context, w http.ResponseWriter, req ChatRequest, in http.Header) *Error {
-	t, perr := e.resolve(ctx, req.Model)
-	if perr != nil {
-		return perr
-	}
-	if isAnthropic(t.provider.Type) {
-		return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "unsupported_provider_type",
-			Message: fmt.Sprintf("provider %s is of type %s; /v1/chat/completions reaches openai and openai-compatible providers",
-				t.provider.Name, t.provider.Type)}
-	}
-	body, err := withModel(req.Body, t.model)
-	if err != nil {
-		return errInvalid("invalid_json", "request body cannot be rewritten: "+err.Error())
-	}
-	cands := t.provider.Candidates()
-	if len(cands) == 0 {
-		return &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "no_connections",
-			RetryAfter: 30 * time.Second,
-			Message: fmt.Sprintf("provider %s has no usable connection; add one in the Switchyard dashboard", t.provider.Name)}
-	}
-	header := upstreamHeader(in)
-	var last *Error
-	for _, c := range cands {
-		res := e.attempt(ctx, t, c, body, header, req.Stream)
-		if res.err == nil {
-			return e.deliver(ctx, w, t, c, res)
-		}
-		if ctx.Err() != nil {
-			return clientGone()
-		}
-		last = res.err
-		if !res.failover {
-			break
-		}
-		e.opt.Log.Info("failing over", "provider", t.provider.Name, "connection_id", c.ID, "status", res.status,
-			"reason", res.err.Code)
-	}
-	return last
-}
-
-// attemptResult is one upstream call: either a response ready to relay, or a failure.
-type attemptResult struct {
-	resp     *http.Response // open body on success
-	first    []byte         // for streams: the first complete event, already read
-	body     []byte         // for buffered answers: the whole body
-	status   int
-	err      *Error
-	failover bool // the failure is the connection's or the upstream's; another connection may serve
-}
-
-func (e *Engine) attempt(ctx context.Context, t target, c *catalog.ConnEntry, body []byte, header http.Header, stream bool) attemptResult {
-	url := t.provider.BaseURL + "/chat/completions"
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return attemptResult{err: &Error{Status: http.StatusInternalServerError, Type: "server_error", Code: "internal",
-			Message: "cannot build upstream request"}}
-	}
-	req.Header = header.Clone()
-	setAuth(req.Header, t.provider, c)
-	resp, err := e.opt.Client.Do(req)
-	if err != nil {
-		return attemptResult{failover: true, err: &Error{Status: http.StatusBadGateway, Type: "upstream_error",
-			Code: "upstream_unreachable", Message: fmt.Sprintf("provider %s could not be reached: %s", t.provider.Name, transportText(err))}}
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		resp.Body.Close()
-		return attemptResult{status: resp.StatusCode, failover: resp.StatusCode == 429 || resp.StatusCode >= 500,
-			err: upstreamError(t.provider.Name, resp.StatusCode, resp.Header, b)}
-	}
-	if stream && isEventStream(resp.Header) {
-		return attemptResult{resp: resp, status: resp.StatusCode}
-	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, e.opt.MaxResponseBytes+1))
-	resp.Body.Close()
-	if err != nil {
-		return attemptResult{failover: true, err: &Error{Status: http.StatusBadGateway, Type: "upstream_error",
-			Code: "upstream_read_failed", Message: fmt.Sprintf("reading the answer of provider %s failed: %s", t.provider.Name, transportText(err))}}
-	}
-	if int64(len(b)) > e.opt.MaxResponseBytes {
-		return attemptResult{err: &Error{Status: http.StatusBadGateway, Type: "upstream_error", Code: "upstream_response_too_large",
-			Message: "the upstream answer exceeds the size limit"}}
-	}
-	return attemptResult{resp: resp, body: b, status: resp.StatusCode}
-}
-
-// deliver writes a successful attempt to the client.
-func (e *Engine) deliver(ctx context.Context, w http.ResponseWriter, t target, c *catalog.ConnEntry, res attemptResult) *Error {
-	h := w.Header()
-	h.Set("X-Switchyard-Provider", t.provider.Name)
-	if res.body != nil {
-		if ct := res.resp.Header.Get("Content-Type"); ct != "" {
-			h.Set("Content-Type", ct)
-		} else {
-			h.Set("Content-Type", "application/json")
-		}
-		w.WriteHeader(res.status)
-		_, _ = w.Write(res.body)
-		return nil
-	}
-	defer res.resp.Body.Close()
-	relayStream(ctx, w, res.resp.Body, e.opt.Log)
-	return nil
 }
 
 func upstreamHeader(in http.Header) http.Header {

@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+
+	"switchyard/services/resilience"
 )
 
 var (
@@ -14,58 +16,105 @@ var (
 	incompleteEvt = []byte(`data: {"error":{"message":"the upstream stream ended before it was complete","type":"upstream_error","code":"stream_incomplete"}}` + "\n\n")
 )
 
-// relayStream copies an upstream SSE body to the client event by event, flushing after each, and
-// closes a stream that ends without its terminal event with an explicit stream_incomplete event.
-// It reports whether the stream was complete.
-func relayStream(ctx context.Context, w http.ResponseWriter, body io.Reader, log *slog.Logger) bool {
+// readEvent reads one SSE event (up to and including its blank line). At the end of the body it
+// returns what was read with the read error.
+func readEvent(br *bufio.Reader) ([]byte, error) {
+	var ev []byte
+	for {
+		line, err := br.ReadSlice('\n')
+		ev = append(ev, line...)
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err != nil {
+			return ev, err
+		}
+		if len(bytes.TrimRight(line, "\r\n")) == 0 {
+			if len(bytes.TrimSpace(ev)) == 0 { // stray blank lines between events
+				ev = ev[:0]
+				continue
+			}
+			return ev, nil
+		}
+	}
+}
+
+// streamError reports whether an SSE event carries an error object in its data.
+func streamError(ev []byte) (data string, embeddedStatus int, ok bool) {
+	for _, line := range bytes.Split(ev, []byte("\n")) {
+		line = bytes.TrimRight(line, "\r")
+		d, found := bytes.CutPrefix(line, []byte("data:"))
+		if !found {
+			continue
+		}
+		d = bytes.TrimSpace(d)
+		if _, _, _, st, isErr := resilience.ExtractError(d); isErr {
+			return string(d), st, true
+		}
+	}
+	return "", 0, false
+}
+
+func hasDone(ev []byte) bool {
+	for _, line := range bytes.Split(ev, []byte("\n")) {
+		if bytes.Equal(bytes.TrimRight(line, "\r"), doneLine) {
+			return true
+		}
+	}
+	return false
+}
+
+// relayStream writes the first event and then copies the rest of the upstream SSE body to the
+// client event by event, flushing after each. A stream that ends without its terminal event is
+// closed with an explicit stream_incomplete event. It reports whether the stream was complete.
+func relayStream(ctx context.Context, w http.ResponseWriter, first []byte, br *bufio.Reader, log *slog.Logger) bool {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
+	done := hasDone(first)
+	if _, err := w.Write(terminate(first)); err != nil {
+		return done
+	}
 	_ = rc.Flush()
-
-	br := bufio.NewReaderSize(body, 32<<10)
-	var event []byte
-	done := false
+	if done {
+		return true
+	}
 	for {
-		line, err := br.ReadSlice('\n')
-		if err == bufio.ErrBufferFull {
-			event = append(event, line...)
-			continue
+		ev, err := readEvent(br)
+		if len(bytes.TrimSpace(ev)) > 0 && (err == nil || hasDone(ev)) {
+			done = done || hasDone(ev)
+			if _, werr := w.Write(terminate(ev)); werr != nil {
+				return done
+			}
+			_ = rc.Flush()
 		}
-		if len(line) > 0 {
-			event = append(event, line...)
-			trimmed := bytes.TrimRight(line, "\r\n")
-			if bytes.Equal(trimmed, doneLine) {
-				done = true
-			}
-			if len(trimmed) == 0 { // blank line: the event is complete
-				if _, werr := w.Write(event); werr != nil {
-					return done
-				}
-				_ = rc.Flush()
-				event = event[:0]
-			}
+		if done {
+			return true
 		}
 		if err != nil {
-			if len(bytes.TrimSpace(event)) > 0 && done {
-				// The upstream closed without the final blank line after [DONE].
-				_, _ = w.Write(append(event, '\n'))
-				_ = rc.Flush()
-			}
 			if ctx.Err() != nil {
-				return done // the client left; nothing to tell it
+				return false // the client left; nothing to tell it
 			}
-			if !done {
-				if err != io.EOF {
-					log.Warn("upstream stream broke", "error", err)
-				}
-				_, _ = w.Write(incompleteEvt)
-				_ = rc.Flush()
+			if err != io.EOF {
+				log.Warn("upstream stream broke", "error", err)
 			}
-			return done
+			_, _ = w.Write(incompleteEvt)
+			_ = rc.Flush()
+			return false
 		}
 	}
+}
+
+// terminate makes sure an event ends with its blank line.
+func terminate(ev []byte) []byte {
+	switch {
+	case bytes.HasSuffix(ev, []byte("\n\n")), bytes.HasSuffix(ev, []byte("\r\n\r\n")):
+		return ev
+	case bytes.HasSuffix(ev, []byte("\n")):
+		return append(ev, '\n')
+	}
+	return append(ev, '\n', '\n')
 }

@@ -34,9 +34,9 @@ func (e *Engine) TestConnection(ctx context.Context, id int64) (TestResult, erro
 	}
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	start := e.opt.Now()
+	start := e.opt.Clock.Now()
 	names, err := FetchModels(ctx, e.opt.Client, p, c)
-	res := TestResult{LatencyMS: e.opt.Now().Sub(start).Milliseconds()}
+	res := TestResult{LatencyMS: e.opt.Clock.Now().Sub(start).Milliseconds()}
 	if err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			res.Message = "the upstream did not answer within 20 s"

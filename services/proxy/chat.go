@@ -1,0 +1,417 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"switchyard/services/catalog"
+	"switchyard/services/resilience"
+	"switchyard/services/settings"
+)
+
+// forwardedHeaders are the client headers passed upstream; credentials, session and hop-by-hop
+// headers never are.
+var forwardedHeaders = []string{"Accept", "User-Agent", "OpenAI-Beta"}
+
+// call is one client request on its way through the engine.
+type call struct {
+	t       target
+	body    []byte
+	header  http.Header
+	stream  bool
+	snap    *settings.Snapshot
+	retry   settings.Retry
+	retryOn *settings.StatusMatcher
+}
+
+// Chat forwards a chat completions request and writes the answer to w. It returns an *Error only
+// when nothing has been written yet; the caller renders it in the client's format.
+//
+// Order of work: the provider's eligible connections are tried in order (priority, then round
+// robin); a failure that is the connection's (classified) cools it and moves the same request to
+// the next eligible connection at once. When no untried eligible connection is left and the
+// failure is retryable, the engine waits (exponential backoff with jitter, or until the earliest
+// cooldown ends if that is sooner than max_backoff) and starts another round, up to max_retries.
+// Nothing is retried once a byte of the answer reached the client.
+func (e *Engine) Chat(ctx context.Context, w http.ResponseWriter, req ChatRequest, in http.Header) *Error {
+	t, perr := e.resolve(ctx, req.Model)
+	if perr != nil {
+		return perr
+	}
+	if isAnthropic(t.provider.Type) {
+		return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "unsupported_provider_type",
+			Message: fmt.Sprintf("provider %s is of type %s; /v1/chat/completions reaches openai and openai-compatible providers",
+				t.provider.Name, t.provider.Type)}
+	}
+	body, err := withModel(req.Body, t.model)
+	if err != nil {
+		return errInvalid("invalid_json", "request body cannot be rewritten: "+err.Error())
+	}
+	c := &call{t: t, body: body, header: upstreamHeader(in), stream: req.Stream, snap: e.opt.Settings.Snapshot()}
+	c.retry, _ = c.snap.RetryFor(t.provider.Resilience)
+	c.retryOn = c.snap.RetryOn()
+	if t.provider.Resilience.Retry.RetryOnStatuses != nil {
+		if m, err := settings.NewStatusMatcher(c.retry.RetryOnStatuses); err == nil {
+			c.retryOn = m
+		}
+	}
+	return e.run(ctx, w, c)
+}
+
+// failure is a failed attempt, classified.
+type failure struct {
+	err       *Error
+	outcome   resilience.Outcome
+	retryable bool
+}
+
+func (e *Engine) run(ctx context.Context, w http.ResponseWriter, c *call) *Error {
+	conns := c.t.provider.Candidates()
+	if len(conns) == 0 {
+		return &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "no_connections",
+			RetryAfter: 30 * time.Second,
+			Message:    fmt.Sprintf("provider %s has no usable connection; add one in the Switchyard dashboard", c.t.provider.Name)}
+	}
+	var last *failure
+	tried := make([]bool, len(conns))
+	for retries := 0; ; {
+		i, excluded := e.pick(conns, tried)
+		if i < 0 {
+			if last == nil || !last.retryable || retries >= c.retry.MaxRetries {
+				return e.exhausted(c, conns, last)
+			}
+			wait := resilience.Backoff(retries+1, ms(c.retry.InitialBackoffMS), ms(c.retry.MaxBackoffMS),
+				c.retry.BackoffFactor, c.retry.Jitter, rand.Float64)
+			if soonest, ok := earliest(excluded); ok && soonest > wait {
+				if soonest > ms(c.retry.MaxBackoffMS) {
+					return e.exhausted(c, conns, last)
+				}
+				wait = soonest
+			}
+			if dl, ok := ctx.Deadline(); ok && e.opt.Clock.Now().Add(wait).After(dl) {
+				return e.exhausted(c, conns, last)
+			}
+			if !e.sleep(ctx, wait) {
+				return clientGone()
+			}
+			retries++
+			clear(tried)
+			continue
+		}
+		tried[i] = true
+		conn := conns[i]
+		res := e.attempt(ctx, c, conn)
+		if res.err == nil {
+			e.opt.Cooldowns.RecordSuccess(conn.ID)
+			return e.deliver(ctx, w, c, conn, res)
+		}
+		if ctx.Err() != nil {
+			return clientGone() // the client left: never the upstream's fault
+		}
+		f := e.fail(c, conn, res)
+		last = &f
+		if !f.outcome.Failover && !f.retryable {
+			return f.err
+		}
+	}
+}
+
+// pick returns the first untried connection that may take a request now, or -1 and why the
+// others were excluded.
+func (e *Engine) pick(conns []*catalog.ConnEntry, tried []bool) (int, []exclusion) {
+	var excluded []exclusion
+	for i, c := range conns {
+		if tried[i] {
+			continue
+		}
+		ok, why := e.opt.Cooldowns.Check(c.ID)
+		if ok {
+			return i, nil
+		}
+		excluded = append(excluded, exclusion{conn: c, why: why})
+	}
+	return -1, excluded
+}
+
+type exclusion struct {
+	conn *catalog.ConnEntry
+	why  resilience.Exclusion
+}
+
+func earliest(ex []exclusion) (time.Duration, bool) {
+	var best time.Duration
+	found := false
+	for _, x := range ex {
+		if x.why.Status == resilience.StatusCooling && (!found || x.why.Remaining < best) {
+			best, found = x.why.Remaining, true
+		}
+	}
+	return best, found
+}
+
+// exhausted builds the answer when no connection is left to try. Every connection terminal →
+// 401 naming the states and saying to reconnect; otherwise, when some are cooling, the last
+// upstream failure (if this request made one) or 429 with the earliest recovery and the reasons.
+func (e *Engine) exhausted(c *call, conns []*catalog.ConnEntry, last *failure) *Error {
+	all := excludedNow(e, conns)
+	if len(all) < len(conns) && last != nil {
+		return last.err
+	}
+	soonest, cooling := earliest(all)
+	if !cooling && len(all) == len(conns) {
+		states := map[string]bool{}
+		for _, x := range all {
+			states[string(x.why.Status)] = true
+		}
+		return &Error{Status: http.StatusUnauthorized, Type: "authentication_error", Code: "connections_unusable",
+			Header: http.Header{"X-Should-Retry": {"false"}},
+			Message: fmt.Sprintf("every connection of provider %s is unusable (%s); reconnect or reset it in the Switchyard dashboard",
+				c.t.provider.Name, joinKeys(states, "terminal"))}
+	}
+	if last != nil {
+		if last.err.RetryAfter == 0 && cooling {
+			last.err.RetryAfter = soonest
+		}
+		return last.err
+	}
+	reasons := map[string]bool{}
+	for _, x := range all {
+		if x.why.Status == resilience.StatusCooling && x.why.Reason != "" {
+			reasons[string(x.why.Reason)] = true
+		}
+	}
+	return &Error{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Code: "all_connections_cooling",
+		RetryAfter: soonest,
+		Message: fmt.Sprintf("all connections of provider %s are cooling down (%s); the first recovers in %s",
+			c.t.provider.Name, joinKeys(reasons, "cooldown"), roundUp(soonest))}
+}
+
+func excludedNow(e *Engine, conns []*catalog.ConnEntry) []exclusion {
+	now := e.opt.Cooldowns.Now()
+	var out []exclusion
+	for _, c := range conns {
+		s := e.opt.Cooldowns.Get(c.ID)
+		st := s.Status(now)
+		if st == resilience.StatusActive {
+			continue
+		}
+		x := exclusion{conn: c, why: resilience.Exclusion{Status: st, Reason: s.LastErrorType}}
+		if st == resilience.StatusCooling {
+			x.why.Remaining = s.Until.Sub(now)
+		}
+		out = append(out, x)
+	}
+	return out
+}
+
+func joinKeys(m map[string]bool, fallback string) string {
+	if len(m) == 0 {
+		return fallback
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return strings.Join(keys, ", ")
+}
+
+func roundUp(d time.Duration) string {
+	return strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10) + " s"
+}
+
+func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+
+func (e *Engine) sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := e.opt.Clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.Chan():
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// fail classifies a failed attempt, applies it to the connection's state and says whether the
+// request may go on elsewhere or be retried.
+func (e *Engine) fail(c *call, conn *catalog.ConnEntry, res attemptResult) failure {
+	r := c.snap.Resilience()
+	in := resilience.Input{Status: res.status, Header: res.header, Body: string(res.errBody),
+		Provider: c.t.provider.Name, AuthType: resilience.AuthType(conn.AuthType), Now: e.opt.Clock.Now(),
+		Rules: toRules(r.ErrorRules), Restatements: toRestatements(r.StatusRestatements)}
+	out := resilience.Classify(in)
+	if res.transport {
+		out.Message = res.err.Message
+	}
+	e.opt.Cooldowns.RecordFailure(conn.ID, out, cooldownPolicy(r.ConnectionCooldown, conn.AuthType))
+	f := failure{err: res.err, outcome: out}
+	switch {
+	case res.localTimeout:
+		f.retryable = false // our own timeout: never retried on the same target
+	case res.transport:
+		f.retryable = true
+	default:
+		f.retryable = c.retryOn.Match(out.Status)
+	}
+	if out.Status != res.status && out.Status > 0 { // restated: the client sees the restated answer
+		f.err = &Error{Status: out.Status, Type: "upstream_error", Code: "upstream_error", Message: res.err.Message,
+			RetryAfter: out.RetryAfter}
+	} else if out.RetryAfter > 0 && f.err.RetryAfter == 0 {
+		f.err.RetryAfter = out.RetryAfter
+	}
+	e.opt.Log.Info("upstream attempt failed", "provider", c.t.provider.Name, "connection_id", conn.ID,
+		"status", res.status, "reason", out.Reason, "scope", out.Scope, "terminal", out.Terminal, "failover", out.Failover)
+	return f
+}
+
+func cooldownPolicy(cc settings.ConnectionCooldown, authType string) resilience.CooldownPolicy {
+	p := cc.APIKey
+	if authType == catalog.AuthOAuth {
+		p = cc.OAuth
+	}
+	return resilience.CooldownPolicy{Base: ms(p.BaseCooldownMS), MaxSteps: p.MaxBackoffSteps,
+		Max: ms(cc.MaxCooldownMS), UseHints: p.UseUpstreamRetryHints}
+}
+
+func toRules(in []settings.ErrorRule) []resilience.Rule {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]resilience.Rule, len(in))
+	for i, r := range in {
+		out[i] = resilience.Rule{Name: r.Name, Provider: r.Provider, Statuses: r.Statuses, HeaderMatches: r.HeaderMatches,
+			BodyMarkers: r.BodyMarkers, ExcludeMarkers: r.ExcludeMarkers, Reason: resilience.Reason(r.Reason),
+			Scope: resilience.Scope(r.Scope), Cooldown: ms(r.CooldownMS), Terminal: resilience.Terminal(r.Terminal)}
+	}
+	return out
+}
+
+func toRestatements(in []settings.StatusRestatement) []resilience.Restatement {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]resilience.Restatement, len(in))
+	for i, r := range in {
+		out[i] = resilience.Restatement{Name: r.Name, Provider: r.Provider, FromStatus: r.FromStatus,
+			HeaderMatches: r.HeaderMatches, BodyMarkers: r.BodyMarkers, ExcludeMarkers: r.ExcludeMarkers,
+			ToStatus: r.ToStatus, RetryAfter: ms(r.RetryAfterMS)}
+	}
+	return out
+}
+
+// attemptResult is one upstream call: either a response ready to relay, or a failure.
+type attemptResult struct {
+	resp   *http.Response
+	br     *bufio.Reader // for streams: the body, with the first event already read
+	first  []byte        // for streams: the first complete event
+	body   []byte        // for buffered answers: the whole body
+	status int
+	header http.Header
+
+	err          *Error
+	errBody      []byte
+	transport    bool // no (complete) answer
+	localTimeout bool // our own timeout fired
+}
+
+func (e *Engine) attempt(ctx context.Context, c *call, conn *catalog.ConnEntry) attemptResult {
+	p := c.t.provider
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.BaseURL+"/chat/completions", bytes.NewReader(c.body))
+	if err != nil {
+		return attemptResult{err: &Error{Status: http.StatusInternalServerError, Type: "server_error", Code: "internal",
+			Message: "cannot build upstream request"}}
+	}
+	req.Header = c.header.Clone()
+	setAuth(req.Header, p, conn)
+	resp, err := e.opt.Client.Do(req)
+	if err != nil {
+		return transportFailure(p.Name, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+		return attemptResult{status: resp.StatusCode, header: resp.Header, errBody: b,
+			err: upstreamError(p.Name, resp.StatusCode, resp.Header, b)}
+	}
+	if c.stream && isEventStream(resp.Header) {
+		br := bufio.NewReaderSize(resp.Body, 32<<10)
+		first, rerr := readEvent(br)
+		if rerr != nil && len(bytes.TrimSpace(first)) == 0 {
+			resp.Body.Close()
+			return transportFailure(p.Name, rerr)
+		}
+		if msg, embedded, ok := streamError(first); ok {
+			resp.Body.Close()
+			return hiddenError(p.Name, resp.Header, embedded, []byte(msg))
+		}
+		return attemptResult{resp: resp, br: br, first: first, status: resp.StatusCode, header: resp.Header}
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, e.opt.MaxResponseBytes+1))
+	resp.Body.Close()
+	if err != nil {
+		return transportFailure(p.Name, err)
+	}
+	if int64(len(b)) > e.opt.MaxResponseBytes {
+		return attemptResult{status: http.StatusBadGateway, err: &Error{Status: http.StatusBadGateway, Type: "upstream_error",
+			Code: "upstream_response_too_large", Message: "the upstream answer exceeds the size limit"}}
+	}
+	if _, _, _, embedded, ok := resilience.ExtractError(b); ok {
+		return hiddenError(p.Name, resp.Header, embedded, b)
+	}
+	return attemptResult{resp: resp, body: b, status: resp.StatusCode, header: resp.Header}
+}
+
+// hiddenError is an error object inside an HTTP 200: treated as the error it is, with its
+// embedded status, else 502.
+func hiddenError(provider string, h http.Header, embedded int, body []byte) attemptResult {
+	status := embedded
+	if status < 400 || status > 599 {
+		status = http.StatusBadGateway
+	}
+	e := upstreamError(provider, status, h, body)
+	e.Code = "upstream_error_in_200"
+	return attemptResult{status: status, header: h, errBody: body, err: e}
+}
+
+func transportFailure(provider string, err error) attemptResult {
+	r := attemptResult{transport: true, err: &Error{Status: http.StatusBadGateway, Type: "upstream_error",
+		Code: "upstream_unreachable", Message: fmt.Sprintf("provider %s could not be reached: %s", provider, transportText(err))}}
+	if errors.Is(err, context.DeadlineExceeded) {
+		r.localTimeout = true
+		r.err.Status, r.err.Code = http.StatusGatewayTimeout, "upstream_timeout"
+	}
+	return r
+}
+
+// deliver writes a successful attempt to the client.
+func (e *Engine) deliver(ctx context.Context, w http.ResponseWriter, c *call, conn *catalog.ConnEntry, res attemptResult) *Error {
+	h := w.Header()
+	h.Set("X-Switchyard-Provider", c.t.provider.Name)
+	if res.body != nil {
+		if ct := res.resp.Header.Get("Content-Type"); ct != "" {
+			h.Set("Content-Type", ct)
+		} else {
+			h.Set("Content-Type", "application/json")
+		}
+		w.WriteHeader(res.status)
+		_, _ = w.Write(res.body)
+		return nil
+	}
+	defer res.resp.Body.Close()
+	relayStream(ctx, w, res.first, res.br, e.opt.Log)
+	return nil
+}

@@ -1,0 +1,281 @@
+package resilience
+
+import (
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+)
+
+// ConnStatus is what an operator sees of a connection.
+type ConnStatus string
+
+// Connection statuses.
+const (
+	StatusActive           ConnStatus = "active"
+	StatusCooling          ConnStatus = "cooling"
+	StatusBanned           ConnStatus = "banned"
+	StatusExpired          ConnStatus = "expired"
+	StatusCreditsExhausted ConnStatus = "credits_exhausted"
+)
+
+// Terminal-state probing: an expired credential is tried again up to ExpiredProbes times with
+// backoff before it sticks; exhausted credits are re-probed every CreditsProbeInterval.
+const (
+	ExpiredProbes        = 3
+	ExpiredProbeBase     = 30 * time.Second
+	CreditsProbeInterval = 30 * time.Minute
+)
+
+// CooldownPolicy is the connection cooldown setting for one auth type.
+type CooldownPolicy struct {
+	Base     time.Duration // base cooldown; until = now + base × 2^level
+	MaxSteps int           // the level stops rising here
+	Max      time.Duration // cap of computed cooldowns (upstream hints are honoured exactly)
+	UseHints bool          // honour the upstream's reset hint instead of backoff
+}
+
+// ConnState is the cooldown and terminal state of one connection.
+type ConnState struct {
+	ConnectionID  int64
+	Terminal      Terminal
+	Until         time.Time // end of the current cooldown; zero = none
+	Level         int       // backoff level: how many cooldowns in a row
+	LastError     string
+	LastErrorType Reason
+	ErrorCode     int
+	LastErrorAt   time.Time
+	Rejections    int       // consecutive request_rejected answers
+	Probes        int       // failed probes of an expired credential
+	NextProbe     time.Time // when a terminal connection may be probed again; zero = never
+	FromUpstream  bool      // the running cooldown is the upstream's own hint
+}
+
+// Status reports the operator-facing status at now.
+func (s ConnState) Status(now time.Time) ConnStatus {
+	switch s.Terminal {
+	case TerminalBanned:
+		return StatusBanned
+	case TerminalExpired:
+		return StatusExpired
+	case TerminalCreditsExhausted:
+		return StatusCreditsExhausted
+	}
+	if now.Before(s.Until) {
+		return StatusCooling
+	}
+	return StatusActive
+}
+
+// Cooldowns holds every connection's state in memory; changes are handed to a persist hook.
+type Cooldowns struct {
+	clock   clockwork.Clock
+	persist func(ConnState)
+
+	mu     sync.RWMutex
+	states map[int64]*ConnState // only connections with something to remember
+}
+
+// NewCooldowns builds the table; persist (may be nil) receives every changed state and must not
+// block (hand it to a write-behind queue).
+func NewCooldowns(clock clockwork.Clock, persist func(ConnState)) *Cooldowns {
+	if persist == nil {
+		persist = func(ConnState) {}
+	}
+	return &Cooldowns{clock: clock, persist: persist, states: map[int64]*ConnState{}}
+}
+
+// Load installs states read at start.
+func (c *Cooldowns) Load(states []ConnState) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range states {
+		s := s
+		c.states[s.ConnectionID] = &s
+	}
+}
+
+// Exclusion says why a connection may not be used now.
+type Exclusion struct {
+	Status    ConnStatus
+	Reason    Reason
+	Remaining time.Duration // for cooling: time left; for terminal: 0
+}
+
+// Check reports whether the connection may take a request now. A cooldown whose time has passed
+// is over (lazy recovery). A terminal connection whose probe is due is let through once: the
+// probe time moves on at once, so concurrent requests don't all probe.
+func (c *Cooldowns) Check(id int64) (ok bool, why Exclusion) {
+	now := c.clock.Now()
+	c.mu.RLock()
+	s, found := c.states[id]
+	if !found {
+		c.mu.RUnlock()
+		return true, Exclusion{}
+	}
+	terminal, until, nextProbe := s.Terminal, s.Until, s.NextProbe
+	reason := s.LastErrorType
+	c.mu.RUnlock()
+	if terminal != TerminalNone {
+		if nextProbe.IsZero() || now.Before(nextProbe) {
+			return false, Exclusion{Status: s.Status(now), Reason: reason}
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if s.NextProbe.IsZero() || now.Before(s.NextProbe) { // another request took the probe
+			return false, Exclusion{Status: s.Status(now), Reason: reason}
+		}
+		s.NextProbe = now.Add(probeHold(s))
+		c.persist(*s)
+		return true, Exclusion{}
+	}
+	if now.Before(until) {
+		return false, Exclusion{Status: StatusCooling, Reason: reason, Remaining: until.Sub(now)}
+	}
+	return true, Exclusion{}
+}
+
+// probeHold is how long a taken probe keeps others away; the probe's own failure reschedules.
+func probeHold(s *ConnState) time.Duration {
+	if s.Terminal == TerminalExpired {
+		return ExpiredProbeBase << min(s.Probes, 10)
+	}
+	return CreditsProbeInterval
+}
+
+// RecordFailure applies a classified failure to the connection and returns the new state. Only
+// connection-scope outcomes and terminal verdicts change it.
+func (c *Cooldowns) RecordFailure(id int64, out Outcome, policy CooldownPolicy) ConnState {
+	now := c.clock.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.states[id]
+	if s == nil {
+		s = &ConnState{ConnectionID: id}
+		c.states[id] = s
+	}
+	s.LastError, s.LastErrorType, s.ErrorCode, s.LastErrorAt = out.Message, out.Reason, out.Status, now
+
+	terminal := out.Terminal
+	if out.Reason == ReasonRequestRejected && out.Scope == ScopeConnection {
+		s.Rejections++
+		if s.Rejections >= RejectionsBeforeBan {
+			terminal = TerminalBanned
+		}
+	} else {
+		s.Rejections = 0
+	}
+	switch {
+	case terminal == TerminalExpired:
+		// Credentials can fail for a moment (clock skew, token rotation): probe again with backoff
+		// a few times before the state sticks for good.
+		if s.Terminal == TerminalExpired {
+			s.Probes++
+		}
+		s.Terminal, s.Until, s.FromUpstream = TerminalExpired, time.Time{}, false
+		if s.Probes < ExpiredProbes {
+			s.NextProbe = now.Add(ExpiredProbeBase << s.Probes)
+		} else {
+			s.NextProbe = time.Time{}
+		}
+	case terminal == TerminalCreditsExhausted:
+		s.Terminal, s.Until, s.FromUpstream = TerminalCreditsExhausted, time.Time{}, false
+		s.NextProbe = now.Add(CreditsProbeInterval)
+	case terminal == TerminalBanned:
+		s.Terminal, s.Until, s.NextProbe, s.FromUpstream = TerminalBanned, time.Time{}, time.Time{}, false
+	case s.Terminal != TerminalNone:
+		// A terminal state is never overwritten by a cooldown; a failed probe waits for the next.
+	case out.Scope != ScopeConnection:
+		// Model, provider and request-scope failures don't cool the connection.
+	case now.Before(s.Until):
+		// Herd guard: failures of requests that were in flight when the cooldown began neither
+		// extend it nor raise the level again.
+	default:
+		d := policy.Base << min(s.Level, policy.MaxSteps, 30)
+		if d > policy.Max || d <= 0 {
+			d = policy.Max
+		}
+		fromUp := false
+		if out.Cooldown > 0 && (out.FromUpstream && policy.UseHints || !out.FromUpstream) {
+			d, fromUp = out.Cooldown, out.FromUpstream
+			if !out.FromUpstream && d > policy.Max { // operator rule cooldowns respect the max
+				d = policy.Max
+			}
+		}
+		s.Until, s.FromUpstream = now.Add(d), fromUp
+		if s.Level < policy.MaxSteps {
+			s.Level++
+		}
+	}
+	c.persist(*s)
+	return *s
+}
+
+// RecordSuccess clears every error field of the connection, terminal state included (a success
+// can only happen on a probe).
+func (c *Cooldowns) RecordSuccess(id int64) {
+	c.mu.RLock()
+	_, found := c.states[id]
+	c.mu.RUnlock()
+	if !found {
+		return // the common case: nothing to clear, no lock contention
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, found := c.states[id]; !found {
+		return
+	}
+	delete(c.states, id)
+	c.persist(ConnState{ConnectionID: id})
+}
+
+// Clear ends a running cooldown and resets the backoff level; with terminal it also clears a
+// terminal state (the operator's "Reset state").
+func (c *Cooldowns) Clear(id int64, terminal bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.states[id]
+	if s == nil {
+		return
+	}
+	if terminal || s.Terminal == TerminalNone {
+		delete(c.states, id)
+		c.persist(ConnState{ConnectionID: id})
+		return
+	}
+	s.Until, s.Level, s.FromUpstream = time.Time{}, 0, false
+	c.persist(*s)
+}
+
+// Forget drops the state of a deleted connection.
+func (c *Cooldowns) Forget(id int64) {
+	c.mu.Lock()
+	delete(c.states, id)
+	c.mu.Unlock()
+}
+
+// Get returns the state of one connection (zero state when it has none).
+func (c *Cooldowns) Get(id int64) ConnState {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if s, ok := c.states[id]; ok {
+		return *s
+	}
+	return ConnState{ConnectionID: id}
+}
+
+// All returns every remembered state, by connection id.
+func (c *Cooldowns) All() []ConnState {
+	c.mu.RLock()
+	out := make([]ConnState, 0, len(c.states))
+	for _, s := range c.states {
+		out = append(out, *s)
+	}
+	c.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].ConnectionID < out[j].ConnectionID })
+	return out
+}
+
+// Now is the cooldown table's clock.
+func (c *Cooldowns) Now() time.Time { return c.clock.Now() }

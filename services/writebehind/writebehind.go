@@ -1,0 +1,71 @@
+// Package writebehind persists state changes off the request path: callers mark keys dirty in
+// memory and one goroutine writes the latest value of each dirty key in batches.
+package writebehind
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+)
+
+// Queue coalesces changes by key; only the newest value of a key is written.
+type Queue[K comparable, V any] struct {
+	write func(ctx context.Context, batch map[K]V) error
+	log   *slog.Logger
+	name  string
+
+	mu    sync.Mutex
+	dirty map[K]V
+	kick  chan struct{}
+}
+
+// New builds a queue whose write persists one batch (in one transaction, ideally).
+func New[K comparable, V any](name string, log *slog.Logger, write func(ctx context.Context, batch map[K]V) error) *Queue[K, V] {
+	return &Queue[K, V]{write: write, log: log, name: name, dirty: map[K]V{}, kick: make(chan struct{}, 1)}
+}
+
+// Put records the newest value of key; it never blocks on I/O.
+func (q *Queue[K, V]) Put(key K, v V) {
+	q.mu.Lock()
+	q.dirty[key] = v
+	q.mu.Unlock()
+	select {
+	case q.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run writes batches as soon as changes arrive, until ctx ends; then it writes what is left.
+func (q *Queue[K, V]) Run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			q.Flush(context.WithoutCancel(ctx))
+			return
+		case <-q.kick:
+			q.Flush(ctx)
+		}
+	}
+}
+
+// Flush writes every pending change now. A failed batch is put back (unless newer values
+// arrived meanwhile) so a later flush retries it.
+func (q *Queue[K, V]) Flush(ctx context.Context) {
+	q.mu.Lock()
+	batch := q.dirty
+	q.dirty = make(map[K]V, len(batch))
+	q.mu.Unlock()
+	if len(batch) == 0 {
+		return
+	}
+	if err := q.write(ctx, batch); err != nil {
+		q.log.Error("persist state", "what", q.name, "error", err, "pending", len(batch))
+		q.mu.Lock()
+		for k, v := range batch {
+			if _, newer := q.dirty[k]; !newer {
+				q.dirty[k] = v
+			}
+		}
+		q.mu.Unlock()
+	}
+}
