@@ -28,6 +28,7 @@ import (
 	"switchyard/services/auth"
 	"switchyard/services/catalog"
 	"switchyard/services/clientkeys"
+	"switchyard/services/metrics"
 	"switchyard/services/proxy"
 	"switchyard/services/resilience"
 	"switchyard/services/secrets"
@@ -259,8 +260,22 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 	client := &http.Client{Transport: proxy.NewTransport()}
 	inv := proxy.NewInventory(client, cat.Registry, log, time.Now)
 	cat.OnChange(func(*catalog.Registry) { inv.Kick() })
+	mets := metrics.New()
 	engine := proxy.New(proxy.Options{Catalog: cat, Inventory: inv, Client: client, Log: log,
-		Settings: setSvc, Cooldowns: cooldowns, Clock: clock})
+		Settings: setSvc, Cooldowns: cooldowns, Clock: clock, Observer: mets})
+	mets.RegisterStateGauge("switchyard_connection_state", "1 for the current status of each connection.",
+		[]string{"provider", "connection", "status"}, func() []metrics.GaugeSample {
+			now := cooldowns.Now()
+			var out []metrics.GaugeSample
+			reg := cat.Registry()
+			for _, p := range reg.Providers() {
+				for _, c := range reg.ConnectionsOf(p.ID) {
+					st := cooldowns.Get(c.ID).Status(now)
+					out = append(out, metrics.GaugeSample{Labels: []string{p.Name, c.Name, string(st)}, Value: 1})
+				}
+			}
+			return out
+		})
 
 	app := &App{DB: d, Log: log, served: make(chan error, 1)}
 	sessions := handlers.NewSessions(secrets.Derive(key, "session-hash v1", 64), secrets.Derive(key, "session-block v1", 32))
@@ -269,7 +284,7 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 		ValidateProviderOverrides:   settings.CheckProviderOverrides,
 		ValidateConnectionOverrides: settings.CheckConnectionOverrides}
 	e, routes := web.New(web.Deps{
-		Log: log, Auth: authSvc, Keys: keys, Sessions: sessions, Static: static.FS,
+		Log: log, Auth: authSvc, Keys: keys, Sessions: sessions, Static: static.FS, Metrics: mets,
 		Health:   &handlers.Health{DB: d, Draining: &app.draining, Version: version},
 		API:      api,
 		KeysAPI:  &handlers.Keys{Keys: keys},

@@ -55,6 +55,10 @@ func WriteOpenAIError(c echo.Context, e *proxy.Error) error {
 	return c.JSON(e.Status, openAIError{Error: openAIErrorBody{Message: e.Message, Type: e.Type, Code: e.Code}})
 }
 
+// TraceKey is the echo context key under which proxy handlers leave the request's *proxy.Trace
+// for the request log and metrics.
+const TraceKey = "trace"
+
 // Chat answers POST /v1/chat/completions.
 func (p *Proxy) Chat(c echo.Context) error {
 	limit := p.MaxBodyBytes
@@ -79,7 +83,9 @@ func (p *Proxy) Chat(c echo.Context) error {
 		return WriteOpenAIError(c, &proxy.Error{Status: http.StatusBadRequest, Type: "invalid_request_error",
 			Code: "invalid_request", Message: err.Error()})
 	}
-	if e := p.Engine.Chat(r.Context(), c.Response(), req, r.Header); e != nil {
+	tr := &proxy.Trace{}
+	c.Set(TraceKey, tr)
+	if e := p.Engine.Chat(r.Context(), c.Response(), req, r.Header, tr); e != nil {
 		c.Set("proxy_error", e.Code)
 		return WriteOpenAIError(c, e)
 	}

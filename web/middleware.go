@@ -13,6 +13,7 @@ import (
 	"switchyard/i18n"
 	"switchyard/services/auth"
 	"switchyard/services/clientkeys"
+	"switchyard/services/metrics"
 	"switchyard/services/proxy"
 	"switchyard/services/secrets"
 )
@@ -56,11 +57,54 @@ func requestLog(log *slog.Logger) echo.MiddlewareFunc {
 			if v, ok := c.Get("proxy_error").(string); ok {
 				attrs = append(attrs, slog.String("error_code", v))
 			}
+			if tr, ok := c.Get(handlers.TraceKey).(*proxy.Trace); ok && tr.Provider != "" {
+				attrs = append(attrs, slog.String("provider", tr.Provider), slog.String("model", tr.Model),
+					slog.Int64("connection_id", tr.ConnectionID), slog.Int("attempts", tr.Attempts),
+					slog.Bool("stream", tr.Stream))
+				if tr.Stream {
+					attrs = append(attrs, slog.Bool("complete", tr.Complete), slog.Duration("ttft", tr.TTFT))
+				}
+				if tr.InputTokens+tr.OutputTokens > 0 {
+					attrs = append(attrs, slog.Int64("input_tokens", tr.InputTokens), slog.Int64("output_tokens", tr.OutputTokens))
+				}
+			}
 			if e, ok := c.Get("error").(error); ok {
 				attrs = append(attrs, slog.String("error", e.Error()))
 			}
 			log.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
 			return nil
+		}
+	}
+}
+
+// observe records every proxy request in the metrics, labelled by the route and the trace.
+func observe(m *metrics.Metrics, route string) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			start := time.Now()
+			err := next(c)
+			provider, model := "", ""
+			if tr, ok := c.Get(handlers.TraceKey).(*proxy.Trace); ok {
+				provider, model = tr.Provider, tr.Model
+			}
+			m.Request(route, c.Response().Status, provider, model, time.Since(start))
+			return err
+		}
+	}
+}
+
+// metricsAuth protects /metrics with the admin token when one is set (or an admin session).
+func metricsAuth(a *auth.Service, s *handlers.Sessions) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if !a.TokenEnabled() {
+				return next(c)
+			}
+			if tok, ok := bearer(c.Request()); ok && a.CheckToken(tok) || s.IsAdmin(c.Request()) {
+				return next(c)
+			}
+			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="switchyard"`)
+			return c.String(http.StatusUnauthorized, "unauthorized\n")
 		}
 	}
 }

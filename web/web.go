@@ -14,6 +14,7 @@ import (
 	"switchyard/handlers"
 	"switchyard/services/auth"
 	"switchyard/services/clientkeys"
+	"switchyard/services/metrics"
 )
 
 // Deps is everything the routes need; main builds it.
@@ -23,6 +24,7 @@ type Deps struct {
 	Keys     *clientkeys.Service
 	Sessions *handlers.Sessions
 	Static   fs.FS
+	Metrics  *metrics.Metrics
 
 	Health    *handlers.Health
 	API       *handlers.API
@@ -37,7 +39,7 @@ type Route struct {
 	Method string
 	Path   string
 	// Access says who may call it: "public", "client" (client key), "admin" (session or token),
-	// "dashboard" (session).
+	// "dashboard" (session), "metrics" (admin token when one is set).
 	Access string
 }
 
@@ -52,8 +54,8 @@ func New(d Deps) (*echo.Echo, []Route) {
 	var table []Route
 	add := func(g interface {
 		Add(string, string, echo.HandlerFunc, ...echo.MiddlewareFunc) *echo.Route
-	}, prefix, access, method, path string, h echo.HandlerFunc) {
-		g.Add(method, path, h)
+	}, prefix, access, method, path string, h echo.HandlerFunc, mw ...echo.MiddlewareFunc) {
+		g.Add(method, path, h, mw...)
 		table = append(table, Route{Method: method, Path: prefix + path, Access: access})
 	}
 
@@ -64,8 +66,10 @@ func New(d Deps) (*echo.Echo, []Route) {
 
 	// The proxy surface.
 	v1 := e.Group("/v1", clientKey(d.Keys))
-	add(v1, "/v1", "client", http.MethodPost, "/chat/completions", d.Proxy.Chat)
-	add(v1, "/v1", "client", http.MethodGet, "/models", d.Proxy.Models)
+	add(v1, "/v1", "client", http.MethodPost, "/chat/completions", d.Proxy.Chat, observe(d.Metrics, "/v1/chat/completions"))
+	add(v1, "/v1", "client", http.MethodGet, "/models", d.Proxy.Models, observe(d.Metrics, "/v1/models"))
+	mh := echo.WrapHandler(d.Metrics.Handler())
+	add(e, "", "metrics", http.MethodGet, "/metrics", mh, metricsAuth(d.Auth, d.Sessions))
 
 	// The admin API.
 	api := e.Group("/api", crossOrigin(), adminAPI(d.Auth, d.Sessions))

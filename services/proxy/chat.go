@@ -25,6 +25,8 @@ var forwardedHeaders = []string{"Accept", "User-Agent", "OpenAI-Beta"}
 
 // call is one client request on its way through the engine.
 type call struct {
+	trace   *Trace
+	start   time.Time
 	t       target
 	body    []byte
 	header  http.Header
@@ -43,11 +45,16 @@ type call struct {
 // failure is retryable, the engine waits (exponential backoff with jitter, or until the earliest
 // cooldown ends if that is sooner than max_backoff) and starts another round, up to max_retries.
 // Nothing is retried once a byte of the answer reached the client.
-func (e *Engine) Chat(ctx context.Context, w http.ResponseWriter, req ChatRequest, in http.Header) *Error {
+func (e *Engine) Chat(ctx context.Context, w http.ResponseWriter, req ChatRequest, in http.Header, tr *Trace) *Error {
+	if tr == nil {
+		tr = &Trace{}
+	}
+	tr.Stream = req.Stream
 	t, perr := e.resolve(ctx, req.Model)
 	if perr != nil {
 		return perr
 	}
+	tr.Provider, tr.Model = t.provider.Name, t.model
 	if isAnthropic(t.provider.Type) {
 		return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "unsupported_provider_type",
 			Message: fmt.Sprintf("provider %s is of type %s; /v1/chat/completions reaches openai and openai-compatible providers",
@@ -57,7 +64,7 @@ func (e *Engine) Chat(ctx context.Context, w http.ResponseWriter, req ChatReques
 	if err != nil {
 		return errInvalid("invalid_json", "request body cannot be rewritten: "+err.Error())
 	}
-	c := &call{t: t, body: body, header: upstreamHeader(in), stream: req.Stream, snap: e.opt.Settings.Snapshot()}
+	c := &call{trace: tr, start: e.opt.Clock.Now(), t: t, body: body, header: upstreamHeader(in), stream: req.Stream, snap: e.opt.Settings.Snapshot()}
 	c.retry, _ = c.snap.RetryFor(t.provider.Resilience)
 	c.retryOn = c.snap.RetryOn()
 	if t.provider.Resilience.Retry.RetryOnStatuses != nil {
@@ -83,6 +90,7 @@ func (e *Engine) run(ctx context.Context, w http.ResponseWriter, c *call) *Error
 			Message:    fmt.Sprintf("provider %s has no usable connection; add one in the Switchyard dashboard", c.t.provider.Name)}
 	}
 	var last *failure
+	kind := "" // what the next attempt is: first, retry or failover
 	tried := make([]bool, len(conns))
 	for retries := 0; ; {
 		i, excluded := e.pick(conns, tried)
@@ -105,13 +113,18 @@ func (e *Engine) run(ctx context.Context, w http.ResponseWriter, c *call) *Error
 				return clientGone()
 			}
 			retries++
+			c.trace.Retries++
 			clear(tried)
+			kind = "retry"
 			continue
 		}
 		tried[i] = true
 		conn := conns[i]
+		c.trace.Attempts++
+		c.trace.ConnectionID = conn.ID
 		res := e.attempt(ctx, c, conn)
 		if res.err == nil {
+			e.opt.Observer.Attempt(c.t.provider.Name, "ok", kind)
 			e.opt.Cooldowns.RecordSuccess(conn.ID)
 			return e.deliver(ctx, w, c, conn, res)
 		}
@@ -119,10 +132,13 @@ func (e *Engine) run(ctx context.Context, w http.ResponseWriter, c *call) *Error
 			return clientGone() // the client left: never the upstream's fault
 		}
 		f := e.fail(c, conn, res)
+		e.opt.Observer.Attempt(c.t.provider.Name, string(f.outcome.Reason), kind)
 		last = &f
 		if !f.outcome.Failover && !f.retryable {
 			return f.err
 		}
+		kind = "failover"
+		c.trace.Failovers++
 	}
 }
 
@@ -256,6 +272,9 @@ func (e *Engine) fail(c *call, conn *catalog.ConnEntry, res attemptResult) failu
 	out := resilience.Classify(in)
 	if res.transport {
 		out.Message = res.err.Message
+	}
+	if out.Scope == resilience.ScopeConnection || out.Terminal != resilience.TerminalNone {
+		e.opt.Observer.ConnectionFailure(c.t.provider.Name, string(out.Reason))
 	}
 	e.opt.Cooldowns.RecordFailure(conn.ID, out, cooldownPolicy(r.ConnectionCooldown, conn.AuthType))
 	f := failure{err: res.err, outcome: out}
@@ -401,6 +420,7 @@ func transportFailure(provider string, err error) attemptResult {
 func (e *Engine) deliver(ctx context.Context, w http.ResponseWriter, c *call, conn *catalog.ConnEntry, res attemptResult) *Error {
 	h := w.Header()
 	h.Set("X-Switchyard-Provider", c.t.provider.Name)
+	c.trace.Status = res.status
 	if res.body != nil {
 		if ct := res.resp.Header.Get("Content-Type"); ct != "" {
 			h.Set("Content-Type", ct)
@@ -409,9 +429,18 @@ func (e *Engine) deliver(ctx context.Context, w http.ResponseWriter, c *call, co
 		}
 		w.WriteHeader(res.status)
 		_, _ = w.Write(res.body)
+		c.trace.readUsage(res.body)
+		e.opt.Observer.Tokens(c.t.provider.Name, c.t.model, c.trace.InputTokens, c.trace.OutputTokens)
 		return nil
 	}
 	defer res.resp.Body.Close()
-	relayStream(ctx, w, res.first, res.br, e.opt.Log)
+	c.trace.Complete = relayStream(ctx, w, res.first, res.br, e.opt.Log, func(ev []byte) {
+		if c.trace.TTFT == 0 {
+			c.trace.TTFT = e.opt.Clock.Since(c.start)
+			e.opt.Observer.FirstToken(c.t.provider.Name, c.trace.TTFT)
+		}
+		c.trace.readUsage(ev)
+	})
+	e.opt.Observer.Tokens(c.t.provider.Name, c.t.model, c.trace.InputTokens, c.trace.OutputTokens)
 	return nil
 }

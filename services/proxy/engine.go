@@ -40,6 +40,7 @@ type Options struct {
 	Settings  SettingsSource
 	Cooldowns *resilience.Cooldowns
 	Clock     clockwork.Clock
+	Observer  Observer // nil = none
 	// MaxResponseBytes bounds a buffered (non-streaming) upstream answer. Default 64 MiB.
 	MaxResponseBytes int64
 }
@@ -53,6 +54,9 @@ type Engine struct {
 func New(opt Options) *Engine {
 	if opt.MaxResponseBytes == 0 {
 		opt.MaxResponseBytes = 64 << 20
+	}
+	if opt.Observer == nil {
+		opt.Observer = nopObserver{}
 	}
 	if opt.Clock == nil {
 		opt.Clock = clockwork.NewRealClock()

@@ -67,7 +67,10 @@ func hasDone(ev []byte) bool {
 // relayStream writes the first event and then copies the rest of the upstream SSE body to the
 // client event by event, flushing after each. A stream that ends without its terminal event is
 // closed with an explicit stream_incomplete event. It reports whether the stream was complete.
-func relayStream(ctx context.Context, w http.ResponseWriter, first []byte, br *bufio.Reader, log *slog.Logger) bool {
+//
+// onEvent sees every relayed event after it was written (for time to first token and usage).
+func relayStream(ctx context.Context, w http.ResponseWriter, first []byte, br *bufio.Reader, log *slog.Logger,
+	onEvent func(ev []byte)) bool {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -79,6 +82,7 @@ func relayStream(ctx context.Context, w http.ResponseWriter, first []byte, br *b
 		return done
 	}
 	_ = rc.Flush()
+	onEvent(first)
 	if done {
 		return true
 	}
@@ -90,6 +94,7 @@ func relayStream(ctx context.Context, w http.ResponseWriter, first []byte, br *b
 				return done
 			}
 			_ = rc.Flush()
+			onEvent(ev)
 		}
 		if done {
 			return true

@@ -34,6 +34,9 @@ const (
 // textMarkers are lower-case substrings searched in the lower-cased error text. For each
 // signal the first marker found is kept as evidence for the outcome's message. English and
 // Chinese wording come from the reference systems and the providers' documented errors.
+// Markers must be phrases, not bare words, where the bare word shows up in boilerplate: OpenAI's
+// ordinary 429 ends with ".../account/billing", so "billing" alone would turn every rate limit
+// into a credit exhaustion.
 var textMarkers = []struct {
 	sig     signal
 	markers []string
@@ -46,8 +49,9 @@ var textMarkers = []struct {
 	{sigCredits, []string{
 		"credit balance is too low", "insufficient credits", "insufficient_credits", "not enough credits",
 		"out of credits", "credits exhausted", "credit limit", "insufficient balance", "insufficient_balance",
-		"billing_hard_limit_reached", "billing hard limit", "billing", "payment required",
-		"tier has been exhausted", "余额不足", "欠费",
+		"billing_hard_limit_reached", "billing hard limit", "billing_error", "billing account",
+		"billing is not enabled", "billing not enabled", "billing_not_active", "billing has been disabled",
+		"enable billing", "payment required", "tier has been exhausted", "余额不足", "欠费",
 	}},
 	{sigQuota, []string{
 		"insufficient_quota", "exceeded your current quota", "quota exceeded", "quota_exceeded",

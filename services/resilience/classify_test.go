@@ -64,6 +64,7 @@ const (
 	openAIRateBody  = `{"error":{"message":"Rate limit reached for gpt-4o in organization org-x on requests per min (RPM): Limit 500, Used 500.","type":"requests","code":"rate_limit_exceeded"}}`
 	anthropicRate   = `{"type":"error","error":{"type":"rate_limit_error","message":"This request would exceed the rate limit for your organization of 50,000 input tokens per minute."}}`
 	anthropicOver   = `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`
+	openAIRealRPM   = `{"error":{"message":"Rate limit reached for gpt-4o in organization org-x on tokens per min (TPM): Limit 30000, Used 29000, Requested 2000. Please try again in 2.5s. Visit https://platform.openai.com/account/rate-limits to learn more. You can increase your rate limit by adding a payment method to your account at https://platform.openai.com/account/billing.","type":"tokens","param":null,"code":"rate_limit_exceeded"}}`
 	geminiPerMinute = `{"error":{"code":429,"message":"Quota exceeded for metric: generativelanguage.googleapis.com/generate_content_free_tier_requests, limit: 15. Please retry in 26.6s.","status":"RESOURCE_EXHAUSTED","details":[{"violations":[{"quotaId":"GenerateRequestsPerMinutePerProjectPerModel-FreeTier"}]}]}}`
 	geminiPerDay    = `{"error":{"code":429,"message":"You exceeded your current quota.","status":"RESOURCE_EXHAUSTED","details":[{"violations":[{"quotaId":"GenerateRequestsPerDayPerProjectPerModel-FreeTier"}]}]}}`
 )
@@ -81,12 +82,18 @@ func TestClassifyRateLimitAndQuota(t *testing.T) {
 		{name: "429 anthropic with hintRFC3339 reset", in: Input{Status: 429, Body: anthropicRate, Header: hintHeader(
 			"Anthropic-Ratelimit-Input-Tokens-Reset", hintRFC3339(40*time.Second), "Anthropic-Ratelimit-Input-Tokens-Remaining", "0")},
 			want: classifyWant{reason: ReasonRateLimit, scope: ScopeConnection, failover: true, cooldown: 40 * time.Second, upstream: true, retryAfter: 40 * time.Second}},
+		{name: "429 openai boilerplate billing url is no credit signal", in: Input{Status: 429, Body: openAIRealRPM, AuthType: AuthOAuth},
+			want: classifyWant{reason: ReasonRateLimit, scope: ScopeConnection, failover: true, cooldown: 2500 * time.Millisecond, upstream: true, retryAfter: 2500 * time.Millisecond}},
 		{name: "429 insufficient_quota on api key", in: Input{Status: 429, Body: openAIQuotaBody, AuthType: AuthAPIKey},
 			want: classifyWant{reason: ReasonQuotaExhausted, scope: ScopeConnection, failover: true}},
 		{name: "429 insufficient_quota on unknown auth", in: Input{Status: 429, Body: openAIQuotaBody},
 			want: classifyWant{reason: ReasonQuotaExhausted, scope: ScopeConnection, failover: true}},
-		{name: "429 credit wording on oauth is terminal", in: Input{Status: 429, Body: openAIQuotaBody, AuthType: AuthOAuth},
+		{name: "429 insufficient_quota on oauth stays a quota wall", in: Input{Status: 429, Body: openAIQuotaBody, AuthType: AuthOAuth},
+			want: classifyWant{reason: ReasonQuotaExhausted, scope: ScopeConnection, failover: true}},
+		{name: "429 credit wording on oauth is terminal", in: Input{Status: 429, Body: "Your credit balance is too low", AuthType: AuthOAuth},
 			want: classifyWant{reason: ReasonQuotaExhausted, scope: ScopeConnection, terminal: TerminalCreditsExhausted, failover: true}},
+		{name: "429 credit wording on api key is a cooldown", in: Input{Status: 429, Body: "Your credit balance is too low", AuthType: AuthAPIKey},
+			want: classifyWant{reason: ReasonQuotaExhausted, scope: ScopeConnection, failover: true}},
 		{name: "429 codex usage wall with resets_in_seconds", in: Input{Status: 429, AuthType: AuthOAuth,
 			Body: `{"error":{"type":"usage_limit_reached","message":"The usage limit has been reached","resets_in_seconds":7200}}`},
 			want: classifyWant{reason: ReasonQuotaExhausted, scope: ScopeConnection, failover: true, cooldown: 2 * time.Hour, upstream: true, retryAfter: 2 * time.Hour}},
@@ -345,7 +352,7 @@ func TestClassifyRestatement(t *testing.T) {
 
 func TestClassifyMessageNamesEvidence(t *testing.T) {
 	out := Classify(Input{Status: 429, Body: openAIQuotaBody, Now: hintNow})
-	if !strings.Contains(out.Message, "429") || !strings.Contains(out.Message, "billing") {
+	if !strings.Contains(out.Message, "429") || !strings.Contains(out.Message, "insufficient_quota") {
 		t.Errorf("message %q should name the status and the marker", out.Message)
 	}
 	out = Classify(Input{Status: 403, Body: "用户额度不足", Now: hintNow, Restatements: []Restatement{{Name: "r", FromStatus: 403, ToStatus: 429, BodyMarkers: []string{"额度不足"}}}})

@@ -1,0 +1,59 @@
+package proxy
+
+import (
+	"bytes"
+	"time"
+
+	"github.com/tidwall/gjson"
+)
+
+// Trace collects what happened to one request, for the request log and metrics. The handler
+// owns it; the engine fills it in.
+type Trace struct {
+	Provider     string
+	Model        string
+	ConnectionID int64
+	Attempts     int // upstream calls made
+	Retries      int // rounds started again after a backoff wait
+	Failovers    int // moves to another connection
+	Status       int // status of the answer relayed, 0 if none
+	Stream       bool
+	Complete     bool          // a stream ended with its terminal event
+	TTFT         time.Duration // to the first relayed event (streams)
+	InputTokens  int64
+	OutputTokens int64
+}
+
+// Observer receives engine events for metrics; the consumer (main) wires it to Prometheus.
+type Observer interface {
+	Attempt(provider, outcome, kind string)
+	ConnectionFailure(provider, reason string)
+	FirstToken(provider string, d time.Duration)
+	Tokens(provider, model string, input, output int64)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Attempt(string, string, string)      {}
+func (nopObserver) ConnectionFailure(string, string)    {}
+func (nopObserver) FirstToken(string, time.Duration)    {}
+func (nopObserver) Tokens(string, string, int64, int64) {}
+
+var usageKey = []byte(`"usage":{`)
+
+// readUsage takes token counts from an OpenAI-style usage object, when the JSON has one.
+func (t *Trace) readUsage(doc []byte) {
+	if !bytes.Contains(doc, usageKey) {
+		return
+	}
+	u := gjson.GetBytes(doc, "usage")
+	if !u.IsObject() {
+		return
+	}
+	if v := u.Get("prompt_tokens"); v.Exists() {
+		t.InputTokens = v.Int()
+	}
+	if v := u.Get("completion_tokens"); v.Exists() {
+		t.OutputTokens = v.Int()
+	}
+}
