@@ -179,6 +179,8 @@ type App struct {
 	Echo   *echo.Echo
 	Routes []web.Route
 	Log    *slog.Logger
+	// Inventory is the model discovery, exposed for end-to-end tests.
+	Inventory *proxy.Inventory
 
 	server   *http.Server
 	draining atomic.Bool
@@ -258,7 +260,7 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 	cat.OnNewCredentials(func(id int64) { cooldowns.Clear(id, true) })
 
 	client := &http.Client{Transport: proxy.NewTransport()}
-	inv := proxy.NewInventory(client, cat.Registry, log, time.Now)
+	inv := proxy.NewInventory(client, cat.Registry, log, clock)
 	cat.OnChange(func(*catalog.Registry) { inv.Kick() })
 	mets := metrics.New()
 	engine := proxy.New(proxy.Options{Catalog: cat, Inventory: inv, Client: client, Log: log,
@@ -277,7 +279,7 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 			return out
 		})
 
-	app := &App{DB: d, Log: log, served: make(chan error, 1)}
+	app := &App{DB: d, Log: log, Inventory: inv, served: make(chan error, 1)}
 	sessions := handlers.NewSessions(secrets.Derive(key, "session-hash v1", 64), secrets.Derive(key, "session-block v1", 32))
 	settingsH := &handlers.Settings{Svc: setSvc}
 	api := &handlers.API{Catalog: cat, Tester: engine, Cooldowns: cooldowns,
@@ -306,7 +308,10 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 	bgCtx, cancel := context.WithCancel(context.Background())
 	app.cancel = cancel
 	app.bg.Add(3)
-	go func() { defer app.bg.Done(); inv.Run(bgCtx, time.Hour) }()
+	go func() {
+		defer app.bg.Done()
+		inv.Run(bgCtx, func() (time.Duration, time.Duration) { return time.Hour, time.Minute })
+	}()
 	go func() { defer app.bg.Done(); stateQueue.Run(bgCtx) }()
 	go func() { defer app.bg.Done(); keys.Run(bgCtx, 5*time.Second) }()
 	go func() { app.served <- app.server.Serve(ln) }()

@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -177,6 +178,36 @@ func (e *testEnv) waitModels(key string, want string) {
 	}
 }
 
+// listModels returns the ids of GET /v1/models.
+func (e *testEnv) listModels(key string) []string {
+	e.t.Helper()
+	req, _ := http.NewRequest("GET", e.base+"/v1/models", nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var out struct{ Data []struct{ ID string } }
+	json.Unmarshal([]byte(readAll(e.t, resp)), &out)
+	var ids []string
+	for _, d := range out.Data {
+		ids = append(ids, d.ID)
+	}
+	return ids
+}
+
+// eventually polls cond (bounded) while background work catches up.
+func (e *testEnv) eventually(what string, cond func() bool) {
+	e.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("never happened: %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // chat posts a chat completions body with a client key.
 func (e *testEnv) chat(ctx context.Context, key string, body string) *http.Response {
 	e.t.Helper()
@@ -207,6 +238,8 @@ type fakeUpstream struct {
 	requests []recorded
 	models   []string
 	chat     http.HandlerFunc
+	// modelsDown makes GET /models fail with 503.
+	modelsDown atomic.Bool
 }
 
 type recorded struct {
@@ -233,6 +266,10 @@ func (f *fakeUpstream) serve(w http.ResponseWriter, r *http.Request) {
 	r.Body = io.NopCloser(bytes.NewReader(b))
 	switch r.URL.Path {
 	case "/v1/models":
+		if f.modelsDown.Load() {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
 		var data []string
 		for _, m := range f.models {
 			data = append(data, fmt.Sprintf(`{"id":%q,"object":"model","created":1,"owned_by":"x"}`, m))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/jonboulle/clockwork"
 	"io"
 	"log/slog"
 	"net/http"
@@ -28,6 +29,7 @@ type providerModels struct {
 	names     []string
 	set       map[string]struct{}
 	ok        bool // the last refresh succeeded
+	everOK    bool // some refresh succeeded since start
 	fetchedAt time.Time
 	lastTry   time.Time
 	err       string
@@ -39,7 +41,7 @@ type Inventory struct {
 	client *http.Client
 	reg    func() *catalog.Registry
 	log    *slog.Logger
-	now    func() time.Time
+	clock  clockwork.Clock
 
 	mu         sync.RWMutex
 	byProvider map[string]*providerModels
@@ -48,8 +50,8 @@ type Inventory struct {
 }
 
 // NewInventory builds an empty inventory; Run fills it.
-func NewInventory(client *http.Client, reg func() *catalog.Registry, log *slog.Logger, now func() time.Time) *Inventory {
-	return &Inventory{client: client, reg: reg, log: log, now: now,
+func NewInventory(client *http.Client, reg func() *catalog.Registry, log *slog.Logger, clock clockwork.Clock) *Inventory {
+	return &Inventory{client: client, reg: reg, log: log, clock: clock,
 		byProvider: map[string]*providerModels{}, kick: make(chan struct{}, 1)}
 }
 
@@ -61,20 +63,70 @@ func (i *Inventory) Kick() {
 	}
 }
 
-// Run refreshes every provider now, then every interval and whenever kicked, until ctx ends.
-func (i *Inventory) Run(ctx context.Context, interval time.Duration) {
+// Intervals says how often models are refreshed: every provider each refresh interval, and the
+// providers whose last refresh failed each recheck interval (0 = no rechecks).
+type Intervals func() (refresh, recheck time.Duration)
+
+// Run refreshes every provider now, then on the intervals and whenever kicked, until ctx ends.
+func (i *Inventory) Run(ctx context.Context, intervals Intervals) {
 	i.RefreshAll(ctx)
-	t := time.NewTicker(interval)
-	defer t.Stop()
+	lastAll := i.clock.Now()
 	for {
+		refresh, recheck := intervals()
+		wait := lastAll.Add(refresh).Sub(i.clock.Now())
+		failedOnly := false
+		if recheck > 0 && recheck < wait && i.anyFailing() {
+			wait, failedOnly = recheck, true
+		}
+		t := i.clock.NewTimer(max(wait, time.Second))
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
-		case <-t.C:
+		case <-t.Chan():
 		case <-i.kick:
+			t.Stop()
+			failedOnly = false
+		}
+		if failedOnly {
+			i.RefreshFailing(ctx)
+			continue
 		}
 		i.RefreshAll(ctx)
+		lastAll = i.clock.Now()
 	}
+}
+
+func (i *Inventory) anyFailing() bool {
+	i.mu.RLock()
+	defer i.mu.RUnlock()
+	for _, pm := range i.byProvider {
+		if !pm.ok {
+			return true
+		}
+	}
+	return false
+}
+
+// RefreshFailing refreshes only the providers whose last refresh failed.
+func (i *Inventory) RefreshFailing(ctx context.Context) {
+	reg := i.reg()
+	var wg sync.WaitGroup
+	for _, p := range reg.Providers() {
+		i.mu.RLock()
+		pm := i.byProvider[p.Name]
+		failing := pm != nil && !pm.ok
+		i.mu.RUnlock()
+		if !failing || len(p.Conns) == 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = i.Refresh(ctx, p)
+		}()
+	}
+	wg.Wait()
 }
 
 // RefreshAll refreshes every provider that has a usable connection, concurrently.
@@ -113,7 +165,7 @@ func (i *Inventory) forget(name string) {
 func (i *Inventory) Refresh(ctx context.Context, p *catalog.ProviderEntry) error {
 	_, err, _ := i.sf.Do(p.Name, func() (any, error) {
 		names, err := i.fetch(ctx, p)
-		now := i.now()
+		now := i.clock.Now()
 		i.mu.Lock()
 		defer i.mu.Unlock()
 		pm := i.byProvider[p.Name]
@@ -128,7 +180,7 @@ func (i *Inventory) Refresh(ctx context.Context, p *catalog.ProviderEntry) error
 			i.log.Warn("model discovery failed", "provider", p.Name, "error", err)
 			return nil, err
 		}
-		pm.names, pm.ok, pm.err, pm.fetchedAt = names, true, "", now
+		pm.names, pm.ok, pm.everOK, pm.err, pm.fetchedAt = names, true, true, "", now
 		pm.set = make(map[string]struct{}, len(names))
 		for _, n := range names {
 			pm.set[n] = struct{}{}
@@ -142,7 +194,7 @@ func (i *Inventory) Refresh(ctx context.Context, p *catalog.ProviderEntry) error
 func (i *Inventory) RefreshIfStale(ctx context.Context, p *catalog.ProviderEntry, minGap time.Duration) {
 	i.mu.RLock()
 	pm := i.byProvider[p.Name]
-	fresh := pm != nil && i.now().Sub(pm.lastTry) < minGap
+	fresh := pm != nil && i.clock.Now().Sub(pm.lastTry) < minGap
 	i.mu.RUnlock()
 	if !fresh && len(p.Conns) > 0 {
 		_ = i.Refresh(ctx, p)
@@ -176,12 +228,24 @@ func (i *Inventory) ServedBy(model string) []string {
 	return out
 }
 
-// List returns the union of every provider's models as provider/model, sorted.
+// List returns the union of the providers' models as provider/model, sorted. A provider whose
+// last refresh failed is left out, unless every provider is failing: then the last known
+// inventory stays listed rather than an empty one.
 func (i *Inventory) List() []Model {
 	i.mu.RLock()
 	defer i.mu.RUnlock()
+	allFailing := true
+	for _, pm := range i.byProvider {
+		if pm.ok {
+			allFailing = false
+			break
+		}
+	}
 	var out []Model
 	for prov, pm := range i.byProvider {
+		if !pm.ok && !allFailing {
+			continue
+		}
 		for _, n := range pm.names {
 			out = append(out, Model{ID: prov + "/" + n, Provider: prov, Name: n, Created: pm.fetchedAt.Unix()})
 		}
@@ -193,6 +257,7 @@ func (i *Inventory) List() []Model {
 // Status is the discovery state of one provider, for the dashboard.
 type Status struct {
 	OK        bool
+	EverOK    bool
 	Models    int
 	FetchedAt time.Time
 	Error     string
@@ -206,7 +271,7 @@ func (i *Inventory) ProviderStatus(provider string) (Status, bool) {
 	if pm == nil {
 		return Status{}, false
 	}
-	return Status{OK: pm.ok, Models: len(pm.names), FetchedAt: pm.fetchedAt, Error: pm.err}, true
+	return Status{OK: pm.ok, EverOK: pm.everOK, Models: len(pm.names), FetchedAt: pm.fetchedAt, Error: pm.err}, true
 }
 
 func (i *Inventory) fetch(ctx context.Context, p *catalog.ProviderEntry) ([]string, error) {
