@@ -28,6 +28,7 @@ import (
 	"switchyard/services/auth"
 	"switchyard/services/catalog"
 	"switchyard/services/clientkeys"
+	"switchyard/services/health"
 	"switchyard/services/metrics"
 	"switchyard/services/proxy"
 	"switchyard/services/resilience"
@@ -259,12 +260,88 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 	cooldowns.Load(states)
 	cat.OnNewCredentials(func(id int64) { cooldowns.Clear(id, true) })
 
+	breakerQueue := writebehind.New("breaker_state", log, func(ctx context.Context, batch map[resilience.BreakerKey]resilience.BreakerState) error {
+		return resilience.SaveBreakerStates(ctx, d, batch)
+	})
+	breakers := resilience.NewBreakers(clock, func(st resilience.BreakerState) { breakerQueue.Put(st.Key(), st) })
+	healthTracker := health.New(clock)
+	breakers.OnTransition(func(provider, model string, from, to resilience.CircuitState) {
+		if to != resilience.CircuitNone {
+			log.Info("circuit breaker", "provider", provider, "model", model, "from", string(from), "to", string(to))
+		}
+		if from == resilience.CircuitHalfOpen && to == resilience.CircuitClosed {
+			healthTracker.Reset(provider) // the provider proved itself; old failures no longer describe it
+		}
+	})
+	breakerStates, err := resilience.LoadBreakerStates(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	breakers.Load(breakerStates)
+	gate := resilience.NewProviderGate(clock)
+
+	lockoutQueue := writebehind.New("model_lockouts", log, func(ctx context.Context, batch map[resilience.LockoutKey]*resilience.Lockout) error {
+		return resilience.SaveLockouts(ctx, d, batch)
+	})
+	lockouts := resilience.NewLockouts(clock, lockoutConfig(setSvc.Snapshot()), lockoutQueue.Put)
+	lockoutRows, err := resilience.LoadLockouts(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	lockouts.Load(lockoutRows)
+	setSvc.OnChange(func(s *settings.Snapshot) { lockouts.SetConfig(lockoutConfig(s)) })
+
 	client := &http.Client{Transport: proxy.NewTransport()}
 	inv := proxy.NewInventory(client, cat.Registry, log, clock)
 	cat.OnChange(func(*catalog.Registry) { inv.Kick() })
 	mets := metrics.New()
+	queues := resilience.NewQueues(clock, func(connID int64, waited time.Duration, outcome string) {
+		if c, ok := cat.Registry().Connection(connID); ok {
+			mets.QueueWait(c.Provider, c.Name, outcome, waited)
+		}
+	})
+	semaphores := resilience.NewSemaphores(clock)
 	engine := proxy.New(proxy.Options{Catalog: cat, Inventory: inv, Client: client, Log: log,
-		Settings: setSvc, Cooldowns: cooldowns, Clock: clock, Observer: mets})
+		Settings: setSvc, Cooldowns: cooldowns, Breakers: breakers, Gate: gate, Health: healthTracker, Lockouts: lockouts,
+		Queues: queues, Semaphores: semaphores,
+		Clock: clock, Observer: mets})
+	breakers.OnTransition(func(provider, _ string, _, to resilience.CircuitState) {
+		if to != resilience.CircuitNone {
+			mets.BreakerTransition(provider, string(to))
+		}
+	})
+	mets.RegisterStateGauge("switchyard_queue_depth", "Requests waiting for a connection (queue and quota-share line).",
+		[]string{"provider", "connection"}, func() []metrics.GaugeSample {
+			var out []metrics.GaugeSample
+			reg := cat.Registry()
+			for _, p := range reg.Providers() {
+				for _, c := range reg.ConnectionsOf(p.ID) {
+					n := queues.Stats(c.ID).Waiting + semaphores.Stats(c.ID).Waiting
+					out = append(out, metrics.GaugeSample{Labels: []string{p.Name, c.Name}, Value: float64(n)})
+				}
+			}
+			return out
+		})
+	mets.RegisterStateGauge("switchyard_circuit_breaker_state", "Circuit breaker state: 0 closed, 1 half-open, 2 open.",
+		[]string{"provider", "model"}, func() []metrics.GaugeSample {
+			var out []metrics.GaugeSample
+			for _, b := range breakers.States() {
+				out = append(out, metrics.GaugeSample{Labels: []string{b.Provider, b.Model}, Value: b.State.Gauge()})
+			}
+			return out
+		})
+	mets.RegisterStateGauge("switchyard_model_lockouts_active", "Active model lockouts per provider.",
+		[]string{"provider"}, func() []metrics.GaugeSample {
+			count := map[string]float64{}
+			for _, l := range lockouts.List(lockouts.Now()) {
+				count[l.Provider]++
+			}
+			var out []metrics.GaugeSample
+			for p, n := range count {
+				out = append(out, metrics.GaugeSample{Labels: []string{p}, Value: n})
+			}
+			return out
+		})
 	mets.RegisterStateGauge("switchyard_connection_state", "1 for the current status of each connection.",
 		[]string{"provider", "connection", "status"}, func() []metrics.GaugeSample {
 			now := cooldowns.Now()
@@ -307,7 +384,10 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 
 	bgCtx, cancel := context.WithCancel(context.Background())
 	app.cancel = cancel
-	app.bg.Add(3)
+	app.bg.Add(6)
+	go func() { defer app.bg.Done(); breakerQueue.Run(bgCtx) }()
+	go func() { defer app.bg.Done(); lockoutQueue.Run(bgCtx) }()
+	go func() { defer app.bg.Done(); lockouts.RunSweeper(bgCtx, resilience.LockoutSweepInterval) }()
 	go func() {
 		defer app.bg.Done()
 		inv.Run(bgCtx, func() (time.Duration, time.Duration) { return time.Hour, time.Minute })
@@ -337,4 +417,12 @@ func (a *App) Shutdown(grace time.Duration) error {
 	a.cancel()
 	a.bg.Wait()
 	return errors.Join(err, a.DB.Close())
+}
+
+// lockoutConfig is the model lockout setting in the engine's terms.
+func lockoutConfig(s *settings.Snapshot) resilience.LockoutConfig {
+	m := s.Resilience().ModelLockout
+	return resilience.LockoutConfig{Enabled: m.Enabled, ErrorCodes: m.ErrorCodes,
+		Base: time.Duration(m.BaseCooldownMS) * time.Millisecond, Max: time.Duration(m.MaxCooldownMS) * time.Millisecond,
+		MaxSteps: m.MaxBackoffSteps, Exponential: m.UseExponentialBackoff, Families: m.Families}
 }

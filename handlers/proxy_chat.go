@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/labstack/echo/v4"
+	"github.com/tidwall/gjson"
 
 	"switchyard/services/proxy"
 )
@@ -77,6 +78,11 @@ func (p *Proxy) Chat(c echo.Context) error {
 		}
 		return WriteOpenAIError(c, &proxy.Error{Status: http.StatusBadRequest, Type: "invalid_request_error",
 			Code: "body_read_failed", Message: "the request body could not be read"})
+	}
+	// Admission before any parsing: a full queue turns the request away cheaply.
+	if e := p.Engine.Admit(r.Context(), gjson.GetBytes(body, "model").String()); e != nil {
+		c.Set("proxy_error", e.Code)
+		return WriteOpenAIError(c, e)
 	}
 	req, err := proxy.DecodeChatRequest(body)
 	if err != nil {

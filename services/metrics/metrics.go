@@ -59,7 +59,7 @@ func New() *Metrics {
 		queueRej: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_queue_rejections_total",
 			Help: "Requests turned away by the request queue, by code."}, []string{"provider", "connection", "code"}),
 		failOpen: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_concurrency_fail_open_total",
-			Help: "Requests that proceeded without a quota-share slot (line full or wait timed out)."}, []string{"provider", "connection", "why"}),
+			Help: "Requests that proceeded without a quota-share slot (line full or wait timed out)."}, []string{"provider", "connection"}),
 		lockoutsRc: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_model_lockouts_total",
 			Help: "Model lockouts recorded, by scope."}, []string{"provider", "scope"}),
 	}
@@ -123,8 +123,8 @@ func (m *Metrics) QueueRejected(provider, connection, code string) {
 }
 
 // FailOpen counts a request that proceeded without a quota-share slot.
-func (m *Metrics) FailOpen(provider, connection, why string) {
-	m.failOpen.WithLabelValues(provider, connection, why).Inc()
+func (m *Metrics) FailOpen(provider, connection string) {
+	m.failOpen.WithLabelValues(provider, connection).Inc()
 }
 
 // Lockout counts a model lockout.

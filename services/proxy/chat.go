@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"switchyard/services/catalog"
@@ -34,6 +35,10 @@ type call struct {
 	snap    *settings.Snapshot
 	retry   settings.Retry
 	retryOn *settings.StatusMatcher
+	probe   bool // a half-open breaker's probe: one attempt, no retries, no failover
+	// committed is set once stream headers went out (a heartbeat while queued); from then on
+	// errors are written as stream error events.
+	committed bool
 }
 
 // Chat forwards a chat completions request and writes the answer to w. It returns an *Error only
@@ -72,7 +77,14 @@ func (e *Engine) Chat(ctx context.Context, w http.ResponseWriter, req ChatReques
 			c.retryOn = m
 		}
 	}
-	return e.run(ctx, w, c)
+	perr = e.run(ctx, w, c)
+	if perr != nil && c.committed {
+		if perr.Status != 499 {
+			writeStreamError(w, perr)
+		}
+		return nil
+	}
+	return perr
 }
 
 // failure is a failed attempt, classified.
@@ -80,37 +92,106 @@ type failure struct {
 	err       *Error
 	outcome   resilience.Outcome
 	retryable bool
+	result    resilience.Result // what the breaker is told if this stays the last word
 }
 
+// breakerConfig returns the provider's effective breaker config, compiled once per snapshot for
+// providers without overrides.
+func (e *Engine) breakerConfig(c *call) resilience.BreakerConfig {
+	if c.t.provider.Resilience.CircuitBreaker != (settings.BreakerOverrides{}) {
+		eff, _ := c.snap.CircuitBreakerFor(c.t.provider.Resilience)
+		if cfg, err := resilience.NewBreakerConfig(eff); err == nil {
+			return cfg
+		}
+	}
+	if cached := e.breakerCfg.Load(); cached != nil && cached.snap == c.snap {
+		return cached.cfg
+	}
+	cfg, err := resilience.NewBreakerConfig(c.snap.Resilience().CircuitBreaker)
+	if err != nil {
+		cfg = resilience.BreakerConfig{} // a validated snapshot cannot get here; fail open
+	}
+	e.breakerCfg.Store(&cachedBreakerConfig{snap: c.snap, cfg: cfg})
+	return cfg
+}
+
+// run passes the provider-level gates (circuit breaker, provider cooldown window), then works
+// through the connections, and reports the logical request's outcome once to the breaker, the
+// gate and the health window.
 func (e *Engine) run(ctx context.Context, w http.ResponseWriter, c *call) *Error {
+	p := c.t.provider
+	tk, open := e.opt.Breakers.Allow(p.Name, c.t.model, e.breakerConfig(c))
+	if open != nil {
+		return &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "circuit_open",
+			Message: open.Error(), RetryAfter: open.RetryAfter}
+	}
+	defer tk.Done(resilience.Result{}) // neutral when no verdict was given (e.g. nothing attempted)
+	gateCfg := c.snap.Resilience().ProviderCooldown
+	if ok, remaining := e.opt.Gate.Check(p.Name, gateCfg); !ok {
+		return &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "provider_cooldown",
+			RetryAfter: remaining,
+			Message:    fmt.Sprintf("provider %s is cooling down after repeated failures; it recovers in %s", p.Name, roundUp(remaining))}
+	}
+	c.probe = tk.Probe()
+	perr, verdict := e.work(ctx, w, c)
+	if verdict != nil {
+		tk.Done(*verdict)
+		ok := verdict.Status >= 200 && verdict.Status < 300
+		if !verdict.ClientAbort {
+			msg := ""
+			if perr != nil {
+				msg = perr.Message
+			}
+			e.opt.Health.Record(p.Name, c.t.model, ok, verdict.Status, msg)
+		}
+		if ok {
+			e.opt.Gate.RecordSuccess(p.Name)
+		}
+	}
+	return perr
+}
+
+// work tries the connections; verdict is the outcome for the breaker (nil = no upstream was
+// called, which says nothing about the provider).
+func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*Error, *resilience.Result) {
 	conns := c.t.provider.Candidates()
 	if len(conns) == 0 {
 		return &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "no_connections",
 			RetryAfter: 30 * time.Second,
-			Message:    fmt.Sprintf("provider %s has no usable connection; add one in the Switchyard dashboard", c.t.provider.Name)}
+			Message:    fmt.Sprintf("provider %s has no usable connection; add one in the Switchyard dashboard", c.t.provider.Name)}, nil
 	}
 	var last *failure
-	kind := "" // what the next attempt is: first, retry or failover
+	var queueErr *Error // set when a connection's queue was full
+	kind := ""          // what the next attempt is: first, retry or failover
 	tried := make([]bool, len(conns))
+	verdict := func() *resilience.Result {
+		if last == nil {
+			return nil
+		}
+		return &last.result
+	}
 	for retries := 0; ; {
-		i, excluded := e.pick(conns, tried)
+		i, excluded := e.pick(c, conns, tried)
 		if i < 0 {
-			if last == nil || !last.retryable || retries >= c.retry.MaxRetries {
-				return e.exhausted(c, conns, last)
+			if last == nil && queueErr != nil {
+				return queueErr, nil
+			}
+			if last == nil || !last.retryable || retries >= c.retry.MaxRetries || c.probe {
+				return e.exhausted(c, conns, last), verdict()
 			}
 			wait := resilience.Backoff(retries+1, ms(c.retry.InitialBackoffMS), ms(c.retry.MaxBackoffMS),
 				c.retry.BackoffFactor, c.retry.Jitter, rand.Float64)
 			if soonest, ok := earliest(excluded); ok && soonest > wait {
 				if soonest > ms(c.retry.MaxBackoffMS) {
-					return e.exhausted(c, conns, last)
+					return e.exhausted(c, conns, last), verdict()
 				}
 				wait = soonest
 			}
 			if dl, ok := ctx.Deadline(); ok && e.opt.Clock.Now().Add(wait).After(dl) {
-				return e.exhausted(c, conns, last)
+				return e.exhausted(c, conns, last), verdict()
 			}
 			if !e.sleep(ctx, wait) {
-				return clientGone()
+				return clientGone(), &resilience.Result{ClientAbort: true}
 			}
 			retries++
 			c.trace.Retries++
@@ -120,48 +201,78 @@ func (e *Engine) run(ctx context.Context, w http.ResponseWriter, c *call) *Error
 		}
 		tried[i] = true
 		conn := conns[i]
+		adm, qerr, full := e.admit(ctx, w, c, conn)
+		if qerr != nil {
+			if full { // this connection's queue is full: another may have room
+				queueErr = qerr
+				continue
+			}
+			return qerr, verdict() // local queue errors are never the provider's fault
+		}
 		c.trace.Attempts++
 		c.trace.ConnectionID = conn.ID
-		res := e.attempt(ctx, c, conn)
-		if res.err == nil {
+		actx, cancel := context.WithCancel(ctx)
+		var execTimedOut atomic.Bool
+		backstop := e.opt.Clock.AfterFunc(adm.deadline, func() { execTimedOut.Store(true); cancel() })
+		res := e.attempt(actx, c, conn)
+		backstop.Stop()
+		if res.err == nil && !execTimedOut.Load() {
 			e.opt.Observer.Attempt(c.t.provider.Name, "ok", kind)
 			e.opt.Cooldowns.RecordSuccess(conn.ID)
-			return e.deliver(ctx, w, c, conn, res)
+			e.opt.Lockouts.RecordSuccess(c.t.provider.Name, conn.ID, c.t.model)
+			ok := resilience.Result{Status: res.status, Duration: e.opt.Clock.Since(c.start)}
+			perr := e.deliver(actx, w, c, conn, res)
+			cancel()
+			adm.done()
+			return perr, &ok
 		}
+		cancel()
+		adm.done()
 		if ctx.Err() != nil {
-			return clientGone() // the client left: never the upstream's fault
+			return clientGone(), &resilience.Result{ClientAbort: true} // never the upstream's fault
+		}
+		if execTimedOut.Load() {
+			return &Error{Status: http.StatusGatewayTimeout, Type: "timeout_error", Code: resilience.CodeExecutionTimeout,
+				Message: fmt.Sprintf("connection %s of provider %s did not answer within the execution limit of %s",
+					conn.Name, c.t.provider.Name, adm.deadline)}, verdict()
 		}
 		f := e.fail(c, conn, res)
 		e.opt.Observer.Attempt(c.t.provider.Name, string(f.outcome.Reason), kind)
 		last = &f
-		if !f.outcome.Failover && !f.retryable {
-			return f.err
+		if !f.outcome.Failover && !f.retryable || c.probe {
+			return f.err, verdict()
 		}
 		kind = "failover"
 		c.trace.Failovers++
 	}
 }
 
-// pick returns the first untried connection that may take a request now, or -1 and why the
-// others were excluded.
-func (e *Engine) pick(conns []*catalog.ConnEntry, tried []bool) (int, []exclusion) {
+// pick returns the first untried connection that may take a request for the model now, or -1
+// and why the others were excluded.
+func (e *Engine) pick(c *call, conns []*catalog.ConnEntry, tried []bool) (int, []exclusion) {
 	var excluded []exclusion
-	for i, c := range conns {
+	for i, conn := range conns {
 		if tried[i] {
 			continue
 		}
-		ok, why := e.opt.Cooldowns.Check(c.ID)
+		if locked, until, l := e.opt.Lockouts.Check(c.t.provider.Name, conn.ID, c.t.model); locked {
+			excluded = append(excluded, exclusion{conn: conn, lockout: &l, why: resilience.Exclusion{
+				Status: resilience.StatusCooling, Reason: resilience.Reason(l.Reason), Remaining: until.Sub(e.opt.Clock.Now())}})
+			continue
+		}
+		ok, why := e.opt.Cooldowns.Check(conn.ID)
 		if ok {
 			return i, nil
 		}
-		excluded = append(excluded, exclusion{conn: c, why: why})
+		excluded = append(excluded, exclusion{conn: conn, why: why})
 	}
 	return -1, excluded
 }
 
 type exclusion struct {
-	conn *catalog.ConnEntry
-	why  resilience.Exclusion
+	conn    *catalog.ConnEntry
+	lockout *resilience.Lockout // set when the model is locked out on this connection
+	why     resilience.Exclusion
 }
 
 func earliest(ex []exclusion) (time.Duration, bool) {
@@ -277,7 +388,17 @@ func (e *Engine) fail(c *call, conn *catalog.ConnEntry, res attemptResult) failu
 		e.opt.Observer.ConnectionFailure(c.t.provider.Name, string(out.Reason))
 	}
 	e.opt.Cooldowns.RecordFailure(conn.ID, out, cooldownPolicy(r.ConnectionCooldown, conn.AuthType))
-	f := failure{err: res.err, outcome: out}
+	if out.Status > 0 {
+		e.opt.Lockouts.RecordFailure(c.t.provider.Name, conn.ID, c.t.model, out.Status, string(out.Reason), out.Cooldown, out.FromUpstream)
+	}
+	f := failure{err: res.err, outcome: out, result: resilience.Result{Status: res.status, Transport: res.transport && !res.localTimeout,
+		LocalTimeout: res.localTimeout, Duration: e.opt.Clock.Since(c.start), Detail: out.Message}}
+	if out.Status > 0 {
+		f.result.Status = out.Status
+	}
+	if out.Scope == resilience.ScopeConnection || out.Scope == resilience.ScopeProvider || res.transport {
+		e.opt.Gate.RecordFailure(c.t.provider.Name, resilience.AuthType(conn.AuthType), r.ProviderCooldown)
+	}
 	switch {
 	case res.localTimeout:
 		f.retryable = false // our own timeout: never retried on the same target
@@ -434,7 +555,7 @@ func (e *Engine) deliver(ctx context.Context, w http.ResponseWriter, c *call, co
 		return nil
 	}
 	defer res.resp.Body.Close()
-	c.trace.Complete = relayStream(ctx, w, res.first, res.br, e.opt.Log, func(ev []byte) {
+	c.trace.Complete = relayStream(ctx, w, func() { c.commitStream(w) }, res.first, res.br, e.opt.Log, func(ev []byte) {
 		if c.trace.TTFT == 0 {
 			c.trace.TTFT = e.opt.Clock.Since(c.start)
 			e.opt.Observer.FirstToken(c.t.provider.Name, c.trace.TTFT)

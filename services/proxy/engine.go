@@ -14,9 +14,11 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"switchyard/services/catalog"
+	"switchyard/services/health"
 	"switchyard/services/resilience"
 	"switchyard/services/settings"
 )
@@ -33,14 +35,20 @@ type Registry interface {
 
 // Options configures an Engine.
 type Options struct {
-	Catalog   Registry
-	Inventory *Inventory
-	Client    *http.Client
-	Log       *slog.Logger
-	Settings  SettingsSource
-	Cooldowns *resilience.Cooldowns
-	Clock     clockwork.Clock
-	Observer  Observer // nil = none
+	Catalog    Registry
+	Inventory  *Inventory
+	Client     *http.Client
+	Log        *slog.Logger
+	Settings   SettingsSource
+	Cooldowns  *resilience.Cooldowns
+	Breakers   *resilience.Breakers
+	Gate       *resilience.ProviderGate
+	Health     *health.Tracker
+	Lockouts   *resilience.Lockouts
+	Queues     *resilience.Queues
+	Semaphores *resilience.Semaphores
+	Clock      clockwork.Clock
+	Observer   Observer // nil = none
 	// MaxResponseBytes bounds a buffered (non-streaming) upstream answer. Default 64 MiB.
 	MaxResponseBytes int64
 }
@@ -48,6 +56,13 @@ type Options struct {
 // Engine forwards client requests to upstream connections.
 type Engine struct {
 	opt Options
+	// breakerCfg caches the compiled global breaker config of one settings snapshot.
+	breakerCfg atomic.Pointer[cachedBreakerConfig]
+}
+
+type cachedBreakerConfig struct {
+	snap *settings.Snapshot
+	cfg  resilience.BreakerConfig
 }
 
 // New builds an engine.

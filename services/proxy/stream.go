@@ -69,13 +69,9 @@ func hasDone(ev []byte) bool {
 // closed with an explicit stream_incomplete event. It reports whether the stream was complete.
 //
 // onEvent sees every relayed event after it was written (for time to first token and usage).
-func relayStream(ctx context.Context, w http.ResponseWriter, first []byte, br *bufio.Reader, log *slog.Logger,
+func relayStream(ctx context.Context, w http.ResponseWriter, commit func(), first []byte, br *bufio.Reader, log *slog.Logger,
 	onEvent func(ev []byte)) bool {
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
+	commit()
 	rc := http.NewResponseController(w)
 	done := hasDone(first)
 	if _, err := w.Write(terminate(first)); err != nil {

@@ -30,14 +30,18 @@ type Observer interface {
 	ConnectionFailure(provider, reason string)
 	FirstToken(provider string, d time.Duration)
 	Tokens(provider, model string, input, output int64)
+	QueueRejected(provider, connection, code string)
+	FailOpen(provider, connection string)
 }
 
 type nopObserver struct{}
 
-func (nopObserver) Attempt(string, string, string)      {}
-func (nopObserver) ConnectionFailure(string, string)    {}
-func (nopObserver) FirstToken(string, time.Duration)    {}
-func (nopObserver) Tokens(string, string, int64, int64) {}
+func (nopObserver) Attempt(string, string, string)       {}
+func (nopObserver) ConnectionFailure(string, string)     {}
+func (nopObserver) FirstToken(string, time.Duration)     {}
+func (nopObserver) Tokens(string, string, int64, int64)  {}
+func (nopObserver) QueueRejected(string, string, string) {}
+func (nopObserver) FailOpen(string, string)              {}
 
 var usageKey = []byte(`"usage":{`)
 

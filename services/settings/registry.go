@@ -181,6 +181,8 @@ var leaves = []leaf{
 	num("model_lockout.max_cooldown_ms", 1_800_000, 5_000, 3_600_000, func(r *Resilience) *int64 { return &r.ModelLockout.MaxCooldownMS }),
 	num("model_lockout.max_backoff_steps", 10, 0, 20, func(r *Resilience) *int { return &r.ModelLockout.MaxBackoffSteps }),
 	flag("model_lockout.use_exponential_backoff", true, func(r *Resilience) *bool { return &r.ModelLockout.UseExponentialBackoff }),
+	newLeaf("model_lockout.families", map[string]map[string][]string{}, func(r *Resilience) *map[string]map[string][]string { return &r.ModelLockout.Families },
+		checkFamilies, parseFamilies),
 
 	num("request_queue.max_wait_ms", 30_000, 1, 86_400_000, func(r *Resilience) *int64 { return &r.RequestQueue.MaxWaitMS }).alias("RATE_LIMIT_MAX_WAIT_MS"),
 	num("request_queue.execution_max_wait_ms", 600_000, 1, 86_400_000, func(r *Resilience) *int64 { return &r.RequestQueue.ExecutionMaxWaitMS }).alias("RATE_LIMIT_EXECUTION_MAX_WAIT_MS"),
@@ -257,6 +259,8 @@ func cloneValue(v any) any {
 		return slices.Clone(v)
 	case []StatusRestatement:
 		return slices.Clone(v)
+	case map[string]map[string][]string:
+		return cloneFamilies(v)
 	}
 	return v
 }
@@ -317,6 +321,8 @@ func describeDecodeError[T any](err error) string {
 		return `must be a list of strings such as "429" or "5xx"`
 	case []int:
 		return "must be a list of whole numbers"
+	case map[string]map[string][]string:
+		return `must map each provider to families of model patterns, e.g. {"anthropic": {"opus": ["claude-opus-*"]}}`
 	}
 	var typeErr *json.UnmarshalTypeError
 	if errors.As(err, &typeErr) {

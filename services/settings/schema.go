@@ -144,6 +144,10 @@ type ModelLockout struct {
 	MaxBackoffSteps int `json:"max_backoff_steps"`
 	// UseExponentialBackoff doubles the lockout per repeated failure. Default true.
 	UseExponentialBackoff bool `json:"use_exponential_backoff"`
+	// Families groups models that share one quota: provider → family name → model patterns
+	// (an exact name, or a prefix ending in "*" such as "claude-opus-*"). A 429/402/403 locks
+	// the whole family on that connection. Default {} (each model is its own family).
+	Families map[string]map[string][]string `json:"families"`
 }
 
 // RequestQueue configures admission per provider+connection.

@@ -26,7 +26,7 @@ const productDocument = `{
     "api_key": {"failure_threshold": 15, "failure_window_ms": 1800000, "cooldown_ms": 600000}},
   "model_lockout": {"enabled": false, "error_codes": [403, 404, 429, 502, 503, 504],
     "base_cooldown_ms": 120000, "max_cooldown_ms": 1800000, "max_backoff_steps": 10,
-    "use_exponential_backoff": true},
+    "use_exponential_backoff": true, "families": {}},
   "request_queue": {"max_wait_ms": 30000, "execution_max_wait_ms": 600000, "max_queue_depth": 0},
   "quota_share_concurrency": {"enabled": true},
   "combo_cooldown_wait": {"enabled": true, "max_wait_ms": 90000, "max_attempts": 5, "budget_ms": 300000},
@@ -103,10 +103,11 @@ func TestDefaultsTyped(t *testing.T) {
 	}
 }
 
-// flattenGeneric maps every non-object value of a decoded JSON document to its dotted path.
+// flattenGeneric maps every non-object value of a decoded JSON document to its dotted path;
+// an empty object below the root is a value too (a map-valued leaf such as model_lockout.families).
 func flattenGeneric(prefix string, v any, out map[string]any) {
 	obj, ok := v.(map[string]any)
-	if !ok {
+	if !ok || len(obj) == 0 && prefix != "" {
 		out[prefix] = v
 		return
 	}

@@ -212,3 +212,60 @@ func checkCross(r *Resilience, errs fieldErrors) []crossCheck {
 	}
 	return bad
 }
+
+// checkFamilies validates model_lockout.families: provider → family name → model patterns.
+// Names must not be blank; a pattern is an exact model name or a prefix ending in one "*".
+func checkFamilies(path string, fams map[string]map[string][]string, errs fieldErrors) {
+	for _, provider := range slices.Sorted(maps.Keys(fams)) {
+		pp := path + "." + provider
+		if strings.TrimSpace(provider) == "" {
+			errs.add(pp, "provider names must not be empty")
+			continue
+		}
+		for _, name := range slices.Sorted(maps.Keys(fams[provider])) {
+			fp := pp + "." + name
+			patterns := fams[provider][name]
+			switch {
+			case strings.TrimSpace(name) == "":
+				errs.add(pp, "family names must not be empty")
+			case len(patterns) == 0:
+				errs.add(fp, "must list at least one model pattern")
+			}
+			for _, pat := range patterns {
+				if msg := checkFamilyPattern(pat); msg != "" {
+					errs.add(fp, msg)
+					break
+				}
+			}
+		}
+	}
+}
+
+func checkFamilyPattern(p string) string {
+	switch star := strings.IndexByte(p, '*'); {
+	case strings.TrimSpace(p) == "":
+		return "model patterns must not be empty"
+	case star >= 0 && star != len(p)-1:
+		return fmt.Sprintf("%q: \"*\" may only end a pattern (a prefix such as \"claude-opus-*\")", p)
+	}
+	return ""
+}
+
+// parseFamilies reads model_lockout.families from the environment as a JSON object.
+func parseFamilies(s string) (map[string]map[string][]string, error) {
+	v := map[string]map[string][]string{}
+	err := strictUnmarshal([]byte(s), &v)
+	return v, err
+}
+
+func cloneFamilies(m map[string]map[string][]string) map[string]map[string][]string {
+	out := make(map[string]map[string][]string, len(m))
+	for p, fams := range m {
+		c := make(map[string][]string, len(fams))
+		for name, pats := range fams {
+			c[name] = slices.Clone(pats)
+		}
+		out[p] = c
+	}
+	return out
+}

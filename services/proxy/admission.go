@@ -1,0 +1,196 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"switchyard/services/catalog"
+	"switchyard/services/resilience"
+	"switchyard/services/settings"
+)
+
+// semaphoreLine bounds the quota-share line when no queue depth is configured; past it requests
+// proceed without a slot (fail-open).
+const semaphoreLine = 10_000
+
+// heartbeatEvery is how often a streaming request that waits for its connection gets an SSE
+// comment, so clients with first-byte timeouts keep waiting.
+const heartbeatEvery = 15 * time.Second
+
+// queueConfig is the connection's effective request queue: global settings, overridden per
+// connection, plus the connection's own pacing limits.
+func queueConfig(snap *settings.Snapshot, conn *catalog.ConnEntry) resilience.QueueConfig {
+	rq, _ := snap.RequestQueueFor(conn.Settings)
+	o := conn.Settings.RequestQueue
+	cfg := resilience.QueueConfig{MaxWait: ms(rq.MaxWaitMS), ExecutionMaxWait: ms(rq.ExecutionMaxWaitMS),
+		MaxDepth: rq.MaxQueueDepth}
+	if o.RequestsPerMinute != nil {
+		cfg.RPM = *o.RequestsPerMinute
+	}
+	if o.MinGapMS != nil {
+		cfg.MinGap = ms(*o.MinGapMS)
+	}
+	if o.MaxConcurrentExecutions != nil {
+		cfg.MaxConcurrentExecutions = *o.MaxConcurrentExecutions
+	}
+	return cfg
+}
+
+// waiting is how many requests wait for the connection, in its queue or its quota-share line.
+func (e *Engine) waiting(connID int64) int {
+	return e.opt.Queues.Stats(connID).Waiting + e.opt.Semaphores.Stats(connID).Waiting
+}
+
+// Admit is the cheap admission check made before the request body is parsed: when every
+// connection that could serve the model already has max_queue_depth requests waiting, the request
+// is turned away at once with RATE_LIMIT_QUEUE_FULL. Anything it cannot decide (unknown model,
+// no connections) is left to the full path.
+func (e *Engine) Admit(ctx context.Context, model string) *Error {
+	if model == "" {
+		return nil
+	}
+	t, perr := e.resolve(ctx, model)
+	if perr != nil || len(t.provider.Conns) == 0 {
+		return nil
+	}
+	snap := e.opt.Settings.Snapshot()
+	var first *catalog.ConnEntry
+	var maxWait time.Duration
+	for _, conn := range t.provider.Conns {
+		cfg := queueConfig(snap, conn)
+		if resilience.Admit(e.waiting(conn.ID), cfg.MaxDepth).Admit {
+			return nil
+		}
+		if first == nil {
+			first, maxWait = conn, cfg.MaxWait
+		}
+	}
+	e.opt.Observer.QueueRejected(t.provider.Name, first.Name, resilience.CodeQueueFull)
+	return queueFull(t.provider.Name, maxWait)
+}
+
+func queueFull(provider string, maxWait time.Duration) *Error {
+	return &Error{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Code: resilience.CodeQueueFull,
+		RetryAfter: min(max(maxWait, time.Second), time.Minute), Header: http.Header{"X-Should-Retry": {"true"}},
+		Message: fmt.Sprintf("the request queue of provider %s is full; retry shortly", provider)}
+}
+
+// admission is what a request holds while it runs on a connection.
+type admission struct {
+	slot     resilience.Slot
+	release  func() // quota-share slot; no-op when none is held
+	deadline time.Duration
+}
+
+func (a *admission) done() {
+	a.slot.Release()
+	a.release()
+}
+
+// admit waits for the connection: queue admission and pacing (strict: full or timed out →
+// error), then its quota-share slot (fail-open). Streaming clients get heartbeats while waiting.
+// full reports a full queue, which lets the caller try another connection.
+func (e *Engine) admit(ctx context.Context, w http.ResponseWriter, c *call, conn *catalog.ConnEntry) (a admission, perr *Error, full bool) {
+	cfg := queueConfig(c.snap, conn)
+	p := c.t.provider.Name
+	if !resilience.Admit(e.waiting(conn.ID), cfg.MaxDepth).Admit {
+		e.opt.Observer.QueueRejected(p, conn.Name, resilience.CodeQueueFull)
+		return a, queueFull(p, cfg.MaxWait), true
+	}
+	hb := e.heartbeats(c, w)
+	defer hb.stop()
+	slot, qerr := e.opt.Queues.Acquire(ctx, conn.ID, cfg, resilience.AcquireHooks{})
+	if qerr != nil {
+		switch qerr.Code {
+		case resilience.CodeClientClosed:
+			return a, clientGone(), false
+		case resilience.CodeQueueFull:
+			e.opt.Observer.QueueRejected(p, conn.Name, qerr.Code)
+			return a, queueFull(p, cfg.MaxWait), true
+		}
+		e.opt.Observer.QueueRejected(p, conn.Name, qerr.Code)
+		return a, &Error{Status: qerr.Status, Type: "rate_limit_error", Code: qerr.Code, RetryAfter: qerr.RetryAfter,
+			Message: fmt.Sprintf("no slot on connection %s of provider %s within %s", conn.Name, p, cfg.MaxWait)}, false
+	}
+	a = admission{slot: slot, release: func() {}}
+	a.deadline = slot.ExecutionDeadline(ms(c.snap.Resilience().Streams.FirstByteTimeoutMS))
+	if conn.MaxConcurrent > 0 && c.snap.Resilience().QuotaShareConcurrency.Enabled {
+		line := semaphoreLine
+		if cfg.MaxDepth > 0 {
+			line = 0 // the queue depth admission above already bounds the line
+		}
+		rel, ok := e.opt.Semaphores.Acquire(ctx, conn.ID, conn.MaxConcurrent, cfg.MaxWait, line)
+		if !ok && ctx.Err() != nil {
+			slot.Release()
+			return admission{}, clientGone(), false
+		}
+		if !ok {
+			e.opt.Log.Warn("quota-share slot not available; proceeding without one", "provider", p, "connection_id", conn.ID)
+			e.opt.Observer.FailOpen(p, conn.Name)
+		}
+		a.release = rel
+	}
+	return a, nil, false
+}
+
+// heartbeat writes ": queued" SSE comments to a streaming client while it waits. Writing the
+// first one commits the response as an event stream, so later errors go out as error events.
+type heartbeat struct {
+	stopCh chan struct{}
+	wg     sync.WaitGroup
+}
+
+func (e *Engine) heartbeats(c *call, w http.ResponseWriter) *heartbeat {
+	h := &heartbeat{stopCh: make(chan struct{})}
+	if !c.stream {
+		return h
+	}
+	t := e.opt.Clock.NewTicker(heartbeatEvery)
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		defer t.Stop()
+		for {
+			select {
+			case <-h.stopCh:
+				return
+			case <-t.Chan():
+				c.commitStream(w)
+				_, _ = w.Write([]byte(": queued\n\n"))
+				_ = http.NewResponseController(w).Flush()
+			}
+		}
+	}()
+	return h
+}
+
+// stop ends the heartbeats and waits until none is being written.
+func (h *heartbeat) stop() {
+	close(h.stopCh)
+	h.wg.Wait()
+}
+
+// commitStream sends the event-stream headers once.
+func (c *call) commitStream(w http.ResponseWriter) {
+	if c.committed {
+		return
+	}
+	c.committed = true
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	h.Set("X-Switchyard-Provider", c.t.provider.Name)
+	w.WriteHeader(http.StatusOK)
+}
+
+// writeStreamError ends a committed event stream with the error as an OpenAI error event.
+func writeStreamError(w http.ResponseWriter, e *Error) {
+	body, _ := json.Marshal(map[string]map[string]string{"error": {"message": e.Message, "type": e.Type, "code": e.Code}})
+	_, _ = w.Write([]byte("data: " + string(body) + "\n\n"))
+	_ = http.NewResponseController(w).Flush()
+}
