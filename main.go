@@ -291,6 +291,10 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 	lockouts.Load(lockoutRows)
 	setSvc.OnChange(func(s *settings.Snapshot) { lockouts.SetConfig(lockoutConfig(s)) })
 
+	cat.OnConnectionDeleted(func(id int64) {
+		cooldowns.Forget(id)
+		lockouts.ForgetConnection(id)
+	})
 	client := &http.Client{Transport: proxy.NewTransport()}
 	inv := proxy.NewInventory(client, cat.Registry, log, clock)
 	cat.OnChange(func(*catalog.Registry) { inv.Kick() })
@@ -301,6 +305,10 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 		}
 	})
 	semaphores := resilience.NewSemaphores(clock)
+	cat.OnConnectionDeleted(func(id int64) {
+		queues.Forget(id)
+		semaphores.Forget(id)
+	})
 	engine := proxy.New(proxy.Options{Catalog: cat, Inventory: inv, Client: client, Log: log,
 		Settings: setSvc, Cooldowns: cooldowns, Breakers: breakers, Gate: gate, Health: healthTracker, Lockouts: lockouts,
 		Queues: queues, Semaphores: semaphores,
@@ -359,7 +367,8 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 	app := &App{DB: d, Log: log, Inventory: inv, served: make(chan error, 1)}
 	sessions := handlers.NewSessions(secrets.Derive(key, "session-hash v1", 64), secrets.Derive(key, "session-block v1", 32))
 	settingsH := &handlers.Settings{Svc: setSvc}
-	api := &handlers.API{Catalog: cat, Tester: engine, Cooldowns: cooldowns,
+	api := &handlers.API{Catalog: cat, Tester: engine, Cooldowns: cooldowns, Lockouts: lockouts, Breakers: breakers,
+		Statuses: engine.ProviderStatuses, Queues: queues, Semaphores: semaphores,
 		ValidateProviderOverrides:   settings.CheckProviderOverrides,
 		ValidateConnectionOverrides: settings.CheckConnectionOverrides}
 	e, routes := web.New(web.Deps{

@@ -8,14 +8,20 @@ import (
 
 	"switchyard/services/catalog"
 	"switchyard/services/errs"
+	"switchyard/services/proxy"
 	"switchyard/services/resilience"
 )
 
 // API serves the admin JSON API.
 type API struct {
-	Catalog   *catalog.Service
-	Tester    ConnectionTester
-	Cooldowns *resilience.Cooldowns
+	Catalog    *catalog.Service
+	Tester     ConnectionTester
+	Cooldowns  *resilience.Cooldowns
+	Lockouts   *resilience.Lockouts
+	Breakers   *resilience.Breakers
+	Queues     *resilience.Queues
+	Semaphores *resilience.Semaphores
+	Statuses   func() []proxy.ProviderStatus
 	// ValidateProviderOverrides and ValidateConnectionOverrides check override documents.
 	ValidateProviderOverrides   catalog.ProviderOverridesValidator
 	ValidateConnectionOverrides catalog.ConnectionOverridesValidator

@@ -23,6 +23,17 @@ type ConnectionStateView struct {
 	LastError    string     `json:"last_error"`
 	ErrorCode    int        `json:"error_code"`
 	LastErrorAt  *time.Time `json:"last_error_at"`
+	Queue        QueueView  `json:"queue"`
+}
+
+// QueueView is a connection's live queue and quota-share numbers.
+type QueueView struct {
+	Executing int   `json:"executing"`
+	Waiting   int   `json:"waiting"`
+	Holding   int   `json:"holding"`
+	Rejected  int64 `json:"rejected"`
+	TimedOut  int64 `json:"timed_out"`
+	FailOpen  int64 `json:"fail_open"`
 }
 
 // ConnectionStates joins the registry with the cooldown table, in registry order.
@@ -39,6 +50,9 @@ func (a *API) ConnectionStates() []ConnectionStateView {
 				u := s.Until.UTC()
 				v.Until, v.RemainingMS = &u, s.Until.Sub(now).Milliseconds()
 			}
+			q, sem := a.Queues.Stats(c.ID), a.Semaphores.Stats(c.ID)
+			v.Queue = QueueView{Executing: q.Executing, Waiting: q.Waiting + sem.Waiting, Holding: sem.Holding,
+				Rejected: q.Rejected, TimedOut: q.TimedOut, FailOpen: sem.FailOpenFull + sem.FailOpenTimeout}
 			if !s.LastErrorAt.IsZero() {
 				at := s.LastErrorAt.UTC()
 				v.LastErrorAt = &at
@@ -55,7 +69,8 @@ func (a *API) ResilienceState(c echo.Context) error {
 	if conns == nil {
 		conns = []ConnectionStateView{}
 	}
-	return c.JSON(http.StatusOK, map[string]any{"connections": conns, "breakers": []any{}})
+	return c.JSON(http.StatusOK, map[string]any{"connections": conns, "breakers": breakerViews(a.Breakers.States()),
+		"providers": a.Statuses(), "model_cooldowns": a.ModelCooldowns()})
 }
 
 // ResetConnection answers POST /api/connections/:id/reset: clears the cooldown and backoff; with

@@ -22,9 +22,14 @@ type Proxy struct {
 	MaxBodyBytes int64
 }
 
-// openAIError is the OpenAI error body.
+// openAIError is the OpenAI error body, with our diagnostics beside the error when there are any.
 type openAIError struct {
-	Error openAIErrorBody `json:"error"`
+	Error       openAIErrorBody `json:"error"`
+	Diagnostics *diagnostics    `json:"diagnostics,omitempty"`
+}
+
+type diagnostics struct {
+	Excluded []proxy.Excluded `json:"excluded"`
 }
 
 type openAIErrorBody struct {
@@ -53,7 +58,11 @@ func WriteOpenAIError(c echo.Context, e *proxy.Error) error {
 	if len(e.Raw) > 0 {
 		return c.Blob(e.Status, echo.MIMEApplicationJSON, e.Raw)
 	}
-	return c.JSON(e.Status, openAIError{Error: openAIErrorBody{Message: e.Message, Type: e.Type, Code: e.Code}})
+	body := openAIError{Error: openAIErrorBody{Message: e.Message, Type: e.Type, Code: e.Code}}
+	if len(e.Excluded) > 0 {
+		body.Diagnostics = &diagnostics{Excluded: e.Excluded}
+	}
+	return c.JSON(e.Status, body)
 }
 
 // TraceKey is the echo context key under which proxy handlers leave the request's *proxy.Trace

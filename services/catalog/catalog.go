@@ -49,6 +49,27 @@ type Service struct {
 	reg       atomic.Pointer[Registry]
 	listeners []func(*Registry)
 	newCreds  []func(connectionID int64)
+	deleted   []func(connectionID int64)
+}
+
+// OnConnectionDeleted registers fn to run after a connection (or its provider) was deleted, so
+// in-memory state keyed by the connection is dropped.
+func (s *Service) OnConnectionDeleted(fn func(connectionID int64)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.deleted = append(s.deleted, fn)
+}
+
+// notifyDeleted calls the deletion hooks for connections that left the registry.
+func (s *Service) notifyDeleted(before *Registry) {
+	after := s.reg.Load()
+	for id := range before.conns {
+		if _, ok := after.conns[id]; !ok {
+			for _, fn := range s.deleted {
+				fn(id)
+			}
+		}
+	}
 }
 
 // OnNewCredentials registers fn to run when a connection gets a new credential (which clears
@@ -203,7 +224,12 @@ func (s *Service) DeleteProvider(ctx context.Context, id int64) error {
 	if err := db.DeleteProvider(ctx, s.db.W, id); err != nil {
 		return mapDBErr(err, "", "")
 	}
-	return s.rebuild(ctx)
+	before := s.reg.Load()
+	if err := s.rebuild(ctx); err != nil {
+		return err
+	}
+	s.notifyDeleted(before)
+	return nil
 }
 
 func applyProvider(p *db.Provider, in ProviderInput, create bool, validate ProviderOverridesValidator) error {

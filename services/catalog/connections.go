@@ -186,7 +186,12 @@ func (s *Service) DeleteConnection(ctx context.Context, id int64) error {
 	if err := db.DeleteConnection(ctx, s.db.W, id); err != nil {
 		return mapDBErr(err, "", "")
 	}
-	return s.rebuild(ctx)
+	before := s.reg.Load()
+	if err := s.rebuild(ctx); err != nil {
+		return err
+	}
+	s.notifyDeleted(before)
+	return nil
 }
 
 func (s *Service) applyConnection(ctx context.Context, q db.Querier, c *db.Connection, in ConnectionInput, create bool,

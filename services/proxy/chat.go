@@ -286,57 +286,95 @@ func earliest(ex []exclusion) (time.Duration, bool) {
 	return best, found
 }
 
-// exhausted builds the answer when no connection is left to try. Every connection terminal →
-// 401 naming the states and saying to reconnect; otherwise, when some are cooling, the last
-// upstream failure (if this request made one) or 429 with the earliest recovery and the reasons.
+// exhausted builds the answer when no connection is left to try. If some connection could serve
+// now, the last upstream failure is the answer. Otherwise every connection is excluded: all of
+// them terminal → 401 naming the states and saying to reconnect; the model locked out where the
+// connections are not terminal → 429 listing the locked targets; else 429 with the earliest
+// recovery and the reasons. Retry-After is the earliest time anything recovers; the body's
+// diagnostics name every exclusion.
 func (e *Engine) exhausted(c *call, conns []*catalog.ConnEntry, last *failure) *Error {
-	all := excludedNow(e, conns)
+	all := e.excludedNow(c, conns)
 	if len(all) < len(conns) && last != nil {
 		return last.err
 	}
-	soonest, cooling := earliest(all)
-	if !cooling && len(all) == len(conns) {
+	soonest, timed := earliest(all)
+	diag := diagnostics(all)
+	if !timed && len(all) == len(conns) {
 		states := map[string]bool{}
 		for _, x := range all {
 			states[string(x.why.Status)] = true
 		}
 		return &Error{Status: http.StatusUnauthorized, Type: "authentication_error", Code: "connections_unusable",
-			Header: http.Header{"X-Should-Retry": {"false"}},
+			Header: http.Header{"X-Should-Retry": {"false"}}, Excluded: diag,
 			Message: fmt.Sprintf("every connection of provider %s is unusable (%s); reconnect or reset it in the Switchyard dashboard",
 				c.t.provider.Name, joinKeys(states, "terminal"))}
 	}
 	if last != nil {
-		if last.err.RetryAfter == 0 && cooling {
+		if last.err.RetryAfter == 0 && timed {
 			last.err.RetryAfter = soonest
 		}
+		last.err.Excluded = diag
 		return last.err
 	}
+	var locked []string
 	reasons := map[string]bool{}
 	for _, x := range all {
-		if x.why.Status == resilience.StatusCooling && x.why.Reason != "" {
+		if x.lockout != nil {
+			locked = append(locked, fmt.Sprintf("%s/%s on %s", c.t.provider.Name, x.lockout.Target, x.conn.Name))
+		} else if x.why.Status == resilience.StatusCooling && x.why.Reason != "" {
 			reasons[string(x.why.Reason)] = true
 		}
 	}
+	if len(locked) > 0 {
+		return &Error{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Code: "model_locked_out",
+			RetryAfter: soonest, Excluded: diag, Header: http.Header{"X-Should-Retry": {"false"}},
+			Message: fmt.Sprintf("model %s/%s is locked out on every connection that could serve it (%s); the first lockout ends in %s",
+				c.t.provider.Name, c.t.model, strings.Join(locked, ", "), roundUp(soonest))}
+	}
 	return &Error{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Code: "all_connections_cooling",
-		RetryAfter: soonest,
+		RetryAfter: soonest, Excluded: diag,
 		Message: fmt.Sprintf("all connections of provider %s are cooling down (%s); the first recovers in %s",
 			c.t.provider.Name, joinKeys(reasons, "cooldown"), roundUp(soonest))}
 }
 
-func excludedNow(e *Engine, conns []*catalog.ConnEntry) []exclusion {
+// excludedNow lists the connections that cannot take the request right now (without taking a
+// probe slot, unlike pick).
+func (e *Engine) excludedNow(c *call, conns []*catalog.ConnEntry) []exclusion {
 	now := e.opt.Cooldowns.Now()
 	var out []exclusion
-	for _, c := range conns {
-		s := e.opt.Cooldowns.Get(c.ID)
+	for _, conn := range conns {
+		if locked, until, l := e.opt.Lockouts.Check(c.t.provider.Name, conn.ID, c.t.model); locked {
+			out = append(out, exclusion{conn: conn, lockout: &l, why: resilience.Exclusion{
+				Status: resilience.StatusCooling, Reason: resilience.Reason(l.Reason), Remaining: until.Sub(now)}})
+			continue
+		}
+		s := e.opt.Cooldowns.Get(conn.ID)
 		st := s.Status(now)
 		if st == resilience.StatusActive {
 			continue
 		}
-		x := exclusion{conn: c, why: resilience.Exclusion{Status: st, Reason: s.LastErrorType}}
+		x := exclusion{conn: conn, why: resilience.Exclusion{Status: st, Reason: s.LastErrorType}}
 		if st == resilience.StatusCooling {
 			x.why.Remaining = s.Until.Sub(now)
 		}
 		out = append(out, x)
+	}
+	return out
+}
+
+// diagnostics turns exclusions into the body's diagnostics.excluded list.
+func diagnostics(all []exclusion) []Excluded {
+	out := make([]Excluded, 0, len(all))
+	for _, x := range all {
+		d := Excluded{Connection: x.conn.Name, Reason: "connection_cooldown", Detail: string(x.why.Reason),
+			SecondsLeft: int64((x.why.Remaining + time.Second - 1) / time.Second)}
+		switch {
+		case x.lockout != nil:
+			d.Reason, d.Target = "model_lockout", x.lockout.Target
+		case x.why.Status != resilience.StatusCooling:
+			d.Reason, d.Detail, d.SecondsLeft = "terminal", string(x.why.Status), 0
+		}
+		out = append(out, d)
 	}
 	return out
 }

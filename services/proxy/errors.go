@@ -17,6 +17,17 @@ type Error struct {
 	Raw []byte
 	// Header carries extra response headers (e.g. x-should-retry).
 	Header http.Header
+	// Excluded explains, when no connection could take the request, why each was left out.
+	Excluded []Excluded
+}
+
+// Excluded is one connection left out of a request, for the error's diagnostics.
+type Excluded struct {
+	Connection  string `json:"connection"`
+	Reason      string `json:"reason"` // connection_cooldown, model_lockout, terminal
+	Detail      string `json:"detail,omitempty"`
+	Target      string `json:"target,omitempty"`
+	SecondsLeft int64  `json:"seconds_left"`
 }
 
 func (e *Error) Error() string { return e.Message }

@@ -1,0 +1,278 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// gatedUpstream holds every chat request until released, and records its peak concurrency.
+type gatedUpstream struct {
+	inFlight, peak atomic.Int32
+	release        chan struct{}
+	arrived        chan struct{}
+}
+
+func newGated() *gatedUpstream {
+	return &gatedUpstream{release: make(chan struct{}), arrived: make(chan struct{}, 1000)}
+}
+
+func (g *gatedUpstream) handler(w http.ResponseWriter, r *http.Request) {
+	n := g.inFlight.Add(1)
+	defer g.inFlight.Add(-1)
+	for {
+		p := g.peak.Load()
+		if n <= p || g.peak.CompareAndSwap(p, n) {
+			break
+		}
+	}
+	g.arrived <- struct{}{}
+	select {
+	case <-g.release:
+	case <-r.Context().Done():
+		return
+	}
+	jsonAnswer(completionJSON)(w, r)
+}
+
+func (e *testEnv) connectionID(name string) int64 {
+	e.t.Helper()
+	for _, it := range e.mustAPI("GET", "/api/connections", nil, 200)["items"].([]any) {
+		m := it.(map[string]any)
+		if m["name"] == name {
+			return int64(m["id"].(float64))
+		}
+	}
+	e.t.Fatalf("no connection %s", name)
+	return 0
+}
+
+func (e *testEnv) queueStats(id int64) map[string]any {
+	e.t.Helper()
+	out := e.mustAPI("GET", "/api/resilience/state", nil, 200)
+	for _, c := range out["connections"].([]any) {
+		m := c.(map[string]any)
+		if int64(m["id"].(float64)) == id {
+			return m["queue"].(map[string]any)
+		}
+	}
+	e.t.Fatalf("no connection %d", id)
+	return nil
+}
+
+func TestMaxConcurrentOneServesABurstOneAtATime(t *testing.T) {
+	var inFlight, peak atomic.Int32
+	e, up, key := setupOne(t, func(w http.ResponseWriter, r *http.Request) {
+		n := inFlight.Add(1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		time.Sleep(5 * time.Millisecond) // a slow upstream (real time: the upstream is not the gateway)
+		inFlight.Add(-1)
+		jsonAnswer(completionJSON)(w, r)
+	})
+	id := e.connectionID("main")
+	e.mustAPI("PATCH", fmt.Sprintf("/api/connections/%d", id), map[string]any{"max_concurrent": 1}, 200)
+	var wg sync.WaitGroup
+	var ok atomic.Int32
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := e.chat(context.Background(), key, chatBody)
+			readAll(t, r)
+			if r.StatusCode == 200 {
+				ok.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if ok.Load() != 20 || len(up.chatRequests()) != 20 {
+		t.Fatalf("%d succeeded, upstream saw %d", ok.Load(), len(up.chatRequests()))
+	}
+	if peak.Load() != 1 {
+		t.Fatalf("the upstream saw %d requests at once", peak.Load())
+	}
+}
+
+func TestQueueDepthRejectsWithoutCallingUpstream(t *testing.T) {
+	g := newGated()
+	e, up, key := setupOne(t, g.handler)
+	id := e.connectionID("main")
+	e.mustAPI("PATCH", fmt.Sprintf("/api/connections/%d", id), map[string]any{"max_concurrent": 1,
+		"overrides": map[string]any{"request_queue": map[string]any{"max_queue_depth": 2}}}, 200)
+	results := make(chan int, 3)
+	for i := 0; i < 3; i++ {
+		go func() {
+			r := e.chat(context.Background(), key, chatBody)
+			readAll(t, r)
+			results <- r.StatusCode
+		}()
+	}
+	<-g.arrived // one executes
+	e.eventually("two waiting", func() bool { return e.queueStats(id)["waiting"].(float64) == 2 })
+	r := e.chat(context.Background(), key, chatBody)
+	body := readAll(t, r)
+	if r.StatusCode != 429 || !strings.Contains(body, "RATE_LIMIT_QUEUE_FULL") || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("third waiter: %d %s", r.StatusCode, body)
+	}
+	if n := len(up.chatRequests()); n != 1 {
+		t.Fatalf("the upstream saw %d requests", n)
+	}
+	if m := e.metrics(); !strings.Contains(m, `switchyard_queue_rejections_total{code="RATE_LIMIT_QUEUE_FULL",connection="main",provider="up"} 1`) {
+		t.Error("rejection not counted")
+	}
+	close(g.release)
+	for i := 0; i < 3; i++ {
+		if st := <-results; st != 200 {
+			t.Fatalf("queued request: %d", st)
+		}
+	}
+	if g.peak.Load() != 1 {
+		t.Fatalf("peak %d", g.peak.Load())
+	}
+}
+
+func TestQueueWaitExpiresWithoutReachingUpstream(t *testing.T) {
+	g := newGated()
+	e, up, key := setupOne(t, g.handler)
+	id := e.connectionID("main")
+	e.mustAPI("PATCH", fmt.Sprintf("/api/connections/%d", id), map[string]any{"overrides": map[string]any{
+		"request_queue": map[string]any{"max_concurrent_executions": 1, "max_wait_ms": 2000}}}, 200)
+	first := make(chan int, 1)
+	go func() {
+		r := e.chat(context.Background(), key, chatBody)
+		readAll(t, r)
+		first <- r.StatusCode
+	}()
+	<-g.arrived
+	second := make(chan *http.Response, 1)
+	go func() { second <- e.chat(context.Background(), key, chatBody) }()
+	e.eventually("one waiting", func() bool { return e.queueStats(id)["waiting"].(float64) == 1 })
+	e.clock.Advance(2 * time.Second)
+	r := <-second
+	body := readAll(t, r)
+	if r.StatusCode != 429 || !strings.Contains(body, "RATE_LIMIT_QUEUE_TIMEOUT") {
+		t.Fatalf("queue timeout: %d %s", r.StatusCode, body)
+	}
+	if len(up.chatRequests()) != 1 {
+		t.Fatal("a request that timed out in the queue reached the upstream")
+	}
+	if st := e.state(id); st.Status != "active" {
+		t.Fatalf("a local queue error must not cool the connection: %+v", st)
+	}
+	close(g.release)
+	<-first
+}
+
+func TestExecutionTimeoutIs504(t *testing.T) {
+	g := newGated()
+	defer close(g.release)
+	e, _, key := setupOne(t, g.handler)
+	e.mustAPI("PATCH", "/api/settings/resilience", map[string]any{
+		"request_queue": map[string]any{"execution_max_wait_ms": 1000},
+		"streams":       map[string]any{"first_byte_timeout_ms": 1000}}, 200)
+	res := make(chan *http.Response, 1)
+	go func() { res <- e.chat(context.Background(), key, chatBody) }()
+	<-g.arrived
+	e.clock.Advance(time.Second)
+	r := <-res
+	body := readAll(t, r)
+	if r.StatusCode != 504 || !strings.Contains(body, "RATE_LIMIT_EXECUTION_TIMEOUT") {
+		t.Fatalf("execution timeout: %d %s", r.StatusCode, body)
+	}
+	id := e.connectionID("main")
+	if st := e.state(id); st.Status != "active" {
+		t.Fatalf("an execution timeout must not cool the connection: %+v", st)
+	}
+}
+
+func TestQueuedStreamGetsHeartbeats(t *testing.T) {
+	g := newGated()
+	e, _, key := setupOne(t, g.handler)
+	id := e.connectionID("main")
+	e.mustAPI("PATCH", fmt.Sprintf("/api/connections/%d", id), map[string]any{"max_concurrent": 1}, 200)
+	go func() { readAll(t, e.chat(context.Background(), key, chatBody)) }()
+	<-g.arrived
+	resp := make(chan *http.Response, 1)
+	go func() {
+		resp <- e.chat(context.Background(), key, `{"model":"up/gpt-test","stream":true,"messages":[]}`)
+	}()
+	e.eventually("waiting", func() bool { return e.queueStats(id)["waiting"].(float64) == 1 })
+	e.clock.Advance(15 * time.Second)
+	r := <-resp
+	buf := make([]byte, 64)
+	n, _ := r.Body.Read(buf)
+	if !strings.HasPrefix(string(buf[:n]), ": queued") {
+		t.Fatalf("first bytes %q", buf[:n])
+	}
+	r.Body.Close() // the client gives up while waiting: it leaves the line at once
+	e.eventually("left the line", func() bool { return e.queueStats(id)["waiting"].(float64) == 0 })
+	close(g.release)
+}
+
+func TestFailOpenWhenTheLineTimesOut(t *testing.T) {
+	g := newGated()
+	e, _, key := setupOne(t, g.handler)
+	id := e.connectionID("main")
+	e.mustAPI("PATCH", fmt.Sprintf("/api/connections/%d", id), map[string]any{"max_concurrent": 1,
+		"overrides": map[string]any{"request_queue": map[string]any{"max_wait_ms": 1000}}}, 200)
+	for i := 0; i < 2; i++ {
+		go func() { readAll(t, e.chat(context.Background(), key, chatBody)) }()
+	}
+	<-g.arrived
+	e.eventually("one waiting", func() bool { return e.queueStats(id)["waiting"].(float64) == 1 })
+	e.clock.Advance(time.Second)
+	<-g.arrived // the waiter proceeded without a slot rather than being rejected
+	if g.peak.Load() != 2 {
+		t.Fatalf("peak %d", g.peak.Load())
+	}
+	close(g.release)
+	if m := e.metrics(); !strings.Contains(m, `switchyard_concurrency_fail_open_total{connection="main",provider="up"} 1`) {
+		t.Error("fail-open not counted")
+	}
+}
+
+func TestCancelledRequestsReleaseTheirSlots(t *testing.T) {
+	g := newGated()
+	e, _, key := setupOne(t, g.handler)
+	id := e.connectionID("main")
+	e.mustAPI("PATCH", fmt.Sprintf("/api/connections/%d", id), map[string]any{"max_concurrent": 1}, 200)
+	base := runtime.NumGoroutine()
+	for i := 0; i < 1000; i++ {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			req, _ := http.NewRequestWithContext(ctx, "POST", e.base+"/v1/chat/completions", strings.NewReader(chatBody))
+			req.Header.Set("Authorization", "Bearer "+key)
+			if r, err := http.DefaultClient.Do(req); err == nil {
+				r.Body.Close()
+			}
+		}()
+		<-g.arrived // it holds the slot at the upstream
+		cancel()
+		<-done
+	}
+	e.eventually("slots released", func() bool {
+		q := e.queueStats(id)
+		return q["executing"].(float64) == 0 && q["holding"].(float64) == 0 && q["waiting"].(float64) == 0
+	})
+	close(g.release)
+	http.DefaultClient.CloseIdleConnections()
+	e.eventually("goroutines back to baseline", func() bool { return runtime.NumGoroutine() <= base+5 })
+	// The connection still serves: no slot leaked.
+	g2 := make(chan struct{})
+	close(g2)
+	g.release = g2
+	r := e.chat(context.Background(), key, chatBody)
+	readAll(t, r)
+	if r.StatusCode != 200 {
+		t.Fatalf("after 1,000 cancels: %d", r.StatusCode)
+	}
+}

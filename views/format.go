@@ -1,0 +1,82 @@
+package views
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/a-h/templ"
+
+	"switchyard/i18n"
+)
+
+// htmxConfig makes htmx swap 422 answers (a card or form re-rendered with its field errors)
+// like 2xx ones; other 4xx and 5xx stay unswapped errors, as htmx 2 does by default.
+const htmxConfig = `{"responseHandling":[{"code":"204","swap":false},{"code":"[23]..","swap":true},` +
+	`{"code":"422","swap":true,"error":false},{"code":"[45]..","swap":false,"error":true}]}`
+
+// FormatInt writes n with the thousands separator of the context's language.
+func FormatInt(ctx context.Context, n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	sep := i18n.T(ctx, "format.thousands")
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteString(sep)
+		}
+		b.WriteRune(r)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// formatTime writes a point in time in the context's language, in the server's time zone.
+func formatTime(ctx context.Context, t time.Time) string {
+	return t.Local().Format(i18n.T(ctx, "format.datetime"))
+}
+
+// HumanMS writes a millisecond duration the way a person reads it ("30 min", "1 h 30 min").
+func HumanMS(ctx context.Context, ms int64) string {
+	if ms < 1000 {
+		return strconv.FormatInt(ms, 10) + " ms"
+	}
+	d := time.Duration(ms) * time.Millisecond
+	type unit struct {
+		size time.Duration
+		key  string
+	}
+	units := []unit{{24 * time.Hour, "unit.day"}, {time.Hour, "unit.hour"}, {time.Minute, "unit.minute"}, {time.Second, "unit.second"}}
+	var parts []string
+	for _, u := range units {
+		if n := d / u.size; n > 0 && len(parts) < 2 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, i18n.T(ctx, u.key)))
+			d -= n * u.size
+		} else if len(parts) > 0 {
+			break // only adjacent units: "1 h 30 min", never "1 h 5 s"
+		}
+	}
+	if d > 0 {
+		return "≈ " + strings.Join(parts, " ")
+	}
+	return strings.Join(parts, " ")
+}
+
+// langURL is the language switch link that comes back to path.
+func langURL(code, path string) templ.SafeURL {
+	return templ.SafeURL("/lang/" + code + "?next=" + url.QueryEscape(path))
+}
+
+// idURL builds a dashboard URL from a prefix, an id and an optional suffix.
+func idURL(prefix string, id int64, suffix string) string {
+	return prefix + strconv.FormatInt(id, 10) + suffix
+}
+
+// FieldErrors maps a form field's name to its (already translated) message.
+type FieldErrors map[string]string
