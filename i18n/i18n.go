@@ -7,11 +7,15 @@ import (
 	"embed"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"sort"
 	"strings"
 )
 
-//go:embed en.json de.json
+// Each language is a folder of JSON files (one per area of the dashboard) merged at start; a key
+// defined twice is a build error caught by the tests.
+//
+//go:embed en/*.json de/*.json
 var files embed.FS
 
 // Lang is a supported language code.
@@ -29,19 +33,40 @@ var Langs = []Lang{EN, DE}
 var catalogs = mustLoad()
 
 func mustLoad() map[Lang]map[string]string {
+	out, err := load()
+	if err != nil {
+		panic(err) // the catalogs are embedded at build time; the tests load them too
+	}
+	return out
+}
+
+func load() (map[Lang]map[string]string, error) {
 	out := map[Lang]map[string]string{}
 	for _, l := range Langs {
-		b, err := files.ReadFile(string(l) + ".json")
+		names, err := fs.Glob(files, string(l)+"/*.json")
 		if err != nil {
-			panic(err) // embedded at build time; cannot happen in a built binary
+			return nil, err
 		}
 		m := map[string]string{}
-		if err := json.Unmarshal(b, &m); err != nil {
-			panic(fmt.Sprintf("i18n: %s.json: %v", l, err))
+		for _, name := range names {
+			b, err := files.ReadFile(name)
+			if err != nil {
+				return nil, err
+			}
+			part := map[string]string{}
+			if err := json.Unmarshal(b, &part); err != nil {
+				return nil, fmt.Errorf("i18n: %s: %w", name, err)
+			}
+			for k, v := range part {
+				if _, dup := m[k]; dup {
+					return nil, fmt.Errorf("i18n: %s: key %q is defined twice", name, k)
+				}
+				m[k] = v
+			}
 		}
 		out[l] = m
 	}
-	return out
+	return out, nil
 }
 
 type ctxKey struct{}

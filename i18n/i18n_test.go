@@ -25,6 +25,12 @@ func TestCatalogsComplete(t *testing.T) {
 	}
 }
 
+func TestCatalogsLoadWithoutDuplicates(t *testing.T) {
+	if _, err := load(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestNegotiate(t *testing.T) {
 	cases := []struct {
 		name, cookie, accept string
