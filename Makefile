@@ -7,7 +7,7 @@ LDFLAGS := -X main.version=$(VERSION)
 GOFILES := $(shell find . -name '*.go' -not -path './node_modules/*' 2>/dev/null)
 TEMPL := $(shell find views -name '*.templ')
 
-.PHONY: all run build test test-short generate assets lint fmt bench clean
+.PHONY: all run build test test-short generate assets lint fmt fuzz bench clean
 
 all: build
 
@@ -33,6 +33,20 @@ run: build
 ## test: every test, with the race detector
 test: assets generate
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 15m ./...
+
+## bench: gateway overhead against a bare reverse proxy, separate processes on 127.0.0.1 (~5–8 min;
+## not part of make test). Knobs: BENCH_* environment variables, see bench_test.go. Writes docs/bench/latest.{md,json}.
+bench: assets generate
+	CGO_ENABLED=1 $(GO) test -tags bench -run '^TestBench$$' -count=1 -timeout 30m -v .
+
+## fuzz: run every fuzz target briefly (FUZZTIME each); the seed corpora also run in make test
+FUZZTIME ?= 10s
+fuzz: assets generate
+	@set -e; for pkg in ./services/proxy ./services/resilience ./services/settings; do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    echo "fuzz $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
 
 ## lint: formatting, vet, and that generated templ files are fresh
 lint: assets

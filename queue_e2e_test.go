@@ -171,15 +171,26 @@ func TestQueueWaitExpiresWithoutReachingUpstream(t *testing.T) {
 }
 
 func TestExecutionTimeoutIs504(t *testing.T) {
-	g := newGated()
-	defer close(g.release)
-	e, _, key := setupOne(t, g.handler)
+	arrived, release := make(chan struct{}, 1), make(chan struct{})
+	defer close(release)
+	// The upstream answers at once with headers, then never finishes the body.
+	e, _, key := setupOne(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(200)
+		w.Write([]byte(`{"id":`))
+		http.NewResponseController(w).Flush()
+		arrived <- struct{}{}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
 	e.mustAPI("PATCH", "/api/settings/resilience", map[string]any{
 		"request_queue": map[string]any{"execution_max_wait_ms": 1000},
 		"streams":       map[string]any{"first_byte_timeout_ms": 1000}}, 200)
 	res := make(chan *http.Response, 1)
 	go func() { res <- e.chat(context.Background(), key, chatBody) }()
-	<-g.arrived
+	<-arrived
 	e.clock.Advance(time.Second)
 	r := <-res
 	body := readAll(t, r)
@@ -189,6 +200,26 @@ func TestExecutionTimeoutIs504(t *testing.T) {
 	id := e.connectionID("main")
 	if st := e.state(id); st.Status != "active" {
 		t.Fatalf("an execution timeout must not cool the connection: %+v", st)
+	}
+}
+
+func TestFirstByteTimeoutIsAnUpstreamTimeout(t *testing.T) {
+	g := newGated()
+	defer close(g.release)
+	e, _, key := setupOne(t, g.handler)
+	e.mustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0},
+		"streams": map[string]any{"first_byte_timeout_ms": 2000}}, 200)
+	res := make(chan *http.Response, 1)
+	go func() { res <- e.chat(context.Background(), key, chatBody) }()
+	<-g.arrived
+	e.clock.Advance(2 * time.Second)
+	r := <-res
+	body := readAll(t, r)
+	if r.StatusCode != 504 || !strings.Contains(body, "upstream_timeout") {
+		t.Fatalf("first-byte timeout: %d %s", r.StatusCode, body)
+	}
+	if st := e.state(e.connectionID("main")); st.Status != "cooling" {
+		t.Fatalf("an upstream that sends nothing cools the connection: %+v", st)
 	}
 }
 

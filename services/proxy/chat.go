@@ -214,7 +214,7 @@ func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*Err
 		actx, cancel := context.WithCancel(ctx)
 		var execTimedOut atomic.Bool
 		backstop := e.opt.Clock.AfterFunc(adm.deadline, func() { execTimedOut.Store(true); cancel() })
-		res := e.attempt(actx, c, conn)
+		res := e.attempt(actx, cancel, c, conn)
 		backstop.Stop()
 		if res.err == nil && !execTimedOut.Load() {
 			e.opt.Observer.Attempt(c.t.provider.Name, "ok", kind)
@@ -506,7 +506,9 @@ type attemptResult struct {
 	localTimeout bool // our own timeout fired
 }
 
-func (e *Engine) attempt(ctx context.Context, c *call, conn *catalog.ConnEntry) attemptResult {
+// attempt makes one upstream call. cancel ends ctx; the first-byte timeout uses it when the
+// upstream sends no response headers in time (a local timeout: never retried on the same target).
+func (e *Engine) attempt(ctx context.Context, cancel context.CancelFunc, c *call, conn *catalog.ConnEntry) attemptResult {
 	p := c.t.provider
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.BaseURL+"/chat/completions", bytes.NewReader(c.body))
 	if err != nil {
@@ -515,8 +517,17 @@ func (e *Engine) attempt(ctx context.Context, c *call, conn *catalog.ConnEntry) 
 	}
 	req.Header = c.header.Clone()
 	setAuth(req.Header, p, conn)
+	var firstByteLate atomic.Bool
+	firstByte := ms(c.snap.Resilience().Streams.FirstByteTimeoutMS)
+	timer := e.opt.Clock.AfterFunc(firstByte, func() { firstByteLate.Store(true); cancel() })
 	resp, err := e.opt.Client.Do(req)
+	timer.Stop()
 	if err != nil {
+		if firstByteLate.Load() {
+			r := transportFailure(p.Name, context.DeadlineExceeded)
+			r.err.Message = fmt.Sprintf("provider %s sent no answer within the first-byte timeout of %s", p.Name, firstByte)
+			return r
+		}
 		return transportFailure(p.Name, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {

@@ -106,13 +106,12 @@ type target struct {
 // bare model that exactly one provider's inventory lists.
 func (e *Engine) resolve(ctx context.Context, model string) (target, *Error) {
 	reg := e.opt.Catalog.Registry()
-	if prov, name, ok := strings.Cut(model, "/"); ok {
-		if p, found := reg.Provider(prov); found {
-			if name == "" {
-				return target{}, errModelNotFound(model)
-			}
-			return e.checkListed(ctx, p, name, model)
+	if prov, name, ok := SplitModel(model, func(n string) bool { _, ok := reg.Provider(n); return ok }); ok {
+		p, _ := reg.Provider(prov)
+		if name == "" {
+			return target{}, errModelNotFound(model)
 		}
+		return e.checkListed(ctx, p, name, model)
 	}
 	switch served := e.opt.Inventory.ServedBy(model); len(served) {
 	case 0:
@@ -128,6 +127,17 @@ func (e *Engine) resolve(ctx context.Context, model string) (target, *Error) {
 			Message: fmt.Sprintf("The model `%s` is served by several providers (%s); address it as provider/model.",
 				model, strings.Join(served, ", "))}
 	}
+}
+
+// SplitModel reads a "provider/model" address: the part before the first slash names a provider
+// when isProvider says so; the rest (which may contain slashes, as in "openrouter/meta/llama") is
+// the upstream's model id. ok is false for a bare model name.
+func SplitModel(model string, isProvider func(string) bool) (provider, name string, ok bool) {
+	prov, name, found := strings.Cut(model, "/")
+	if !found || !isProvider(prov) {
+		return "", model, false
+	}
+	return prov, name, true
 }
 
 // checkListed refuses a model the provider's inventory does not list, after one on-demand

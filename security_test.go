@@ -1,0 +1,211 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+const testPassword = "correct horse battery staple"
+
+// login returns a client holding an admin session.
+func (e *testEnv) login() *http.Client {
+	e.t.Helper()
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar}
+	resp, err := c.PostForm(e.base+"/login", url.Values{"password": {testPassword}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.Request.URL.Path != "/" {
+		e.t.Fatalf("login failed: %d at %s", resp.StatusCode, resp.Request.URL)
+	}
+	return c
+}
+
+func noRedirect() *http.Client {
+	return &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+// Every route that is not public refuses a caller without credentials; the test walks the route
+// table, so routes added later are covered without touching it.
+func TestEveryProtectedRouteRefusesAnonymousCallers(t *testing.T) {
+	e := newTestEnv(t)
+	c := noRedirect()
+	seen := map[string]bool{}
+	for _, r := range e.app.Routes {
+		seen[r.Access] = true
+		if r.Access == "public" {
+			continue
+		}
+		path := strings.NewReplacer(":id", "1", ":code", "en").Replace(r.Path)
+		req, _ := http.NewRequest(r.Method, e.base+path, strings.NewReader("{}"))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		switch r.Access {
+		case "dashboard":
+			loc := resp.Header.Get("Location")
+			if !(resp.StatusCode == http.StatusSeeOther && strings.HasPrefix(loc, "/login")) && resp.StatusCode != http.StatusUnauthorized {
+				t.Errorf("%s %s: %d %s", r.Method, r.Path, resp.StatusCode, loc)
+			}
+		default: // admin, client, metrics (the admin token is set in tests)
+			if resp.StatusCode != http.StatusUnauthorized {
+				t.Errorf("%s %s (%s): %d", r.Method, r.Path, r.Access, resp.StatusCode)
+			}
+		}
+	}
+	for _, a := range []string{"admin", "dashboard", "client", "metrics", "public"} {
+		if !seen[a] {
+			t.Errorf("no route with access %q: the table changed shape", a)
+		}
+	}
+}
+
+func TestCrossOriginPostsAreRefused(t *testing.T) {
+	e := newTestEnv(t)
+	c := e.login()
+	for _, path := range []string{"/api/providers", "/keys", "/settings/connection-cooldown"} {
+		for _, h := range []map[string]string{
+			{"Sec-Fetch-Site": "cross-site"},
+			{"Origin": "http://evil.example"},
+		} {
+			req, _ := http.NewRequest("POST", e.base+path, strings.NewReader(`{"name":"x","type":"openai","base_url":"http://a/v1"}`))
+			req.Header.Set("Content-Type", "application/json")
+			for k, v := range h {
+				req.Header.Set(k, v)
+			}
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusForbidden {
+				t.Errorf("POST %s with %v: %d", path, h, resp.StatusCode)
+			}
+		}
+	}
+	// Same-origin browser requests pass.
+	req, _ := http.NewRequest("POST", e.base+"/api/keys", strings.NewReader(`{"name":"same"}`))
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	req.Header.Set("Origin", e.base)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("same-origin POST: %d", resp.StatusCode)
+	}
+}
+
+func TestSessionCookieFlags(t *testing.T) {
+	e := newTestEnv(t)
+	for _, tls := range []bool{false, true} {
+		req, _ := http.NewRequest("POST", e.base+"/login", strings.NewReader(url.Values{"password": {testPassword}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if tls {
+			req.Header.Set("X-Forwarded-Proto", "https")
+		}
+		resp, err := noRedirect().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		var found bool
+		for _, ck := range resp.Cookies() {
+			if ck.Name != "switchyard_session" {
+				continue
+			}
+			found = true
+			if !ck.HttpOnly || ck.SameSite != http.SameSiteLaxMode || ck.Secure != tls {
+				t.Errorf("tls=%v: cookie flags HttpOnly=%v SameSite=%v Secure=%v", tls, ck.HttpOnly, ck.SameSite, ck.Secure)
+			}
+		}
+		if !found {
+			t.Fatalf("tls=%v: no session cookie", tls)
+		}
+	}
+}
+
+func TestLoginIsRateLimited(t *testing.T) {
+	e := newTestEnv(t)
+	statuses := []int{}
+	for i := 0; i < 7; i++ {
+		resp, err := http.PostForm(e.base+"/login", url.Values{"password": {"guess"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		statuses = append(statuses, resp.StatusCode)
+	}
+	if statuses[0] != http.StatusUnauthorized || statuses[6] != http.StatusTooManyRequests {
+		t.Fatalf("statuses %v", statuses)
+	}
+	// Even the right password is refused while the budget is spent.
+	resp, _ := noRedirect().PostForm(e.base+"/login", url.Values{"password": {testPassword}})
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("right password during lockout: %d", resp.StatusCode)
+	}
+}
+
+// No page, API answer or log line contains a stored secret: seed known secrets, use the gateway,
+// then fetch every GET route as the admin and scan.
+func TestNoSecretInAnyResponseOrLog(t *testing.T) {
+	up := newFakeUpstream(t, status(429, map[string]string{"Retry-After": "5"}, `{"error":{"message":"slow down"}}`))
+	e := newTestEnv(t)
+	const upstreamKey = "sk-upstream-SECRET-0123456789abcdef"
+	e.addProvider("up", up.URL+"/v1")
+	e.addConnection("up", "main", upstreamKey, 0)
+	clientKey := e.newKey()
+	e.waitModels(clientKey, "up/gpt-test")
+	e.mustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0}}, 200)
+	readAll(t, e.chat(context.Background(), clientKey, chatBody))
+	secrets := []string{upstreamKey, clientKey, testPassword, testAdminToken}
+	c := e.login()
+	for _, r := range e.app.Routes {
+		if r.Method != http.MethodGet || strings.Contains(r.Path, ":") {
+			continue
+		}
+		req, _ := http.NewRequest("GET", e.base+r.Path, nil)
+		if r.Access == "client" {
+			req.Header.Set("Authorization", "Bearer "+clientKey)
+		}
+		if r.Access == "metrics" {
+			req.Header.Set("Authorization", "Bearer "+testAdminToken)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := readAll(t, resp)
+		for _, s := range secrets {
+			if strings.Contains(body, s) {
+				t.Errorf("GET %s contains a secret", r.Path)
+			}
+		}
+	}
+	for _, p := range []string{"/api/connections/1", "/connections/1/edit", "/providers/1/edit"} {
+		resp, err := c.Get(e.base + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body := readAll(t, resp); strings.Contains(body, upstreamKey) {
+			t.Errorf("GET %s contains the upstream key", p)
+		}
+	}
+	e.stop()
+	for _, s := range secrets {
+		if strings.Contains(e.logs.String(), s) {
+			t.Errorf("the log contains a secret (%.6s…)", s)
+		}
+	}
+}
