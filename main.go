@@ -379,7 +379,7 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 		Settings: settingsH,
 		Proxy:    &handlers.Proxy{Engine: engine, Inventory: inv},
 		Dashboard: &handlers.Dashboard{Auth: authSvc, Sessions: sessions, Catalog: cat, Keys: keys, Tester: engine,
-			Inventory: inv, Settings: settingsH},
+			Inventory: inv, Settings: settingsH, API: api},
 	})
 	app.Echo, app.Routes = e, routes
 

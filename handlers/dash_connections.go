@@ -1,7 +1,9 @@
 package handlers
 
 import (
+	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -9,6 +11,7 @@ import (
 
 	"switchyard/i18n"
 	"switchyard/services/catalog"
+	"switchyard/services/settings"
 	"switchyard/views"
 )
 
@@ -93,14 +96,135 @@ func (d *Dashboard) EditConnectionPage(c echo.Context) error {
 	if conn.MaxConcurrent != nil {
 		f.MaxConcurrent = strconv.Itoa(*conn.MaxConcurrent)
 	}
-	return Render(c, http.StatusOK, views.ConnectionEditPage(d.connectionEditModel(c, conn, f)))
+	stored := settings.ParseConnectionOverrides(conn.Overrides)
+	typed := map[string]string{}
+	for _, q := range queueOverrides {
+		if v := q.get(&stored.RequestQueue); v != nil {
+			typed[q.key] = strconv.FormatInt(*v, 10)
+		}
+	}
+	return Render(c, http.StatusOK, views.ConnectionEditPage(d.connectionEditModel(c, conn, f, typed, nil)))
 }
 
-func (d *Dashboard) connectionEditModel(c echo.Context, conn catalog.Connection, f views.ConnectionForm) views.ConnectionEditModel {
+// connectionEditModel builds the edit page. typed holds the queue override inputs (what is
+// stored, or what was typed), qerrs their errors; the effective values shown beside them are the
+// stored ones merged over the global settings.
+func (d *Dashboard) connectionEditModel(c echo.Context, conn catalog.Connection, f views.ConnectionForm,
+	typed, qerrs map[string]string) views.ConnectionEditModel {
 	path := "/connections/" + c.Param("id") + "/edit"
 	return views.ConnectionEditModel{
 		Shell: d.shell(c, "providers", i18n.T(ctx(c), "connections.edit_title", conn.Provider, conn.Name), path),
-		ID:    conn.ID, Provider: conn.Provider, Name: conn.Name, Form: f}
+		ID:    conn.ID, Provider: conn.Provider, Name: conn.Name, Form: f,
+		Queue: d.queueFields(c, conn, typed, qerrs)}
+}
+
+// queueOverride is one per-connection request queue field of the edit form.
+type queueOverride struct {
+	key    string // under request_queue
+	pacing bool   // a connection-only limit: empty means none rather than inherit
+	get    func(q *settings.QueueOverrides) *int64
+	set    func(q *settings.QueueOverrides, v *int64)
+}
+
+// queueOverrides are the edit form's request queue overrides, then its pacing limits.
+var queueOverrides = []queueOverride{
+	{key: "max_wait_ms",
+		get: func(q *settings.QueueOverrides) *int64 { return q.MaxWaitMS },
+		set: func(q *settings.QueueOverrides, v *int64) { q.MaxWaitMS = v }},
+	{key: "execution_max_wait_ms",
+		get: func(q *settings.QueueOverrides) *int64 { return q.ExecutionMaxWaitMS },
+		set: func(q *settings.QueueOverrides, v *int64) { q.ExecutionMaxWaitMS = v }},
+	{key: "max_queue_depth",
+		get: func(q *settings.QueueOverrides) *int64 { return widen(q.MaxQueueDepth) },
+		set: func(q *settings.QueueOverrides, v *int64) { q.MaxQueueDepth = narrow(v) }},
+	{key: "requests_per_minute", pacing: true,
+		get: func(q *settings.QueueOverrides) *int64 { return widen(q.RequestsPerMinute) },
+		set: func(q *settings.QueueOverrides, v *int64) { q.RequestsPerMinute = narrow(v) }},
+	{key: "min_gap_ms", pacing: true,
+		get: func(q *settings.QueueOverrides) *int64 { return q.MinGapMS },
+		set: func(q *settings.QueueOverrides, v *int64) { q.MinGapMS = v }},
+	{key: "max_concurrent_executions", pacing: true,
+		get: func(q *settings.QueueOverrides) *int64 { return widen(q.MaxConcurrentExecutions) },
+		set: func(q *settings.QueueOverrides, v *int64) { q.MaxConcurrentExecutions = narrow(v) }},
+}
+
+// widen and narrow let the int overrides share the form code of the int64 ones.
+func widen(p *int) *int64 {
+	if p == nil {
+		return nil
+	}
+	v := int64(*p)
+	return &v
+}
+
+func narrow(v *int64) *int {
+	if v == nil {
+		return nil
+	}
+	n := int(*v)
+	return &n
+}
+
+// queueFields shows each queue field with the value in force now and its layer: the global
+// request_queue settings (default, env, persisted) or this connection's stored override.
+func (d *Dashboard) queueFields(c echo.Context, conn catalog.Connection, typed, qerrs map[string]string) []views.QueueField {
+	stored := settings.ParseConnectionOverrides(conn.Overrides)
+	rq, sources := d.Settings.Svc.Snapshot().RequestQueueFor(stored)
+	effective := map[string]int64{"max_wait_ms": rq.MaxWaitMS, "execution_max_wait_ms": rq.ExecutionMaxWaitMS,
+		"max_queue_depth": int64(rq.MaxQueueDepth)}
+	out := make([]views.QueueField, 0, len(queueOverrides))
+	for _, q := range queueOverrides {
+		f := views.QueueField{Key: q.key, Pacing: q.pacing, Value: typed[q.key], Error: qerrs[q.key]}
+		var v int64
+		if own := q.get(&stored.RequestQueue); !q.pacing {
+			v, f.Source = effective[q.key], sources["request_queue."+q.key]
+		} else if own != nil {
+			v, f.Source = *own, settings.SourceConnection
+		}
+		f.Effective = effectiveText(c, q.key, v, f.Source != "")
+		out = append(out, f)
+	}
+	return out
+}
+
+// effectiveText puts a queue value into words: "30,000 ms (30 s)", "0 (unbounded)", "no limit".
+func effectiveText(c echo.Context, key string, v int64, set bool) string {
+	switch {
+	case !set:
+		return i18n.T(ctx(c), "connedit.no_limit")
+	case key == "max_queue_depth" && v == 0:
+		return i18n.T(ctx(c), "connedit.unbounded")
+	case strings.HasSuffix(key, "_ms"):
+		text := views.FormatInt(ctx(c), v) + " ms"
+		if v >= 1000 {
+			text += " (" + views.HumanMS(ctx(c), v) + ")"
+		}
+		return text
+	case key == "requests_per_minute":
+		return i18n.T(ctx(c), "connedit.per_minute", views.FormatInt(ctx(c), v))
+	}
+	return views.FormatInt(ctx(c), v)
+}
+
+// readQueueOverrides reads the queue fields of the edit form into the stored overrides (other
+// overrides are kept). typed is what was typed; bad holds fields that are not whole numbers.
+func readQueueOverrides(c echo.Context, stored settings.ConnectionOverrides) (o settings.ConnectionOverrides, typed, bad map[string]string) {
+	o, typed, bad = stored, map[string]string{}, map[string]string{}
+	for _, q := range queueOverrides {
+		text := strings.TrimSpace(c.FormValue(views.QueueFieldName(q.key)))
+		typed[q.key] = text
+		if text == "" {
+			q.set(&o.RequestQueue, nil)
+			continue
+		}
+		n, err := strconv.ParseInt(text, 10, 64)
+		if err != nil {
+			bad[q.key] = i18n.T(ctx(c), "err.whole_number")
+			continue
+		}
+		q.set(&o.RequestQueue, &n)
+	}
+	return o, typed, bad
 }
 
 // UpdateConnection answers POST /connections/:id/edit; an empty API key keeps the stored one.
@@ -114,20 +238,39 @@ func (d *Dashboard) UpdateConnection(c echo.Context) error {
 		return d.missing(c, err, "/providers")
 	}
 	f, in := connectionForm(c, false)
-	if len(f.Errors) == 0 {
-		conn, err := d.Catalog.UpdateConnection(ctx(c), id, in, nil)
+	overrides, typed, qerrs := readQueueOverrides(c, settings.ParseConnectionOverrides(old.Overrides))
+	if len(f.Errors) == 0 && len(qerrs) == 0 {
+		raw, err := json.Marshal(overrides)
+		if err != nil {
+			return err
+		}
+		in.Overrides = raw
+		conn, err := d.Catalog.UpdateConnection(ctx(c), id, in, d.API.ValidateConnectionOverrides)
 		if err == nil {
 			d.Sessions.addFlash(c, "success", i18n.T(ctx(c), "connections.updated", conn.Name))
 			return seeOther(c, "/providers#conn-"+strconv.FormatInt(conn.ID, 10))
 		}
-		fields, form, ok := formErrors(ctx(c), err, connectionFields...)
+		shown := slices.Clone(connectionFields)
+		for _, q := range queueOverrides {
+			shown = append(shown, overridePrefix+q.key)
+		}
+		fields, form, ok := formErrors(ctx(c), err, shown...)
 		if !ok {
 			return err
 		}
+		for k, msg := range fields {
+			if key, isQueue := strings.CutPrefix(k, overridePrefix); isQueue {
+				qerrs[key] = msg
+				delete(fields, k)
+			}
+		}
 		f.Errors, f.Error = fields, form
 	}
-	return Render(c, http.StatusUnprocessableEntity, views.ConnectionEditPage(d.connectionEditModel(c, old, f)))
+	return Render(c, http.StatusUnprocessableEntity, views.ConnectionEditPage(d.connectionEditModel(c, old, f, typed, qerrs)))
 }
+
+// overridePrefix is how the catalog names an error of a request queue override.
+const overridePrefix = "overrides.request_queue."
 
 // DeleteConnection answers POST /connections/:id/delete.
 func (d *Dashboard) DeleteConnection(c echo.Context) error {
@@ -176,4 +319,72 @@ func (d *Dashboard) TestConnection(c echo.Context) error {
 	}
 	d.Sessions.addFlash(c, kind, m.Text)
 	return c.Redirect(http.StatusSeeOther, "/providers#conn-"+strconv.FormatInt(id, 10))
+}
+
+// connectionState turns a connection's state into its view; upstream texts lose any credential.
+func connectionState(reg *catalog.Registry, v ConnectionStateView) views.ConnectionState {
+	s := views.ConnectionState{ID: v.ID, Name: v.Name, Enabled: true, Status: v.Status, RemainingMS: v.RemainingMS,
+		Reason: v.Reason, BackoffLevel: v.BackoffLevel, LastError: redact(reg, v.LastError, v.ID), ErrorCode: v.ErrorCode,
+		Queue: views.QueueNumbers{Executing: v.Queue.Executing, Waiting: v.Queue.Waiting, Rejected: v.Queue.Rejected,
+			TimedOut: v.Queue.TimedOut, FailOpen: v.Queue.FailOpen}}
+	if v.Until != nil {
+		s.Until = *v.Until
+	}
+	if v.LastErrorAt != nil {
+		s.LastErrorAt = *v.LastErrorAt
+	}
+	if e, ok := reg.Connection(v.ID); ok {
+		s.Enabled, s.Broken = e.Enabled, e.Broken != ""
+	}
+	return s
+}
+
+// ClearCooldown answers POST /connections/:id/clear: ends a running cooldown and resets the
+// backoff level (a terminal state stays). htmx gets the connection's state cell back.
+func (d *Dashboard) ClearCooldown(c echo.Context) error {
+	return d.clearConnection(c, false)
+}
+
+// ResetConnectionState answers POST /connections/:id/reset: like ClearCooldown, and also ends a
+// terminal state (banned, expired, credits exhausted) and forgets the last error. It acts only
+// with confirmed=true (sent by htmx after the browser asked); a plain form gets a confirmation
+// page first.
+func (d *Dashboard) ResetConnectionState(c echo.Context) error {
+	return d.clearConnection(c, true)
+}
+
+func (d *Dashboard) clearConnection(c echo.Context, terminal bool) error {
+	id, err := PathID(c)
+	if err != nil {
+		return d.gone(c, "/providers")
+	}
+	conn, err := d.Catalog.GetConnection(ctx(c), id)
+	if err != nil {
+		return d.missing(c, err, "/providers")
+	}
+	back := "/providers#conn-" + strconv.FormatInt(id, 10)
+	if terminal && c.FormValue("confirmed") != "true" {
+		path := "/connections/" + strconv.FormatInt(id, 10) + "/reset"
+		return Render(c, http.StatusOK, views.ConfirmPage(views.ConfirmModel{
+			Shell:   d.shell(c, "providers", i18n.T(ctx(c), "state.reset_state"), "/providers"),
+			Heading: i18n.T(ctx(c), "state.reset_title", conn.Provider, conn.Name),
+			Text:    i18n.T(ctx(c), "state.reset_confirm", conn.Name),
+			Action:  path,
+			Confirm: i18n.T(ctx(c), "state.reset_state"),
+			Back:    back,
+		}))
+	}
+	d.API.Cooldowns.Clear(id, terminal)
+	if isHTMX(c) {
+		_, states := d.liveState()
+		if st, ok := states[id]; ok {
+			return Render(c, http.StatusOK, views.ConnectionStateFragment(st))
+		}
+	}
+	key := "state.cooldown_cleared"
+	if terminal {
+		key = "state.state_reset"
+	}
+	d.Sessions.addFlash(c, "success", i18n.T(ctx(c), key, conn.Name))
+	return seeOther(c, back)
 }

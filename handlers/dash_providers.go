@@ -3,12 +3,16 @@ package handlers
 import (
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"switchyard/i18n"
 	"switchyard/services/catalog"
 	"switchyard/services/errs"
+	"switchyard/services/health"
+	"switchyard/services/proxy"
+	"switchyard/services/resilience"
 	"switchyard/views"
 )
 
@@ -25,14 +29,15 @@ func (d *Dashboard) providersModel(c echo.Context) (views.ProvidersModel, error)
 	if err != nil {
 		return views.ProvidersModel{}, err
 	}
-	reg := d.Catalog.Registry()
+	provStates, connStates := d.liveState()
 	byProvider := map[int64][]views.ConnectionRow{}
 	for _, cn := range conns {
-		row := views.ConnectionRow{ID: cn.ID, Name: cn.Name, AuthType: cn.AuthType, Priority: cn.Priority,
-			MaxConcurrent: cn.MaxConcurrent, Enabled: cn.Enabled}
-		if e, ok := reg.Connection(cn.ID); ok && e.Broken != "" {
-			row.Broken = true
+		st, ok := connStates[cn.ID]
+		if !ok { // not in the registry yet: nothing has happened to it
+			st = views.ConnectionState{ID: cn.ID, Name: cn.Name, Enabled: cn.Enabled, Status: string(resilience.StatusActive)}
 		}
+		row := views.ConnectionRow{ID: cn.ID, Name: cn.Name, AuthType: cn.AuthType, Priority: cn.Priority,
+			MaxConcurrent: cn.MaxConcurrent, State: st}
 		byProvider[cn.ProviderID] = append(byProvider[cn.ProviderID], row)
 	}
 	m := views.ProvidersModel{
@@ -42,10 +47,102 @@ func (d *Dashboard) providersModel(c echo.Context) (views.ProvidersModel, error)
 		ConnectionForm: views.ConnectionForm{Enabled: true},
 	}
 	for _, p := range provs {
+		st, ok := provStates[p.Name]
+		if !ok {
+			st = views.ProviderState{ID: p.ID, Name: p.Name, Status: string(health.StatusUnhealthy), Idle: true,
+				Breaker: string(resilience.CircuitClosed)}
+		}
 		m.Providers = append(m.Providers, views.ProviderRow{ID: p.ID, Name: p.Name, Type: p.Type, BaseURL: p.BaseURL,
-			Discovery: d.discovery(p.Name), Connections: byProvider[p.ID]})
+			Discovery: d.discovery(p.Name), State: st, Connections: byProvider[p.ID]})
 	}
 	return m, nil
+}
+
+// liveState gathers every provider's and connection's live state from memory (no database
+// read, so the page can poll it), keyed by provider name and connection id.
+func (d *Dashboard) liveState() (map[string]views.ProviderState, map[int64]views.ConnectionState) {
+	reg := d.Catalog.Registry()
+	now := d.API.Breakers.Now()
+	provs := map[string]views.ProviderState{}
+	for _, st := range d.API.Statuses() {
+		if p, ok := reg.Provider(st.Provider); ok {
+			provs[st.Provider] = providerState(reg, p, st, now)
+		}
+	}
+	conns := map[int64]views.ConnectionState{}
+	for _, v := range d.API.ConnectionStates() {
+		conns[v.ID] = connectionState(reg, v)
+	}
+	return provs, conns
+}
+
+// providerState turns a provider's status into its view; upstream texts lose any credential.
+func providerState(reg *catalog.Registry, p *catalog.ProviderEntry, st proxy.ProviderStatus, now time.Time) views.ProviderState {
+	v := views.ProviderState{ID: p.ID, Name: p.Name, Status: string(st.Status), Idle: len(p.Conns) == 0, Breaker: st.Breaker}
+	if st.NextProbeAt != nil && st.Breaker != string(resilience.CircuitClosed) {
+		v.ProbeAt = *st.NextProbeAt
+		v.ProbeInMS = max(st.NextProbeAt.Sub(now).Milliseconds(), 0)
+	}
+	for _, b := range st.ModelBreakers {
+		if b.State == resilience.CircuitOpen || b.State == resilience.CircuitHalfOpen {
+			mb := views.ModelBreaker{Model: b.Model, State: string(b.State)}
+			if !b.NextProbeAt.IsZero() {
+				mb.ProbeInMS = max(b.NextProbeAt.Sub(now).Milliseconds(), 0)
+			}
+			v.ModelBreakers = append(v.ModelBreakers, mb)
+		}
+	}
+	for _, c := range st.DegradedModels {
+		v.Degraded = append(v.Degraded, views.DegradedModel{Model: c.Model, OK: c.OK, Fail: c.Fail})
+	}
+	for _, f := range st.LastFailures {
+		v.Failures = append(v.Failures, views.Failure{At: f.At, Model: f.Model, Status: f.Status, Message: redact(reg, f.Message)})
+	}
+	return v
+}
+
+// ProvidersState answers GET /providers/state, the providers page's poll: every provider's and
+// connection's state as out-of-band fragments.
+func (d *Dashboard) ProvidersState(c echo.Context) error {
+	reg := d.Catalog.Registry()
+	provStates, connStates := d.liveState()
+	var provs []views.ProviderState
+	var conns []views.ConnectionState
+	for _, p := range reg.Providers() {
+		if st, ok := provStates[p.Name]; ok {
+			provs = append(provs, st)
+		}
+		for _, cn := range reg.ConnectionsOf(p.ID) {
+			if st, ok := connStates[cn.ID]; ok {
+				conns = append(conns, st)
+			}
+		}
+	}
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return Render(c, http.StatusOK, views.LiveState(provs, conns))
+}
+
+// ResetBreaker answers POST /providers/:id/reset-breaker: closes the provider's breaker and every
+// model breaker of it. htmx gets the provider's breaker back (its state strip and status pill
+// out of band); a plain form is redirected.
+func (d *Dashboard) ResetBreaker(c echo.Context) error {
+	id, err := PathID(c)
+	if err != nil {
+		return d.gone(c, "/providers")
+	}
+	p, err := d.Catalog.GetProvider(ctx(c), id)
+	if err != nil {
+		return d.missing(c, err, "/providers")
+	}
+	d.API.Breakers.ResetProvider(p.Name)
+	if isHTMX(c) {
+		provStates, _ := d.liveState()
+		if st, ok := provStates[p.Name]; ok {
+			return Render(c, http.StatusOK, views.ProviderStateFragment(st))
+		}
+	}
+	d.Sessions.addFlash(c, "success", i18n.T(ctx(c), "state.breaker_reset", p.Name))
+	return seeOther(c, "/providers#provider-"+p.Name)
 }
 
 // ProvidersPage answers GET /providers; ?provider=<name> preselects the add-connection form.

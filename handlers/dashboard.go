@@ -22,6 +22,9 @@ type Dashboard struct {
 	Tester    ConnectionTester
 	Inventory *proxy.Inventory
 	Settings  *Settings
+	// API provides the live resilience state (connection states, provider statuses, model
+	// lockouts) and the operator's actions on it, shared with the admin API.
+	API *API
 }
 
 // Routes lists the dashboard pages and actions (all behind the login). Every action is a
@@ -32,16 +35,25 @@ func (d *Dashboard) Routes() []DashRoute {
 		{http.MethodGet, "/", d.Home},
 
 		{http.MethodGet, "/providers", d.ProvidersPage},
+		{http.MethodGet, "/providers/state", d.ProvidersState},
 		{http.MethodPost, "/providers", d.CreateProvider},
 		{http.MethodGet, "/providers/:id/edit", d.EditProviderPage},
 		{http.MethodPost, "/providers/:id/edit", d.UpdateProvider},
 		{http.MethodPost, "/providers/:id/delete", d.DeleteProvider},
+		{http.MethodPost, "/providers/:id/reset-breaker", d.ResetBreaker},
 
 		{http.MethodPost, "/connections", d.CreateConnection},
 		{http.MethodGet, "/connections/:id/edit", d.EditConnectionPage},
 		{http.MethodPost, "/connections/:id/edit", d.UpdateConnection},
 		{http.MethodPost, "/connections/:id/delete", d.DeleteConnection},
 		{http.MethodPost, "/connections/:id/test", d.TestConnection},
+		{http.MethodPost, "/connections/:id/clear", d.ClearCooldown},
+		{http.MethodPost, "/connections/:id/reset", d.ResetConnectionState},
+
+		{http.MethodGet, "/model-cooldowns", d.ModelCooldownsPage},
+		{http.MethodGet, "/model-cooldowns/table", d.ModelCooldownsTable},
+		{http.MethodPost, "/model-cooldowns/reenable", d.ReenableModel},
+		{http.MethodPost, "/model-cooldowns/reenable-all", d.ReenableAllModels},
 
 		{http.MethodGet, "/keys", d.KeysPage},
 		{http.MethodPost, "/keys", d.CreateKey},

@@ -1,0 +1,106 @@
+package handlers
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"switchyard/i18n"
+	"switchyard/views"
+)
+
+// lockoutsModel lists the running model lockouts, the soonest to end first; expired ones are
+// left out, so a polled table loses them by itself.
+func (d *Dashboard) lockoutsModel() views.LockoutsModel {
+	m := views.LockoutsModel{Enabled: d.Settings.Svc.Snapshot().Resilience().ModelLockout.Enabled}
+	for _, l := range d.API.ModelCooldowns() {
+		if l.RemainingMS <= 0 {
+			continue
+		}
+		m.Rows = append(m.Rows, views.LockoutRow{Provider: l.Provider, ConnectionID: l.ConnectionID, Connection: l.Connection,
+			Model: l.Model, Target: l.Target, Scope: l.Scope, Reason: l.Reason, FailureCount: l.FailureCount,
+			ExpiresAt: l.ExpiresAt, RemainingMS: l.RemainingMS})
+	}
+	return m
+}
+
+// ModelCooldownsPage answers GET /model-cooldowns.
+func (d *Dashboard) ModelCooldownsPage(c echo.Context) error {
+	return Render(c, http.StatusOK, views.ModelCooldownsPage(views.ModelCooldownsModel{
+		Shell:    d.shell(c, "cooldowns", i18n.T(ctx(c), "cooldowns.title")),
+		Lockouts: d.lockoutsModel()}))
+}
+
+// ModelCooldownsTable answers GET /model-cooldowns/table: the lockouts card alone, which the
+// page polls every two seconds.
+func (d *Dashboard) ModelCooldownsTable(c echo.Context) error {
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return Render(c, http.StatusOK, views.LockoutsCard(d.lockoutsModel()))
+}
+
+// ReenableModel answers POST /model-cooldowns/reenable (provider, connection id, model): the
+// model is used on that connection again at once. htmx gets the lockouts card back; a plain
+// form is redirected to the page with a message.
+func (d *Dashboard) ReenableModel(c echo.Context) error {
+	in := ReenableRequest{Provider: strings.TrimSpace(c.FormValue("provider")), Model: strings.TrimSpace(c.FormValue("model"))}
+	connName := i18n.T(ctx(c), "cooldowns.all_connections")
+	if conn := strings.TrimSpace(c.FormValue("connection")); conn != "" {
+		raw, err := json.Marshal(conn)
+		if err != nil {
+			return err
+		}
+		in.Connection, connName = raw, conn
+		if id, err := strconv.ParseInt(conn, 10, 64); err == nil {
+			if e, ok := d.Catalog.Registry().Connection(id); ok {
+				connName = e.Name
+			}
+		}
+	}
+	n, err := d.API.Reenable(in)
+	kind, text := "success", i18n.T(ctx(c), "cooldowns.reenabled", in.Model, in.Provider, connName)
+	switch {
+	case err != nil:
+		_, form, ok := formErrors(ctx(c), err)
+		if !ok {
+			return err
+		}
+		kind, text = "error", form
+	case n == 0:
+		kind, text = "info", i18n.T(ctx(c), "cooldowns.nothing")
+	}
+	return d.afterLockoutAction(c, kind, text)
+}
+
+// ReenableAllModels answers POST /model-cooldowns/reenable-all. It acts only with
+// confirmed=true (sent by htmx after the browser asked); a plain form gets a confirmation page.
+func (d *Dashboard) ReenableAllModels(c echo.Context) error {
+	if c.FormValue("confirmed") != "true" {
+		n := len(d.lockoutsModel().Rows)
+		return Render(c, http.StatusOK, views.ConfirmPage(views.ConfirmModel{
+			Shell:   d.shell(c, "cooldowns", i18n.T(ctx(c), "cooldowns.reenable_all"), "/model-cooldowns"),
+			Heading: i18n.T(ctx(c), "cooldowns.reenable_all"),
+			Text:    i18n.T(ctx(c), "cooldowns.reenable_all_confirm", n),
+			Action:  "/model-cooldowns/reenable-all",
+			Confirm: i18n.T(ctx(c), "cooldowns.reenable_all"),
+			Back:    "/model-cooldowns",
+		}))
+	}
+	n, err := d.API.Reenable(ReenableRequest{All: true})
+	if err != nil {
+		return err
+	}
+	return d.afterLockoutAction(c, "success", i18n.T(ctx(c), "cooldowns.reenabled_all", n))
+}
+
+// afterLockoutAction answers a lockout action: htmx gets the refreshed card, a plain form the
+// page again with the message.
+func (d *Dashboard) afterLockoutAction(c echo.Context, kind, text string) error {
+	if isHTMX(c) {
+		return Render(c, http.StatusOK, views.LockoutsCard(d.lockoutsModel()))
+	}
+	d.Sessions.addFlash(c, kind, text)
+	return c.Redirect(http.StatusSeeOther, "/model-cooldowns")
+}
