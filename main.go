@@ -399,7 +399,10 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 	go func() { defer app.bg.Done(); lockouts.RunSweeper(bgCtx, resilience.LockoutSweepInterval) }()
 	go func() {
 		defer app.bg.Done()
-		inv.Run(bgCtx, func() (time.Duration, time.Duration) { return time.Hour, time.Minute })
+		inv.Run(bgCtx, func() (time.Duration, time.Duration) {
+			d := setSvc.Snapshot().Resilience().Discovery
+			return time.Duration(d.ModelRefreshIntervalMS) * time.Millisecond, time.Duration(d.ProviderRecheckIntervalMS) * time.Millisecond
+		})
 	}()
 	go func() { defer app.bg.Done(); stateQueue.Run(bgCtx) }()
 	go func() { defer app.bg.Done(); keys.Run(bgCtx, 5*time.Second) }()

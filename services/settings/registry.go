@@ -210,6 +210,9 @@ var leaves = []leaf{
 	num("streams.throughput_watchdog.min_useful_bytes_per_second", 4, 1, 1_000_000, func(r *Resilience) *int64 { return &r.Streams.ThroughputWatchdog.MinUsefulBytesPerSecond }),
 	num("streams.throughput_watchdog.min_useful_bytes", 1, 1, 1_000_000, func(r *Resilience) *int64 { return &r.Streams.ThroughputWatchdog.MinUsefulBytes }),
 
+	num("discovery.model_refresh_interval_ms", 3_600_000, 60_000, 86_400_000, func(r *Resilience) *int64 { return &r.Discovery.ModelRefreshIntervalMS }),
+	num("discovery.provider_recheck_interval_ms", 60_000, 0, 86_400_000, func(r *Resilience) *int64 { return &r.Discovery.ProviderRecheckIntervalMS }),
+
 	num("session_affinity_ttl_ms", 0, 0, maxRuleMS, func(r *Resilience) *int64 { return &r.SessionAffinityTTLMS }),
 	jsonList("error_rules", func(r *Resilience) *[]ErrorRule { return &r.ErrorRules }, checkErrorRules),
 	jsonList("status_restatements", func(r *Resilience) *[]StatusRestatement { return &r.StatusRestatements }, checkRestatements),

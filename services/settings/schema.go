@@ -29,6 +29,8 @@ type Resilience struct {
 	ClaudeLowPriority ClaudeLowPriority `json:"claude_low_priority"`
 	// Streams configures stream timeouts and watchdogs.
 	Streams Streams `json:"streams"`
+	// Discovery configures how often providers are asked for their models.
+	Discovery Discovery `json:"discovery"`
 	// SessionAffinityTTLMS is how long a session stays pinned to a connection. Default 0 (off);
 	// range 0–2,592,000,000 (30 days).
 	SessionAffinityTTLMS int64 `json:"session_affinity_ttl_ms"`
@@ -38,6 +40,16 @@ type Resilience struct {
 	// StatusRestatements rewrite an upstream status before classification. Default [];
 	// at most 1,000 rules with unique names.
 	StatusRestatements []StatusRestatement `json:"status_restatements"`
+}
+
+// Discovery configures model discovery.
+type Discovery struct {
+	// ModelRefreshIntervalMS is how often every provider's model list is fetched again.
+	// Default 3,600,000 (1 h); range 60,000–86,400,000.
+	ModelRefreshIntervalMS int64 `json:"model_refresh_interval_ms"`
+	// ProviderRecheckIntervalMS is how often a provider whose last refresh failed is asked
+	// again. Default 60,000 (60 s); 0 = off; range 0–86,400,000.
+	ProviderRecheckIntervalMS int64 `json:"provider_recheck_interval_ms"`
 }
 
 // ConnectionCooldown configures cooldown = base × 2^level, capped by MaxCooldownMS.

@@ -36,6 +36,7 @@ const productDocument = `{
     "readiness_timeout_ms": 80000, "idle_timeout_ms": 600000,
     "throughput_watchdog": {"enabled": false, "warmup_ms": 30000, "window_ms": 30000,
       "min_useful_bytes_per_second": 4, "min_useful_bytes": 1}},
+  "discovery": {"model_refresh_interval_ms": 3600000, "provider_recheck_interval_ms": 60000},
   "session_affinity_ttl_ms": 0,
   "error_rules": [],
   "status_restatements": []

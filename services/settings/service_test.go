@@ -498,7 +498,7 @@ func TestEffectiveDocumentJSON(t *testing.T) {
 	if err := json.Unmarshal(b, &doc); err != nil {
 		t.Fatal(err)
 	}
-	if len(doc.Values) != 13 || len(doc.Sources) != len(leaves) || doc.Revision == nil {
+	if len(doc.Values) != 14 || len(doc.Sources) != len(leaves) || doc.Revision == nil {
 		t.Errorf("document shape: %d sections, %d sources", len(doc.Values), len(doc.Sources))
 	}
 	if doc.Sources["retry.max_retries"] != SourceEnv || doc.Sources["retry.jitter"] != SourceDefault {
