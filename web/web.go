@@ -49,7 +49,7 @@ func New(d Deps) (*echo.Echo, []Route) {
 	e.HideBanner, e.HidePort = true, true
 	e.Logger.SetOutput(discard{})
 	e.HTTPErrorHandler = errorHandler(d.Log)
-	e.Use(recoverer(d.Log), requestID(), requestLog(d.Log), locale())
+	e.Use(recoverer(d.Log), requestID(), requestLog(d.Log))
 
 	var table []Route
 	add := func(g interface {
@@ -97,11 +97,11 @@ func New(d Deps) (*echo.Echo, []Route) {
 	add(api, "/api", "admin", http.MethodPatch, "/settings/resilience", d.Settings.Patch)
 
 	// The dashboard.
-	pub := e.Group("", crossOrigin())
+	pub := e.Group("", crossOrigin(), locale())
 	add(pub, "", "public", http.MethodGet, "/login", d.Dashboard.LoginPage)
 	add(pub, "", "public", http.MethodPost, "/login", d.Dashboard.Login)
 	add(pub, "", "public", http.MethodGet, "/lang/:code", d.Dashboard.SetLang)
-	dash := e.Group("", crossOrigin(), dashboardAuth(d.Sessions))
+	dash := e.Group("", crossOrigin(), locale(), dashboardAuth(d.Sessions))
 	add(dash, "", "dashboard", http.MethodPost, "/logout", d.Dashboard.Logout)
 	for _, r := range d.Dashboard.Routes() {
 		add(dash, "", "dashboard", r.Method, r.Path, r.Handler)

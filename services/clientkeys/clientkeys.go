@@ -5,7 +5,6 @@ package clientkeys
 
 import (
 	"context"
-	"crypto/subtle"
 	"log/slog"
 	"strings"
 	"sync"
@@ -48,9 +47,16 @@ type Service struct {
 	log *slog.Logger
 	now func() time.Time
 
-	active atomic.Pointer[map[string]Identity] // key hash → identity, for keys not revoked
-	mu     sync.Mutex                          // guards writes and rebuilds
-	touch  sync.Map                            // key id → last-used unix ms, flushed by Run
+	active atomic.Pointer[map[string]*entry] // key hash → entry, for keys not revoked
+	mu     sync.Mutex                        // guards writes and rebuilds
+}
+
+// entry is one active key; lastUsed is written on the request path without locks and flushed
+// to the database by Run.
+type entry struct {
+	Identity
+	lastUsed atomic.Int64 // unix ms of the latest use; 0 = not used since load
+	flushed  atomic.Int64 // the lastUsed value last written
 }
 
 // New loads the active keys into memory.
@@ -67,11 +73,19 @@ func (s *Service) reload(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	m := make(map[string]Identity, len(rows))
+	old := s.active.Load()
+	m := make(map[string]*entry, len(rows))
 	for _, r := range rows {
-		if !r.RevokedAt.Valid {
-			m[r.KeyHash] = Identity{KeyID: r.ID, Name: r.Name}
+		if r.RevokedAt.Valid {
+			continue
 		}
+		if old != nil {
+			if prev, ok := (*old)[r.KeyHash]; ok { // keep unflushed use times across reloads
+				m[r.KeyHash] = prev
+				continue
+			}
+		}
+		m[r.KeyHash] = &entry{Identity: Identity{KeyID: r.ID, Name: r.Name}}
 	}
 	s.active.Store(&m)
 	return nil
@@ -82,18 +96,14 @@ func (s *Service) Authenticate(presented string) (Identity, bool) {
 	if !strings.HasPrefix(presented, KeyPrefix) || len(presented) > 200 {
 		return Identity{}, false
 	}
-	h := secrets.SHA256Hex(presented)
-	id, ok := (*s.active.Load())[h]
+	// The lookup is by SHA-256 of the key: equal hashes mean equal keys, and the map's timing
+	// depends on the hash, not on how much of the secret matched.
+	e, ok := (*s.active.Load())[secrets.SHA256Hex(presented)]
 	if !ok {
 		return Identity{}, false
 	}
-	// The map lookup already matched the hash; compare again in constant time as a guard
-	// against a future change of lookup structure.
-	if subtle.ConstantTimeCompare([]byte(h), []byte(secrets.SHA256Hex(presented))) != 1 {
-		return Identity{}, false
-	}
-	s.touch.Store(id.KeyID, s.now().UnixMilli())
-	return id, true
+	e.lastUsed.Store(s.now().UnixMilli())
+	return e.Identity, true
 }
 
 // Create makes a new key and returns it; the key is not retrievable later.
@@ -134,14 +144,17 @@ func (s *Service) List(ctx context.Context) ([]Key, error) {
 	if err != nil {
 		return nil, err
 	}
+	pending := map[int64]int64{}
+	for _, e := range *s.active.Load() {
+		if at := e.lastUsed.Load(); at > 0 {
+			pending[e.KeyID] = at
+		}
+	}
 	out := make([]Key, len(rows))
 	for i, r := range rows {
 		out[i] = view(r)
-		if v, ok := s.touch.Load(r.ID); ok {
-			at := v.(int64)
-			if out[i].LastUsedAt == nil || *out[i].LastUsedAt < at {
-				out[i].LastUsedAt = &at
-			}
+		if at, ok := pending[r.ID]; ok && (out[i].LastUsedAt == nil || *out[i].LastUsedAt < at) {
+			out[i].LastUsedAt = &at
 		}
 	}
 	return out, nil
@@ -165,16 +178,22 @@ func (s *Service) Run(ctx context.Context, interval time.Duration) {
 // Flush writes pending last-used times.
 func (s *Service) Flush(ctx context.Context) {
 	batch := map[int64]int64{}
-	s.touch.Range(func(k, v any) bool {
-		batch[k.(int64)] = v.(int64)
-		s.touch.CompareAndDelete(k, v)
-		return true
-	})
+	var done []func()
+	for _, e := range *s.active.Load() {
+		if at := e.lastUsed.Load(); at > e.flushed.Load() {
+			batch[e.KeyID] = at
+			done = append(done, func() { e.flushed.Store(at) })
+		}
+	}
 	if len(batch) == 0 {
 		return
 	}
 	if err := db.TouchClientKeys(ctx, s.db.W, batch); err != nil {
 		s.log.Warn("record client key use", "error", err)
+		return
+	}
+	for _, fn := range done {
+		fn()
 	}
 }
 

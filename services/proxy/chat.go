@@ -70,11 +70,13 @@ func (e *Engine) Chat(ctx context.Context, w http.ResponseWriter, req ChatReques
 		return errInvalid("invalid_json", "request body cannot be rewritten: "+err.Error())
 	}
 	c := &call{trace: tr, start: e.opt.Clock.Now(), t: t, body: body, header: upstreamHeader(in), stream: req.Stream, snap: e.opt.Settings.Snapshot()}
-	c.retry, _ = c.snap.RetryFor(t.provider.Resilience)
-	c.retryOn = c.snap.RetryOn()
-	if t.provider.Resilience.Retry.RetryOnStatuses != nil {
-		if m, err := settings.NewStatusMatcher(c.retry.RetryOnStatuses); err == nil {
-			c.retryOn = m
+	c.retry, c.retryOn = c.snap.Resilience().Retry, c.snap.RetryOn()
+	if t.provider.Resilience.Retry != (settings.RetryOverrides{}) { // rare: compute the provider's own
+		c.retry, _ = c.snap.RetryFor(t.provider.Resilience)
+		if t.provider.Resilience.Retry.RetryOnStatuses != nil {
+			if m, err := settings.NewStatusMatcher(c.retry.RetryOnStatuses); err == nil {
+				c.retryOn = m
+			}
 		}
 	}
 	perr = e.run(ctx, w, c)

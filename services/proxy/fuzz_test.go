@@ -16,6 +16,7 @@ func FuzzReadEvent(f *testing.F) {
 	f.Add([]byte("data: {\"a\":1}\n\ndata: [DONE]\n\n"))
 	f.Add([]byte("event: x\r\ndata: y\r\n\r\n"))
 	f.Add([]byte("\n\n\ndata: partial"))
+	f.Add([]byte("data: [DONE]\rX\n\ndata: [DONE]\r\r"))
 	f.Add([]byte(": comment\n\ndata: " + strings.Repeat("z", 70000) + "\n\n"))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		br := bufio.NewReaderSize(bytes.NewReader(in), 16)
@@ -47,7 +48,15 @@ func FuzzReadEvent(f *testing.F) {
 			}
 		}
 		_, _, _ = streamError(in)
-		_ = hasDone(in)
+		slow := false
+		for _, line := range bytes.Split(in, []byte("\n")) {
+			if bytes.Equal(bytes.TrimRight(line, "\r"), doneLine) {
+				slow = true
+			}
+		}
+		if hasDone(in) != slow {
+			t.Fatalf("hasDone(%q) = %v, line scan says %v", in, !slow, slow)
+		}
 	})
 }
 

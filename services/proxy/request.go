@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 )
 
@@ -19,13 +20,10 @@ type ChatRequest struct {
 }
 
 // DecodeChatRequest validates the JSON body of a chat completions request and extracts the
-// fields routing needs. It rejects malformed JSON, a non-object body and a missing model.
+// fields routing needs. It rejects malformed JSON, a non-object body and a missing model. The
+// body is validated once and read with gjson instead of being decoded into Go values: only the
+// model and the stream flag are needed, the rest is forwarded as it came.
 func DecodeChatRequest(body []byte) (ChatRequest, error) {
-	var head struct {
-		Model    *json.RawMessage `json:"model"`
-		Stream   *bool            `json:"stream"`
-		Messages json.RawMessage  `json:"messages"`
-	}
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 {
 		return ChatRequest{}, errors.New("request body is empty; send a JSON object")
@@ -33,23 +31,30 @@ func DecodeChatRequest(body []byte) (ChatRequest, error) {
 	if trimmed[0] != '{' {
 		return ChatRequest{}, errors.New("request body must be a JSON object")
 	}
-	if err := json.Unmarshal(trimmed, &head); err != nil {
-		return ChatRequest{}, errors.New("request body is not valid JSON: " + jsonErrorText(err))
+	if !json.Valid(trimmed) {
+		var v any
+		return ChatRequest{}, errors.New("request body is not valid JSON: " + jsonErrorText(json.Unmarshal(trimmed, &v)))
 	}
-	if head.Model == nil {
+	m := gjson.GetBytes(trimmed, "model")
+	switch {
+	case !m.Exists():
 		return ChatRequest{}, errors.New("missing required field: model")
-	}
-	var model string
-	if err := json.Unmarshal(*head.Model, &model); err != nil {
+	case m.Type != gjson.String:
 		return ChatRequest{}, errors.New("field model must be a string")
 	}
-	model = strings.TrimSpace(model)
+	model := strings.TrimSpace(m.String())
 	if model == "" {
 		return ChatRequest{}, errors.New("field model must not be empty")
 	}
 	req := ChatRequest{Body: trimmed, Model: model}
-	if head.Stream != nil {
-		req.Stream = *head.Stream
+	if st := gjson.GetBytes(trimmed, "stream"); st.Exists() {
+		switch st.Type {
+		case gjson.True:
+			req.Stream = true
+		case gjson.False, gjson.Null:
+		default:
+			return ChatRequest{}, errors.New("field stream must be a boolean")
+		}
 	}
 	return req, nil
 }

@@ -18,8 +18,11 @@ var (
 
 // readEvent reads one SSE event (up to and including its blank line). At the end of the body it
 // returns what was read with the read error.
-func readEvent(br *bufio.Reader) ([]byte, error) {
-	var ev []byte
+func readEvent(br *bufio.Reader) ([]byte, error) { return readEventInto(br, nil) }
+
+// readEventInto is readEvent appending to buf[:0], so a relay can reuse one buffer.
+func readEventInto(br *bufio.Reader, buf []byte) ([]byte, error) {
+	ev := buf[:0]
 	for {
 		line, err := br.ReadSlice('\n')
 		ev = append(ev, line...)
@@ -56,12 +59,20 @@ func streamError(ev []byte) (data string, embeddedStatus int, ok bool) {
 }
 
 func hasDone(ev []byte) bool {
-	for _, line := range bytes.Split(ev, []byte("\n")) {
-		if bytes.Equal(bytes.TrimRight(line, "\r"), doneLine) {
+	for rest := ev; ; {
+		i := bytes.Index(rest, doneLine)
+		if i < 0 {
+			return false
+		}
+		end := rest[i+len(doneLine):]
+		atLineStart := i == 0 || rest[i-1] == '\n'
+		tail := bytes.TrimLeft(end, "\r")
+		atLineEnd := len(tail) == 0 || tail[0] == '\n'
+		if atLineStart && atLineEnd {
 			return true
 		}
+		rest = end
 	}
-	return false
 }
 
 // relayStream writes the first event and then copies the rest of the upstream SSE body to the
@@ -82,8 +93,10 @@ func relayStream(ctx context.Context, w http.ResponseWriter, commit func(), firs
 	if done {
 		return true
 	}
+	var buf []byte // one buffer for every event: each is written before the next is read
 	for {
-		ev, err := readEvent(br)
+		ev, err := readEventInto(br, buf)
+		buf = ev
 		if len(bytes.TrimSpace(ev)) > 0 && (err == nil || hasDone(ev)) {
 			done = done || hasDone(ev)
 			if _, werr := w.Write(terminate(ev)); werr != nil {
