@@ -34,7 +34,12 @@ type Registry struct {
 	byName  map[string]*ProviderEntry
 	ordered []*ProviderEntry
 	conns   map[int64]*ConnEntry
+	// depthOverrides is set when some connection overrides request_queue.max_queue_depth.
+	depthOverrides bool
 }
+
+// QueueDepthOverrides reports whether any connection sets its own queue depth.
+func (r *Registry) QueueDepthOverrides() bool { return r.depthOverrides }
 
 // ProviderEntry is one provider as the proxy sees it.
 type ProviderEntry struct {
@@ -103,6 +108,9 @@ func buildRegistry(provs []db.Provider, conns []db.Connection, open func(db.Conn
 		}
 		ce.APIKey = Secret(key)
 		r.conns[c.ID] = ce
+		if ce.Settings.RequestQueue.MaxQueueDepth != nil {
+			r.depthOverrides = true
+		}
 		if ce.Enabled && ce.Broken == "" {
 			p.Conns = append(p.Conns, ce)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/jonboulle/clockwork"
 	"net/http"
 	"sync"
 	"time"
@@ -24,7 +25,7 @@ const heartbeatEvery = 15 * time.Second
 // queueConfig is the connection's effective request queue: global settings, overridden per
 // connection, plus the connection's own pacing limits.
 func queueConfig(snap *settings.Snapshot, conn *catalog.ConnEntry) resilience.QueueConfig {
-	rq, _ := snap.RequestQueueFor(conn.Settings)
+	rq := snap.RequestQueueValues(conn.Settings)
 	o := conn.Settings.RequestQueue
 	cfg := resilience.QueueConfig{MaxWait: ms(rq.MaxWaitMS), ExecutionMaxWait: ms(rq.ExecutionMaxWaitMS),
 		MaxDepth: rq.MaxQueueDepth}
@@ -50,14 +51,14 @@ func (e *Engine) waiting(connID int64) int {
 // is turned away at once with RATE_LIMIT_QUEUE_FULL. Anything it cannot decide (unknown model,
 // no connections) is left to the full path.
 func (e *Engine) Admit(ctx context.Context, model string) *Error {
-	if model == "" {
-		return nil
+	snap := e.opt.Settings.Snapshot()
+	if model == "" || snap.Resilience().RequestQueue.MaxQueueDepth == 0 && !e.opt.Catalog.Registry().QueueDepthOverrides() {
+		return nil // no queue depth anywhere: nothing can be full
 	}
 	t, perr := e.resolve(ctx, model)
 	if perr != nil || len(t.provider.Conns) == 0 {
 		return nil
 	}
-	snap := e.opt.Settings.Snapshot()
 	var first *catalog.ConnEntry
 	var maxWait time.Duration
 	for _, conn := range t.provider.Conns {
@@ -139,39 +140,45 @@ func (e *Engine) admit(ctx context.Context, w http.ResponseWriter, c *call, conn
 
 // heartbeat writes ": queued" SSE comments to a streaming client while it waits. Writing the
 // first one commits the response as an event stream, so later errors go out as error events.
+// It is a re-arming timer, not a goroutine: a request that does not wait costs one timer.
 type heartbeat struct {
-	stopCh chan struct{}
-	wg     sync.WaitGroup
+	mu      sync.Mutex
+	stopped bool
+	timer   clockwork.Timer
 }
 
 func (e *Engine) heartbeats(c *call, w http.ResponseWriter) *heartbeat {
-	h := &heartbeat{stopCh: make(chan struct{})}
+	h := &heartbeat{}
 	if !c.stream {
+		h.stopped = true
 		return h
 	}
-	t := e.opt.Clock.NewTicker(heartbeatEvery)
-	h.wg.Add(1)
-	go func() {
-		defer h.wg.Done()
-		defer t.Stop()
-		for {
-			select {
-			case <-h.stopCh:
-				return
-			case <-t.Chan():
-				c.commitStream(w)
-				_, _ = w.Write([]byte(": queued\n\n"))
-				_ = http.NewResponseController(w).Flush()
-			}
+	var beat func()
+	beat = func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.stopped {
+			return
 		}
-	}()
+		c.commitStream(w)
+		_, _ = w.Write([]byte(": queued\n\n"))
+		_ = http.NewResponseController(w).Flush()
+		h.timer = e.opt.Clock.AfterFunc(heartbeatEvery, beat)
+	}
+	h.mu.Lock()
+	h.timer = e.opt.Clock.AfterFunc(heartbeatEvery, beat)
+	h.mu.Unlock()
 	return h
 }
 
-// stop ends the heartbeats and waits until none is being written.
+// stop ends the heartbeats; once it returns none is being written.
 func (h *heartbeat) stop() {
-	close(h.stopCh)
-	h.wg.Wait()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.stopped = true
+	if h.timer != nil {
+		h.timer.Stop()
+	}
 }
 
 // commitStream sends the event-stream headers once.

@@ -539,7 +539,7 @@ func (e *Engine) attempt(ctx context.Context, cancel context.CancelFunc, c *call
 			err: upstreamError(p.Name, resp.StatusCode, resp.Header, b)}
 	}
 	if c.stream && isEventStream(resp.Header) {
-		br := bufio.NewReaderSize(resp.Body, 32<<10)
+		br := bufio.NewReaderSize(resp.Body, 4<<10) // longer events are handled (ErrBufferFull)
 		first, rerr := readEvent(br)
 		if rerr != nil && len(bytes.TrimSpace(first)) == 0 {
 			resp.Body.Close()
@@ -551,7 +551,7 @@ func (e *Engine) attempt(ctx context.Context, cancel context.CancelFunc, c *call
 		}
 		return attemptResult{resp: resp, br: br, first: first, status: resp.StatusCode, header: resp.Header}
 	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, e.opt.MaxResponseBytes+1))
+	b, err := readBody(resp, e.opt.MaxResponseBytes+1)
 	resp.Body.Close()
 	if err != nil {
 		return transportFailure(p.Name, err)
@@ -560,10 +560,25 @@ func (e *Engine) attempt(ctx context.Context, cancel context.CancelFunc, c *call
 		return attemptResult{status: http.StatusBadGateway, err: &Error{Status: http.StatusBadGateway, Type: "upstream_error",
 			Code: "upstream_response_too_large", Message: "the upstream answer exceeds the size limit"}}
 	}
-	if _, _, _, embedded, ok := resilience.ExtractError(b); ok {
+	if !bytes.Contains(b, errorKey) {
+		// no error object possible: skip the parse
+	} else if _, _, _, embedded, ok := resilience.ExtractError(b); ok {
 		return hiddenError(p.Name, resp.Header, embedded, b)
 	}
 	return attemptResult{resp: resp, body: b, status: resp.StatusCode, header: resp.Header}
+}
+
+var errorKey = []byte(`"error"`)
+
+// readBody reads a whole upstream answer, sized from Content-Length when it is given.
+func readBody(resp *http.Response, limit int64) ([]byte, error) {
+	n := resp.ContentLength
+	if n < 0 || n > limit {
+		n = 4 << 10
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, n+1))
+	_, err := buf.ReadFrom(io.LimitReader(resp.Body, limit))
+	return buf.Bytes(), err
 }
 
 // hiddenError is an error object inside an HTTP 200: treated as the error it is, with its
@@ -599,8 +614,12 @@ func (e *Engine) deliver(ctx context.Context, w http.ResponseWriter, c *call, co
 		} else {
 			h.Set("Content-Type", "application/json")
 		}
+		h.Set("Content-Length", strconv.Itoa(len(res.body)))
 		w.WriteHeader(res.status)
 		_, _ = w.Write(res.body)
+		// Send it all now: the request log and metrics run after the handler returns and must
+		// not delay the answer.
+		_ = http.NewResponseController(w).Flush()
 		c.trace.readUsage(res.body)
 		e.opt.Observer.Tokens(c.t.provider.Name, c.t.model, c.trace.InputTokens, c.trace.OutputTokens)
 		return nil

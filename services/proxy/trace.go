@@ -45,12 +45,14 @@ func (nopObserver) FailOpen(string, string)              {}
 
 var usageKey = []byte(`"usage":{`)
 
-// readUsage takes token counts from an OpenAI-style usage object, when the JSON has one.
+// readUsage takes token counts from an OpenAI-style usage object, when the JSON has one. Only
+// the last usage object is parsed, not the whole document.
 func (t *Trace) readUsage(doc []byte) {
-	if !bytes.Contains(doc, usageKey) {
+	i := bytes.LastIndex(doc, usageKey)
+	if i < 0 {
 		return
 	}
-	u := gjson.GetBytes(doc, "usage")
+	u := gjson.ParseBytes(doc[i+len(usageKey)-1:])
 	if !u.IsObject() {
 		return
 	}

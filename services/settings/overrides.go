@@ -133,6 +133,21 @@ func (s *Snapshot) RequestQueueFor(o ConnectionOverrides) (RequestQueue, map[str
 	return q, src
 }
 
+// RequestQueueValues is RequestQueueFor without the sources, for the request path.
+func (s *Snapshot) RequestQueueValues(o ConnectionOverrides) RequestQueue {
+	q, r := s.values.RequestQueue, o.RequestQueue
+	if r.MaxWaitMS != nil {
+		q.MaxWaitMS = *r.MaxWaitMS
+	}
+	if r.ExecutionMaxWaitMS != nil {
+		q.ExecutionMaxWaitMS = *r.ExecutionMaxWaitMS
+	}
+	if r.MaxQueueDepth != nil {
+		q.MaxQueueDepth = *r.MaxQueueDepth
+	}
+	return q
+}
+
 // RetryFor merges a provider's overrides over the global retry settings.
 func (s *Snapshot) RetryFor(p ProviderOverrides) (Retry, map[string]string) {
 	r, src, o := s.values.Retry, s.sourcesUnder("retry."), p.Retry

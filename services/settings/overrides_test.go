@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+	"time"
 )
 
 func TestProviderOverridesInheritance(t *testing.T) {
@@ -135,5 +136,16 @@ func TestConnectionOverridesValidate(t *testing.T) {
 				t.Errorf("keys = %v, want %v", keys, tt.wantKeys)
 			}
 		})
+	}
+}
+
+func TestRequestQueueValuesMatchesRequestQueueFor(t *testing.T) {
+	snap := newSnapshot(Defaults(), nil, 0, time.Time{})
+	wait, depth := int64(5), 7
+	for _, o := range []ConnectionOverrides{{}, {RequestQueue: QueueOverrides{MaxWaitMS: &wait, MaxQueueDepth: &depth}}} {
+		want, _ := snap.RequestQueueFor(o)
+		if got := snap.RequestQueueValues(o); got != want {
+			t.Errorf("%+v: values %+v, with sources %+v", o, got, want)
+		}
 	}
 }
