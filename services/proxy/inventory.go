@@ -110,55 +110,42 @@ func (i *Inventory) anyFailing() bool {
 
 // RefreshFailing refreshes only the providers whose last refresh failed.
 func (i *Inventory) RefreshFailing(ctx context.Context) {
-	reg := i.reg()
-	var wg sync.WaitGroup
-	for _, p := range reg.Providers() {
+	i.refreshWhere(ctx, func(p *catalog.ProviderEntry) bool {
 		i.mu.RLock()
+		defer i.mu.RUnlock()
 		pm := i.byProvider[p.Name]
-		failing := pm != nil && !pm.ok
-		i.mu.RUnlock()
-		if !failing || len(p.Conns) == 0 {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = i.Refresh(ctx, p)
-		}()
-	}
-	wg.Wait()
+		return pm != nil && !pm.ok
+	})
 }
 
-// RefreshAll refreshes every provider that has a usable connection, concurrently.
+// RefreshAll refreshes every provider that has a usable connection, concurrently, and forgets
+// providers that were deleted or have no connection left.
 func (i *Inventory) RefreshAll(ctx context.Context) {
 	reg := i.reg()
-	var wg sync.WaitGroup
-	for _, p := range reg.Providers() {
-		if len(p.Conns) == 0 {
-			i.forget(p.Name)
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = i.Refresh(ctx, p)
-		}()
-	}
-	wg.Wait()
-	// Drop providers that were deleted.
+	i.refreshWhere(ctx, func(*catalog.ProviderEntry) bool { return true })
 	i.mu.Lock()
 	for name := range i.byProvider {
-		if _, ok := reg.Provider(name); !ok {
+		if p, ok := reg.Provider(name); !ok || len(p.Conns) == 0 {
 			delete(i.byProvider, name)
 		}
 	}
 	i.mu.Unlock()
 }
 
-func (i *Inventory) forget(name string) {
-	i.mu.Lock()
-	delete(i.byProvider, name)
-	i.mu.Unlock()
+// refreshWhere refreshes, concurrently, the providers with a usable connection that want says.
+func (i *Inventory) refreshWhere(ctx context.Context, want func(*catalog.ProviderEntry) bool) {
+	var wg sync.WaitGroup
+	for _, p := range i.reg().Providers() {
+		if len(p.Conns) == 0 || !want(p) {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = i.Refresh(ctx, p)
+		}()
+	}
+	wg.Wait()
 }
 
 // Refresh asks one provider for its models; concurrent calls for one provider share one request.
