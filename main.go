@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -57,6 +58,8 @@ type Config struct {
 	AdminToken    string
 	SecretKey     string
 	ShutdownGrace time.Duration
+	// MaxBodyMiB limits a client request body; larger ones get 413.
+	MaxBodyMiB int64
 	// Clock drives every resilience timer; nil = the real clock (tests inject a fake one).
 	Clock clockwork.Clock
 }
@@ -89,6 +92,8 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 	fs.StringVar(&c.DataDir, "data-dir", env("SWITCHYARD_DATA_DIR", "./data"), "data directory holding switchyard.db (SWITCHYARD_DATA_DIR)")
 	fs.StringVar(&c.LogLevel, "log-level", env("SWITCHYARD_LOG_LEVEL", "info"), "debug, info, warn or error (SWITCHYARD_LOG_LEVEL)")
 	fs.StringVar(&c.LogFormat, "log-format", env("SWITCHYARD_LOG_FORMAT", "text"), "text or json (SWITCHYARD_LOG_FORMAT)")
+	fs.Int64Var(&c.MaxBodyMiB, "max-body-mib", envInt(lookupEnv, "SWITCHYARD_MAX_BODY_MIB", 32),
+		"largest client request body in MiB; larger ones get 413 (SWITCHYARD_MAX_BODY_MIB)")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", 30*time.Second, "how long in-flight requests and streams may finish on shutdown")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usage)
@@ -106,6 +111,9 @@ Environment only:
 	if fs.NArg() > 0 {
 		return c, cmd, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	if c.MaxBodyMiB < 1 || c.MaxBodyMiB > 1024 {
+		return c, cmd, fmt.Errorf("--max-body-mib must be between 1 and 1024, not %d", c.MaxBodyMiB)
+	}
 	c.AdminPassword = env("SWITCHYARD_ADMIN_PASSWORD", "")
 	c.AdminToken = env("SWITCHYARD_ADMIN_TOKEN", "")
 	c.SecretKey = env("SWITCHYARD_SECRET_KEY", "")
@@ -115,6 +123,20 @@ Environment only:
 		return c, cmd, fmt.Errorf("--log-format must be text or json, not %q", c.LogFormat)
 	}
 	return c, cmd, nil
+}
+
+// envInt reads an integer environment variable; an unparsable value keeps def (the flag
+// parser then reports nothing, so it is rejected here instead).
+func envInt(lookupEnv func(string) (string, bool), key string, def int64) int64 {
+	v, ok := lookupEnv(key)
+	if !ok || v == "" {
+		return def
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return -1 // out of range: parseConfig reports it
+	}
+	return n
 }
 
 func newLogger(c Config, w io.Writer) (*slog.Logger, error) {
@@ -377,7 +399,7 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 		API:      api,
 		KeysAPI:  &handlers.Keys{Keys: keys},
 		Settings: settingsH,
-		Proxy:    &handlers.Proxy{Engine: engine, Inventory: inv},
+		Proxy:    &handlers.Proxy{Engine: engine, Inventory: inv, MaxBodyBytes: cfg.MaxBodyMiB << 20},
 		Dashboard: &handlers.Dashboard{Auth: authSvc, Sessions: sessions, Catalog: cat, Keys: keys, Tester: engine,
 			Inventory: inv, Settings: settingsH, API: api},
 	})
