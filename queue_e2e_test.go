@@ -297,10 +297,7 @@ func TestCancelledRequestsReleaseTheirSlots(t *testing.T) {
 	close(g.release)
 	http.DefaultClient.CloseIdleConnections()
 	e.eventually("goroutines back to baseline", func() bool { return runtime.NumGoroutine() <= base+5 })
-	// The connection still serves: no slot leaked.
-	g2 := make(chan struct{})
-	close(g2)
-	g.release = g2
+	// The connection still serves: no slot leaked (the upstream answers at once now).
 	r := e.chat(context.Background(), key, chatBody)
 	readAll(t, r)
 	if r.StatusCode != 200 {
