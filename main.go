@@ -388,7 +388,7 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 
 	app := &App{DB: d, Log: log, Inventory: inv, served: make(chan error, 1)}
 	sessions := handlers.NewSessions(secrets.Derive(key, "session-hash v1", 64), secrets.Derive(key, "session-block v1", 32))
-	settingsH := &handlers.Settings{Svc: setSvc}
+	settingsH := &handlers.Settings{Svc: setSvc, Providers: cat}
 	api := &handlers.API{Catalog: cat, Tester: engine, Cooldowns: cooldowns, Lockouts: lockouts, Breakers: breakers,
 		Statuses: engine.ProviderStatuses, Queues: queues, Semaphores: semaphores,
 		ValidateProviderOverrides:   settings.CheckProviderOverrides,

@@ -13,6 +13,8 @@ import (
 // Settings serves the resilience settings API and the settings cards.
 type Settings struct {
 	Svc *settings.Service
+	// Providers backs the per-provider overrides card; nil leaves that card empty.
+	Providers ProviderCatalog
 }
 
 // Get answers GET /api/settings/resilience: every effective value and the layer it came from.
