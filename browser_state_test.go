@@ -26,34 +26,7 @@ type stateBrowser struct {
 
 func newStateBrowser(t *testing.T) *stateBrowser {
 	t.Helper()
-	if _, err := os.Stat(chromiumPath); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is missing; the CI image must install Debian's chromium", chromiumPath)
-		}
-		t.Skipf("%s is missing; install chromium to run the browser test", chromiumPath)
-	}
-	if _, err := os.Stat(filepath.Join("static", "dist", "js", "htmx.min.js")); err != nil {
-		t.Fatal("static/dist/js/htmx.min.js is missing: run `npm ci && npm run build` (or `make assets`) before the tests")
-	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromiumPath),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 900),
-	)
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancelAlloc)
-	browser, cancelBrowser := chromedp.NewContext(allocCtx)
-	t.Cleanup(cancelBrowser)
-	if err := chromedp.Do(browser); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
+	browser := startBrowser(t)
 	return &stateBrowser{t: t, ctx: browser}
 }
 

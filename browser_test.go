@@ -307,8 +307,11 @@ func TestDashboardPages(t *testing.T) {
 	})
 }
 
-// TestDashboardInBrowser drives the dashboard in headless Chromium the way an operator does.
-func TestDashboardInBrowser(t *testing.T) {
+// startBrowser starts headless Debian Chromium for a test (stopped at cleanup) after checking
+// that it and the built assets exist. Without chromium the test is skipped locally but fails
+// in CI, so a green run cannot hide a missing install.
+func startBrowser(t *testing.T) context.Context {
+	t.Helper()
 	if _, err := os.Stat(chromiumPath); err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("%s is missing; the CI image must install Debian's chromium", chromiumPath)
@@ -318,10 +321,6 @@ func TestDashboardInBrowser(t *testing.T) {
 	if _, err := os.Stat(filepath.Join("static", "dist", "js", "htmx.min.js")); err != nil {
 		t.Fatal("static/dist/js/htmx.min.js is missing: run `npm ci && npm run build` (or `make assets`) before the tests")
 	}
-	upstream := dashUpstream(t)
-	app := startDashApp(t)
-	base := "http://" + app.Addr
-
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromiumPath),
 		chromedp.Headless,
@@ -335,12 +334,22 @@ func TestDashboardInBrowser(t *testing.T) {
 		chromedp.WindowSize(1280, 900),
 	)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
+	t.Cleanup(cancelAlloc)
 	browser, cancelBrowser := chromedp.NewContext(allocCtx)
-	defer cancelBrowser()
+	t.Cleanup(cancelBrowser)
 	if err := chromedp.Do(browser); err != nil {
 		t.Fatalf("start chromium: %v", err)
 	}
+	return browser
+}
+
+// TestDashboardInBrowser drives the dashboard in headless Chromium the way an operator does.
+func TestDashboardInBrowser(t *testing.T) {
+	upstream := dashUpstream(t)
+	app := startDashApp(t)
+	base := "http://" + app.Addr
+
+	browser := startBrowser(t)
 
 	// Every page the browser showed, for the check that the secret never appears.
 	var seen []string
