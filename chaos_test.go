@@ -164,7 +164,9 @@ func TestChaosResetsAreRetriedWithBackoff(t *testing.T) {
 func TestChaosBlackHoleTripsTheBreaker(t *testing.T) {
 	e, _, p, key := chaosSetup(t, jsonAnswer(completionJSON))
 	e.mustAPI("PATCH", "/api/settings/resilience", map[string]any{"streams": map[string]any{"first_byte_timeout_ms": 5000},
-		"circuit_breaker": map[string]any{"failure_threshold": 2}}, 200)
+		// A long breaker timeout: the polling below moves the fake clock by whole seconds and must
+		// not reach the probe time however slowly the machine answers.
+		"circuit_breaker": map[string]any{"failure_threshold": 2, "timeout_ms": 3600000}}, 200)
 	addToxic(t, p, `{"name":"hole","type":"timeout","stream":"downstream","attributes":{"timeout":0}}`)
 	for i := 0; i < 2; i++ {
 		res := make(chan *http.Response, 1)
@@ -190,7 +192,9 @@ func TestChaosBlackHoleTripsTheBreaker(t *testing.T) {
 	}
 	// The breaker is open now: the next request fails in milliseconds without waiting.
 	start := time.Now()
-	r := e.chat(context.Background(), key, chatBody)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r := e.chat(ctx, key, chatBody)
 	body := readAll(t, r)
 	if r.StatusCode != 503 || !strings.Contains(body, "circuit breaker is open") {
 		t.Fatalf("open breaker: %d %s", r.StatusCode, body)

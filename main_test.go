@@ -23,5 +23,6 @@ type closingIdle struct{ m *testing.M }
 func (c closingIdle) Run() int {
 	code := c.m.Run()
 	http.DefaultClient.CloseIdleConnections()
+	chatClient.CloseIdleConnections()
 	return code
 }

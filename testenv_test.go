@@ -214,12 +214,16 @@ func (e *testEnv) chat(ctx context.Context, key string, body string) *http.Respo
 	req, _ := http.NewRequestWithContext(ctx, "POST", e.base+"/v1/chat/completions", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+key)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := chatClient.Do(req)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	return resp
 }
+
+// chatClient bounds every test request, so a request that waits on a fake-clock timer nobody
+// advances fails the test within a minute instead of hanging the suite.
+var chatClient = &http.Client{Timeout: time.Minute}
 
 func readAll(t *testing.T, r *http.Response) string {
 	t.Helper()
