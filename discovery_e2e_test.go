@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -26,6 +27,10 @@ func TestDiscoveryHidesFailedProviderAndRecheckRestoresIt(t *testing.T) {
 	readAll(t, r)
 	if r.StatusCode != 200 || len(flaky.chatRequests()) != 1 {
 		t.Fatalf("direct request: %d", r.StatusCode)
+	}
+	// A model the inventory does not list is counted under one bounded label.
+	if m := e.metrics(); !strings.Contains(m, `switchyard_requests_total{model="unlisted",provider="flaky",route="/v1/chat/completions",status="200"} 1`) {
+		t.Error("an unlisted model must be counted as unlisted")
 	}
 	// The upstream recovers; the recheck of failed providers brings its models back.
 	flaky.modelsDown.Store(false)

@@ -85,7 +85,7 @@ func observe(m *metrics.Metrics, route string) echo.MiddlewareFunc {
 			err := next(c)
 			provider, model := "", ""
 			if tr, ok := c.Get(handlers.TraceKey).(*proxy.Trace); ok {
-				provider, model = tr.Provider, tr.Model
+				provider, model = tr.Provider, tr.MetricModel
 			}
 			m.Request(route, c.Response().Status, provider, model, time.Since(start))
 			return err

@@ -59,7 +59,10 @@ func (e *Engine) Chat(ctx context.Context, w http.ResponseWriter, req ChatReques
 	if perr != nil {
 		return perr
 	}
-	tr.Provider, tr.Model = t.provider.Name, t.model
+	tr.Provider, tr.Model, tr.MetricModel = t.provider.Name, t.model, t.model
+	if found, _ := e.opt.Inventory.Lookup(t.provider.Name, t.model); !found {
+		tr.MetricModel = UnlistedModel // clients choose model names: keep metric labels bounded
+	}
 	if isAnthropic(t.provider.Type) {
 		return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "unsupported_provider_type",
 			Message: fmt.Sprintf("provider %s is of type %s; /v1/chat/completions reaches openai and openai-compatible providers",
@@ -621,7 +624,7 @@ func (e *Engine) deliver(ctx context.Context, w http.ResponseWriter, c *call, co
 		// not delay the answer.
 		_ = http.NewResponseController(w).Flush()
 		c.trace.readUsage(res.body)
-		e.opt.Observer.Tokens(c.t.provider.Name, c.t.model, c.trace.InputTokens, c.trace.OutputTokens)
+		e.opt.Observer.Tokens(c.t.provider.Name, c.trace.MetricModel, c.trace.InputTokens, c.trace.OutputTokens)
 		return nil
 	}
 	defer res.resp.Body.Close()
@@ -632,6 +635,6 @@ func (e *Engine) deliver(ctx context.Context, w http.ResponseWriter, c *call, co
 		}
 		c.trace.readUsage(ev)
 	})
-	e.opt.Observer.Tokens(c.t.provider.Name, c.t.model, c.trace.InputTokens, c.trace.OutputTokens)
+	e.opt.Observer.Tokens(c.t.provider.Name, c.trace.MetricModel, c.trace.InputTokens, c.trace.OutputTokens)
 	return nil
 }

@@ -10,8 +10,11 @@ import (
 // Trace collects what happened to one request, for the request log and metrics. The handler
 // owns it; the engine fills it in.
 type Trace struct {
-	Provider     string
-	Model        string
+	Provider string
+	Model    string
+	// MetricModel is Model when the provider's inventory lists it, else UnlistedModel: the label
+	// metrics use, so made-up model names cannot grow the series without bound.
+	MetricModel  string
 	ConnectionID int64
 	Attempts     int // upstream calls made
 	Retries      int // rounds started again after a backoff wait
@@ -23,6 +26,9 @@ type Trace struct {
 	InputTokens  int64
 	OutputTokens int64
 }
+
+// UnlistedModel is the metric label of models the provider's inventory does not list.
+const UnlistedModel = "unlisted"
 
 // Observer receives engine events for metrics; the consumer (main) wires it to Prometheus.
 type Observer interface {
