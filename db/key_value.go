@@ -33,14 +33,6 @@ func PutValue(ctx context.Context, q Querier, key, value string) error {
 	return nil
 }
 
-// DeleteValue removes one key.
-func DeleteValue(ctx context.Context, q Querier, key string) error {
-	if _, err := q.ExecContext(ctx, `DELETE FROM key_value WHERE key = ?`, key); err != nil {
-		return fmt.Errorf("delete value %s: %w", key, err)
-	}
-	return nil
-}
-
 // KV adapts the database to the key/value store interfaces services declare.
 type KV struct{ DB *DB }
 

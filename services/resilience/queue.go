@@ -114,11 +114,6 @@ func (e *QueueError) Error() string {
 // Unwrap returns the context error of a client_closed rejection.
 func (e *QueueError) Unwrap() error { return e.Err }
 
-// ExecutionTimeoutError is the error for an execution that outlived Slot.ExecutionDeadline.
-func ExecutionTimeoutError(connID int64, ran time.Duration) *QueueError {
-	return &QueueError{Code: CodeExecutionTimeout, Status: http.StatusGatewayTimeout, ConnectionID: connID, Elapsed: ran}
-}
-
 // QueueStats are the live counters of one connection's queue.
 type QueueStats struct {
 	Executing int   `json:"executing"` // slots held right now
@@ -503,7 +498,7 @@ func (s Slot) Release() {
 
 // ExecutionDeadline is the execution backstop: ExecutionMaxWait, raised to the executor's own
 // callTimeout when that is longer, so a healthy long call is never cut. The engine applies it
-// as a context deadline and answers ExecutionTimeoutError when it passes.
+// as a deadline and answers CodeExecutionTimeout (504) when it passes.
 func (s Slot) ExecutionDeadline(callTimeout time.Duration) time.Duration {
 	return max(s.exec, callTimeout)
 }

@@ -558,7 +558,7 @@ func TestQueueAllStatsAndForget(t *testing.T) {
 }
 
 func TestQueueErrorText(t *testing.T) {
-	err := ExecutionTimeoutError(4, 10*time.Minute)
+	err := &QueueError{Code: CodeExecutionTimeout, Status: 504, ConnectionID: 4, Elapsed: 10 * time.Minute}
 	if err.Code != CodeExecutionTimeout || err.Status != 504 {
 		t.Fatalf("err = %+v", err)
 	}
