@@ -260,9 +260,8 @@ func (e *Engine) pick(c *call, conns []*catalog.ConnEntry, tried []bool) (int, [
 		if tried[i] {
 			continue
 		}
-		if locked, until, l := e.opt.Lockouts.Check(c.t.provider.Name, conn.ID, c.t.model); locked {
-			excluded = append(excluded, exclusion{conn: conn, lockout: &l, why: resilience.Exclusion{
-				Status: resilience.StatusCooling, Reason: resilience.Reason(l.Reason), Remaining: until.Sub(e.opt.Clock.Now())}})
+		if x, locked := e.lockedOut(c, conn); locked {
+			excluded = append(excluded, x)
 			continue
 		}
 		ok, why := e.opt.Cooldowns.Check(conn.ID)
@@ -345,26 +344,25 @@ func (e *Engine) exhausted(c *call, conns []*catalog.ConnEntry, last *failure) *
 // excludedNow lists the connections that cannot take the request right now (without taking a
 // probe slot, unlike pick).
 func (e *Engine) excludedNow(c *call, conns []*catalog.ConnEntry) []exclusion {
-	now := e.opt.Cooldowns.Now()
 	var out []exclusion
 	for _, conn := range conns {
-		if locked, until, l := e.opt.Lockouts.Check(c.t.provider.Name, conn.ID, c.t.model); locked {
-			out = append(out, exclusion{conn: conn, lockout: &l, why: resilience.Exclusion{
-				Status: resilience.StatusCooling, Reason: resilience.Reason(l.Reason), Remaining: until.Sub(now)}})
-			continue
+		if x, locked := e.lockedOut(c, conn); locked {
+			out = append(out, x)
+		} else if ok, why := e.opt.Cooldowns.Peek(conn.ID); !ok {
+			out = append(out, exclusion{conn: conn, why: why})
 		}
-		s := e.opt.Cooldowns.Get(conn.ID)
-		st := s.Status(now)
-		if st == resilience.StatusActive {
-			continue
-		}
-		x := exclusion{conn: conn, why: resilience.Exclusion{Status: st, Reason: s.LastErrorType}}
-		if st == resilience.StatusCooling {
-			x.why.Remaining = s.Until.Sub(now)
-		}
-		out = append(out, x)
 	}
 	return out
+}
+
+// lockedOut reports whether the call's model is locked out on the connection.
+func (e *Engine) lockedOut(c *call, conn *catalog.ConnEntry) (exclusion, bool) {
+	locked, until, l := e.opt.Lockouts.Check(c.t.provider.Name, conn.ID, c.t.model)
+	if !locked {
+		return exclusion{}, false
+	}
+	return exclusion{conn: conn, lockout: &l, why: resilience.Exclusion{Status: resilience.StatusCooling,
+		Reason: resilience.Reason(l.Reason), Remaining: until.Sub(e.opt.Clock.Now())}}, true
 }
 
 // diagnostics turns exclusions into the body's diagnostics.excluded list.

@@ -103,6 +103,21 @@ type Exclusion struct {
 	Remaining time.Duration // for cooling: time left; for terminal: 0
 }
 
+// Peek is Check without side effects: it never takes a terminal connection's probe slot, so
+// it can explain why connections are excluded.
+func (c *Cooldowns) Peek(id int64) (ok bool, why Exclusion) {
+	now := c.clock.Now()
+	s := c.Get(id)
+	switch st := s.Status(now); st {
+	case StatusActive:
+		return true, Exclusion{}
+	case StatusCooling:
+		return false, Exclusion{Status: st, Reason: s.LastErrorType, Remaining: s.Until.Sub(now)}
+	default:
+		return false, Exclusion{Status: st, Reason: s.LastErrorType}
+	}
+}
+
 // Check reports whether the connection may take a request now. A cooldown whose time has passed
 // is over (lazy recovery). A terminal connection whose probe is due is let through once: the
 // probe time moves on at once, so concurrent requests don't all probe.

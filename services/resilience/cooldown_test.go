@@ -181,3 +181,22 @@ func TestBackoff(t *testing.T) {
 		t.Errorf("jitter: %v", got)
 	}
 }
+
+func TestPeekNeverTakesTheProbe(t *testing.T) {
+	clk := clockwork.NewFakeClock()
+	c := NewCooldowns(clk, nil)
+	c.RecordFailure(1, Outcome{Reason: ReasonQuotaExhausted, Scope: ScopeConnection, Terminal: TerminalCreditsExhausted, Status: 402}, apiKeyPolicy)
+	clk.Advance(CreditsProbeInterval)
+	for i := 0; i < 3; i++ {
+		if ok, why := c.Peek(1); ok || why.Status != StatusCreditsExhausted {
+			t.Fatalf("peek %d: %v %+v", i, ok, why)
+		}
+	}
+	if ok, _ := c.Check(1); !ok {
+		t.Fatal("peeking must leave the probe to the next request")
+	}
+	c.RecordFailure(2, rateLimited(4*time.Second), apiKeyPolicy)
+	if ok, why := c.Peek(2); ok || why.Remaining != 4*time.Second {
+		t.Fatalf("cooling peek: %v %+v", ok, why)
+	}
+}
