@@ -147,3 +147,39 @@ func TestKeyRevocationTakesEffectAtOnce(t *testing.T) {
 		t.Fatalf("revoked key still works: %d", r.StatusCode)
 	}
 }
+
+func TestKeyLastUsedIsRecordedAndSurvivesRestart(t *testing.T) {
+	e, _, _ := setupOne(t, jsonAnswer(completionJSON))
+	key := e.newKey() // listed first (newest first)
+	lastUsed := func() any {
+		return e.mustAPI("GET", "/api/keys", nil, 200)["items"].([]any)[0].(map[string]any)["last_used_at"]
+	}
+	if lastUsed() != nil {
+		t.Fatal("an unused key has a last-used time")
+	}
+	readAll(t, e.chat(context.Background(), key, chatBody))
+	if lastUsed() == nil {
+		t.Fatal("use not shown")
+	}
+	e.restart() // the pending use time is written on shutdown
+	if lastUsed() == nil {
+		t.Fatal("last-used time lost across a restart")
+	}
+}
+
+func TestResetAllEndsCooldownsLockoutsAndBreakersButKeepsTerminalStates(t *testing.T) {
+	e, _, key, a, b := twoKeys(t, byKey(map[string]http.HandlerFunc{
+		"sk-a": status(429, map[string]string{"Retry-After": "60"}, `{"error":{"message":"slow down"}}`),
+		"sk-b": status(401, nil, `{"error":{"message":"Incorrect API key provided"}}`),
+	}))
+	e.mustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0},
+		"circuit_breaker": map[string]any{"failure_threshold": 1, "failure_on_statuses": []string{"4xx", "5xx"}}}, 200)
+	readAll(t, e.chat(context.Background(), key, chatBody))
+	if e.state(a).Status != "cooling" || e.state(b).Status != "expired" || e.providerStatus("up")["breaker"] != "open" {
+		t.Fatalf("setup: %+v %+v %v", e.state(a), e.state(b), e.providerStatus("up")["breaker"])
+	}
+	e.mustAPI("POST", "/api/resilience/reset", nil, 200)
+	if e.state(a).Status != "active" || e.state(b).Status != "expired" || e.providerStatus("up")["breaker"] != "closed" {
+		t.Fatalf("after reset: %+v %+v %v", e.state(a), e.state(b), e.providerStatus("up")["breaker"])
+	}
+}
