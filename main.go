@@ -340,51 +340,7 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 			mets.BreakerTransition(provider, string(to))
 		}
 	})
-	mets.RegisterStateGauge("switchyard_queue_depth", "Requests waiting for a connection (queue and quota-share line).",
-		[]string{"provider", "connection"}, func() []metrics.GaugeSample {
-			var out []metrics.GaugeSample
-			reg := cat.Registry()
-			for _, p := range reg.Providers() {
-				for _, c := range reg.ConnectionsOf(p.ID) {
-					n := queues.Stats(c.ID).Waiting + semaphores.Stats(c.ID).Waiting
-					out = append(out, metrics.GaugeSample{Labels: []string{p.Name, c.Name}, Value: float64(n)})
-				}
-			}
-			return out
-		})
-	mets.RegisterStateGauge("switchyard_circuit_breaker_state", "Circuit breaker state: 0 closed, 1 half-open, 2 open.",
-		[]string{"provider", "model"}, func() []metrics.GaugeSample {
-			var out []metrics.GaugeSample
-			for _, b := range breakers.States() {
-				out = append(out, metrics.GaugeSample{Labels: []string{b.Provider, b.Model}, Value: b.State.Gauge()})
-			}
-			return out
-		})
-	mets.RegisterStateGauge("switchyard_model_lockouts_active", "Active model lockouts per provider.",
-		[]string{"provider"}, func() []metrics.GaugeSample {
-			count := map[string]float64{}
-			for _, l := range lockouts.List(lockouts.Now()) {
-				count[l.Provider]++
-			}
-			var out []metrics.GaugeSample
-			for p, n := range count {
-				out = append(out, metrics.GaugeSample{Labels: []string{p}, Value: n})
-			}
-			return out
-		})
-	mets.RegisterStateGauge("switchyard_connection_state", "1 for the current status of each connection.",
-		[]string{"provider", "connection", "status"}, func() []metrics.GaugeSample {
-			now := cooldowns.Now()
-			var out []metrics.GaugeSample
-			reg := cat.Registry()
-			for _, p := range reg.Providers() {
-				for _, c := range reg.ConnectionsOf(p.ID) {
-					st := cooldowns.Get(c.ID).Status(now)
-					out = append(out, metrics.GaugeSample{Labels: []string{p.Name, c.Name, string(st)}, Value: 1})
-				}
-			}
-			return out
-		})
+	engine.RegisterGauges(mets)
 
 	app := &App{DB: d, Log: log, Inventory: inv, served: make(chan error, 1)}
 	sessions := handlers.NewSessions(secrets.Derive(key, "session-hash v1", 64), secrets.Derive(key, "session-block v1", 32))
