@@ -119,7 +119,7 @@ func (a *API) DeleteModelCooldowns(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]int{"removed": n})
 }
 
-// BreakerStates answers part of GET /api/resilience/state.
+// breakerViews is the "breakers" part of GET /api/resilience/state.
 func breakerViews(states []resilience.BreakerState) []map[string]any {
 	out := make([]map[string]any, 0, len(states))
 	for _, b := range states {
