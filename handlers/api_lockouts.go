@@ -63,12 +63,12 @@ func (a *API) Reenable(in ReenableRequest) (int, error) {
 	if in.All {
 		return a.Lockouts.ClearAll(), nil
 	}
-	fields := map[string]string{}
+	fields := map[string]errs.Msg{}
 	if in.Provider == "" {
-		fields["provider"] = "is required (or send {\"all\": true})"
+		fields["provider"] = errs.M("err.provider_or_all")
 	}
 	if in.Model == "" {
-		fields["model"] = "is required"
+		fields["model"] = errs.M("err.required")
 	}
 	if len(fields) > 0 {
 		return 0, errs.Fields(fields)
@@ -103,7 +103,7 @@ func (a *API) connectionRef(provider string, raw json.RawMessage) (int64, error)
 			}
 		}
 	}
-	return 0, errs.Fields(map[string]string{"connection": "no such connection of this provider"})
+	return 0, errs.Field("connection", "err.no_connection_of_provider")
 }
 
 // DeleteModelCooldowns answers DELETE /api/resilience/model-cooldowns.
@@ -143,7 +143,7 @@ func (a *API) ResetBreaker(c echo.Context) error {
 		return APIError(c, err)
 	}
 	if _, ok := a.Catalog.Registry().Provider(in.Provider); !ok {
-		return APIError(c, errs.Fields(map[string]string{"provider": "no provider with this name"}))
+		return APIError(c, errs.Field("provider", "err.no_provider"))
 	}
 	if in.Model == "" {
 		a.Breakers.ResetProvider(in.Provider)

@@ -32,7 +32,7 @@ func bindJSON(c echo.Context, dst any) error {
 	dec := json.NewDecoder(http.MaxBytesReader(c.Response(), c.Request().Body, 1<<20))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
-		return errs.E(errs.Invalid, "request body is not valid JSON for this endpoint: %v", err)
+		return errs.Wrap(err, errs.Invalid, "err.bad_json", err.Error())
 	}
 	return nil
 }

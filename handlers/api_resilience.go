@@ -89,7 +89,7 @@ func (a *API) ResetConnection(c echo.Context) error {
 		}
 	}
 	if _, ok := a.Catalog.Registry().Connection(id); !ok {
-		return APIError(c, errs.E(errs.NotFound, "connection %d not found", id))
+		return APIError(c, errs.New(errs.NotFound, "err.connection_not_found", id))
 	}
 	a.Cooldowns.Clear(id, in.Terminal)
 	for _, v := range a.ConnectionStates() {

@@ -48,7 +48,13 @@ func APIError(c echo.Context, err error) error {
 	status := StatusOf(err)
 	body := apiErrorBody{Code: string(errs.CodeOf(err)), Message: "internal error"}
 	if errors.As(err, &e) && status != http.StatusInternalServerError {
-		body.Message, body.Fields = e.Message, e.Fields
+		body.Message = e.Msg.String()
+		if len(e.Fields) > 0 {
+			body.Fields = make(map[string]string, len(e.Fields))
+			for k, m := range e.Fields {
+				body.Fields[k] = m.String()
+			}
+		}
 	} else {
 		c.Logger().Error(err)
 		c.Set("error", err)
@@ -73,7 +79,7 @@ func Items[T any](list []T) map[string][]T {
 func PathID(c echo.Context) (int64, error) {
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil || id <= 0 {
-		return 0, errs.E(errs.NotFound, "no such id %q", c.Param("id"))
+		return 0, errs.New(errs.NotFound, "err.no_such_id", c.Param("id"))
 	}
 	return id, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -226,9 +227,9 @@ func (providerOverridesCard) save(s *Settings, c echo.Context) error {
 			m.Meta.Saved = true
 			return Render(c, http.StatusOK, views.ProviderOverridesCard(m))
 		case errors.As(err, &e) && e.Code != errs.Internal:
-			for _, k := range sortedKeys(e.Fields) {
+			for _, k := range slices.Sorted(maps.Keys(e.Fields)) {
 				p := strings.TrimPrefix(k, "resilience.")
-				msg := settingsMessage(ctx(c), e.Fields[k], func(name string) string { return settingLabel(ctx(c), p, name) })
+				msg := settingsMessage(ctx(c), plainText(e.Fields[k]), func(name string) string { return settingLabel(ctx(c), p, name) })
 				if slices.Contains(overridePaths, p) {
 					fieldErrs[p] = msg
 				} else {
@@ -240,7 +241,7 @@ func (providerOverridesCard) save(s *Settings, c echo.Context) error {
 			case e.Code == errs.NotFound:
 				meta = append(meta, i18n.T(ctx(c), "err.not_found"))
 			default:
-				meta = append(meta, translateMessage(ctx(c), e.Message, nil))
+				meta = append(meta, Text(ctx(c), e.Msg))
 			}
 		default:
 			return err

@@ -151,7 +151,7 @@ type ProviderInput struct {
 
 // ProviderOverridesValidator checks a provider's resilience override document and returns it
 // in canonical form, or per-field messages. Set by the composition root.
-type ProviderOverridesValidator func(raw []byte) ([]byte, map[string]string)
+type ProviderOverridesValidator func(raw []byte) ([]byte, map[string]errs.Msg)
 
 func providerView(p db.Provider) Provider {
 	return Provider{ID: p.ID, Name: p.Name, Type: p.Type, BaseURL: p.BaseURL,
@@ -175,7 +175,7 @@ func (s *Service) ListProviders(ctx context.Context) ([]Provider, error) {
 func (s *Service) GetProvider(ctx context.Context, id int64) (Provider, error) {
 	p, err := db.GetProvider(ctx, s.db.R, id)
 	if errors.Is(err, db.ErrNotFound) {
-		return Provider{}, errs.E(errs.NotFound, "provider %d not found", id)
+		return Provider{}, errs.New(errs.NotFound, "err.provider_not_found", id)
 	}
 	if err != nil {
 		return Provider{}, err
@@ -192,7 +192,7 @@ func (s *Service) CreateProvider(ctx context.Context, in ProviderInput, validate
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := db.InsertProvider(ctx, s.db.W, &p); err != nil {
-		return Provider{}, mapDBErr(err, "name", "a provider with this name already exists")
+		return Provider{}, mapDBErr(err, "name", "err.provider_exists")
 	}
 	return providerView(p), s.rebuild(ctx)
 }
@@ -203,7 +203,7 @@ func (s *Service) UpdateProvider(ctx context.Context, id int64, in ProviderInput
 	defer s.mu.Unlock()
 	p, err := db.GetProvider(ctx, s.db.W, id)
 	if errors.Is(err, db.ErrNotFound) {
-		return Provider{}, errs.E(errs.NotFound, "provider %d not found", id)
+		return Provider{}, errs.New(errs.NotFound, "err.provider_not_found", id)
 	}
 	if err != nil {
 		return Provider{}, err
@@ -212,7 +212,7 @@ func (s *Service) UpdateProvider(ctx context.Context, id int64, in ProviderInput
 		return Provider{}, err
 	}
 	if err := db.UpdateProvider(ctx, s.db.W, &p); err != nil {
-		return Provider{}, mapDBErr(err, "name", "a provider with this name already exists")
+		return Provider{}, mapDBErr(err, "name", "err.provider_exists")
 	}
 	return providerView(p), s.rebuild(ctx)
 }
@@ -233,7 +233,7 @@ func (s *Service) DeleteProvider(ctx context.Context, id int64) error {
 }
 
 func applyProvider(p *db.Provider, in ProviderInput, create bool, validate ProviderOverridesValidator) error {
-	fields := map[string]string{}
+	fields := map[string]errs.Msg{}
 	if in.Name != nil {
 		p.Name = strings.TrimSpace(*in.Name)
 	}
@@ -245,16 +245,16 @@ func applyProvider(p *db.Provider, in ProviderInput, create bool, validate Provi
 	}
 	if create || in.Name != nil {
 		if !nameRE.MatchString(p.Name) {
-			fields["name"] = "use 1–63 lower-case letters, digits, '.', '_' or '-', starting with a letter or digit"
+			fields["name"] = errs.M("err.provider_name")
 		}
 	}
 	if create || in.Type != nil {
 		if !validType(p.Type) {
-			fields["type"] = "must be one of " + strings.Join(ProviderTypes, ", ")
+			fields["type"] = errs.M("err.one_of", strings.Join(ProviderTypes, ", "))
 		}
 	}
 	if create || in.BaseURL != nil {
-		if msg := checkBaseURL(p.BaseURL); msg != "" {
+		if msg, bad := checkBaseURL(p.BaseURL); bad {
 			fields["base_url"] = msg
 		}
 	}
@@ -262,7 +262,7 @@ func applyProvider(p *db.Provider, in ProviderInput, create bool, validate Provi
 		if validate == nil {
 			var obj map[string]json.RawMessage
 			if err := json.Unmarshal(in.Resilience, &obj); err != nil {
-				fields["resilience"] = "must be a JSON object"
+				fields["resilience"] = errs.M("err.json_object")
 			} else {
 				p.Resilience = string(in.Resilience)
 			}
@@ -291,32 +291,31 @@ func validType(t string) bool {
 	return false
 }
 
-func checkBaseURL(s string) string {
+func checkBaseURL(s string) (errs.Msg, bool) {
 	if s == "" {
-		return "is required"
+		return errs.M("err.required"), true
 	}
 	u, err := url.Parse(s)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "must be an absolute http(s) URL such as https://api.openai.com/v1"
+		return errs.M("err.base_url"), true
 	}
 	if u.RawQuery != "" || u.Fragment != "" {
-		return "must not contain a query or fragment"
+		return errs.M("err.base_url_query"), true
 	}
-	return ""
+	return errs.Msg{}, false
 }
 
-func mapDBErr(err error, field, conflictMsg string) error {
+func mapDBErr(err error, field, conflictKey string) error {
 	switch {
 	case errors.Is(err, db.ErrNotFound):
-		return errs.E(errs.NotFound, "not found")
+		return errs.Wrap(err, errs.NotFound, "err.not_found")
 	case errors.Is(err, db.ErrConflict):
 		if field != "" {
-			e := errs.Fields(map[string]string{field: conflictMsg})
-			e.Code = errs.Conflict
-			e.Message = conflictMsg
+			e := errs.Field(field, conflictKey)
+			e.Code, e.Msg, e.Err = errs.Conflict, errs.M(conflictKey), err
 			return e
 		}
-		return errs.E(errs.Conflict, "conflict")
+		return errs.Wrap(err, errs.Conflict, "err.conflict")
 	}
 	return err
 }

@@ -64,7 +64,7 @@ type ConnectionInput struct {
 
 // ConnectionOverridesValidator checks a connection's override document and returns it in
 // canonical form, or per-field messages. Nil accepts any JSON object.
-type ConnectionOverridesValidator func(raw []byte) ([]byte, map[string]string)
+type ConnectionOverridesValidator func(raw []byte) ([]byte, map[string]errs.Msg)
 
 func (s *Service) connectionView(c db.Connection, provider string) Connection {
 	v := Connection{ID: c.ID, ProviderID: c.ProviderID, Provider: provider, Name: c.Name, AuthType: c.AuthType,
@@ -102,7 +102,7 @@ func (s *Service) ListConnections(ctx context.Context) ([]Connection, error) {
 func (s *Service) GetConnection(ctx context.Context, id int64) (Connection, error) {
 	c, err := db.GetConnection(ctx, s.db.R, id)
 	if errors.Is(err, db.ErrNotFound) {
-		return Connection{}, errs.E(errs.NotFound, "connection %d not found", id)
+		return Connection{}, errs.New(errs.NotFound, "err.connection_not_found", id)
 	}
 	if err != nil {
 		return Connection{}, err
@@ -127,7 +127,7 @@ func (s *Service) CreateConnection(ctx context.Context, in ConnectionInput, vali
 		}
 		c.Secret = []byte{0} // placeholder until the id is known: the AAD binds the secret to its row
 		if err := db.InsertConnection(ctx, tx, &c); err != nil {
-			return mapDBErr(err, "name", "this provider already has a connection with this name")
+			return mapDBErr(err, "name", "err.connection_exists")
 		}
 		c.Secret = s.box.Seal([]byte(apiKey), connectionAAD(c.ID))
 		if err := db.UpdateConnection(ctx, tx, &c); err != nil {
@@ -150,7 +150,7 @@ func (s *Service) UpdateConnection(ctx context.Context, id int64, in ConnectionI
 	err := s.db.WithTx(ctx, func(tx *sqlx.Tx) error {
 		c, err := db.GetConnection(ctx, tx, id)
 		if errors.Is(err, db.ErrNotFound) {
-			return errs.E(errs.NotFound, "connection %d not found", id)
+			return errs.New(errs.NotFound, "err.connection_not_found", id)
 		}
 		if err != nil {
 			return err
@@ -163,7 +163,7 @@ func (s *Service) UpdateConnection(ctx context.Context, id int64, in ConnectionI
 			c.Secret = s.box.Seal([]byte(apiKey), connectionAAD(c.ID))
 		}
 		if err := db.UpdateConnection(ctx, tx, &c); err != nil {
-			return mapDBErr(err, "name", "this provider already has a connection with this name")
+			return mapDBErr(err, "name", "err.connection_exists")
 		}
 		out = s.connectionView(c, prov.Name)
 		return nil
@@ -196,20 +196,20 @@ func (s *Service) DeleteConnection(ctx context.Context, id int64) error {
 
 func (s *Service) applyConnection(ctx context.Context, q db.Querier, c *db.Connection, in ConnectionInput, create bool,
 	validate ConnectionOverridesValidator) (db.Provider, string, error) {
-	fields := map[string]string{}
+	fields := map[string]errs.Msg{}
 	var prov db.Provider
 	var err error
 	switch {
 	case in.Provider != nil:
 		prov, err = db.GetProviderByName(ctx, q, strings.TrimSpace(*in.Provider))
 		if errors.Is(err, db.ErrNotFound) {
-			fields["provider"] = "no provider with this name"
+			fields["provider"] = errs.M("err.no_provider")
 		} else if err != nil {
 			return prov, "", err
 		}
 		c.ProviderID = prov.ID
 	case create:
-		fields["provider"] = "is required"
+		fields["provider"] = errs.M("err.required")
 	default:
 		if prov, err = db.GetProvider(ctx, q, c.ProviderID); err != nil {
 			return prov, "", err
@@ -219,26 +219,26 @@ func (s *Service) applyConnection(ctx context.Context, q db.Querier, c *db.Conne
 		c.Name = strings.TrimSpace(*in.Name)
 	}
 	if (create || in.Name != nil) && (c.Name == "" || len(c.Name) > 100) {
-		fields["name"] = "is required (at most 100 characters)"
+		fields["name"] = errs.M("err.name_required")
 	}
 	if in.AuthType != nil {
 		c.AuthType = *in.AuthType
 	}
 	if c.AuthType != AuthAPIKey {
-		fields["auth_type"] = "only api_key connections can be created here"
+		fields["auth_type"] = errs.M("err.auth_type")
 	}
 	var apiKey string
 	if in.APIKey != nil {
 		apiKey = strings.TrimSpace(*in.APIKey)
 		if apiKey == "" || strings.ContainsAny(apiKey, " \r\n\t") {
-			fields["api_key"] = "must be a non-empty key without spaces"
+			fields["api_key"] = errs.M("err.api_key")
 		}
 	} else if create {
-		fields["api_key"] = "is required"
+		fields["api_key"] = errs.M("err.required")
 	}
 	if in.Priority != nil {
 		if *in.Priority < 0 || *in.Priority > 1000 {
-			fields["priority"] = "must be between 0 and 1000 (lower is tried first)"
+			fields["priority"] = errs.M("err.priority")
 		}
 		c.Priority = *in.Priority
 	}
@@ -246,7 +246,7 @@ func (s *Service) applyConnection(ctx context.Context, q db.Querier, c *db.Conne
 		if v := in.MaxConcurrent.Value; v == nil {
 			c.MaxConcurrent = sql.NullInt64{}
 		} else if *v < 1 || *v > 10000 {
-			fields["max_concurrent"] = "must be between 1 and 10000, or empty for unlimited"
+			fields["max_concurrent"] = errs.M("err.max_concurrent")
 		} else {
 			c.MaxConcurrent = sql.NullInt64{Int64: int64(*v), Valid: true}
 		}
@@ -260,7 +260,7 @@ func (s *Service) applyConnection(ctx context.Context, q db.Querier, c *db.Conne
 		} else if validate == nil {
 			var obj map[string]json.RawMessage
 			if json.Unmarshal(in.Overrides, &obj) != nil {
-				fields["overrides"] = "must be a JSON object"
+				fields["overrides"] = errs.M("err.json_object")
 			} else {
 				c.Overrides = string(in.Overrides)
 			}

@@ -110,7 +110,7 @@ func (s *Service) Authenticate(presented string) (Identity, bool) {
 func (s *Service) Create(ctx context.Context, name string) (Created, error) {
 	name = strings.TrimSpace(name)
 	if name == "" || len(name) > 100 {
-		return Created{}, errs.Fields(map[string]string{"name": "is required (at most 100 characters)"})
+		return Created{}, errs.Field("name", "err.name_required")
 	}
 	secret := KeyPrefix + secrets.RandomToken(32)
 	row := db.ClientKey{Name: name, Prefix: secret[:len(KeyPrefix)+6], KeyHash: secrets.SHA256Hex(secret)}
@@ -131,7 +131,7 @@ func (s *Service) Revoke(ctx context.Context, id int64) error {
 	defer s.mu.Unlock()
 	if err := db.RevokeClientKey(ctx, s.db.W, id); err != nil {
 		if err == db.ErrNotFound {
-			return errs.E(errs.NotFound, "client key %d not found", id)
+			return errs.New(errs.NotFound, "err.key_not_found", id)
 		}
 		return err
 	}

@@ -1,45 +1,90 @@
-// Package errs is the small set of error codes services return and handlers map to statuses.
+// Package errs is the one error type of the gateway. A service returns an *Error carrying a
+// stable code (what kind of failure), a message as an i18n key with its arguments (what a user
+// reads, in their language) and per-field messages for validation; the edge renders it once, in
+// the caller's format, and logs it once.
 package errs
 
 import (
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"net/http"
+	"slices"
 	"strings"
+	"time"
+
+	"switchyard/i18n"
 )
 
-// Code says what kind of failure an error is, independent of transport.
+// Code says what kind of failure an error is, independent of transport. Each code has a default
+// HTTP status (StatusOf); an error may name another status explicitly.
 type Code string
 
 // The codes every service uses.
 const (
-	Invalid      Code = "invalid"
-	NotFound     Code = "not_found"
-	Conflict     Code = "conflict"
-	Unauthorized Code = "unauthorized"
-	Forbidden    Code = "forbidden"
-	Internal     Code = "internal"
+	Invalid      Code = "invalid"       // 422 on the admin API, 400 on the proxy surfaces
+	NotFound     Code = "not_found"     // 404
+	Conflict     Code = "conflict"      // 409
+	Unauthorized Code = "unauthorized"  // 401
+	Forbidden    Code = "forbidden"     // 403
+	TooLarge     Code = "too_large"     // 413
+	RateLimited  Code = "rate_limited"  // 429: a limit of ours or of every upstream connection
+	Unavailable  Code = "unavailable"   // 503: a provider outage, an open breaker
+	Upstream     Code = "upstream"      // 502: an upstream answered badly or not at all
+	Timeout      Code = "timeout"       // 504
+	ClientClosed Code = "client_closed" // 499: the caller went away; nobody to answer
+	Internal     Code = "internal"      // 500: details go to the log, never to the caller
 )
 
-// Error carries a code, a message fit for users, and optional per-field messages.
-type Error struct {
-	Code    Code
-	Message string
-	Fields  map[string]string
-	Err     error // wrapped cause, for logs only
+// Msg is a user-visible text: an i18n catalog key and the arguments of its format.
+type Msg struct {
+	Key  string
+	Args []any
 }
 
+// M builds a message.
+func M(key string, args ...any) Msg { return Msg{Key: key, Args: args} }
+
+// String is the message in English (logs, the admin API, the proxy surfaces).
+func (m Msg) String() string { return i18n.TL(i18n.EN, m.Key, m.Args...) }
+
+// In renders the message in a language.
+func (m Msg) In(l i18n.Lang) string { return i18n.TL(l, m.Key, m.Args...) }
+
+// Error carries a code, a message, optional per-field messages and, on the proxy surfaces, what
+// the client needs to decide whether and when to come back.
+type Error struct {
+	Code Code
+	Msg  Msg
+	// Fields holds per-field messages keyed by field name or dotted path.
+	Fields map[string]Msg
+	// Err is the wrapped cause, for logs only.
+	Err error
+
+	// Status overrides the code's default HTTP status (e.g. an upstream's own status relayed).
+	Status int
+	// Reason is the stable machine-readable reason shown to API clients as "code"
+	// (model_not_found, circuit_open, …); empty means the Code itself.
+	Reason string
+	// RetryAfter is sent as Retry-After when > 0.
+	RetryAfter time.Duration
+	// Header carries extra response headers (x-should-retry).
+	Header http.Header
+	// Diagnostics is shown beside the error on the proxy surfaces (why connections were excluded).
+	Diagnostics any
+}
+
+// Error is the English message with its fields and cause, for logs.
 func (e *Error) Error() string {
-	msg := e.Message
+	msg := e.Msg.String()
 	if len(e.Fields) > 0 {
-		keys := make([]string, 0, len(e.Fields))
-		for k := range e.Fields {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		parts := make([]string, len(keys))
-		for i, k := range keys {
-			parts[i] = k + ": " + e.Fields[k]
+		parts := make([]string, 0, len(e.Fields))
+		for _, k := range slices.Sorted(maps.Keys(e.Fields)) {
+			if k == "" {
+				parts = append(parts, e.Fields[k].String())
+				continue
+			}
+			parts = append(parts, k+": "+e.Fields[k].String())
 		}
 		msg += " (" + strings.Join(parts, "; ") + ")"
 	}
@@ -51,14 +96,54 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
-// E builds an error with a code and a formatted message.
-func E(code Code, format string, args ...any) *Error {
-	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+// HTTPStatus is the status the error is answered with.
+func (e *Error) HTTPStatus() int {
+	if e.Status != 0 {
+		return e.Status
+	}
+	return StatusOf(e.Code)
+}
+
+// ReasonCode is the machine-readable reason: Reason, else the code.
+func (e *Error) ReasonCode() string {
+	if e.Reason != "" {
+		return e.Reason
+	}
+	return string(e.Code)
+}
+
+// New builds an error with a code and a message key.
+func New(code Code, key string, args ...any) *Error {
+	return &Error{Code: code, Msg: M(key, args...)}
+}
+
+// Wrap builds an error with a code and a message around a cause (kept for the log).
+func Wrap(err error, code Code, key string, args ...any) *Error {
+	return &Error{Code: code, Msg: M(key, args...), Err: err}
 }
 
 // Fields builds an Invalid error with per-field messages.
-func Fields(fields map[string]string) *Error {
-	return &Error{Code: Invalid, Message: "validation failed", Fields: fields}
+func Fields(fields map[string]Msg) *Error {
+	return &Error{Code: Invalid, Msg: M("err.validation"), Fields: fields}
+}
+
+// Field builds an Invalid error for one field.
+func Field(name, key string, args ...any) *Error {
+	return Fields(map[string]Msg{name: M(key, args...)})
+}
+
+// Internalf builds an internal error from a formatted cause; users read only "internal error".
+func Internalf(format string, args ...any) *Error {
+	return &Error{Code: Internal, Msg: M("err.internal"), Err: fmt.Errorf(format, args...)}
+}
+
+// As returns err as an *Error: itself when it is one, else an internal error wrapping it.
+func As(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return &Error{Code: Internal, Msg: M("err.internal"), Err: err}
 }
 
 // CodeOf returns the code of err, Internal for anything unknown.
@@ -66,6 +151,66 @@ func CodeOf(err error) Code {
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Code
+	}
+	return Internal
+}
+
+// StatusOf is a code's default HTTP status.
+func StatusOf(c Code) int {
+	switch c {
+	case Invalid:
+		return http.StatusUnprocessableEntity
+	case NotFound:
+		return http.StatusNotFound
+	case Conflict:
+		return http.StatusConflict
+	case Unauthorized:
+		return http.StatusUnauthorized
+	case Forbidden:
+		return http.StatusForbidden
+	case TooLarge:
+		return http.StatusRequestEntityTooLarge
+	case RateLimited:
+		return http.StatusTooManyRequests
+	case Unavailable:
+		return http.StatusServiceUnavailable
+	case Upstream:
+		return http.StatusBadGateway
+	case Timeout:
+		return http.StatusGatewayTimeout
+	case ClientClosed:
+		return 499
+	}
+	return http.StatusInternalServerError
+}
+
+// CodeForStatus is the code that describes an HTTP status (an upstream's answer).
+func CodeForStatus(status int) Code {
+	switch {
+	case status == http.StatusBadRequest || status == http.StatusUnprocessableEntity:
+		return Invalid
+	case status == http.StatusUnauthorized:
+		return Unauthorized
+	case status == http.StatusForbidden || status == http.StatusPaymentRequired:
+		return Forbidden
+	case status == http.StatusNotFound:
+		return NotFound
+	case status == http.StatusConflict:
+		return Conflict
+	case status == http.StatusRequestEntityTooLarge:
+		return TooLarge
+	case status == http.StatusTooManyRequests:
+		return RateLimited
+	case status == http.StatusServiceUnavailable || status == 529:
+		return Unavailable
+	case status == http.StatusGatewayTimeout || status == http.StatusRequestTimeout:
+		return Timeout
+	case status == 499:
+		return ClientClosed
+	case status >= 500:
+		return Upstream
+	case status >= 400:
+		return Invalid
 	}
 	return Internal
 }

@@ -23,14 +23,14 @@ func (e *Engine) TestConnection(ctx context.Context, id int64) (TestResult, erro
 	reg := e.opt.Catalog.Registry()
 	c, ok := reg.Connection(id)
 	if !ok {
-		return TestResult{}, errs.E(errs.NotFound, "connection %d not found", id)
+		return TestResult{}, errs.New(errs.NotFound, "err.connection_not_found", id)
 	}
 	if c.Broken != "" {
 		return TestResult{Message: c.Broken}, nil
 	}
 	p, ok := reg.Provider(c.Provider)
 	if !ok {
-		return TestResult{}, errs.E(errs.NotFound, "provider of connection %d not found", id)
+		return TestResult{}, errs.New(errs.NotFound, "err.connection_not_found", id)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()

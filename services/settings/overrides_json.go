@@ -3,27 +3,28 @@ package settings
 import (
 	"encoding/json"
 	"errors"
+	"switchyard/services/errs"
 )
 
 // CheckProviderOverrides decodes and validates a provider's resilience document and returns it
 // in canonical form, or per-field messages keyed like the JSON.
-func CheckProviderOverrides(raw []byte) ([]byte, map[string]string) {
+func CheckProviderOverrides(raw []byte) ([]byte, map[string]errs.Msg) {
 	var o ProviderOverrides
 	if err := json.Unmarshal(raw, &o); err != nil {
-		return nil, map[string]string{"": err.Error()}
+		return nil, map[string]errs.Msg{"": errs.M("err.plain", err.Error())}
 	}
 	return canonical(o, o.Validate())
 }
 
 // CheckConnectionOverrides decodes and validates a connection's override document and returns
 // it in canonical form, or per-field messages. max_concurrent lives on the connection itself.
-func CheckConnectionOverrides(raw []byte) ([]byte, map[string]string) {
+func CheckConnectionOverrides(raw []byte) ([]byte, map[string]errs.Msg) {
 	var o ConnectionOverrides
 	if err := json.Unmarshal(raw, &o); err != nil {
-		return nil, map[string]string{"": err.Error()}
+		return nil, map[string]errs.Msg{"": errs.M("err.plain", err.Error())}
 	}
 	if o.MaxConcurrent != nil {
-		return nil, map[string]string{"max_concurrent": "set max_concurrent on the connection, not in its overrides"}
+		return nil, map[string]errs.Msg{"max_concurrent": errs.M("err.plain", "set max_concurrent on the connection, not in its overrides")}
 	}
 	return canonical(o, o.Validate())
 }
@@ -46,17 +47,21 @@ func ParseProviderOverrides(raw []byte) ProviderOverrides {
 	return o
 }
 
-func canonical(v any, verr error) ([]byte, map[string]string) {
+func canonical(v any, verr error) ([]byte, map[string]errs.Msg) {
 	if verr != nil {
 		var ve *ValidationError
 		if errors.As(verr, &ve) {
-			return nil, ve.Fields
+			out := make(map[string]errs.Msg, len(ve.Fields))
+			for k, msg := range ve.Fields {
+				out[k] = errs.M("err.plain", msg)
+			}
+			return nil, out
 		}
-		return nil, map[string]string{"": verr.Error()}
+		return nil, map[string]errs.Msg{"": errs.M("err.plain", verr.Error())}
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
-		return nil, map[string]string{"": err.Error()}
+		return nil, map[string]errs.Msg{"": errs.M("err.plain", err.Error())}
 	}
 	return b, nil
 }

@@ -2,15 +2,15 @@ package handlers
 
 import (
 	"context"
-	"errors"
-	"maps"
+
 	"regexp"
-	"slices"
+
 	"strconv"
 	"strings"
 
 	"switchyard/i18n"
 	"switchyard/services/errs"
+
 	"switchyard/views"
 )
 
@@ -84,29 +84,13 @@ func localNumber(ctx context.Context, s string) string {
 }
 
 // formErrors splits a service error into translated messages for the form's fields (named
-// in shown) and one message for the whole form, which also collects messages for fields the
-// form does not show. ok is false for an internal error, which the caller returns.
-func formErrors(ctx context.Context, err error, shown ...string) (fields views.FieldErrors, form string, ok bool) {
-	var e *errs.Error
-	if !errors.As(err, &e) || e.Code == errs.Internal {
-		return nil, "", false
-	}
-	fields = views.FieldErrors{}
-	var rest []string
-	for _, k := range slices.Sorted(maps.Keys(e.Fields)) {
-		msg := translateMessage(ctx, e.Fields[k], nil)
-		if slices.Contains(shown, k) {
-			fields[k] = msg
-		} else {
-			rest = append(rest, k+": "+msg)
+
+// plainText is the English text of a message, for the settings messages still matched by text.
+func plainText(m errs.Msg) string {
+	if m.Key == "err.plain" && len(m.Args) == 1 {
+		if s, ok := m.Args[0].(string); ok {
+			return s
 		}
 	}
-	switch {
-	case len(e.Fields) > 0:
-	case e.Code == errs.NotFound:
-		rest = append(rest, i18n.T(ctx, "err.not_found"))
-	default:
-		rest = append(rest, translateMessage(ctx, e.Message, nil))
-	}
-	return fields, strings.Join(rest, "; "), true
+	return m.String()
 }
