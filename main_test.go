@@ -1,28 +1,22 @@
 package main
 
 import (
-	"net/http"
+	"bytes"
 	"testing"
-
-	"go.uber.org/goleak"
 )
 
-// TestMain fails the package when any test leaves a goroutine behind: every app a test starts
-// must stop its background work, and every proxied request and stream must end its goroutines.
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(closingIdle{m},
-		// Idle keep-alive connections of test HTTP clients belong to the clients, not the gateway.
-		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
-		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-	)
-}
-
-// closingIdle closes the default client's idle connections after the tests, before the check.
-type closingIdle struct{ m *testing.M }
-
-func (c closingIdle) Run() int {
-	code := c.m.Run()
-	http.DefaultClient.CloseIdleConnections()
-	chatClient.CloseIdleConnections()
-	return code
+func TestRunVersionAndHelp(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"version"}, func(string) (string, bool) { return "", false }, &out, &errOut); code != 0 ||
+		!bytes.HasPrefix(out.Bytes(), []byte("switchyard ")) {
+		t.Fatalf("version: %d %q", code, out.String())
+	}
+	out.Reset()
+	if code := run([]string{"--help"}, func(string) (string, bool) { return "", false }, &out, &errOut); code != 0 ||
+		!bytes.Contains(errOut.Bytes(), []byte("SWITCHYARD_ADMIN_TOKEN")) {
+		t.Fatalf("help: %d %q", code, errOut.String())
+	}
+	if code := run([]string{"frobnicate"}, func(string) (string, bool) { return "", false }, &out, &errOut); code != 2 {
+		t.Fatalf("unknown command: %d", code)
+	}
 }

@@ -105,15 +105,24 @@ func (d *DB) WithTx(ctx context.Context, fn func(tx *sqlx.Tx) error) (err error)
 // Migrate applies every embedded migration newer than PRAGMA user_version, each in its own
 // transaction together with the version bump. Migrations are forward-only.
 func (d *DB) Migrate(ctx context.Context) (applied int, err error) {
+	return d.MigrateTo(ctx, -1)
+}
+
+// MigrateTo is Migrate stopping after migration number version (-1: the newest); tests use it
+// to build a database as an older binary left it.
+func (d *DB) MigrateTo(ctx context.Context, version int) (applied int, err error) {
 	files, err := migrationFiles(migrations.FS)
 	if err != nil {
 		return 0, err
+	}
+	if version >= 0 && version < len(files) {
+		files = files[:version]
 	}
 	var current int
 	if err := d.W.GetContext(ctx, &current, "PRAGMA user_version"); err != nil {
 		return 0, fmt.Errorf("migrate: read version: %w", err)
 	}
-	if current > len(files) {
+	if current > len(files) && version < 0 {
 		return 0, fmt.Errorf("migrate: database version %d is newer than this binary (%d migrations)", current, len(files))
 	}
 	for i := current; i < len(files); i++ {

@@ -19,7 +19,7 @@ type ConnectionTester interface {
 func (a *API) ListConnections(c echo.Context) error {
 	list, err := a.Catalog.ListConnections(ctx(c))
 	if err != nil {
-		return APIError(c, err)
+		return err
 	}
 	return c.JSON(http.StatusOK, Items(list))
 }
@@ -28,11 +28,11 @@ func (a *API) ListConnections(c echo.Context) error {
 func (a *API) GetConnection(c echo.Context) error {
 	id, err := PathID(c)
 	if err != nil {
-		return APIError(c, err)
+		return err
 	}
 	conn, err := a.Catalog.GetConnection(ctx(c), id)
 	if err != nil {
-		return APIError(c, err)
+		return err
 	}
 	return c.JSON(http.StatusOK, conn)
 }
@@ -41,11 +41,11 @@ func (a *API) GetConnection(c echo.Context) error {
 func (a *API) CreateConnection(c echo.Context) error {
 	var in catalog.ConnectionInput
 	if err := bindJSON(c, &in); err != nil {
-		return APIError(c, err)
+		return err
 	}
 	conn, err := a.Catalog.CreateConnection(ctx(c), in, a.ValidateConnectionOverrides)
 	if err != nil {
-		return APIError(c, err)
+		return err
 	}
 	return c.JSON(http.StatusCreated, conn)
 }
@@ -54,15 +54,15 @@ func (a *API) CreateConnection(c echo.Context) error {
 func (a *API) UpdateConnection(c echo.Context) error {
 	id, err := PathID(c)
 	if err != nil {
-		return APIError(c, err)
+		return err
 	}
 	var in catalog.ConnectionInput
 	if err := bindJSON(c, &in); err != nil {
-		return APIError(c, err)
+		return err
 	}
 	conn, err := a.Catalog.UpdateConnection(ctx(c), id, in, a.ValidateConnectionOverrides)
 	if err != nil {
-		return APIError(c, err)
+		return err
 	}
 	return c.JSON(http.StatusOK, conn)
 }
@@ -71,10 +71,10 @@ func (a *API) UpdateConnection(c echo.Context) error {
 func (a *API) DeleteConnection(c echo.Context) error {
 	id, err := PathID(c)
 	if err != nil {
-		return APIError(c, err)
+		return err
 	}
 	if err := a.Catalog.DeleteConnection(ctx(c), id); err != nil {
-		return APIError(c, err)
+		return err
 	}
 	return c.NoContent(http.StatusNoContent)
 }
@@ -83,11 +83,11 @@ func (a *API) DeleteConnection(c echo.Context) error {
 func (a *API) TestConnection(c echo.Context) error {
 	id, err := PathID(c)
 	if err != nil {
-		return APIError(c, err)
+		return err
 	}
 	res, err := a.Tester.TestConnection(ctx(c), id)
 	if err != nil {
-		return APIError(c, err)
+		return err
 	}
 	return c.JSON(http.StatusOK, res)
 }

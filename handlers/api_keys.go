@@ -17,7 +17,7 @@ type Keys struct {
 func (k *Keys) List(c echo.Context) error {
 	list, err := k.Keys.List(ctx(c))
 	if err != nil {
-		return APIError(c, err)
+		return err
 	}
 	return c.JSON(http.StatusOK, Items(list))
 }
@@ -28,11 +28,11 @@ func (k *Keys) Create(c echo.Context) error {
 		Name string `json:"name"`
 	}
 	if err := bindJSON(c, &in); err != nil {
-		return APIError(c, err)
+		return err
 	}
 	created, err := k.Keys.Create(ctx(c), in.Name)
 	if err != nil {
-		return APIError(c, err)
+		return err
 	}
 	c.Response().Header().Set("Cache-Control", "no-store")
 	return c.JSON(http.StatusCreated, created)
@@ -42,10 +42,10 @@ func (k *Keys) Create(c echo.Context) error {
 func (k *Keys) Revoke(c echo.Context) error {
 	id, err := PathID(c)
 	if err != nil {
-		return APIError(c, err)
+		return err
 	}
 	if err := k.Keys.Revoke(ctx(c), id); err != nil {
-		return APIError(c, err)
+		return err
 	}
 	return c.NoContent(http.StatusNoContent)
 }

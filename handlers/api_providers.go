@@ -1,47 +1,29 @@
 package handlers
 
 import (
-	"encoding/json"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
 
 	"switchyard/services/catalog"
-	"switchyard/services/errs"
-	"switchyard/services/proxy"
-	"switchyard/services/resilience"
+	"switchyard/services/ops"
 )
 
-// API serves the admin JSON API.
+// API serves the admin JSON API. Its handlers return errors; the edge renders them.
 type API struct {
-	Catalog    *catalog.Service
-	Tester     ConnectionTester
-	Cooldowns  *resilience.Cooldowns
-	Lockouts   *resilience.Lockouts
-	Breakers   *resilience.Breakers
-	Queues     *resilience.Queues
-	Semaphores *resilience.Semaphores
-	Statuses   func() []proxy.ProviderStatus
+	Catalog *catalog.Service
+	Tester  ConnectionTester
+	Ops     *ops.Service
 	// ValidateProviderOverrides and ValidateConnectionOverrides check override documents.
 	ValidateProviderOverrides   catalog.ProviderOverridesValidator
 	ValidateConnectionOverrides catalog.ConnectionOverridesValidator
-}
-
-// bindJSON decodes a JSON body strictly (unknown fields are errors).
-func bindJSON(c echo.Context, dst any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(c.Response(), c.Request().Body, 1<<20))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(dst); err != nil {
-		return errs.Wrap(err, errs.Invalid, "err.bad_json", err.Error())
-	}
-	return nil
 }
 
 // ListProviders answers GET /api/providers.
 func (a *API) ListProviders(c echo.Context) error {
 	list, err := a.Catalog.ListProviders(ctx(c))
 	if err != nil {
-		return APIError(c, err)
+		return err
 	}
 	return c.JSON(http.StatusOK, Items(list))
 }
@@ -50,11 +32,11 @@ func (a *API) ListProviders(c echo.Context) error {
 func (a *API) GetProvider(c echo.Context) error {
 	id, err := PathID(c)
 	if err != nil {
-		return APIError(c, err)
+		return err
 	}
 	p, err := a.Catalog.GetProvider(ctx(c), id)
 	if err != nil {
-		return APIError(c, err)
+		return err
 	}
 	return c.JSON(http.StatusOK, p)
 }
@@ -63,11 +45,11 @@ func (a *API) GetProvider(c echo.Context) error {
 func (a *API) CreateProvider(c echo.Context) error {
 	var in catalog.ProviderInput
 	if err := bindJSON(c, &in); err != nil {
-		return APIError(c, err)
+		return err
 	}
 	p, err := a.Catalog.CreateProvider(ctx(c), in, a.ValidateProviderOverrides)
 	if err != nil {
-		return APIError(c, err)
+		return err
 	}
 	return c.JSON(http.StatusCreated, p)
 }
@@ -76,15 +58,15 @@ func (a *API) CreateProvider(c echo.Context) error {
 func (a *API) UpdateProvider(c echo.Context) error {
 	id, err := PathID(c)
 	if err != nil {
-		return APIError(c, err)
+		return err
 	}
 	var in catalog.ProviderInput
 	if err := bindJSON(c, &in); err != nil {
-		return APIError(c, err)
+		return err
 	}
 	p, err := a.Catalog.UpdateProvider(ctx(c), id, in, a.ValidateProviderOverrides)
 	if err != nil {
-		return APIError(c, err)
+		return err
 	}
 	return c.JSON(http.StatusOK, p)
 }
@@ -93,10 +75,10 @@ func (a *API) UpdateProvider(c echo.Context) error {
 func (a *API) DeleteProvider(c echo.Context) error {
 	id, err := PathID(c)
 	if err != nil {
-		return APIError(c, err)
+		return err
 	}
 	if err := a.Catalog.DeleteProvider(ctx(c), id); err != nil {
-		return APIError(c, err)
+		return err
 	}
 	return c.NoContent(http.StatusNoContent)
 }

@@ -1,76 +1,21 @@
 package handlers
 
 import (
+	"encoding/json"
 	"net/http"
-	"time"
+	"strconv"
 
 	"github.com/labstack/echo/v4"
 
 	"switchyard/services/errs"
-	"switchyard/services/resilience"
+	"switchyard/services/ops"
 )
 
-// ConnectionStateView is one connection in GET /api/resilience/state; never secrets.
-type ConnectionStateView struct {
-	ID           int64      `json:"id"`
-	Provider     string     `json:"provider"`
-	Name         string     `json:"name"`
-	Status       string     `json:"status"`
-	Until        *time.Time `json:"until"`
-	RemainingMS  int64      `json:"remaining_ms"`
-	Reason       string     `json:"reason"`
-	BackoffLevel int        `json:"backoff_level"`
-	LastError    string     `json:"last_error"`
-	ErrorCode    int        `json:"error_code"`
-	LastErrorAt  *time.Time `json:"last_error_at"`
-	Queue        QueueView  `json:"queue"`
-}
-
-// QueueView is a connection's live queue and quota-share numbers.
-type QueueView struct {
-	Executing int   `json:"executing"`
-	Waiting   int   `json:"waiting"`
-	Holding   int   `json:"holding"`
-	Rejected  int64 `json:"rejected"`
-	TimedOut  int64 `json:"timed_out"`
-	FailOpen  int64 `json:"fail_open"`
-}
-
-// ConnectionStates joins the registry with the cooldown table, in registry order.
-func (a *API) ConnectionStates() []ConnectionStateView {
-	now := a.Cooldowns.Now()
-	var out []ConnectionStateView
-	reg := a.Catalog.Registry()
-	for _, p := range reg.Providers() {
-		for _, c := range reg.ConnectionsOf(p.ID) {
-			s := a.Cooldowns.Get(c.ID)
-			v := ConnectionStateView{ID: c.ID, Provider: p.Name, Name: c.Name, Status: string(s.Status(now)),
-				Reason: string(s.LastErrorType), BackoffLevel: s.Level, LastError: s.LastError, ErrorCode: s.ErrorCode}
-			if s.Status(now) == resilience.StatusCooling {
-				u := s.Until.UTC()
-				v.Until, v.RemainingMS = &u, s.Until.Sub(now).Milliseconds()
-			}
-			q, sem := a.Queues.Stats(c.ID), a.Semaphores.Stats(c.ID)
-			v.Queue = QueueView{Executing: q.Executing, Waiting: q.Waiting + sem.Waiting, Holding: sem.Holding,
-				Rejected: q.Rejected, TimedOut: q.TimedOut, FailOpen: sem.FailOpenFull + sem.FailOpenTimeout}
-			if !s.LastErrorAt.IsZero() {
-				at := s.LastErrorAt.UTC()
-				v.LastErrorAt = &at
-			}
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
-// ResilienceState answers GET /api/resilience/state.
+// ResilienceState answers GET /api/resilience/state: every connection's state, the breakers,
+// the providers' statuses and the active model lockouts.
 func (a *API) ResilienceState(c echo.Context) error {
-	conns := a.ConnectionStates()
-	if conns == nil {
-		conns = []ConnectionStateView{}
-	}
-	return c.JSON(http.StatusOK, map[string]any{"connections": conns, "breakers": breakerViews(a.Breakers.States()),
-		"providers": a.Statuses(), "model_cooldowns": a.ModelCooldowns()})
+	return c.JSON(http.StatusOK, map[string]any{"connections": a.Ops.ConnectionStates(), "breakers": a.Ops.BreakerStates(),
+		"providers": a.Ops.ProviderStatuses(), "model_cooldowns": a.Ops.ModelCooldowns()})
 }
 
 // ResetConnection answers POST /api/connections/:id/reset: clears the cooldown and backoff; with
@@ -78,24 +23,81 @@ func (a *API) ResilienceState(c echo.Context) error {
 func (a *API) ResetConnection(c echo.Context) error {
 	id, err := PathID(c)
 	if err != nil {
-		return APIError(c, err)
+		return err
 	}
 	var in struct {
 		Terminal bool `json:"terminal"`
 	}
 	if c.Request().ContentLength != 0 {
 		if err := bindJSON(c, &in); err != nil {
-			return APIError(c, err)
+			return err
 		}
 	}
-	if _, ok := a.Catalog.Registry().Connection(id); !ok {
-		return APIError(c, errs.New(errs.NotFound, "err.connection_not_found", id))
+	st, err := a.Ops.ResetConnection(ctx(c), id, in.Terminal)
+	if err != nil {
+		return err
 	}
-	a.Cooldowns.Clear(id, in.Terminal)
-	for _, v := range a.ConnectionStates() {
-		if v.ID == id {
-			return c.JSON(http.StatusOK, v)
+	return c.JSON(http.StatusOK, st)
+}
+
+// ListModelCooldowns answers GET /api/resilience/model-cooldowns.
+func (a *API) ListModelCooldowns(c echo.Context) error {
+	return c.JSON(http.StatusOK, Items(a.Ops.ModelCooldowns()))
+}
+
+// DeleteModelCooldowns answers DELETE /api/resilience/model-cooldowns with {provider,
+// connection (id or name), model}, {provider, model} (every connection) or {all: true}.
+func (a *API) DeleteModelCooldowns(c echo.Context) error {
+	var in struct {
+		Provider   string          `json:"provider"`
+		Connection json.RawMessage `json:"connection"`
+		Model      string          `json:"model"`
+		All        bool            `json:"all"`
+	}
+	if err := bindJSON(c, &in); err != nil {
+		return err
+	}
+	req := ops.Reenable{Provider: in.Provider, Model: in.Model, All: in.All}
+	if len(in.Connection) > 0 && string(in.Connection) != "null" {
+		var id int64
+		var name string
+		switch {
+		case json.Unmarshal(in.Connection, &id) == nil:
+			req.Connection = strconv.FormatInt(id, 10)
+		case json.Unmarshal(in.Connection, &name) == nil:
+			req.Connection = name
+		default:
+			return errs.Field("connection", "err.no_connection_of_provider")
 		}
+	}
+	n, err := a.Ops.ReenableModels(ctx(c), req)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]int{"removed": n})
+}
+
+// ResetBreaker answers POST /api/resilience/breakers/reset {"provider", "model"?}.
+func (a *API) ResetBreaker(c echo.Context) error {
+	var in struct {
+		Provider string `json:"provider"`
+		Model    string `json:"model"`
+	}
+	if err := bindJSON(c, &in); err != nil {
+		return err
+	}
+	if err := a.Ops.ResetBreaker(ctx(c), in.Provider, in.Model); err != nil {
+		return err
 	}
 	return c.NoContent(http.StatusNoContent)
+}
+
+// ResetAll answers POST /api/resilience/reset: ends every cooldown, lockout and open breaker
+// (terminal connection states stay; reset those per connection).
+func (a *API) ResetAll(c echo.Context) error {
+	n, err := a.Ops.ResetAll(ctx(c))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]int{"lockouts_removed": n})
 }

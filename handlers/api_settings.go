@@ -7,6 +7,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"switchyard/services/errs"
 	"switchyard/services/settings"
 )
 
@@ -27,15 +28,18 @@ func (s *Settings) Get(c echo.Context) error {
 func (s *Settings) Patch(c echo.Context) error {
 	raw, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, 1<<20))
 	if err != nil {
-		return APIMessage(c, http.StatusRequestEntityTooLarge, "invalid", "settings document too large")
+		return errs.Wrap(err, errs.TooLarge, "err.settings_too_large")
 	}
 	if _, err := s.Svc.Patch(ctx(c), raw); err != nil {
 		var ve *settings.ValidationError
 		if errors.As(err, &ve) {
-			return c.JSON(http.StatusUnprocessableEntity, apiError{Error: apiErrorBody{
-				Code: "invalid", Message: "invalid settings; nothing was saved", Fields: ve.Fields}})
+			fields := make(map[string]errs.Msg, len(ve.Fields))
+			for k, msg := range ve.Fields {
+				fields[k] = errs.M("err.plain", msg)
+			}
+			return errs.Fields(fields)
 		}
-		return APIError(c, err)
+		return err
 	}
 	return c.JSON(http.StatusOK, s.Svc.Effective())
 }

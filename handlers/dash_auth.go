@@ -15,16 +15,9 @@ import (
 // LangCookie remembers the language chosen in the dashboard.
 const LangCookie = "switchyard_lang"
 
-// DashRoute is one dashboard route; web mounts them behind the session check.
-type DashRoute struct {
-	Method  string
-	Path    string
-	Handler echo.HandlerFunc
-}
-
 // LoginPage answers GET /login.
 func (d *Dashboard) LoginPage(c echo.Context) error {
-	if d.Sessions.IsAdmin(c.Request()) {
+	if d.Sessions.IsAdmin(c) {
 		return c.Redirect(http.StatusSeeOther, safeNext(c.QueryParam("next")))
 	}
 	return Render(c, http.StatusOK, views.LoginPage(views.LoginModel{Next: safeNext(c.QueryParam("next"))}))
@@ -61,7 +54,7 @@ func (d *Dashboard) SetLang(c echo.Context) error {
 		return c.String(http.StatusNotFound, "unknown language")
 	}
 	c.SetCookie(&http.Cookie{Name: LangCookie, Value: string(l), Path: "/", MaxAge: 365 * 24 * 3600,
-		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: IsTLS(c.Request()), Expires: time.Now().AddDate(1, 0, 0)})
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: c.Scheme() == "https", Expires: time.Now().AddDate(1, 0, 0)})
 	return c.Redirect(http.StatusSeeOther, safeNext(c.QueryParam("next")))
 }
 

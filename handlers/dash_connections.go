@@ -11,6 +11,7 @@ import (
 
 	"switchyard/i18n"
 	"switchyard/services/catalog"
+	"switchyard/services/ops"
 	"switchyard/services/settings"
 	"switchyard/views"
 )
@@ -65,7 +66,7 @@ func (d *Dashboard) CreateConnection(c echo.Context) error {
 	if len(f.Errors) == 0 {
 		conn, err := d.Catalog.CreateConnection(ctx(c), in, nil)
 		if err == nil {
-			d.Sessions.addFlash(c, "success", i18n.T(ctx(c), "connections.created", conn.Name, conn.Provider))
+			d.flash(c, "success", i18n.T(ctx(c), "connections.created", conn.Name, conn.Provider))
 			return seeOther(c, "/providers#conn-"+strconv.FormatInt(conn.ID, 10))
 		}
 		fields, form, ok := formErrors(ctx(c), err, connectionFields...)
@@ -245,9 +246,9 @@ func (d *Dashboard) UpdateConnection(c echo.Context) error {
 			return err
 		}
 		in.Overrides = raw
-		conn, err := d.Catalog.UpdateConnection(ctx(c), id, in, d.API.ValidateConnectionOverrides)
+		conn, err := d.Catalog.UpdateConnection(ctx(c), id, in, d.ValidateConnectionOverrides)
 		if err == nil {
-			d.Sessions.addFlash(c, "success", i18n.T(ctx(c), "connections.updated", conn.Name))
+			d.flash(c, "success", i18n.T(ctx(c), "connections.updated", conn.Name))
 			return seeOther(c, "/providers#conn-"+strconv.FormatInt(conn.ID, 10))
 		}
 		shown := slices.Clone(connectionFields)
@@ -285,7 +286,7 @@ func (d *Dashboard) DeleteConnection(c echo.Context) error {
 	if err := d.Catalog.DeleteConnection(ctx(c), id); err != nil {
 		return d.missing(c, err, "/providers")
 	}
-	d.Sessions.addFlash(c, "success", i18n.T(ctx(c), "connections.deleted", conn.Name))
+	d.flash(c, "success", i18n.T(ctx(c), "connections.deleted", conn.Name))
 	return seeOther(c, "/providers")
 }
 
@@ -302,7 +303,7 @@ func (d *Dashboard) TestConnection(c echo.Context) error {
 	case err == nil && res.OK:
 		m = views.TestResultModel{OK: true, Text: i18n.T(ctx(c), "connections.test_ok", res.Models, res.LatencyMS)}
 	case err == nil:
-		m = views.TestResultModel{Text: i18n.T(ctx(c), "connections.test_failed", redact(d.Catalog.Registry(), res.Message, id))}
+		m = views.TestResultModel{Text: i18n.T(ctx(c), "connections.test_failed", ops.Redact(d.Catalog.Registry(), res.Message))}
 	default:
 		_, form, ok := formErrors(ctx(c), err)
 		if !ok {
@@ -317,14 +318,14 @@ func (d *Dashboard) TestConnection(c echo.Context) error {
 	if m.OK {
 		kind = "success"
 	}
-	d.Sessions.addFlash(c, kind, m.Text)
+	d.flash(c, kind, m.Text)
 	return c.Redirect(http.StatusSeeOther, "/providers#conn-"+strconv.FormatInt(id, 10))
 }
 
-// connectionState turns a connection's state into its view; upstream texts lose any credential.
-func connectionState(reg *catalog.Registry, v ConnectionStateView) views.ConnectionState {
+// connectionState turns a connection's state into its view.
+func connectionState(reg *catalog.Registry, v ops.ConnectionState) views.ConnectionState {
 	s := views.ConnectionState{ID: v.ID, Name: v.Name, Enabled: true, Status: v.Status, RemainingMS: v.RemainingMS,
-		Reason: v.Reason, BackoffLevel: v.BackoffLevel, LastError: redact(reg, v.LastError, v.ID), ErrorCode: v.ErrorCode,
+		Reason: v.Reason, BackoffLevel: v.BackoffLevel, LastError: v.LastError, ErrorCode: v.ErrorCode,
 		Queue: views.QueueNumbers{Executing: v.Queue.Executing, Waiting: v.Queue.Waiting, Rejected: v.Queue.Rejected,
 			TimedOut: v.Queue.TimedOut, FailOpen: v.Queue.FailOpen}}
 	if v.Until != nil {
@@ -374,7 +375,9 @@ func (d *Dashboard) clearConnection(c echo.Context, terminal bool) error {
 			Back:    back,
 		}))
 	}
-	d.API.Cooldowns.Clear(id, terminal)
+	if _, err := d.Ops.ResetConnection(ctx(c), id, terminal); err != nil {
+		return err
+	}
 	if isHTMX(c) {
 		_, states := d.liveState()
 		if st, ok := states[id]; ok {
@@ -385,6 +388,6 @@ func (d *Dashboard) clearConnection(c echo.Context, terminal bool) error {
 	if terminal {
 		key = "state.state_reset"
 	}
-	d.Sessions.addFlash(c, "success", i18n.T(ctx(c), key, conn.Name))
+	d.flash(c, "success", i18n.T(ctx(c), key, conn.Name))
 	return seeOther(c, back)
 }

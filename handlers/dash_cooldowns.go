@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
@@ -9,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"switchyard/i18n"
+	"switchyard/services/ops"
 	"switchyard/views"
 )
 
@@ -16,7 +16,7 @@ import (
 // left out, so a polled table loses them by itself.
 func (d *Dashboard) lockoutsModel() views.LockoutsModel {
 	m := views.LockoutsModel{Enabled: d.Settings.Svc.Snapshot().Resilience().ModelLockout.Enabled}
-	for _, l := range d.API.ModelCooldowns() {
+	for _, l := range d.Ops.ModelCooldowns() {
 		if l.RemainingMS <= 0 {
 			continue
 		}
@@ -45,21 +45,17 @@ func (d *Dashboard) ModelCooldownsTable(c echo.Context) error {
 // model is used on that connection again at once. htmx gets the lockouts card back; a plain
 // form is redirected to the page with a message.
 func (d *Dashboard) ReenableModel(c echo.Context) error {
-	in := ReenableRequest{Provider: strings.TrimSpace(c.FormValue("provider")), Model: strings.TrimSpace(c.FormValue("model"))}
+	in := ops.Reenable{Provider: strings.TrimSpace(c.FormValue("provider")), Model: strings.TrimSpace(c.FormValue("model"))}
 	connName := i18n.T(ctx(c), "cooldowns.all_connections")
 	if conn := strings.TrimSpace(c.FormValue("connection")); conn != "" {
-		raw, err := json.Marshal(conn)
-		if err != nil {
-			return err
-		}
-		in.Connection, connName = raw, conn
+		in.Connection, connName = conn, conn
 		if id, err := strconv.ParseInt(conn, 10, 64); err == nil {
 			if e, ok := d.Catalog.Registry().Connection(id); ok {
 				connName = e.Name
 			}
 		}
 	}
-	n, err := d.API.Reenable(in)
+	n, err := d.Ops.ReenableModels(ctx(c), in)
 	kind, text := "success", i18n.T(ctx(c), "cooldowns.reenabled", in.Model, in.Provider, connName)
 	switch {
 	case err != nil:
@@ -88,7 +84,7 @@ func (d *Dashboard) ReenableAllModels(c echo.Context) error {
 			Back:    "/model-cooldowns",
 		}))
 	}
-	n, err := d.API.Reenable(ReenableRequest{All: true})
+	n, err := d.Ops.ReenableModels(ctx(c), ops.Reenable{All: true})
 	if err != nil {
 		return err
 	}
@@ -101,6 +97,6 @@ func (d *Dashboard) afterLockoutAction(c echo.Context, kind, text string) error 
 	if isHTMX(c) {
 		return Render(c, http.StatusOK, views.LockoutsCard(d.lockoutsModel()))
 	}
-	d.Sessions.addFlash(c, kind, text)
+	d.flash(c, kind, text)
 	return c.Redirect(http.StatusSeeOther, "/model-cooldowns")
 }

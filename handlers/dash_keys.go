@@ -79,6 +79,6 @@ func (d *Dashboard) RevokeKey(c echo.Context) error {
 	if err := d.Keys.Revoke(ctx(c), id); err != nil {
 		return d.missing(c, err, "/keys")
 	}
-	d.Sessions.addFlash(c, "success", i18n.T(ctx(c), "keys.revoked_flash"))
+	d.flash(c, "success", i18n.T(ctx(c), "keys.revoked_flash"))
 	return seeOther(c, "/keys")
 }

@@ -11,7 +11,7 @@ import (
 	"switchyard/services/catalog"
 	"switchyard/services/errs"
 	"switchyard/services/health"
-	"switchyard/services/proxy"
+	"switchyard/services/ops"
 	"switchyard/services/resilience"
 	"switchyard/views"
 )
@@ -62,22 +62,22 @@ func (d *Dashboard) providersModel(c echo.Context) (views.ProvidersModel, error)
 // read, so the page can poll it), keyed by provider name and connection id.
 func (d *Dashboard) liveState() (map[string]views.ProviderState, map[int64]views.ConnectionState) {
 	reg := d.Catalog.Registry()
-	now := d.API.Breakers.Now()
+	now := d.Ops.Now()
 	provs := map[string]views.ProviderState{}
-	for _, st := range d.API.Statuses() {
+	for _, st := range d.Ops.ProviderStatuses() {
 		if p, ok := reg.Provider(st.Provider); ok {
-			provs[st.Provider] = providerState(reg, p, st, now)
+			provs[st.Provider] = providerState(p, st, now)
 		}
 	}
 	conns := map[int64]views.ConnectionState{}
-	for _, v := range d.API.ConnectionStates() {
+	for _, v := range d.Ops.ConnectionStates() {
 		conns[v.ID] = connectionState(reg, v)
 	}
 	return provs, conns
 }
 
-// providerState turns a provider's status into its view; upstream texts lose any credential.
-func providerState(reg *catalog.Registry, p *catalog.ProviderEntry, st proxy.ProviderStatus, now time.Time) views.ProviderState {
+// providerState turns a provider's status into its view.
+func providerState(p *catalog.ProviderEntry, st ops.ProviderStatus, now time.Time) views.ProviderState {
 	v := views.ProviderState{ID: p.ID, Name: p.Name, Status: string(st.Status), Idle: len(p.Conns) == 0, Breaker: st.Breaker}
 	if st.NextProbeAt != nil && st.Breaker != string(resilience.CircuitClosed) {
 		v.ProbeAt = *st.NextProbeAt
@@ -96,7 +96,7 @@ func providerState(reg *catalog.Registry, p *catalog.ProviderEntry, st proxy.Pro
 		v.Degraded = append(v.Degraded, views.DegradedModel{Model: c.Model, OK: c.OK, Fail: c.Fail})
 	}
 	for _, f := range st.LastFailures {
-		v.Failures = append(v.Failures, views.Failure{At: f.At, Model: f.Model, Status: f.Status, Message: redact(reg, f.Message)})
+		v.Failures = append(v.Failures, views.Failure{At: f.At, Model: f.Model, Status: f.Status, Message: f.Message})
 	}
 	return v
 }
@@ -134,14 +134,16 @@ func (d *Dashboard) ResetBreaker(c echo.Context) error {
 	if err != nil {
 		return d.missing(c, err, "/providers")
 	}
-	d.API.Breakers.ResetProvider(p.Name)
+	if err := d.Ops.ResetBreaker(ctx(c), p.Name, ""); err != nil {
+		return err
+	}
 	if isHTMX(c) {
 		provStates, _ := d.liveState()
 		if st, ok := provStates[p.Name]; ok {
 			return Render(c, http.StatusOK, views.ProviderStateFragment(st))
 		}
 	}
-	d.Sessions.addFlash(c, "success", i18n.T(ctx(c), "state.breaker_reset", p.Name))
+	d.flash(c, "success", i18n.T(ctx(c), "state.breaker_reset", p.Name))
 	return seeOther(c, "/providers#provider-"+p.Name)
 }
 
@@ -173,7 +175,7 @@ func (d *Dashboard) CreateProvider(c echo.Context) error {
 		m.ProviderForm = f
 		return Render(c, http.StatusUnprocessableEntity, views.ProvidersPage(m))
 	}
-	d.Sessions.addFlash(c, "success", i18n.T(ctx(c), "providers.created", p.Name))
+	d.flash(c, "success", i18n.T(ctx(c), "providers.created", p.Name))
 	return seeOther(c, "/providers#provider-"+p.Name)
 }
 
@@ -217,7 +219,7 @@ func (d *Dashboard) UpdateProvider(c echo.Context) error {
 		f.Errors, f.Error = fields, form
 		return Render(c, http.StatusUnprocessableEntity, views.ProviderEditPage(d.providerEditModel(c, old, f)))
 	}
-	d.Sessions.addFlash(c, "success", i18n.T(ctx(c), "providers.updated", p.Name))
+	d.flash(c, "success", i18n.T(ctx(c), "providers.updated", p.Name))
 	return seeOther(c, "/providers#provider-"+p.Name)
 }
 
@@ -234,7 +236,7 @@ func (d *Dashboard) DeleteProvider(c echo.Context) error {
 	if err := d.Catalog.DeleteProvider(ctx(c), id); err != nil {
 		return d.missing(c, err, "/providers")
 	}
-	d.Sessions.addFlash(c, "success", i18n.T(ctx(c), "providers.deleted", p.Name))
+	d.flash(c, "success", i18n.T(ctx(c), "providers.deleted", p.Name))
 	return seeOther(c, "/providers")
 }
 
@@ -248,6 +250,6 @@ func (d *Dashboard) missing(c echo.Context, err error, back string) error {
 
 // gone answers an action on something that no longer exists: back to the list with a message.
 func (d *Dashboard) gone(c echo.Context, back string) error {
-	d.Sessions.addFlash(c, "error", i18n.T(ctx(c), "err.not_found"))
+	d.flash(c, "error", i18n.T(ctx(c), "err.not_found"))
 	return seeOther(c, back)
 }

@@ -9,62 +9,33 @@ import (
 	"switchyard/services/auth"
 	"switchyard/services/catalog"
 	"switchyard/services/clientkeys"
+	"switchyard/services/ops"
 	"switchyard/services/proxy"
 	"switchyard/views"
 )
 
+// Sessions is the dashboard's login and one-time message store (web.Sessions).
+type Sessions interface {
+	IsAdmin(c echo.Context) bool
+	Login(c echo.Context) error
+	Logout(c echo.Context) error
+	AddFlash(c echo.Context, kind, text string) error
+	TakeFlashes(c echo.Context) []views.Flash
+}
+
 // Dashboard serves the server-rendered dashboard pages.
 type Dashboard struct {
 	Auth      *auth.Service
-	Sessions  *Sessions
+	Sessions  Sessions
 	Catalog   *catalog.Service
 	Keys      *clientkeys.Service
 	Tester    ConnectionTester
 	Inventory *proxy.Inventory
 	Settings  *Settings
-	// API provides the live resilience state (connection states, provider statuses, model
-	// lockouts) and the operator's actions on it, shared with the admin API.
-	API *API
-}
-
-// Routes lists the dashboard pages and actions (all behind the login). Every action is a
-// POST form that redirects (303) or re-renders its page with errors (422); htmx only adds
-// in-place updates on top.
-func (d *Dashboard) Routes() []DashRoute {
-	routes := []DashRoute{
-		{http.MethodGet, "/", d.Home},
-
-		{http.MethodGet, "/providers", d.ProvidersPage},
-		{http.MethodGet, "/providers/state", d.ProvidersState},
-		{http.MethodPost, "/providers", d.CreateProvider},
-		{http.MethodGet, "/providers/:id/edit", d.EditProviderPage},
-		{http.MethodPost, "/providers/:id/edit", d.UpdateProvider},
-		{http.MethodPost, "/providers/:id/delete", d.DeleteProvider},
-		{http.MethodPost, "/providers/:id/reset-breaker", d.ResetBreaker},
-
-		{http.MethodPost, "/connections", d.CreateConnection},
-		{http.MethodGet, "/connections/:id/edit", d.EditConnectionPage},
-		{http.MethodPost, "/connections/:id/edit", d.UpdateConnection},
-		{http.MethodPost, "/connections/:id/delete", d.DeleteConnection},
-		{http.MethodPost, "/connections/:id/test", d.TestConnection},
-		{http.MethodPost, "/connections/:id/clear", d.ClearCooldown},
-		{http.MethodPost, "/connections/:id/reset", d.ResetConnectionState},
-
-		{http.MethodGet, "/model-cooldowns", d.ModelCooldownsPage},
-		{http.MethodGet, "/model-cooldowns/table", d.ModelCooldownsTable},
-		{http.MethodPost, "/model-cooldowns/reenable", d.ReenableModel},
-		{http.MethodPost, "/model-cooldowns/reenable-all", d.ReenableAllModels},
-
-		{http.MethodGet, "/keys", d.KeysPage},
-		{http.MethodPost, "/keys", d.CreateKey},
-		{http.MethodPost, "/keys/:id/revoke", d.RevokeKey},
-
-		{http.MethodGet, "/settings", d.Settings.SettingsPage},
-	}
-	for _, card := range settingsCards {
-		routes = append(routes, DashRoute{http.MethodPost, views.CardAction(card.id), d.Settings.saveCard(card)})
-	}
-	return routes
+	// Ops is the live resilience state and the operator's actions on it, shared with the API.
+	Ops *ops.Service
+	// ValidateConnectionOverrides checks a connection's override document.
+	ValidateConnectionOverrides catalog.ConnectionOverridesValidator
 }
 
 // Home answers GET /: counts, discovered models and a quick start.

@@ -1,10 +1,11 @@
 // Package handlers adapts HTTP to the services: bind the request, call a service, render a view
-// or JSON. No SQL and no policy lives here.
+// or JSON. No SQL and no policy lives here. Handlers return errors; the edge (web) renders them
+// in the caller's format and logs them once.
 package handlers
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
 	"net/http"
 	"strconv"
 
@@ -14,57 +15,14 @@ import (
 	"switchyard/services/errs"
 )
 
-// apiError is the admin API's error body: {"error": {"message", "code", "fields"}}.
-type apiError struct {
-	Error apiErrorBody `json:"error"`
-}
-
-type apiErrorBody struct {
-	Message string            `json:"message"`
-	Code    string            `json:"code"`
-	Fields  map[string]string `json:"fields,omitempty"`
-}
-
-// StatusOf maps a service error code to an HTTP status.
-func StatusOf(err error) int {
-	switch errs.CodeOf(err) {
-	case errs.Invalid:
-		return http.StatusUnprocessableEntity
-	case errs.NotFound:
-		return http.StatusNotFound
-	case errs.Conflict:
-		return http.StatusConflict
-	case errs.Unauthorized:
-		return http.StatusUnauthorized
-	case errs.Forbidden:
-		return http.StatusForbidden
+// bindJSON decodes a JSON body strictly (unknown fields are errors).
+func bindJSON(c echo.Context, dst any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(c.Response(), c.Request().Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return errs.Wrap(err, errs.Invalid, "err.bad_json", err.Error())
 	}
-	return http.StatusInternalServerError
-}
-
-// APIError writes err as the admin API's JSON error; internal details stay in the log.
-func APIError(c echo.Context, err error) error {
-	var e *errs.Error
-	status := StatusOf(err)
-	body := apiErrorBody{Code: string(errs.CodeOf(err)), Message: "internal error"}
-	if errors.As(err, &e) && status != http.StatusInternalServerError {
-		body.Message = e.Msg.String()
-		if len(e.Fields) > 0 {
-			body.Fields = make(map[string]string, len(e.Fields))
-			for k, m := range e.Fields {
-				body.Fields[k] = m.String()
-			}
-		}
-	} else {
-		c.Logger().Error(err)
-		c.Set("error", err)
-	}
-	return c.JSON(status, apiError{Error: body})
-}
-
-// APIMessage writes an admin API error with a status, code and message.
-func APIMessage(c echo.Context, status int, code, msg string) error {
-	return c.JSON(status, apiError{Error: apiErrorBody{Code: code, Message: msg}})
+	return nil
 }
 
 // Items wraps a list as {"items": [...]}, never null.

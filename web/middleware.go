@@ -1,7 +1,7 @@
 package web
 
 import (
-	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -13,10 +13,30 @@ import (
 	"switchyard/i18n"
 	"switchyard/services/auth"
 	"switchyard/services/clientkeys"
+	"switchyard/services/errs"
 	"switchyard/services/metrics"
 	"switchyard/services/proxy"
 	"switchyard/services/secrets"
 )
+
+// recoverer turns a panic into a 500 in the right format and a log line; the process goes on.
+// http.ErrAbortHandler is re-raised: it is how a handler aborts a response on purpose.
+func recoverer(log *slog.Logger) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) (err error) {
+			defer func() {
+				if p := recover(); p != nil {
+					if p == http.ErrAbortHandler {
+						panic(p)
+					}
+					log.Error("panic in handler", "request_id", requestIDOf(c), "path", c.Request().URL.Path, "panic", fmt.Sprint(p))
+					err = errs.Internalf("panic: %v", p)
+				}
+			}()
+			return next(c)
+		}
+	}
+}
 
 // requestID gives every request an id, echoed in X-Request-Id (a sane client-sent one is kept).
 func requestID() echo.MiddlewareFunc {
@@ -26,53 +46,70 @@ func requestID() echo.MiddlewareFunc {
 			if id == "" || len(id) > 64 || !proxy.ValidIdempotencyKey(id) {
 				id = secrets.RandomToken(12)
 			}
-			c.Set("request_id", id)
+			setRequestID(c, id)
 			c.Response().Header().Set(echo.HeaderXRequestID, id)
 			return next(c)
 		}
 	}
 }
 
-// requestLog writes one structured line per request; never headers or bodies.
+// requestLog renders a returned error through the error handler and writes one structured line
+// per request, carrying the error when there was one; never headers or bodies.
 func requestLog(log *slog.Logger) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			start := time.Now()
-			err := next(c)
-			if err != nil {
+			if err := next(c); err != nil {
 				c.Error(err)
 			}
 			r := c.Request()
 			if r.URL.Path == "/health" || strings.HasPrefix(r.URL.Path, "/static/") {
 				return nil
 			}
+			level := slog.LevelInfo
 			attrs := []slog.Attr{
-				slog.String("request_id", c.Response().Header().Get(echo.HeaderXRequestID)),
+				slog.String("request_id", requestIDOf(c)),
 				slog.String("method", r.Method),
 				slog.String("path", r.URL.Path),
 				slog.Int("status", c.Response().Status),
 				slog.Int64("bytes", c.Response().Size),
 				slog.Duration("duration", time.Since(start)),
 			}
-			if v, ok := c.Get("proxy_error").(string); ok {
-				attrs = append(attrs, slog.String("error_code", v))
-			}
-			if tr, ok := c.Get(handlers.TraceKey).(*proxy.Trace); ok && tr.Provider != "" {
-				attrs = append(attrs, slog.String("provider", tr.Provider), slog.String("model", tr.Model),
-					slog.Int64("connection_id", tr.ConnectionID), slog.Int("attempts", tr.Attempts),
-					slog.Bool("stream", tr.Stream))
-				if tr.Stream {
-					attrs = append(attrs, slog.Bool("complete", tr.Complete), slog.Duration("ttft", tr.TTFT))
+			if tr := proxy.TraceFrom(r.Context()); tr != nil {
+				if tr.ErrorCode != "" {
+					attrs = append(attrs, slog.String("error_code", tr.ErrorCode))
 				}
-				if tr.InputTokens+tr.OutputTokens > 0 {
-					attrs = append(attrs, slog.Int64("input_tokens", tr.InputTokens), slog.Int64("output_tokens", tr.OutputTokens))
+				if tr.Provider != "" {
+					attrs = append(attrs, slog.String("provider", tr.Provider), slog.String("model", tr.Model),
+						slog.Int64("connection_id", tr.ConnectionID), slog.Int("attempts", tr.Attempts),
+						slog.Bool("stream", tr.Stream))
+					if tr.Stream {
+						attrs = append(attrs, slog.Bool("complete", tr.Complete), slog.Duration("ttft", tr.TTFT))
+					}
+					if tr.InputTokens+tr.OutputTokens > 0 {
+						attrs = append(attrs, slog.Int64("input_tokens", tr.InputTokens), slog.Int64("output_tokens", tr.OutputTokens))
+					}
 				}
 			}
-			if e, ok := c.Get("error").(error); ok {
+			if e := requestErrorOf(c); e != nil {
 				attrs = append(attrs, slog.String("error", e.Error()))
+				if e.Code == errs.Internal {
+					level = slog.LevelError
+				}
 			}
-			log.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
+			log.LogAttrs(r.Context(), level, "request", attrs...)
 			return nil
+		}
+	}
+}
+
+// trace gives every proxy request the trace the engine fills in and the request log reads.
+func trace() echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			r := c.Request()
+			c.SetRequest(r.WithContext(proxy.WithTrace(r.Context(), &proxy.Trace{})))
+			return next(c)
 		}
 	}
 }
@@ -83,24 +120,27 @@ func observe(m *metrics.Metrics, route string) echo.MiddlewareFunc {
 		return func(c echo.Context) error {
 			start := time.Now()
 			err := next(c)
+			if err != nil {
+				c.Error(err) // rendered now, so the status below is the one sent
+			}
 			provider, model := "", ""
-			if tr, ok := c.Get(handlers.TraceKey).(*proxy.Trace); ok {
+			if tr := proxy.TraceFrom(c.Request().Context()); tr != nil {
 				provider, model = tr.Provider, tr.MetricModel
 			}
 			m.Request(route, c.Response().Status, provider, model, time.Since(start))
-			return err
+			return nil
 		}
 	}
 }
 
 // metricsAuth protects /metrics with the admin token when one is set (or an admin session).
-func metricsAuth(a *auth.Service, s *handlers.Sessions) echo.MiddlewareFunc {
+func metricsAuth(a *auth.Service, s *Sessions) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			if !a.TokenEnabled() {
 				return next(c)
 			}
-			if tok, ok := bearer(c.Request()); ok && a.CheckToken(tok) || s.IsAdmin(c.Request()) {
+			if tok, ok := bearer(c.Request()); ok && a.CheckToken(tok) || s.IsAdmin(c) {
 				return next(c)
 			}
 			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="switchyard"`)
@@ -132,8 +172,7 @@ func crossOrigin() echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			if err := cop.Check(c.Request()); err != nil {
-				return c.JSON(http.StatusForbidden, map[string]any{"error": map[string]string{
-					"code": "forbidden", "message": "cross-origin request refused"}})
+				return &errs.Error{Code: errs.Forbidden, Reason: "forbidden", Msg: errs.M("err.cross_origin"), Err: err}
 			}
 			return next(c)
 		}
@@ -141,27 +180,26 @@ func crossOrigin() echo.MiddlewareFunc {
 }
 
 // adminAPI lets a request through with a logged-in session or the admin bearer token.
-func adminAPI(a *auth.Service, s *handlers.Sessions) echo.MiddlewareFunc {
+func adminAPI(a *auth.Service, s *Sessions) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			if tok, ok := bearer(c.Request()); ok && a.CheckToken(tok) {
 				return next(c)
 			}
-			if s.IsAdmin(c.Request()) {
+			if s.IsAdmin(c) {
 				return next(c)
 			}
 			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="switchyard"`)
-			return handlers.APIMessage(c, http.StatusUnauthorized, "unauthorized",
-				"log in to the dashboard or send Authorization: Bearer <SWITCHYARD_ADMIN_TOKEN>")
+			return errs.New(errs.Unauthorized, "err.admin_auth")
 		}
 	}
 }
 
 // dashboardAuth sends visitors without a session to the login page.
-func dashboardAuth(s *handlers.Sessions) echo.MiddlewareFunc {
+func dashboardAuth(s *Sessions) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			if s.IsAdmin(c.Request()) {
+			if s.IsAdmin(c) {
 				return next(c)
 			}
 			if c.Request().Header.Get("HX-Request") == "true" {
@@ -169,16 +207,15 @@ func dashboardAuth(s *handlers.Sessions) echo.MiddlewareFunc {
 				return c.NoContent(http.StatusUnauthorized)
 			}
 			if c.Request().Method != http.MethodGet {
-				return c.String(http.StatusUnauthorized, "login required")
+				return errs.New(errs.Unauthorized, "err.login_required")
 			}
 			return c.Redirect(http.StatusSeeOther, "/login?next="+c.Request().URL.RequestURI())
 		}
 	}
 }
 
-type clientKeyCtx struct{}
-
-// clientKey authenticates proxy callers by Authorization: Bearer or x-api-key.
+// clientKey authenticates proxy callers by Authorization: Bearer or x-api-key and notes the key
+// in the trace.
 func clientKey(k *clientkeys.Service) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
@@ -188,15 +225,15 @@ func clientKey(k *clientkeys.Service) echo.MiddlewareFunc {
 				key = r.Header.Get("x-api-key")
 			}
 			if key == "" {
-				return handlers.WriteOpenAIError(c, &proxy.Error{Status: http.StatusUnauthorized, Type: "invalid_request_error",
-					Code: "missing_api_key", Message: "missing API key: send Authorization: Bearer <key> or x-api-key: <key>"})
+				return &errs.Error{Code: errs.Unauthorized, Reason: "missing_api_key", Msg: errs.M("proxy.missing_api_key")}
 			}
 			id, ok := k.Authenticate(key)
 			if !ok {
-				return handlers.WriteOpenAIError(c, &proxy.Error{Status: http.StatusUnauthorized, Type: "invalid_request_error",
-					Code: "invalid_api_key", Message: "invalid API key"})
+				return &errs.Error{Code: errs.Unauthorized, Reason: "invalid_api_key", Msg: errs.M("proxy.invalid_api_key")}
 			}
-			c.SetRequest(r.WithContext(context.WithValue(r.Context(), clientKeyCtx{}, id)))
+			if tr := proxy.TraceFrom(r.Context()); tr != nil {
+				tr.ClientKeyID = id.KeyID
+			}
 			return next(c)
 		}
 	}

@@ -3,13 +3,14 @@ package proxy
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"github.com/jonboulle/clockwork"
 	"net/http"
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"switchyard/services/catalog"
+	"switchyard/services/errs"
 	"switchyard/services/resilience"
 	"switchyard/services/settings"
 )
@@ -46,17 +47,16 @@ func (e *Engine) waiting(connID int64) int {
 	return e.opt.Queues.Stats(connID).Waiting + e.opt.Semaphores.Stats(connID).Waiting
 }
 
-// Admit is the cheap admission check made before the request body is parsed: when every
-// connection that could serve the model already has max_queue_depth requests waiting, the request
-// is turned away at once with RATE_LIMIT_QUEUE_FULL. Anything it cannot decide (unknown model,
-// no connections) is left to the full path.
-func (e *Engine) Admit(ctx context.Context, model string) *Error {
+// admitQueue is the cheap admission check made before the request body is validated: when every
+// connection that could serve the target already has max_queue_depth requests waiting, the
+// request is turned away at once with RATE_LIMIT_QUEUE_FULL. Anything it cannot decide (no
+// connections) is left to the full path.
+func (e *Engine) admitQueue(t target) *errs.Error {
 	snap := e.opt.Settings.Snapshot()
-	if model == "" || snap.Resilience().RequestQueue.MaxQueueDepth == 0 && !e.opt.Catalog.Registry().QueueDepthOverrides() {
+	if snap.Resilience().RequestQueue.MaxQueueDepth == 0 && !e.opt.Catalog.Registry().QueueDepthOverrides() {
 		return nil // no queue depth anywhere: nothing can be full
 	}
-	t, perr := e.resolve(ctx, model)
-	if perr != nil || len(t.provider.Conns) == 0 {
+	if len(t.provider.Conns) == 0 {
 		return nil
 	}
 	var first *catalog.ConnEntry
@@ -74,10 +74,10 @@ func (e *Engine) Admit(ctx context.Context, model string) *Error {
 	return queueFull(t.provider.Name, maxWait)
 }
 
-func queueFull(provider string, maxWait time.Duration) *Error {
-	return &Error{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Code: resilience.CodeQueueFull,
-		RetryAfter: min(max(maxWait, time.Second), time.Minute), Header: http.Header{"X-Should-Retry": {"true"}},
-		Message: fmt.Sprintf("the request queue of provider %s is full; retry shortly", provider)}
+func queueFull(provider string, maxWait time.Duration) *errs.Error {
+	e := withRetry(fail(errs.RateLimited, resilience.CodeQueueFull, "proxy.queue_full", provider), min(max(maxWait, time.Second), time.Minute))
+	e.Header = http.Header{"X-Should-Retry": {"true"}}
+	return e
 }
 
 // admission is what a request holds while it runs on a connection.
@@ -95,7 +95,7 @@ func (a *admission) done() {
 // admit waits for the connection: queue admission and pacing (strict: full or timed out →
 // error), then its quota-share slot (fail-open). Streaming clients get heartbeats while waiting.
 // full reports a full queue, which lets the caller try another connection.
-func (e *Engine) admit(ctx context.Context, w http.ResponseWriter, c *call, conn *catalog.ConnEntry) (a admission, perr *Error, full bool) {
+func (e *Engine) admit(ctx context.Context, w http.ResponseWriter, c *call, conn *catalog.ConnEntry) (a admission, perr *errs.Error, full bool) {
 	cfg := queueConfig(c.snap, conn)
 	p := c.t.provider.Name
 	if !resilience.Admit(e.waiting(conn.ID), cfg.MaxDepth).Admit {
@@ -114,8 +114,9 @@ func (e *Engine) admit(ctx context.Context, w http.ResponseWriter, c *call, conn
 			return a, queueFull(p, cfg.MaxWait), true
 		}
 		e.opt.Observer.QueueRejected(p, conn.Name, qerr.Code)
-		return a, &Error{Status: qerr.Status, Type: "rate_limit_error", Code: qerr.Code, RetryAfter: qerr.RetryAfter,
-			Message: fmt.Sprintf("no slot on connection %s of provider %s within %s", conn.Name, p, cfg.MaxWait)}, false
+		qe := withRetry(fail(errs.CodeForStatus(qerr.Status), qerr.Code, "proxy.queue_timeout", conn.Name, p, cfg.MaxWait.String()), qerr.RetryAfter)
+		qe.Status = qerr.Status
+		return a, qe, false
 	}
 	a = admission{slot: slot, release: func() {}}
 	a.deadline = slot.ExecutionDeadline(ms(c.snap.Resilience().Streams.FirstByteTimeoutMS))
@@ -196,8 +197,8 @@ func (c *call) commitStream(w http.ResponseWriter) {
 }
 
 // writeStreamError ends a committed event stream with the error as an OpenAI error event.
-func writeStreamError(w http.ResponseWriter, e *Error) {
-	body, _ := json.Marshal(map[string]map[string]string{"error": {"message": e.Message, "type": e.Type, "code": e.Code}})
+func writeStreamError(w http.ResponseWriter, e *errs.Error) {
+	body, _ := json.Marshal(map[string]map[string]string{"error": {"message": e.Msg.String(), "type": OpenAIType(e), "code": e.ReasonCode()}})
 	_, _ = w.Write([]byte("data: " + string(body) + "\n\n"))
 	_ = http.NewResponseController(w).Flush()
 }

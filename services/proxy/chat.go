@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"switchyard/services/catalog"
+	"switchyard/services/errs"
 	"switchyard/services/resilience"
 	"switchyard/services/settings"
 )
@@ -41,8 +42,10 @@ type call struct {
 	committed bool
 }
 
-// Chat forwards a chat completions request and writes the answer to w. It returns an *Error only
-// when nothing has been written yet; the caller renders it in the client's format.
+// Chat forwards a chat completions request (the raw client body) and writes the answer to w. It
+// returns an error only when nothing has been written yet; the caller renders it in the client's
+// format. The body is parsed and its model resolved once, here: the model is read first so a full
+// request queue turns the request away before any other work, then the body is validated.
 //
 // Order of work: the provider's eligible connections are tried in order (priority, then round
 // robin); a failure that is the connection's (classified) cools it and moves the same request to
@@ -50,27 +53,37 @@ type call struct {
 // failure is retryable, the engine waits (exponential backoff with jitter, or until the earliest
 // cooldown ends if that is sooner than max_backoff) and starts another round, up to max_retries.
 // Nothing is retried once a byte of the answer reached the client.
-func (e *Engine) Chat(ctx context.Context, w http.ResponseWriter, req ChatRequest, in http.Header, tr *Trace) *Error {
+func (e *Engine) Chat(ctx context.Context, w http.ResponseWriter, raw []byte, in http.Header, tr *Trace) *errs.Error {
 	if tr == nil {
 		tr = &Trace{}
 	}
-	tr.Stream = req.Stream
-	t, perr := e.resolve(ctx, req.Model)
-	if perr != nil {
-		return perr
+	var t target
+	var rerr *errs.Error
+	if m := peekModel(raw); m != "" {
+		if t, rerr = e.resolve(ctx, m); rerr == nil {
+			if qerr := e.admitQueue(t); qerr != nil {
+				return qerr
+			}
+		}
 	}
+	req, derr := DecodeChatRequest(raw)
+	if derr != nil {
+		return derr
+	}
+	if rerr != nil {
+		return rerr
+	}
+	tr.Stream = req.Stream
 	tr.Provider, tr.Model, tr.MetricModel = t.provider.Name, t.model, t.model
 	if found, _ := e.opt.Inventory.Lookup(t.provider.Name, t.model); !found {
 		tr.MetricModel = UnlistedModel // clients choose model names: keep metric labels bounded
 	}
 	if isAnthropic(t.provider.Type) {
-		return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "unsupported_provider_type",
-			Message: fmt.Sprintf("provider %s is of type %s; /v1/chat/completions reaches openai and openai-compatible providers",
-				t.provider.Name, t.provider.Type)}
+		return errInvalid("unsupported_provider_type", "proxy.unsupported_provider_type", t.provider.Name, t.provider.Type)
 	}
 	body, err := withModel(req.Body, t.model)
 	if err != nil {
-		return errInvalid("invalid_json", "request body cannot be rewritten: "+err.Error())
+		return errInvalid("invalid_json", "proxy.body_rewrite", err.Error())
 	}
 	c := &call{trace: tr, start: e.opt.Clock.Now(), t: t, body: body, header: upstreamHeader(in), stream: req.Stream, snap: e.opt.Settings.Snapshot()}
 	c.retry, c.retryOn = c.snap.Resilience().Retry, c.snap.RetryOn()
@@ -82,9 +95,12 @@ func (e *Engine) Chat(ctx context.Context, w http.ResponseWriter, req ChatReques
 			}
 		}
 	}
-	perr = e.run(ctx, w, c)
+	perr := e.run(ctx, w, c)
+	if perr != nil {
+		tr.ErrorCode = perr.ReasonCode()
+	}
 	if perr != nil && c.committed {
-		if perr.Status != 499 {
+		if !isClientGone(perr) {
 			writeStreamError(w, perr)
 		}
 		return nil
@@ -94,7 +110,7 @@ func (e *Engine) Chat(ctx context.Context, w http.ResponseWriter, req ChatReques
 
 // failure is a failed attempt, classified.
 type failure struct {
-	err       *Error
+	err       *errs.Error
 	outcome   resilience.Outcome
 	retryable bool
 	result    resilience.Result // what the breaker is told if this stays the last word
@@ -123,19 +139,20 @@ func (e *Engine) breakerConfig(c *call) resilience.BreakerConfig {
 // run passes the provider-level gates (circuit breaker, provider cooldown window), then works
 // through the connections, and reports the logical request's outcome once to the breaker, the
 // gate and the health window.
-func (e *Engine) run(ctx context.Context, w http.ResponseWriter, c *call) *Error {
+func (e *Engine) run(ctx context.Context, w http.ResponseWriter, c *call) *errs.Error {
 	p := c.t.provider
 	tk, open := e.opt.Breakers.Allow(p.Name, c.t.model, e.breakerConfig(c))
 	if open != nil {
-		return &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "circuit_open",
-			Message: open.Error(), RetryAfter: open.RetryAfter}
+		key := "proxy.circuit_open"
+		if open.Saturated {
+			key = "proxy.circuit_saturated"
+		}
+		return withRetry(fail(errs.Unavailable, "circuit_open", key, open.Provider), open.RetryAfter)
 	}
 	defer tk.Done(resilience.Result{}) // neutral when no verdict was given (e.g. nothing attempted)
 	gateCfg := c.snap.Resilience().ProviderCooldown
 	if ok, remaining := e.opt.Gate.Check(p.Name, gateCfg); !ok {
-		return &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "provider_cooldown",
-			RetryAfter: remaining,
-			Message:    fmt.Sprintf("provider %s is cooling down after repeated failures; it recovers in %s", p.Name, roundUp(remaining))}
+		return withRetry(fail(errs.Unavailable, "provider_cooldown", "proxy.provider_cooldown", p.Name, roundUp(remaining)), remaining)
 	}
 	c.probe = tk.Probe()
 	perr, verdict := e.work(ctx, w, c)
@@ -145,7 +162,7 @@ func (e *Engine) run(ctx context.Context, w http.ResponseWriter, c *call) *Error
 		if !verdict.ClientAbort {
 			msg := ""
 			if perr != nil {
-				msg = perr.Message
+				msg = perr.Msg.String()
 			}
 			e.opt.Health.Record(p.Name, c.t.model, ok, verdict.Status, msg)
 		}
@@ -158,16 +175,14 @@ func (e *Engine) run(ctx context.Context, w http.ResponseWriter, c *call) *Error
 
 // work tries the connections; verdict is the outcome for the breaker (nil = no upstream was
 // called, which says nothing about the provider).
-func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*Error, *resilience.Result) {
+func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*errs.Error, *resilience.Result) {
 	conns := c.t.provider.Candidates()
 	if len(conns) == 0 {
-		return &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "no_connections",
-			RetryAfter: 30 * time.Second,
-			Message:    fmt.Sprintf("provider %s has no usable connection; add one in the Switchyard dashboard", c.t.provider.Name)}, nil
+		return withRetry(fail(errs.Unavailable, "no_connections", "proxy.no_connections", c.t.provider.Name), 30*time.Second), nil
 	}
 	var last *failure
-	var queueErr *Error // set when a connection's queue was full
-	kind := ""          // what the next attempt is: first, retry or failover
+	var queueErr *errs.Error // set when a connection's queue was full
+	kind := ""               // what the next attempt is: first, retry or failover
 	tried := make([]bool, len(conns))
 	verdict := func() *resilience.Result {
 		if last == nil {
@@ -237,9 +252,8 @@ func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*Err
 			return clientGone(), &resilience.Result{ClientAbort: true} // never the upstream's fault
 		}
 		if execTimedOut.Load() {
-			return &Error{Status: http.StatusGatewayTimeout, Type: "timeout_error", Code: resilience.CodeExecutionTimeout,
-				Message: fmt.Sprintf("connection %s of provider %s did not answer within the execution limit of %s",
-					conn.Name, c.t.provider.Name, adm.deadline)}, verdict()
+			return fail(errs.Timeout, resilience.CodeExecutionTimeout, "proxy.execution_timeout",
+				conn.Name, c.t.provider.Name, adm.deadline.String()), verdict()
 		}
 		f := e.fail(c, conn, res)
 		e.opt.Observer.Attempt(c.t.provider.Name, string(f.outcome.Reason), kind)
@@ -296,7 +310,7 @@ func earliest(ex []exclusion) (time.Duration, bool) {
 // connections are not terminal → 429 listing the locked targets; else 429 with the earliest
 // recovery and the reasons. Retry-After is the earliest time anything recovers; the body's
 // diagnostics name every exclusion.
-func (e *Engine) exhausted(c *call, conns []*catalog.ConnEntry, last *failure) *Error {
+func (e *Engine) exhausted(c *call, conns []*catalog.ConnEntry, last *failure) *errs.Error {
 	all := e.excludedNow(c, conns)
 	if len(all) < len(conns) && last != nil {
 		return last.err
@@ -308,16 +322,15 @@ func (e *Engine) exhausted(c *call, conns []*catalog.ConnEntry, last *failure) *
 		for _, x := range all {
 			states[string(x.why.Status)] = true
 		}
-		return &Error{Status: http.StatusUnauthorized, Type: "authentication_error", Code: "connections_unusable",
-			Header: http.Header{"X-Should-Retry": {"false"}}, Excluded: diag,
-			Message: fmt.Sprintf("every connection of provider %s is unusable (%s); reconnect or reset it in the Switchyard dashboard",
-				c.t.provider.Name, joinKeys(states, "terminal"))}
+		unusable := fail(errs.Unauthorized, "connections_unusable", "proxy.connections_unusable", c.t.provider.Name, joinKeys(states, "terminal"))
+		unusable.Header, unusable.Diagnostics = http.Header{"X-Should-Retry": {"false"}}, diag
+		return unusable
 	}
 	if last != nil {
 		if last.err.RetryAfter == 0 && timed {
 			last.err.RetryAfter = soonest
 		}
-		last.err.Excluded = diag
+		last.err.Diagnostics = diag
 		return last.err
 	}
 	var locked []string
@@ -330,15 +343,15 @@ func (e *Engine) exhausted(c *call, conns []*catalog.ConnEntry, last *failure) *
 		}
 	}
 	if len(locked) > 0 {
-		return &Error{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Code: "model_locked_out",
-			RetryAfter: soonest, Excluded: diag, Header: http.Header{"X-Should-Retry": {"false"}},
-			Message: fmt.Sprintf("model %s/%s is locked out on every connection that could serve it (%s); the first lockout ends in %s",
-				c.t.provider.Name, c.t.model, strings.Join(locked, ", "), roundUp(soonest))}
+		lockedOut := withRetry(fail(errs.RateLimited, "model_locked_out", "proxy.model_locked_out",
+			c.t.provider.Name, c.t.model, strings.Join(locked, ", "), roundUp(soonest)), soonest)
+		lockedOut.Header, lockedOut.Diagnostics = http.Header{"X-Should-Retry": {"false"}}, diag
+		return lockedOut
 	}
-	return &Error{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Code: "all_connections_cooling",
-		RetryAfter: soonest, Excluded: diag,
-		Message: fmt.Sprintf("all connections of provider %s are cooling down (%s); the first recovers in %s",
-			c.t.provider.Name, joinKeys(reasons, "cooldown"), roundUp(soonest))}
+	cooling := withRetry(fail(errs.RateLimited, "all_connections_cooling", "proxy.all_cooling",
+		c.t.provider.Name, joinKeys(reasons, "cooldown"), roundUp(soonest)), soonest)
+	cooling.Diagnostics = diag
+	return cooling
 }
 
 // excludedNow lists the connections that cannot take the request right now (without taking a
@@ -366,7 +379,7 @@ func (e *Engine) lockedOut(c *call, conn *catalog.ConnEntry) (exclusion, bool) {
 }
 
 // diagnostics turns exclusions into the body's diagnostics.excluded list.
-func diagnostics(all []exclusion) []Excluded {
+func diagnostics(all []exclusion) *Diagnostics {
 	out := make([]Excluded, 0, len(all))
 	for _, x := range all {
 		d := Excluded{Connection: x.conn.Name, Reason: "connection_cooldown", Detail: string(x.why.Reason),
@@ -379,7 +392,7 @@ func diagnostics(all []exclusion) []Excluded {
 		}
 		out = append(out, d)
 	}
-	return out
+	return &Diagnostics{Excluded: out}
 }
 
 func joinKeys(m map[string]bool, fallback string) string {
@@ -423,7 +436,7 @@ func (e *Engine) fail(c *call, conn *catalog.ConnEntry, res attemptResult) failu
 		Rules: toRules(r.ErrorRules), Restatements: toRestatements(r.StatusRestatements)}
 	out := resilience.Classify(in)
 	if res.transport {
-		out.Message = res.err.Message
+		out.Message = res.err.Msg.String()
 	}
 	if out.Scope == resilience.ScopeConnection || out.Terminal != resilience.TerminalNone {
 		e.opt.Observer.ConnectionFailure(c.t.provider.Name, string(out.Reason))
@@ -449,7 +462,7 @@ func (e *Engine) fail(c *call, conn *catalog.ConnEntry, res attemptResult) failu
 		f.retryable = c.retryOn.Match(out.Status)
 	}
 	if out.Status != res.status && out.Status > 0 { // restated: the client sees the restated answer
-		f.err = &Error{Status: out.Status, Type: "upstream_error", Code: "upstream_error", Message: res.err.Message,
+		f.err = &errs.Error{Code: errs.CodeForStatus(out.Status), Status: out.Status, Reason: "upstream_error", Msg: res.err.Msg,
 			RetryAfter: out.RetryAfter}
 	} else if out.RetryAfter > 0 && f.err.RetryAfter == 0 {
 		f.err.RetryAfter = out.RetryAfter
@@ -503,7 +516,7 @@ type attemptResult struct {
 	status int
 	header http.Header
 
-	err          *Error
+	err          *errs.Error
 	errBody      []byte
 	transport    bool // no (complete) answer
 	localTimeout bool // our own timeout fired
@@ -515,8 +528,7 @@ func (e *Engine) attempt(ctx context.Context, cancel context.CancelFunc, c *call
 	p := c.t.provider
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.BaseURL+"/chat/completions", bytes.NewReader(c.body))
 	if err != nil {
-		return attemptResult{err: &Error{Status: http.StatusInternalServerError, Type: "server_error", Code: "internal",
-			Message: "cannot build upstream request"}}
+		return attemptResult{err: &errs.Error{Code: errs.Internal, Msg: errs.M("err.internal"), Err: err}}
 	}
 	req.Header = c.header.Clone()
 	setAuth(req.Header, p, conn)
@@ -528,7 +540,7 @@ func (e *Engine) attempt(ctx context.Context, cancel context.CancelFunc, c *call
 	if err != nil {
 		if firstByteLate.Load() {
 			r := transportFailure(p.Name, context.DeadlineExceeded)
-			r.err.Message = fmt.Sprintf("provider %s sent no answer within the first-byte timeout of %s", p.Name, firstByte)
+			r.err.Msg = errs.M("proxy.first_byte_timeout", p.Name, firstByte.String())
 			return r
 		}
 		return transportFailure(p.Name, err)
@@ -558,8 +570,7 @@ func (e *Engine) attempt(ctx context.Context, cancel context.CancelFunc, c *call
 		return transportFailure(p.Name, err)
 	}
 	if int64(len(b)) > e.opt.MaxResponseBytes {
-		return attemptResult{status: http.StatusBadGateway, err: &Error{Status: http.StatusBadGateway, Type: "upstream_error",
-			Code: "upstream_response_too_large", Message: "the upstream answer exceeds the size limit"}}
+		return attemptResult{status: http.StatusBadGateway, err: fail(errs.Upstream, "upstream_response_too_large", "proxy.response_too_large")}
 	}
 	if !bytes.Contains(b, errorKey) {
 		// no error object possible: skip the parse
@@ -590,22 +601,21 @@ func hiddenError(provider string, h http.Header, embedded int, body []byte) atte
 		status = http.StatusBadGateway
 	}
 	e := upstreamError(provider, status, h, body)
-	e.Code = "upstream_error_in_200"
+	e.Reason = "upstream_error_in_200"
 	return attemptResult{status: status, header: h, errBody: body, err: e}
 }
 
 func transportFailure(provider string, err error) attemptResult {
-	r := attemptResult{transport: true, err: &Error{Status: http.StatusBadGateway, Type: "upstream_error",
-		Code: "upstream_unreachable", Message: fmt.Sprintf("provider %s could not be reached: %s", provider, transportText(err))}}
+	r := attemptResult{transport: true, err: fail(errs.Upstream, "upstream_unreachable", "proxy.unreachable", provider, transportText(err))}
 	if errors.Is(err, context.DeadlineExceeded) {
 		r.localTimeout = true
-		r.err.Status, r.err.Code = http.StatusGatewayTimeout, "upstream_timeout"
+		r.err.Code, r.err.Reason = errs.Timeout, "upstream_timeout"
 	}
 	return r
 }
 
 // deliver writes a successful attempt to the client.
-func (e *Engine) deliver(ctx context.Context, w http.ResponseWriter, c *call, conn *catalog.ConnEntry, res attemptResult) *Error {
+func (e *Engine) deliver(ctx context.Context, w http.ResponseWriter, c *call, conn *catalog.ConnEntry, res attemptResult) *errs.Error {
 	h := w.Header()
 	h.Set("X-Switchyard-Provider", c.t.provider.Name)
 	c.trace.Status = res.status

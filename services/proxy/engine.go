@@ -4,11 +4,8 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"github.com/jonboulle/clockwork"
 	"io"
 	"log/slog"
 	"net"
@@ -17,7 +14,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"switchyard/services/catalog"
+	"switchyard/services/errs"
 	"switchyard/services/health"
 	"switchyard/services/resilience"
 	"switchyard/services/settings"
@@ -104,7 +104,7 @@ type target struct {
 
 // resolve maps a client model string to a provider and upstream model: "provider/model", or a
 // bare model that exactly one provider's inventory lists.
-func (e *Engine) resolve(ctx context.Context, model string) (target, *Error) {
+func (e *Engine) resolve(ctx context.Context, model string) (target, *errs.Error) {
 	reg := e.opt.Catalog.Registry()
 	if prov, name, ok := SplitModel(model, func(n string) bool { _, ok := reg.Provider(n); return ok }); ok {
 		p, _ := reg.Provider(prov)
@@ -123,9 +123,7 @@ func (e *Engine) resolve(ctx context.Context, model string) (target, *Error) {
 		}
 		return target{provider: p, model: model}, nil
 	default:
-		return target{}, &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "ambiguous_model",
-			Message: fmt.Sprintf("The model `%s` is served by several providers (%s); address it as provider/model.",
-				model, strings.Join(served, ", "))}
+		return target{}, errInvalid("ambiguous_model", "proxy.ambiguous_model", model, strings.Join(served, ", "))
 	}
 }
 
@@ -142,7 +140,7 @@ func SplitModel(model string, isProvider func(string) bool) (provider, name stri
 
 // checkListed refuses a model the provider's inventory does not list, after one on-demand
 // refresh. When the provider's inventory is unknown (discovery failed), the request is sent.
-func (e *Engine) checkListed(ctx context.Context, p *catalog.ProviderEntry, name, full string) (target, *Error) {
+func (e *Engine) checkListed(ctx context.Context, p *catalog.ProviderEntry, name, full string) (target, *errs.Error) {
 	t := target{provider: p, model: name}
 	found, listed := e.opt.Inventory.Lookup(p.Name, name)
 	if found || !listed {
@@ -186,13 +184,14 @@ func isEventStream(h http.Header) bool {
 	return strings.HasPrefix(strings.ToLower(h.Get("Content-Type")), "text/event-stream")
 }
 
-// upstreamError turns an upstream error answer into the client's error; an OpenAI-format body is
-// relayed as is, anything else is wrapped.
-func upstreamError(provider string, status int, h http.Header, body []byte) *Error {
-	e := &Error{Status: status, Type: "upstream_error", Code: "upstream_error",
-		Message: fmt.Sprintf("provider %s answered HTTP %d: %s", provider, status, strings.TrimSpace(snippet(body)))}
-	if looksLikeOpenAIError(body) {
-		e.Raw = body
+// upstreamError turns an upstream error answer into the client's error: the upstream's status
+// and its own message text when its body carries one, else a short excerpt of the body.
+func upstreamError(provider string, status int, h http.Header, body []byte) *errs.Error {
+	e := &errs.Error{Code: errs.CodeForStatus(status), Status: status, Reason: "upstream_error"}
+	if msg, _, _, _, ok := resilience.ExtractError(body); ok && msg != "" {
+		e.Msg = errs.M("proxy.upstream_message", provider, status, snippet([]byte(msg)))
+	} else {
+		e.Msg = errs.M("proxy.upstream_status", provider, status, strings.TrimSpace(snippet(body)))
 	}
 	if ra := h.Get("Retry-After"); ra != "" {
 		if d, err := time.ParseDuration(strings.TrimSpace(ra) + "s"); err == nil && d > 0 {
@@ -202,26 +201,18 @@ func upstreamError(provider string, status int, h http.Header, body []byte) *Err
 	return e
 }
 
-func looksLikeOpenAIError(b []byte) bool {
-	b = bytes.TrimSpace(b)
-	return len(b) > 0 && b[0] == '{' && bytes.Contains(b[:min(len(b), 64)], []byte(`"error"`))
-}
-
-func transportText(err error) string {
+// transportText says in a message why an upstream could not be reached.
+func transportText(err error) errs.Msg {
 	var ne net.Error
 	switch {
 	case errors.As(err, &ne) && ne.Timeout():
-		return "timed out"
+		return errs.M("proxy.transport_timeout")
 	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
-		return "connection closed before the answer was complete"
+		return errs.M("proxy.transport_eof")
 	}
 	var oe *net.OpError
 	if errors.As(err, &oe) {
-		return oe.Op + ": " + oe.Err.Error()
+		return errs.M("proxy.transport_op", oe.Op, oe.Err.Error())
 	}
-	return "connection failed"
-}
-
-func clientGone() *Error {
-	return &Error{Status: 499, Type: "client_closed", Code: "client_closed", Message: "client closed the request"}
+	return errs.M("proxy.transport_failed")
 }

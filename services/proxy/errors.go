@@ -1,25 +1,15 @@
 package proxy
 
 import (
-	"net/http"
 	"time"
+
+	"switchyard/services/errs"
 )
 
-// Error is a failure the engine answers before any byte of a response reached the client. The
-// handler renders it in the client's own format.
-type Error struct {
-	Status     int
-	Type       string // OpenAI-style error type, e.g. invalid_request_error
-	Code       string // stable machine code, e.g. model_not_found
-	Message    string
-	RetryAfter time.Duration // sent as Retry-After when > 0
-	// Raw, when set, is an upstream error body already in OpenAI format, relayed as is.
-	Raw []byte
-	// Header carries extra response headers (e.g. x-should-retry).
-	Header http.Header
-	// Excluded explains, when no connection could take the request, why each was left out.
-	Excluded []Excluded
-}
+// The engine's failures are *errs.Error: Code says whose problem it is (and so the HTTP
+// status), Reason is the stable machine code clients see (model_not_found, circuit_open, …),
+// Msg the English text from the catalog. A failure is returned only while nothing has been
+// written to the client; the edge renders it in the client's format.
 
 // Excluded is one connection left out of a request, for the error's diagnostics.
 type Excluded struct {
@@ -30,14 +20,36 @@ type Excluded struct {
 	SecondsLeft int64  `json:"seconds_left"`
 }
 
-func (e *Error) Error() string { return e.Message }
-
-func errInvalid(code, msg string) *Error {
-	return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: code, Message: msg}
+// Diagnostics is shown beside an error when no connection could take the request.
+type Diagnostics struct {
+	Excluded []Excluded `json:"excluded"`
 }
 
-func errModelNotFound(model string) *Error {
-	return &Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "model_not_found",
-		Message: "The model `" + model + "` does not exist or is not served by any configured provider. " +
-			"Address models as provider/model (see GET /v1/models)."}
+// fail builds an engine error.
+func fail(code errs.Code, reason, key string, args ...any) *errs.Error {
+	return &errs.Error{Code: code, Reason: reason, Msg: errs.M(key, args...)}
 }
+
+// withRetry sets the error's Retry-After.
+func withRetry(e *errs.Error, d time.Duration) *errs.Error {
+	e.RetryAfter = d
+	return e
+}
+
+// errInvalid is a bad client request (400 on the proxy surfaces).
+func errInvalid(reason, key string, args ...any) *errs.Error {
+	e := fail(errs.Invalid, reason, key, args...)
+	e.Status = 400
+	return e
+}
+
+func errModelNotFound(model string) *errs.Error {
+	return fail(errs.NotFound, "model_not_found", "proxy.model_not_found", model)
+}
+
+func clientGone() *errs.Error {
+	return fail(errs.ClientClosed, "client_closed", "proxy.client_closed")
+}
+
+// isClientGone reports whether the error only says the client left.
+func isClientGone(e *errs.Error) bool { return e != nil && e.Code == errs.ClientClosed }

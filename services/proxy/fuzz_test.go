@@ -69,8 +69,8 @@ func FuzzDecodeChatRequest(f *testing.F) {
 	f.Add([]byte(`{"model":"a","model":"b"}`))
 	f.Add([]byte(`  {"model":"x\u0000y","n":1e400}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		req, err := DecodeChatRequest(body)
-		if err != nil {
+		req, derr := DecodeChatRequest(body)
+		if derr != nil {
 			return
 		}
 		if req.Model == "" || !json.Valid(req.Body) {

@@ -4,13 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/jonboulle/clockwork"
 	"io"
 	"log/slog"
 	"net/http"
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 
 	"golang.org/x/sync/singleflight"
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"switchyard/services/errs"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -23,28 +24,28 @@ type ChatRequest struct {
 // fields routing needs. It rejects malformed JSON, a non-object body and a missing model. The
 // body is validated once and read with gjson instead of being decoded into Go values: only the
 // model and the stream flag are needed, the rest is forwarded as it came.
-func DecodeChatRequest(body []byte) (ChatRequest, error) {
+func DecodeChatRequest(body []byte) (ChatRequest, *errs.Error) {
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 {
-		return ChatRequest{}, errors.New("request body is empty; send a JSON object")
+		return ChatRequest{}, errInvalid("invalid_request", "proxy.body_empty")
 	}
 	if trimmed[0] != '{' {
-		return ChatRequest{}, errors.New("request body must be a JSON object")
+		return ChatRequest{}, errInvalid("invalid_request", "proxy.body_not_object")
 	}
 	if !json.Valid(trimmed) {
 		var v any
-		return ChatRequest{}, errors.New("request body is not valid JSON: " + jsonErrorText(json.Unmarshal(trimmed, &v)))
+		return ChatRequest{}, errInvalid("invalid_request", "proxy.body_invalid_json", jsonErrorText(json.Unmarshal(trimmed, &v)))
 	}
 	m := gjson.GetBytes(trimmed, "model")
 	switch {
 	case !m.Exists():
-		return ChatRequest{}, errors.New("missing required field: model")
+		return ChatRequest{}, errInvalid("invalid_request", "proxy.model_missing")
 	case m.Type != gjson.String:
-		return ChatRequest{}, errors.New("field model must be a string")
+		return ChatRequest{}, errInvalid("invalid_request", "proxy.model_not_string")
 	}
 	model := strings.TrimSpace(m.String())
 	if model == "" {
-		return ChatRequest{}, errors.New("field model must not be empty")
+		return ChatRequest{}, errInvalid("invalid_request", "proxy.model_empty")
 	}
 	req := ChatRequest{Body: trimmed, Model: model}
 	if st := gjson.GetBytes(trimmed, "stream"); st.Exists() {
@@ -53,10 +54,19 @@ func DecodeChatRequest(body []byte) (ChatRequest, error) {
 			req.Stream = true
 		case gjson.False, gjson.Null:
 		default:
-			return ChatRequest{}, errors.New("field stream must be a boolean")
+			return ChatRequest{}, errInvalid("invalid_request", "proxy.stream_not_bool")
 		}
 	}
 	return req, nil
+}
+
+// peekModel reads the model of a body without validating the rest; "" when there is none.
+func peekModel(body []byte) string {
+	m := gjson.GetBytes(body, "model")
+	if m.Type != gjson.String {
+		return ""
+	}
+	return strings.TrimSpace(m.String())
 }
 
 // withModel returns body with its model field replaced by the upstream model name.

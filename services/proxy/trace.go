@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -10,8 +11,12 @@ import (
 // Trace collects what happened to one request, for the request log and metrics. The handler
 // owns it; the engine fills it in.
 type Trace struct {
-	Provider string
-	Model    string
+	// ClientKeyID is the client key that made the request.
+	ClientKeyID int64
+	// ErrorCode is the reason code of the error answered, "" when none.
+	ErrorCode string
+	Provider  string
+	Model     string
 	// MetricModel is Model when the provider's inventory lists it, else UnlistedModel: the label
 	// metrics use, so made-up model names cannot grow the series without bound.
 	MetricModel  string
@@ -68,4 +73,18 @@ func (t *Trace) readUsage(doc []byte) {
 	if v := u.Get("completion_tokens"); v.Exists() {
 		t.OutputTokens = v.Int()
 	}
+}
+
+type traceKey struct{}
+
+// WithTrace returns ctx carrying the request's trace; the edge creates it, the engine fills it
+// in, the request log and metrics read it.
+func WithTrace(ctx context.Context, t *Trace) context.Context {
+	return context.WithValue(ctx, traceKey{}, t)
+}
+
+// TraceFrom returns the request's trace, nil when there is none.
+func TraceFrom(ctx context.Context) *Trace {
+	t, _ := ctx.Value(traceKey{}).(*Trace)
+	return t
 }

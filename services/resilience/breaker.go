@@ -208,20 +208,25 @@ type BreakerKey struct {
 
 // BreakerState is what is persisted and shown of one breaker.
 type BreakerState struct {
-	Provider string
+	Provider string `json:"provider"`
 	// Model is "" for a provider breaker.
-	Model string
-	State CircuitState
+	Model string       `json:"model,omitempty"`
+	State CircuitState `json:"state"`
 	// OpenedAt is when the breaker last opened (a failed probe reopens it); zero when closed.
-	OpenedAt time.Time
+	OpenedAt time.Time `json:"opened_at,omitzero"`
 	// NextProbeAt is when an open breaker lets a probe through; zero when closed.
-	NextProbeAt time.Time
+	NextProbeAt time.Time `json:"next_probe_at,omitzero"`
 	// ConsecutiveFailures counts failures since the last success.
-	ConsecutiveFailures int
+	ConsecutiveFailures int `json:"consecutive_failures,omitempty"`
 	// ProbeSuccesses counts successful probes of a half-open breaker (not persisted).
-	ProbeSuccesses int
-	LastFailure    string
-	LastFailureAt  time.Time
+	ProbeSuccesses int       `json:"-"`
+	LastFailure    string    `json:"last_failure,omitempty"`
+	LastFailureAt  time.Time `json:"last_failure_at,omitzero"`
+}
+
+// Empty reports whether the breaker has nothing to remember: closed without failures.
+func (s BreakerState) Empty() bool {
+	return (s.State == CircuitNone || s.State == CircuitClosed) && s.ConsecutiveFailures == 0
 }
 
 // Key is the breaker's key (for a write-behind queue).
@@ -231,9 +236,10 @@ func (s BreakerState) Key() BreakerKey { return BreakerKey{Provider: s.Provider,
 // handed to a persist hook. Transitions are lazy (no goroutines, no timers): an open breaker
 // becomes half-open when Allow finds its timeout elapsed.
 type Breakers struct {
-	clock        clockwork.Clock
-	persist      func(BreakerState)
-	onTransition func(provider, model string, from, to CircuitState)
+	clock   clockwork.Clock
+	persist func(BreakerState)
+	// transitionHooks hear every state change, in the order they were added.
+	transitionHooks []func(provider, model string, from, to CircuitState)
 
 	mu     sync.RWMutex
 	groups map[string]*breakerGroup // by provider
@@ -247,17 +253,24 @@ func NewBreakers(clock clockwork.Clock, persist func(BreakerState)) *Breakers {
 	if persist == nil {
 		persist = func(BreakerState) {}
 	}
-	return &Breakers{clock: clock, persist: persist, onTransition: func(string, string, CircuitState, CircuitState) {},
-		groups: map[string]*breakerGroup{}}
+	return &Breakers{clock: clock, persist: persist, groups: map[string]*breakerGroup{}}
 }
 
-// OnTransition installs fn, called on every state change (for the state gauge): from
-// CircuitNone when a breaker is created or loaded, to CircuitNone when it is dropped. Like
-// persist it runs under the provider's lock and must be quick. Install it before Load and
-// before the first Allow; it is not safe to change while requests run.
+// OnTransition adds fn to the hooks called on every state change: from CircuitNone when a
+// breaker is created or loaded, to CircuitNone when it is dropped. Every hook added hears every
+// transition, in the order they were added. Like persist they run under the provider's lock and
+// must be quick. Add them before Load and before the first Allow; the list is not safe to change
+// while requests run.
 func (m *Breakers) OnTransition(fn func(provider, model string, from, to CircuitState)) {
 	if fn != nil {
-		m.onTransition = fn
+		m.transitionHooks = append(m.transitionHooks, fn)
+	}
+}
+
+// onTransition tells every hook of a state change.
+func (m *Breakers) onTransition(provider, model string, from, to CircuitState) {
+	for _, fn := range m.transitionHooks {
+		fn(provider, model, from, to)
 	}
 }
 

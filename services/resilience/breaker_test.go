@@ -2,6 +2,7 @@ package resilience
 
 import (
 	"errors"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -975,5 +976,29 @@ func TestBreakerLoadReplacesWithoutPersisting(t *testing.T) {
 	}
 	if _, ok := stateOf(b, "q", ""); ok {
 		t.Fatal("a row of nothing was loaded")
+	}
+}
+
+// TestBreakerTransitionHooksAllHear: a second subscriber must never silence the first; each
+// hears every transition, in the order the hooks were added.
+func TestBreakerTransitionHooksAllHear(t *testing.T) {
+	clk := clockwork.NewFakeClock()
+	b := NewBreakers(clk, nil)
+	var order []string
+	var first, second []CircuitState
+	b.OnTransition(func(_, _ string, _, to CircuitState) { first = append(first, to); order = append(order, "first") })
+	b.OnTransition(func(_, _ string, _, to CircuitState) { second = append(second, to); order = append(order, "second") })
+	cfg := breakerCfg(t, func(s *settings.CircuitBreaker) { s.FailureThreshold = 1; s.SuccessThreshold = 1 })
+	openBreaker(t, b, "p", "", cfg)
+	clk.Advance(30 * time.Second)
+	call(t, b, "p", "", cfg, ok200) // the probe succeeds: half-open → closed
+	want := []CircuitState{CircuitClosed, CircuitOpen, CircuitHalfOpen, CircuitClosed}
+	if !slices.Equal(first, want) || !slices.Equal(second, want) {
+		t.Fatalf("first heard %v, second %v; want both %v", first, second, want)
+	}
+	for i := 0; i < len(order); i += 2 {
+		if order[i] != "first" || order[i+1] != "second" {
+			t.Fatalf("hooks ran out of order: %v", order)
+		}
 	}
 }

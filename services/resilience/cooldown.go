@@ -38,18 +38,23 @@ type CooldownPolicy struct {
 
 // ConnState is the cooldown and terminal state of one connection.
 type ConnState struct {
-	ConnectionID  int64
-	Terminal      Terminal
-	Until         time.Time // end of the current cooldown; zero = none
-	Level         int       // backoff level: how many cooldowns in a row
-	LastError     string
-	LastErrorType Reason
-	ErrorCode     int
-	LastErrorAt   time.Time
-	Rejections    int       // consecutive request_rejected answers
-	Probes        int       // failed probes of an expired credential
-	NextProbe     time.Time // when a terminal connection may be probed again; zero = never
-	FromUpstream  bool      // the running cooldown is the upstream's own hint
+	ConnectionID  int64     `json:"connection_id"`
+	Terminal      Terminal  `json:"terminal,omitempty"`
+	Until         time.Time `json:"until,omitzero"` // end of the current cooldown; zero = none
+	Level         int       `json:"level,omitempty"` // backoff level: how many cooldowns in a row
+	LastError     string    `json:"last_error,omitempty"`
+	LastErrorType Reason    `json:"last_error_type,omitempty"`
+	ErrorCode     int       `json:"error_code,omitempty"`
+	LastErrorAt   time.Time `json:"last_error_at,omitzero"`
+	Rejections    int       `json:"rejections,omitempty"`    // consecutive request_rejected answers
+	Probes        int       `json:"probes,omitempty"`        // failed probes of an expired credential
+	NextProbe     time.Time `json:"next_probe,omitzero"`     // when a terminal connection may be probed again; zero = never
+	FromUpstream  bool      `json:"from_upstream,omitempty"` // the running cooldown is the upstream's own hint
+}
+
+// Empty reports whether the state has nothing left to remember (it need not be stored).
+func (s ConnState) Empty() bool {
+	return s.Terminal == TerminalNone && s.Until.IsZero() && s.Level == 0 && s.LastError == "" && s.Rejections == 0
 }
 
 // Status reports the operator-facing status at now.

@@ -78,19 +78,19 @@ type LockoutKey struct {
 
 // Lockout is one model lockout on one connection.
 type Lockout struct {
-	Provider     string
-	ConnectionID int64
+	Provider     string `json:"provider"`
+	ConnectionID int64  `json:"connection_id"`
 	// Model is the model whose failure set (or last raised) the lockout.
-	Model string
+	Model string `json:"model"`
 	// Target is what is locked: "family:<name>", the model itself, or "exact:<model>".
-	Target string
-	Scope  LockoutScope
+	Target string       `json:"target"`
+	Scope  LockoutScope `json:"scope"`
 	// Reason is the caller's reason for the last failure that set the lockout (the
 	// classifier's reason, e.g. "rate_limit").
-	Reason string
+	Reason string `json:"reason,omitempty"`
 	// FailureCount is the number of escalating failures; success decay halves it.
-	FailureCount int
-	ExpiresAt    time.Time
+	FailureCount int       `json:"failure_count"`
+	ExpiresAt    time.Time `json:"expires_at"`
 }
 
 // Key returns the lockout's key.

@@ -14,9 +14,12 @@ type Queue[K comparable, V any] struct {
 	log   *slog.Logger
 	name  string
 
-	mu    sync.Mutex
-	dirty map[K]V
-	kick  chan struct{}
+	// flushMu serialises flushes, so a Flush that returns has seen every earlier batch written
+	// (or failed): a change Put before Flush was called is committed when Flush returns nil.
+	flushMu sync.Mutex
+	mu      sync.Mutex
+	dirty   map[K]V
+	kick    chan struct{}
 }
 
 // New builds a queue whose write persists one batch (in one transaction, ideally).
@@ -40,25 +43,28 @@ func (q *Queue[K, V]) Run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			q.Flush(context.WithoutCancel(ctx))
+			_ = q.Flush(context.WithoutCancel(ctx)) // a failure is logged by Flush
 			return
 		case <-q.kick:
-			q.Flush(ctx)
+			_ = q.Flush(ctx)
 		}
 	}
 }
 
-// Flush writes every pending change now. A failed batch is put back (unless newer values
-// arrived meanwhile) so a later flush retries it.
-func (q *Queue[K, V]) Flush(ctx context.Context) {
+// Flush writes every pending change now and returns once it is committed. A failed batch is
+// put back (unless newer values arrived meanwhile) so a later flush retries it.
+func (q *Queue[K, V]) Flush(ctx context.Context) error {
+	q.flushMu.Lock()
+	defer q.flushMu.Unlock()
 	q.mu.Lock()
 	batch := q.dirty
 	q.dirty = make(map[K]V, len(batch))
 	q.mu.Unlock()
 	if len(batch) == 0 {
-		return
+		return nil
 	}
-	if err := q.write(ctx, batch); err != nil {
+	err := q.write(ctx, batch)
+	if err != nil {
 		q.log.Error("persist state", "what", q.name, "error", err, "pending", len(batch))
 		q.mu.Lock()
 		for k, v := range batch {
@@ -68,4 +74,5 @@ func (q *Queue[K, V]) Flush(ctx context.Context) {
 		}
 		q.mu.Unlock()
 	}
+	return err
 }

@@ -1,0 +1,303 @@
+// Package app is the composition root: configuration → database → services → web → serve →
+// shutdown, as named builders, with the background runners started and stopped together.
+// End-to-end tests start it exactly as production does.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"github.com/labstack/echo/v4"
+
+	"switchyard/db"
+	"switchyard/handlers"
+	"switchyard/services/auth"
+	"switchyard/services/catalog"
+	"switchyard/services/clientkeys"
+	"switchyard/services/health"
+	"switchyard/services/metrics"
+	"switchyard/services/ops"
+	"switchyard/services/proxy"
+	"switchyard/services/resilience"
+	"switchyard/services/secrets"
+	"switchyard/services/settings"
+	"switchyard/services/statestore"
+	"switchyard/static"
+	"switchyard/web"
+)
+
+// App is a running gateway.
+type App struct {
+	Addr   string // the address actually listened on
+	DB     *db.DB
+	Echo   *echo.Echo
+	Routes []web.Route
+	Log    *slog.Logger
+	// Inventory is the model discovery, exposed for end-to-end tests.
+	Inventory *proxy.Inventory
+	// State is the resilience state store, exposed for end-to-end tests.
+	State statestore.Store
+
+	server   *http.Server
+	draining atomic.Bool
+	runners  runners
+	served   chan error
+}
+
+// Start opens the database, builds every service and starts serving on cfg.Addr.
+func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool), log *slog.Logger) (*App, error) {
+	st, err := openStorage(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			st.db.Close()
+		}
+	}()
+	core, err := buildCore(ctx, cfg, st, lookupEnv, log)
+	if err != nil {
+		return nil, err
+	}
+	clock := cfg.Clock
+	if clock == nil {
+		clock = clockwork.NewRealClock()
+	}
+	res, err := buildResilience(ctx, clock, st, core, log)
+	if err != nil {
+		return nil, err
+	}
+	eng := buildEngine(clock, core, res, log)
+
+	a := &App{DB: st.db, Log: log, Inventory: eng.inventory, State: res.store, served: make(chan error, 1)}
+	a.Echo, a.Routes = buildWeb(cfg, st, core, res, eng, &a.draining, log)
+
+	a.runners.add("state store", res.store.Run)
+	a.runners.add("lockout sweeper", func(ctx context.Context) { res.lockouts.RunSweeper(ctx, resilience.LockoutSweepInterval) })
+	a.runners.add("model discovery", func(ctx context.Context) {
+		eng.inventory.Run(ctx, func() (time.Duration, time.Duration) {
+			d := core.settings.Snapshot().Resilience().Discovery
+			return time.Duration(d.ModelRefreshIntervalMS) * time.Millisecond, time.Duration(d.ProviderRecheckIntervalMS) * time.Millisecond
+		})
+	})
+	a.runners.add("client key last use", func(ctx context.Context) { core.keys.Run(ctx, 5*time.Second) })
+
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", cfg.Addr, err)
+	}
+	a.Addr = ln.Addr().String()
+	a.server = &http.Server{Handler: a.Echo, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	a.runners.start()
+	go func() { a.served <- a.server.Serve(ln) }()
+	log.Info("switchyard listening", "addr", "http://"+a.Addr, "version", Version, "data_dir", cfg.DataDir)
+	ok = true
+	return a, nil
+}
+
+// Version is the build's version, set by main from its -ldflags value.
+var Version = "dev"
+
+// Shutdown stops accepting, lets in-flight requests and streams finish within grace, stops the
+// background work (which writes what is still pending) and closes the database.
+func (a *App) Shutdown(grace time.Duration) error {
+	a.draining.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	err := a.server.Shutdown(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		a.Log.Warn("grace period over; closing remaining connections")
+		err = a.server.Close()
+	}
+	if serr := <-a.served; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
+		err = errors.Join(err, serr)
+	}
+	a.runners.stop()
+	return errors.Join(err, a.DB.Close())
+}
+
+// storage is the data directory: the database and the secret box.
+type storage struct {
+	db  *db.DB
+	key []byte
+	box *secrets.Box
+}
+
+// openStorage creates the data directory, loads (or generates) the secret key and opens and
+// migrates the database.
+func openStorage(ctx context.Context, cfg Config, log *slog.Logger) (storage, error) {
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return storage{}, fmt.Errorf("data dir: %w", err)
+	}
+	key, created, err := secrets.LoadOrCreateKey(cfg.DataDir, cfg.SecretKey)
+	if err != nil {
+		return storage{}, err
+	}
+	if created {
+		log.Info("generated a new secret key", "file", filepath.Join(cfg.DataDir, secrets.KeyFileName))
+	}
+	box, err := secrets.NewBox(key)
+	if err != nil {
+		return storage{}, err
+	}
+	d, err := db.Open(filepath.Join(cfg.DataDir, "switchyard.db"))
+	if err != nil {
+		return storage{}, err
+	}
+	if n, err := d.Migrate(ctx); err != nil {
+		d.Close()
+		return storage{}, err
+	} else if n > 0 {
+		log.Info("applied migrations", "count", n)
+	}
+	return storage{db: d, key: key, box: box}, nil
+}
+
+// core are the services every other part builds on.
+type core struct {
+	auth     *auth.Service
+	catalog  *catalog.Service
+	keys     *clientkeys.Service
+	settings *settings.Service
+}
+
+func buildCore(ctx context.Context, cfg Config, st storage, lookupEnv func(string) (string, bool), log *slog.Logger) (core, error) {
+	kv := db.KV{DB: st.db}
+	authSvc, generated, err := auth.Init(ctx, kv, cfg.AdminPassword, cfg.AdminToken, time.Now)
+	if err != nil {
+		return core{}, err
+	}
+	if generated != "" {
+		log.Warn("generated the admin password; it is shown only this once — log in and keep it safe, or set SWITCHYARD_ADMIN_PASSWORD",
+			"password", generated)
+	}
+	cat, err := catalog.New(ctx, st.db, st.box, log)
+	if err != nil {
+		return core{}, err
+	}
+	keys, err := clientkeys.New(ctx, st.db, log, time.Now)
+	if err != nil {
+		return core{}, err
+	}
+	setSvc, err := settings.New(ctx, kv, lookupEnv, time.Now)
+	if err != nil {
+		return core{}, err
+	}
+	for _, w := range setSvc.Warnings() {
+		log.Warn(w)
+	}
+	return core{auth: authSvc, catalog: cat, keys: keys, settings: setSvc}, nil
+}
+
+// resilienceState are the in-memory state tables, loaded from the state store and written
+// back to it behind the request path.
+type resilienceState struct {
+	store      *statestore.SQLite
+	cooldowns  *resilience.Cooldowns
+	breakers   *resilience.Breakers
+	gate       *resilience.ProviderGate
+	lockouts   *resilience.Lockouts
+	queues     *resilience.Queues
+	semaphores *resilience.Semaphores
+	health     *health.Tracker
+	metrics    *metrics.Metrics
+}
+
+func buildResilience(ctx context.Context, clock clockwork.Clock, st storage, c core, log *slog.Logger) (*resilienceState, error) {
+	store := statestore.NewSQLite(st.db, log)
+	saved, err := statestore.LoadResilience(ctx, store)
+	if err != nil {
+		return nil, err
+	}
+	r := &resilienceState{store: store, gate: resilience.NewProviderGate(clock), health: health.New(clock), metrics: metrics.New()}
+	r.cooldowns = resilience.NewCooldowns(clock, func(s resilience.ConnState) { store.Put(statestore.ConnRecord(s)) })
+	r.cooldowns.Load(saved.Connections)
+	r.breakers = resilience.NewBreakers(clock, func(s resilience.BreakerState) { store.Put(statestore.BreakerRecord(s)) })
+	r.breakers.Load(saved.Breakers)
+	r.breakers.OnTransition(func(provider, model string, from, to resilience.CircuitState) {
+		if to == resilience.CircuitNone {
+			return
+		}
+		log.Info("circuit breaker", "provider", provider, "model", model, "from", string(from), "to", string(to))
+		r.metrics.BreakerTransition(provider, string(to))
+	})
+	r.breakers.OnTransition(func(provider, _ string, from, to resilience.CircuitState) {
+		if from == resilience.CircuitHalfOpen && to == resilience.CircuitClosed {
+			r.health.Reset(provider) // the provider proved itself; old failures no longer describe it
+		}
+	})
+	r.lockouts = resilience.NewLockouts(clock, lockoutConfig(c.settings.Snapshot()), func(k resilience.LockoutKey, l *resilience.Lockout) {
+		store.Put(statestore.LockoutRecord(k, l))
+	})
+	r.lockouts.Load(saved.Lockouts)
+	c.settings.OnChange(func(s *settings.Snapshot) { r.lockouts.SetConfig(lockoutConfig(s)) })
+	r.queues = resilience.NewQueues(clock, func(connID int64, waited time.Duration, outcome string) {
+		if conn, ok := c.catalog.Registry().Connection(connID); ok {
+			r.metrics.QueueWait(conn.Provider, conn.Name, outcome, waited)
+		}
+	})
+	r.semaphores = resilience.NewSemaphores(clock)
+	c.catalog.OnNewCredentials(func(id int64) { r.cooldowns.Clear(id, true) })
+	c.catalog.OnConnectionDeleted(func(id int64) {
+		r.cooldowns.Forget(id)
+		r.lockouts.ForgetConnection(id)
+		r.queues.Forget(id)
+		r.semaphores.Forget(id)
+	})
+	return r, nil
+}
+
+// lockoutConfig is the model lockout setting in the engine's terms.
+func lockoutConfig(s *settings.Snapshot) resilience.LockoutConfig {
+	m := s.Resilience().ModelLockout
+	return resilience.LockoutConfig{Enabled: m.Enabled, ErrorCodes: m.ErrorCodes,
+		Base: time.Duration(m.BaseCooldownMS) * time.Millisecond, Max: time.Duration(m.MaxCooldownMS) * time.Millisecond,
+		MaxSteps: m.MaxBackoffSteps, Exponential: m.UseExponentialBackoff, Families: m.Families}
+}
+
+// engine is the proxy engine and its model discovery.
+type engine struct {
+	engine    *proxy.Engine
+	inventory *proxy.Inventory
+}
+
+func buildEngine(clock clockwork.Clock, c core, r *resilienceState, log *slog.Logger) engine {
+	client := &http.Client{Transport: proxy.NewTransport()}
+	inv := proxy.NewInventory(client, c.catalog.Registry, log, clock)
+	c.catalog.OnChange(func(*catalog.Registry) { inv.Kick() })
+	e := proxy.New(proxy.Options{Catalog: c.catalog, Inventory: inv, Client: client, Log: log,
+		Settings: c.settings, Cooldowns: r.cooldowns, Breakers: r.breakers, Gate: r.gate, Health: r.health, Lockouts: r.lockouts,
+		Queues: r.queues, Semaphores: r.semaphores, Clock: clock, Observer: r.metrics})
+	e.RegisterGauges(r.metrics)
+	return engine{engine: e, inventory: inv}
+}
+
+func buildWeb(cfg Config, st storage, c core, r *resilienceState, e engine, draining *atomic.Bool, log *slog.Logger) (*echo.Echo, []web.Route) {
+	opsSvc := &ops.Service{Catalog: c.catalog, Discovery: e.inventory, Cooldowns: r.cooldowns, Breakers: r.breakers,
+		Lockouts: r.lockouts, Queues: r.queues, Semaphores: r.semaphores, Health: r.health, Store: r.store}
+	sessions := web.NewSessions(secrets.Derive(st.key, "session-hash v1", 64), secrets.Derive(st.key, "session-block v1", 32))
+	settingsH := &handlers.Settings{Svc: c.settings, Providers: c.catalog}
+	return web.New(web.Deps{
+		Log: log, Auth: c.auth, Keys: c.keys, Sessions: sessions, Static: static.FS, Metrics: r.metrics,
+		Health: &handlers.Health{DB: st.db, Draining: draining, Version: Version},
+		API: &handlers.API{Catalog: c.catalog, Tester: e.engine, Ops: opsSvc,
+			ValidateProviderOverrides:   settings.CheckProviderOverrides,
+			ValidateConnectionOverrides: settings.CheckConnectionOverrides},
+		KeysAPI:  &handlers.Keys{Keys: c.keys},
+		Settings: settingsH,
+		Proxy:    &handlers.Proxy{Engine: e.engine, Inventory: e.inventory, MaxBodyBytes: cfg.MaxBodyMiB << 20},
+		Dashboard: &handlers.Dashboard{Auth: c.auth, Sessions: sessions, Catalog: c.catalog, Keys: c.keys, Tester: e.engine,
+			Inventory: e.inventory, Settings: settingsH, Ops: opsSvc, ValidateConnectionOverrides: settings.CheckConnectionOverrides},
+	})
+}

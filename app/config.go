@@ -1,0 +1,132 @@
+package app
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+)
+
+// Config is the bootstrap configuration: flags with environment twins. Runtime settings live
+// in the database, never here.
+type Config struct {
+	// Addr is the listen address (default 127.0.0.1:8080).
+	Addr string
+	// DataDir holds switchyard.db and the generated secret key (default ./data).
+	DataDir   string
+	LogLevel  string
+	LogFormat string
+	// AdminPassword, AdminToken and SecretKey come from the environment only.
+	AdminPassword string
+	AdminToken    string
+	SecretKey     string
+	// ShutdownGrace is how long in-flight requests and streams may finish on shutdown (default 30 s).
+	ShutdownGrace time.Duration
+	// MaxBodyMiB limits a client request body; larger ones get 413 (default 32).
+	MaxBodyMiB int64
+	// Clock drives every resilience timer; nil = the real clock (tests inject a fake one).
+	Clock clockwork.Clock
+}
+
+// Usage is the head of --help.
+const Usage = `Switchyard — a self-hosted LLM gateway.
+
+Usage:
+  switchyard [serve] [flags]   start the gateway (the default)
+  switchyard version           print the version
+  switchyard --help            show this help
+
+Flags (each has an environment twin):
+`
+
+// ParseConfig reads the command and its flags; each flag falls back to its environment twin.
+// The command is "serve" unless the first argument names another.
+func ParseConfig(args []string, lookupEnv func(string) (string, bool), stderr io.Writer) (Config, string, error) {
+	env := func(k, def string) string {
+		if v, ok := lookupEnv(k); ok && v != "" {
+			return v
+		}
+		return def
+	}
+	cmd := "serve"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = args[0], args[1:]
+	}
+	var c Config
+	grace, graceErr := time.ParseDuration(env("SWITCHYARD_SHUTDOWN_GRACE", "30s"))
+	fs := flag.NewFlagSet("switchyard", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.Addr, "addr", env("SWITCHYARD_ADDR", "127.0.0.1:8080"), "listen address (SWITCHYARD_ADDR)")
+	fs.StringVar(&c.DataDir, "data-dir", env("SWITCHYARD_DATA_DIR", "./data"), "data directory holding switchyard.db (SWITCHYARD_DATA_DIR)")
+	fs.StringVar(&c.LogLevel, "log-level", env("SWITCHYARD_LOG_LEVEL", "info"), "debug, info, warn or error (SWITCHYARD_LOG_LEVEL)")
+	fs.StringVar(&c.LogFormat, "log-format", env("SWITCHYARD_LOG_FORMAT", "text"), "text or json (SWITCHYARD_LOG_FORMAT)")
+	fs.Int64Var(&c.MaxBodyMiB, "max-body-mib", envInt(lookupEnv, "SWITCHYARD_MAX_BODY_MIB", 32),
+		"largest client request body in MiB; larger ones get 413 (SWITCHYARD_MAX_BODY_MIB)")
+	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", grace,
+		"how long in-flight requests and streams may finish on shutdown (SWITCHYARD_SHUTDOWN_GRACE)")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, Usage)
+		fs.PrintDefaults()
+		fmt.Fprint(stderr, `
+Environment only:
+  SWITCHYARD_ADMIN_PASSWORD  dashboard password (generated and printed once when unset on first start)
+  SWITCHYARD_ADMIN_TOKEN     lets automation call /api/* with Authorization: Bearer <token>
+  SWITCHYARD_SECRET_KEY      encrypts secrets at rest and signs sessions (generated into the data dir when unset)
+`)
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, cmd, err
+	}
+	if fs.NArg() > 0 {
+		return c, cmd, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if graceErr != nil {
+		return c, cmd, fmt.Errorf("SWITCHYARD_SHUTDOWN_GRACE: %w", graceErr)
+	}
+	if c.ShutdownGrace < 0 {
+		return c, cmd, fmt.Errorf("--shutdown-grace must not be negative, not %s", c.ShutdownGrace)
+	}
+	if c.MaxBodyMiB < 1 || c.MaxBodyMiB > 1024 {
+		return c, cmd, fmt.Errorf("--max-body-mib must be between 1 and 1024, not %d", c.MaxBodyMiB)
+	}
+	c.AdminPassword = env("SWITCHYARD_ADMIN_PASSWORD", "")
+	c.AdminToken = env("SWITCHYARD_ADMIN_TOKEN", "")
+	c.SecretKey = env("SWITCHYARD_SECRET_KEY", "")
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		return c, cmd, fmt.Errorf("--log-format must be text or json, not %q", c.LogFormat)
+	}
+	return c, cmd, nil
+}
+
+// envInt reads an integer environment variable; an unparsable value is reported as out of range.
+func envInt(lookupEnv func(string) (string, bool), key string, def int64) int64 {
+	v, ok := lookupEnv(key)
+	if !ok || v == "" {
+		return def
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return -1 // out of range: ParseConfig reports it
+	}
+	return n
+}
+
+// NewLogger builds the one logger of the process from the configuration.
+func NewLogger(c Config, w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if c.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return slog.New(slog.NewTextHandler(w, opts)), nil
+}

@@ -1,0 +1,71 @@
+package app
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseConfig(t *testing.T) {
+	env := func(m map[string]string) func(string) (string, bool) {
+		return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+	}
+	cases := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		cmd     string
+		addr    string
+		bodyMiB int64
+		wantErr bool
+	}{
+		{"defaults", nil, nil, "serve", "127.0.0.1:8080", 32, false},
+		{"env twin", nil, map[string]string{"SWITCHYARD_ADDR": ":9", "SWITCHYARD_MAX_BODY_MIB": "8"}, "serve", ":9", 8, false},
+		{"flag beats env", []string{"serve", "--addr", ":7"}, map[string]string{"SWITCHYARD_ADDR": ":9"}, "serve", ":7", 32, false},
+		{"version", []string{"version"}, nil, "version", "127.0.0.1:8080", 32, false},
+		{"bad log format", []string{"--log-format", "xml"}, nil, "serve", "", 0, true},
+		{"bad body limit", nil, map[string]string{"SWITCHYARD_MAX_BODY_MIB": "lots"}, "serve", "", 0, true},
+		{"stray argument", []string{"serve", "extra"}, nil, "serve", "", 0, true},
+	}
+	for _, c := range cases {
+		cfg, cmd, err := ParseConfig(c.args, env(c.env), &bytes.Buffer{})
+		if (err != nil) != c.wantErr {
+			t.Errorf("%s: err %v", c.name, err)
+			continue
+		}
+		if err == nil && (cmd != c.cmd || cfg.Addr != c.addr || cfg.MaxBodyMiB != c.bodyMiB) {
+			t.Errorf("%s: cmd %s addr %s body %d", c.name, cmd, cfg.Addr, cfg.MaxBodyMiB)
+		}
+	}
+}
+
+// TestShutdownGraceHasAnEnvironmentTwin: like every flag, --shutdown-grace reads
+// SWITCHYARD_SHUTDOWN_GRACE, and the flag beats it.
+func TestShutdownGraceHasAnEnvironmentTwin(t *testing.T) {
+	env := func(k string) (string, bool) {
+		return map[string]string{"SWITCHYARD_SHUTDOWN_GRACE": "7s"}[k], k == "SWITCHYARD_SHUTDOWN_GRACE"
+	}
+	cfg, _, err := ParseConfig(nil, env, &bytes.Buffer{})
+	if err != nil || cfg.ShutdownGrace != 7*time.Second {
+		t.Fatalf("env: %v %v", cfg.ShutdownGrace, err)
+	}
+	cfg, _, err = ParseConfig([]string{"--shutdown-grace", "2s"}, env, &bytes.Buffer{})
+	if err != nil || cfg.ShutdownGrace != 2*time.Second {
+		t.Fatalf("flag: %v %v", cfg.ShutdownGrace, err)
+	}
+	bad := func(k string) (string, bool) { return "soon", k == "SWITCHYARD_SHUTDOWN_GRACE" }
+	if _, _, err := ParseConfig(nil, bad, &bytes.Buffer{}); err == nil {
+		t.Fatal("an unparsable SWITCHYARD_SHUTDOWN_GRACE was accepted")
+	}
+	var help bytes.Buffer
+	ParseConfig([]string{"--help"}, env, &help)
+	for _, line := range strings.Split(help.String(), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "-") {
+			continue // the flag's name line; its usage text follows
+		}
+		if strings.Contains(line, "shutdown") && !strings.Contains(line, "SWITCHYARD_SHUTDOWN_GRACE") {
+			t.Fatalf("--help does not name the environment twin: %q", line)
+		}
+	}
+}

@@ -1,0 +1,1869 @@
+//go:build bench
+
+// Gateway overhead benchmark (`make bench`; never part of `make test`).
+//
+// TestBench builds the real switchyard binary and starts three separate processes, each with its
+// own /proc CPU and memory accounting, all on 127.0.0.1 with ports chosen by the kernel:
+//
+//   - upstream:   a fake OpenAI-compatible server (this test binary re-executed with
+//     SWITCHYARD_BENCH_ROLE=upstream): GET /v1/models and POST /v1/chat/completions, behaviour
+//     chosen by the model name (JSON of ~0.5 KB or ~10 KB after 0 or 50 ms; SSE with 20 chunks
+//     10 ms apart plus [DONE]; slow SSE for the concurrent-stream test);
+//   - bareproxy:  net/http/httputil.ReverseProxy with a tuned transport (FlushInterval -1), the
+//     floor any Go gateway pays (SWITCHYARD_BENCH_ROLE=bareproxy);
+//   - switchyard: the binary with its production defaults (log level info, text format, request
+//     log on, written to a file), configured through its admin API: one provider pointing at the
+//     upstream, one connection, one client key.
+//
+// vegeta drives them open-loop at fixed rates in interleaved rounds (direct, bare proxy,
+// Switchyard, rotating the order each round). Each process is stopped when the test ends and dies
+// with it (Pdeathsig; the helpers also exit when their stdin closes). Nothing leaves 127.0.0.1
+// and every phase is bounded by rate × duration plus a timeout.
+//
+// GOMAXPROCS: each proxy runs with GOMAXPROCS=1 (BENCH_PROXY_PROCS), so its throughput and
+// CPU/request are per core and the two proxies compete on equal terms; the fake upstream gets 1
+// (BENCH_UPSTREAM_PROCS) and the load generator (this process) keeps the rest of the machine
+// (BENCH_LOADGEN_PROCS, default = nproc). On a 2-core machine the three still share the cores, so
+// absolute latencies include scheduling; the comparison is fair because the rounds interleave.
+//
+// Knobs (environment, with defaults): BENCH_ROUNDS=3, BENCH_DURATION=3s (per target, scenario and
+// round), BENCH_WARMUP=500ms, BENCH_RATE=500 (JSON requests/s), BENCH_STREAM_RATE=100 (streams/s),
+// BENCH_MAXRATE_START=1000, BENCH_MAXRATE_FACTOR=1.5, BENCH_MAXRATE_STEPS=8,
+// BENCH_MAXRATE_DURATION=3s, BENCH_MAXRATE_DIRECT=1 (also step the direct path: the harness
+// ceiling), BENCH_SLOW_STREAMS=1000, BENCH_SLOW_INTERVAL=500ms, BENCH_SLOW_RAMP=2s,
+// BENCH_SLOW_BARE=1 (repeat the slow streams through the bare proxy for reference),
+// BENCH_PLATEAU_SAMPLES=6, BENCH_PLATEAU_RATE=20, BENCH_PROXY_PROCS=1, BENCH_UPSTREAM_PROCS=1,
+// BENCH_LOADGEN_PROCS=0 (leave), BENCH_OUT_DIR=../docs/bench (relative to bench/), BENCH_STRICT=0 (1 = a missed target
+// fails the test), BENCH_MAXRATE_REFINE=2 (bisection steps after the first failing rate),
+// BENCH_SWITCHYARD_ARGS="" (extra flags for experiments, e.g. "--log-level warn" to measure the
+// request log's share; the report is then not the production-defaults one).
+//
+// Output: a Markdown report on stdout and in docs/bench/latest.md, the raw numbers in
+// docs/bench/latest.json.
+//
+// BenchmarkBenchGateway runs the bare proxy and the Switchyard engine in-process for CPU profiles,
+// each server side under its own pprof label:
+//
+//	go test -tags bench -run '^$' -bench BenchmarkBenchGateway -benchtime 5000x -cpuprofile cpu.out ./bench
+//	go tool pprof -tagfocus role=switchyard -top cpu.out
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"switchyard/app"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+)
+
+const (
+	benchRoleEnv     = "SWITCHYARD_BENCH_ROLE"
+	benchUpstreamEnv = "SWITCHYARD_BENCH_UPSTREAM"
+	benchSlowGapEnv  = "SWITCHYARD_BENCH_SLOW_GAP"
+	benchAdminToken  = "bench-admin-token-0123456789abcdef"
+	benchChunks      = 20 // content chunks per stream; every stream also ends with [DONE]
+	benchMaxP99      = 50 * time.Millisecond
+	benchMaxErrRate  = 0.001
+)
+
+// ---------------------------------------------------------------------------------------------
+// Configuration
+
+type benchConfig struct {
+	Rounds          int           `json:"rounds"`
+	Duration        time.Duration `json:"duration_ns"`
+	Warmup          time.Duration `json:"warmup_ns"`
+	JSONRate        int           `json:"json_rate"`
+	StreamRate      int           `json:"stream_rate"`
+	MaxRateStart    int           `json:"maxrate_start"`
+	MaxRateFactor   float64       `json:"maxrate_factor"`
+	MaxRateSteps    int           `json:"maxrate_steps"`
+	MaxRateDuration time.Duration `json:"maxrate_duration_ns"`
+	MaxRateDirect   bool          `json:"maxrate_direct"`
+	MaxRateRefine   int           `json:"maxrate_refine"`
+	SlowStreams     int           `json:"slow_streams"`
+	SlowInterval    time.Duration `json:"slow_interval_ns"`
+	SlowRamp        time.Duration `json:"slow_ramp_ns"`
+	SlowBare        bool          `json:"slow_bare"`
+	PlateauSamples  int           `json:"plateau_samples"`
+	PlateauRate     int           `json:"plateau_rate"`
+	ProxyProcs      int           `json:"proxy_gomaxprocs"`
+	UpstreamProcs   int           `json:"upstream_gomaxprocs"`
+	LoadgenProcs    int           `json:"loadgen_gomaxprocs"`
+	OutDir          string        `json:"-"`
+	SwitchyardArgs  string        `json:"switchyard_extra_args,omitempty"`
+	Strict          bool          `json:"strict"`
+}
+
+func benchLoadConfig(t *testing.T) benchConfig {
+	c := benchConfig{
+		Rounds:          benchEnvInt(t, "BENCH_ROUNDS", 3, 1, 20),
+		Duration:        benchEnvDur(t, "BENCH_DURATION", 3*time.Second, 500*time.Millisecond, time.Minute),
+		Warmup:          benchEnvDur(t, "BENCH_WARMUP", 500*time.Millisecond, 0, 30*time.Second),
+		JSONRate:        benchEnvInt(t, "BENCH_RATE", 500, 1, 20_000),
+		StreamRate:      benchEnvInt(t, "BENCH_STREAM_RATE", 100, 1, 2_000),
+		MaxRateStart:    benchEnvInt(t, "BENCH_MAXRATE_START", 1000, 10, 50_000),
+		MaxRateFactor:   benchEnvFloat(t, "BENCH_MAXRATE_FACTOR", 1.5, 1.05, 4),
+		MaxRateSteps:    benchEnvInt(t, "BENCH_MAXRATE_STEPS", 8, 0, 20),
+		MaxRateDuration: benchEnvDur(t, "BENCH_MAXRATE_DURATION", 3*time.Second, 500*time.Millisecond, time.Minute),
+		MaxRateDirect:   benchEnvInt(t, "BENCH_MAXRATE_DIRECT", 1, 0, 1) == 1,
+		MaxRateRefine:   benchEnvInt(t, "BENCH_MAXRATE_REFINE", 2, 0, 5),
+		SlowStreams:     benchEnvInt(t, "BENCH_SLOW_STREAMS", 1000, 0, 5000),
+		SlowInterval:    benchEnvDur(t, "BENCH_SLOW_INTERVAL", 500*time.Millisecond, time.Millisecond, 5*time.Second),
+		SlowRamp:        benchEnvDur(t, "BENCH_SLOW_RAMP", 2*time.Second, 0, time.Minute),
+		SlowBare:        benchEnvInt(t, "BENCH_SLOW_BARE", 1, 0, 1) == 1,
+		PlateauSamples:  benchEnvInt(t, "BENCH_PLATEAU_SAMPLES", 6, 3, 600),
+		PlateauRate:     benchEnvInt(t, "BENCH_PLATEAU_RATE", 20, 0, 1000),
+		ProxyProcs:      benchEnvInt(t, "BENCH_PROXY_PROCS", 1, 1, 256),
+		UpstreamProcs:   benchEnvInt(t, "BENCH_UPSTREAM_PROCS", 1, 1, 256),
+		LoadgenProcs:    benchEnvInt(t, "BENCH_LOADGEN_PROCS", 0, 0, 256),
+		OutDir:          "../docs/bench",
+		Strict:          benchEnvInt(t, "BENCH_STRICT", 0, 0, 1) == 1,
+		SwitchyardArgs:  os.Getenv("BENCH_SWITCHYARD_ARGS"),
+	}
+	if v := os.Getenv("BENCH_OUT_DIR"); v != "" {
+		c.OutDir = v
+	}
+	return c
+}
+
+func benchEnvInt(t *testing.T, k string, def, lo, hi int) int {
+	v := os.Getenv(k)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		t.Fatalf("%s=%q: want an integer in %d..%d", k, v, lo, hi)
+	}
+	return n
+}
+
+func benchEnvFloat(t *testing.T, k string, def, lo, hi float64) float64 {
+	v := os.Getenv(k)
+	if v == "" {
+		return def
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f < lo || f > hi {
+		t.Fatalf("%s=%q: want a number in %g..%g", k, v, lo, hi)
+	}
+	return f
+}
+
+func benchEnvDur(t *testing.T, k string, def, lo, hi time.Duration) time.Duration {
+	v := os.Getenv(k)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < lo || d > hi {
+		t.Fatalf("%s=%q: want a duration in %s..%s", k, v, lo, hi)
+	}
+	return d
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scenarios and the fake upstream
+
+// benchBehavior is what the fake upstream does for one model name.
+type benchBehavior struct {
+	size   int           // JSON answer bytes; 0 for streams
+	delay  time.Duration // before the answer starts
+	chunks int           // SSE content chunks; 0 for JSON
+	gap    time.Duration // between SSE chunks
+}
+
+func benchBehaviors(slowGap time.Duration) map[string]benchBehavior {
+	return map[string]benchBehavior{
+		"json-small-0ms":  {size: 512},
+		"json-large-0ms":  {size: 10 << 10},
+		"json-small-50ms": {size: 512, delay: 50 * time.Millisecond},
+		"json-large-50ms": {size: 10 << 10, delay: 50 * time.Millisecond},
+		"sse-20x10ms":     {chunks: benchChunks, gap: 10 * time.Millisecond},
+		"sse-slow":        {chunks: benchChunks, gap: slowGap},
+		"sse-fast":        {chunks: benchChunks}, // in-process profile only
+	}
+}
+
+// benchScenario is one measured traffic shape; Model selects the upstream's behaviour.
+type benchScenario struct {
+	Name   string
+	Model  string
+	Stream bool
+	Rate   int
+	Size   int // expected JSON answer bytes
+}
+
+func benchScenarios(c benchConfig) []benchScenario {
+	b := benchBehaviors(c.SlowInterval)
+	var out []benchScenario
+	for _, m := range []string{"json-small-0ms", "json-large-0ms", "json-small-50ms", "json-large-50ms"} {
+		out = append(out, benchScenario{Name: m, Model: m, Rate: c.JSONRate, Size: b[m].size})
+	}
+	return append(out, benchScenario{Name: "sse-20x10ms", Model: "sse-20x10ms", Stream: true, Rate: c.StreamRate})
+}
+
+// benchRequestBody is the client's chat request: the same bytes for every target.
+func benchRequestBody(model string, stream bool) []byte {
+	s := ""
+	if stream {
+		s = `,"stream":true`
+	}
+	return []byte(`{"model":"` + model + `","messages":[{"role":"system","content":"You are a concise assistant."},` +
+		`{"role":"user","content":"Summarise the benefits of connection pooling in one short paragraph."}],"temperature":0.2` + s + `}`)
+}
+
+// benchCompletion is a chat completion of exactly size bytes.
+func benchCompletion(model string, size int) []byte {
+	head := `{"id":"chatcmpl-bench","object":"chat.completion","created":1700000000,"model":"` + model +
+		`","choices":[{"index":0,"message":{"role":"assistant","content":"`
+	tail := `"},"finish_reason":"stop"}],"usage":{"prompt_tokens":31,"completion_tokens":120,"total_tokens":151}}`
+	n := max(size-len(head)-len(tail), 1)
+	filler := strings.Repeat("lorem ipsum dolor sit amet ", n/27+1)[:n]
+	return []byte(head + filler + tail)
+}
+
+// benchChunk is SSE content chunk i; its content starts with the two-digit index so the client
+// can tell lost, duplicated, reordered or merged events apart.
+func benchChunk(model string, i int, last bool) []byte {
+	finish := "null"
+	if last {
+		finish = `"stop"`
+	}
+	return fmt.Appendf(nil, `data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1700000000,"model":"%s",`+
+		`"choices":[{"index":0,"delta":{"content":"c%02d lorem ipsum "},"finish_reason":%s}]}`+"\n\n", model, i, finish)
+}
+
+// benchModelOf finds the model string in a request body without a full JSON decode.
+func benchModelOf(body []byte) string {
+	i := bytes.Index(body, []byte(`"model"`))
+	if i < 0 {
+		return ""
+	}
+	rest := bytes.TrimLeft(body[i+7:], " \t\r\n")
+	rest, ok := bytes.CutPrefix(rest, []byte(":"))
+	if !ok {
+		return ""
+	}
+	rest, ok = bytes.CutPrefix(bytes.TrimLeft(rest, " \t\r\n"), []byte(`"`))
+	if !ok {
+		return ""
+	}
+	j := bytes.IndexByte(rest, '"')
+	if j < 0 {
+		return ""
+	}
+	return string(rest[:j])
+}
+
+// benchUpstreamHandler is the fake OpenAI-compatible upstream.
+func benchUpstreamHandler(slowGap time.Duration) http.Handler {
+	behaviors := benchBehaviors(slowGap)
+	bodies := map[string][]byte{}
+	chunks := map[string][][]byte{}
+	var names []string
+	for m, b := range behaviors {
+		names = append(names, m)
+		if b.chunks > 0 {
+			for i := range b.chunks {
+				chunks[m] = append(chunks[m], benchChunk(m, i, i == b.chunks-1))
+			}
+			chunks[m] = append(chunks[m], []byte("data: [DONE]\n\n"))
+		} else {
+			bodies[m] = benchCompletion(m, b.size)
+		}
+	}
+	slices.Sort(names)
+	var models bytes.Buffer
+	models.WriteString(`{"object":"list","data":[`)
+	for i, m := range names {
+		if i > 0 {
+			models.WriteByte(',')
+		}
+		fmt.Fprintf(&models, `{"id":%q,"object":"model","created":1700000000,"owned_by":"bench"}`, m)
+	}
+	models.WriteString(`]}`)
+	modelList := models.Bytes()
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(modelList)
+	})
+	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return
+		}
+		model := benchModelOf(body)
+		b, ok := behaviors[model]
+		if !ok {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprintf(w, `{"error":{"message":"unknown model %q","type":"invalid_request_error","code":"model_not_found"}}`, model)
+			return
+		}
+		if !benchSleep(r.Context(), b.delay) {
+			return
+		}
+		if b.chunks == 0 {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Content-Length", strconv.Itoa(len(bodies[model])))
+			w.Write(bodies[model])
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Cache-Control", "no-cache")
+		rc := http.NewResponseController(w)
+		for i, ch := range chunks[model] {
+			if i > 0 && i < b.chunks && !benchSleep(r.Context(), b.gap) {
+				return
+			}
+			if _, err := w.Write(ch); err != nil {
+				return
+			}
+			rc.Flush()
+		}
+	})
+	return mux
+}
+
+func benchSleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// benchBareProxy is the reference: a plain ReverseProxy with a transport tuned like Switchyard's.
+func benchBareProxy(upstream string) (http.Handler, error) {
+	u, err := url.Parse(upstream)
+	if err != nil {
+		return nil, err
+	}
+	tr := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        4096,
+		MaxIdleConnsPerHost: 4096,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+	}
+	return &httputil.ReverseProxy{
+		Rewrite:       func(pr *httputil.ProxyRequest) { pr.SetURL(u) },
+		Transport:     tr,
+		FlushInterval: -1,
+		ErrorLog:      log.New(os.Stderr, "bareproxy: ", log.LstdFlags|log.Lmicroseconds),
+	}, nil
+}
+
+// TestBenchRole is the body of the helper processes; TestBench re-executes the test binary with
+// SWITCHYARD_BENCH_ROLE set. Run on its own it skips.
+func TestBenchRole(t *testing.T) {
+	role := os.Getenv(benchRoleEnv)
+	if role == "" {
+		t.Skip("helper process of TestBench")
+	}
+	var h http.Handler
+	switch role {
+	case "upstream":
+		gap, err := time.ParseDuration(os.Getenv(benchSlowGapEnv))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h = benchUpstreamHandler(gap)
+	case "bareproxy":
+		var err error
+		if h, err = benchBareProxy(os.Getenv(benchUpstreamEnv)); err != nil {
+			t.Fatal(err)
+		}
+	default:
+		t.Fatalf("unknown role %q", role)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second,
+		ErrorLog: log.New(os.Stderr, role+" server: ", log.LstdFlags|log.Lmicroseconds)}
+	go srv.Serve(ln)
+	fmt.Fprintf(os.Stdout, "BENCH_ADDR=%s\n", ln.Addr())
+
+	// Stop on a signal, when the parent goes away (stdin closes) or after an hour at most.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		io.Copy(io.Discard, os.Stdin)
+		stop()
+	}()
+	select {
+	case <-ctx.Done():
+	case <-time.After(time.Hour):
+	}
+	srv.Close()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Processes
+
+// benchProc is a child process under measurement.
+type benchProc struct {
+	name  string
+	cmd   *exec.Cmd
+	pid   int
+	addr  string // host:port it listens on
+	stdin io.WriteCloser
+	done  chan struct{}
+}
+
+// benchCPU is a process's CPU time so far: utime+stime from /proc/<pid>/stat (clock ticks) and
+// the sum of every thread's run time from /proc/<pid>/task/*/schedstat (nanoseconds).
+type benchCPU struct {
+	ticks   int64
+	schedNS int64
+}
+
+func (p *benchProc) cpu() benchCPU {
+	var c benchCPU
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid)); err == nil {
+		if i := bytes.LastIndexByte(b, ')'); i > 0 {
+			f := strings.Fields(string(b[i+1:]))
+			if len(f) > 12 { // f[0] is field 3 (state); utime is field 14, stime 15
+				u, _ := strconv.ParseInt(f[11], 10, 64)
+				s, _ := strconv.ParseInt(f[12], 10, 64)
+				c.ticks = u + s
+			}
+		}
+	}
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", p.pid))
+	for _, task := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/schedstat", p.pid, task.Name()))
+		if err != nil {
+			continue
+		}
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			ns, _ := strconv.ParseInt(f[0], 10, 64)
+			c.schedNS += ns
+		}
+	}
+	return c
+}
+
+// mem returns VmRSS and VmHWM in KiB.
+func (p *benchProc) mem() (rss, hwm int64) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.pid))
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		switch k {
+		case "VmRSS":
+			rss = n
+		case "VmHWM":
+			hwm = n
+		}
+	}
+	return rss, hwm
+}
+
+func (p *benchProc) stop(t *testing.T) {
+	if p.cmd.ProcessState != nil {
+		return
+	}
+	if p.stdin != nil {
+		p.stdin.Close()
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(15 * time.Second):
+		t.Logf("%s did not stop on SIGTERM; killing it", p.name)
+		p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// benchChildEnv is the environment of the children: this one without Switchyard's own
+// variables (so the gateway runs with its built-in defaults) and without GOMAXPROCS.
+func benchChildEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "SWITCHYARD_") || strings.HasPrefix(kv, "GOMAXPROCS=") || strings.HasPrefix(kv, "BENCH_") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, extra...)
+}
+
+func benchWatch(t *testing.T, p *benchProc) {
+	p.pid = p.cmd.Process.Pid
+	p.done = make(chan struct{})
+	go func() {
+		p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() { p.stop(t) })
+}
+
+// benchStartHelper starts this test binary in a role and waits for the address it listens on.
+func benchStartHelper(t *testing.T, role string, procs int, env ...string) *benchProc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestBenchRole$", "-test.count=1", "-test.timeout=0")
+	cmd.Env = benchChildEnv(append(env, benchRoleEnv+"="+role, "GOMAXPROCS="+strconv.Itoa(procs))...)
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &benchProc{name: role, cmd: cmd, stdin: stdin}
+	benchWatch(t, p)
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if a, ok := strings.CutPrefix(sc.Text(), "BENCH_ADDR="); ok {
+				addr <- a
+				break
+			}
+		}
+		io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case p.addr = <-addr:
+	case <-p.done:
+		t.Fatalf("%s exited before listening", role)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not report its address", role)
+	}
+	return p
+}
+
+// benchBuild builds the switchyard binary into dir.
+func benchBuild(t *testing.T, dir string) (string, string) {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	version := "bench"
+	if out, err := exec.Command("git", "describe", "--tags", "--always", "--dirty").Output(); err == nil {
+		version = strings.TrimSpace(string(out))
+	}
+	bin := filepath.Join(dir, "switchyard")
+	cmd := exec.Command(goBin, "build", "-ldflags", "-X main.version="+version, "-o", bin, "switchyard")
+	cmd.Env = append(benchChildEnv(), "CGO_ENABLED=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin, version
+}
+
+// benchListenAddr finds the TCP socket pid listens on (whatever the log level lets it print):
+// its socket inodes from /proc/<pid>/fd, matched against the LISTEN rows of /proc/<pid>/net/tcp.
+func benchListenAddr(pid int) string {
+	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	inodes := map[string]bool{}
+	for _, fd := range fds {
+		l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+		if ino, ok := strings.CutPrefix(l, "socket:["); ok && err == nil {
+			inodes[strings.TrimSuffix(ino, "]")] = true
+		}
+	}
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/net/tcp", pid))
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 10 || f[3] != "0A" || !inodes[f[9]] { // 0A = LISTEN
+			continue
+		}
+		host, port, ok := strings.Cut(f[1], ":")
+		h, err1 := strconv.ParseUint(host, 16, 32)
+		pt, err2 := strconv.ParseUint(port, 16, 16)
+		if !ok || err1 != nil || err2 != nil {
+			continue
+		}
+		// /proc prints the IPv4 address as a little-endian word.
+		return fmt.Sprintf("%d.%d.%d.%d:%d", byte(h), byte(h>>8), byte(h>>16), byte(h>>24), pt)
+	}
+	return ""
+}
+
+// benchStartSwitchyard starts the binary with its production defaults, the log in a file.
+func benchStartSwitchyard(t *testing.T, bin, dir string, procs int) (*benchProc, string) {
+	t.Helper()
+	logPath := filepath.Join(dir, "switchyard.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { logf.Close() })
+	args := []string{"serve", "--addr", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data")}
+	cmd := exec.Command(bin, append(args, strings.Fields(os.Getenv("BENCH_SWITCHYARD_ARGS"))...)...)
+	cmd.Env = benchChildEnv("SWITCHYARD_ADMIN_TOKEN="+benchAdminToken,
+		"SWITCHYARD_ADMIN_PASSWORD=bench correct horse battery staple", "GOMAXPROCS="+strconv.Itoa(procs))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &benchProc{name: "switchyard", cmd: cmd}
+	benchWatch(t, p)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if a := benchListenAddr(p.pid); a != "" {
+			resp, err := http.Get("http://" + a + "/ready")
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					p.addr = a
+					return p, logPath
+				}
+			}
+		}
+		b, _ := os.ReadFile(logPath)
+		select {
+		case <-p.done:
+			t.Fatalf("switchyard exited:\n%s", b)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("switchyard did not start:\n%s", b)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// benchAdmin calls Switchyard's admin API.
+func benchAdmin(t testing.TB, base, method, path string, body any, want int) map[string]any {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequest(method, base+path, bytes.NewReader(b))
+	req.Header.Set("Authorization", "Bearer "+benchAdminToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		t.Fatalf("%s %s: %d, want %d: %s", method, path, resp.StatusCode, want, raw)
+	}
+	var out map[string]any
+	json.Unmarshal(raw, &out)
+	return out
+}
+
+// benchConfigure creates the provider, its connection and a client key; it waits until the
+// gateway lists every model of the upstream.
+func benchConfigure(t testing.TB, base, upstream string) string {
+	t.Helper()
+	benchAdmin(t, base, "POST", "/api/providers", map[string]any{"name": "bench", "type": "openai-compatible",
+		"base_url": upstream + "/v1"}, 201)
+	benchAdmin(t, base, "POST", "/api/connections", map[string]any{"provider": "bench", "name": "main",
+		"auth_type": "api_key", "api_key": "sk-bench-upstream-0123456789", "priority": 0}, 201)
+	key, _ := benchAdmin(t, base, "POST", "/api/keys", map[string]any{"name": "bench"}, 201)["key"].(string)
+	if key == "" {
+		t.Fatal("no client key returned")
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		req, _ := http.NewRequest("GET", base+"/v1/models", nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if bytes.Contains(b, []byte(`sse-slow"`)) && bytes.Contains(b, []byte(`json-large-50ms"`)) {
+				return key
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("switchyard never listed the upstream's models")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// benchScrape reads a few Go runtime gauges from Switchyard's /metrics.
+func benchScrape(base string) map[string]float64 {
+	out := map[string]float64{}
+	req, _ := http.NewRequest("GET", base+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+benchAdminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return out
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		for _, k := range []string{"go_goroutines", "go_memstats_heap_inuse_bytes", "go_memstats_sys_bytes"} {
+			if v, ok := strings.CutPrefix(sc.Text(), k+" "); ok {
+				out[k], _ = strconv.ParseFloat(strings.TrimSpace(v), 64)
+			}
+		}
+	}
+	return out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Load generation and the streaming client
+
+// benchStreamStat is what the client saw of one response body.
+type benchStreamStat struct {
+	ttft     time.Duration // to the first complete data event
+	events   int           // data events, [DONE] included
+	merged   int           // events with more than one data line
+	disorder int           // content chunks not in 00, 01, … order
+	done     bool          // the last event was [DONE]
+	bytes    int
+	complete bool // the body ended with EOF
+}
+
+// benchRecorder collects the body statistics of one run.
+type benchRecorder struct {
+	mu      sync.Mutex
+	ttft    []time.Duration
+	bodies  int
+	badBody int // a complete JSON answer of the wrong size, or a complete but wrong stream
+	broken  int // bodies that ended with a read error
+	streams int
+	okSt    int
+	events  int
+	merged  int
+	lost    int
+	sample  string
+	want    int // expected JSON size
+}
+
+func (r *benchRecorder) add(s benchStreamStat, sse bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.bodies++
+	if !s.complete {
+		r.broken++ // the reader saw the error; vegeta (or the slow-stream client) reports it
+	}
+	if !sse {
+		if s.complete && r.want > 0 && s.bytes != r.want {
+			r.badBody++
+			if r.sample == "" {
+				r.sample = fmt.Sprintf("JSON answer of %d bytes (complete=%v), want %d", s.bytes, s.complete, r.want)
+			}
+		}
+		return
+	}
+	r.streams++
+	r.events += s.events
+	r.merged += s.merged
+	if s.events < benchChunks+1 {
+		r.lost += benchChunks + 1 - s.events
+	}
+	if s.events > 0 {
+		r.ttft = append(r.ttft, s.ttft)
+	}
+	if s.complete && s.done && s.events == benchChunks+1 && s.merged == 0 && s.disorder == 0 {
+		r.okSt++
+	} else if s.complete {
+		r.badBody++
+		if r.sample == "" {
+			r.sample = fmt.Sprintf("stream: %d events, %d merged, %d out of order, done=%v, complete=%v",
+				s.events, s.merged, s.disorder, s.done, s.complete)
+		}
+	}
+}
+
+// benchBody wraps a response body: it counts bytes and, for SSE, parses events as they arrive,
+// timestamping the first data event.
+type benchBody struct {
+	rc    io.ReadCloser
+	start time.Time
+	sse   bool
+	rec   *benchRecorder
+	once  sync.Once
+
+	st      benchStreamStat
+	line    []byte
+	dataN   int // data lines in the current event
+	next    int // expected chunk index
+	lastWas string
+}
+
+func (b *benchBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if n > 0 {
+		b.st.bytes += n
+		if b.sse {
+			b.scan(p[:n])
+		}
+	}
+	if err != nil {
+		b.st.complete = err == io.EOF
+		b.finish()
+	}
+	return n, err
+}
+
+func (b *benchBody) Close() error {
+	b.finish()
+	return b.rc.Close()
+}
+
+func (b *benchBody) finish() {
+	b.once.Do(func() {
+		if b.rec != nil {
+			b.rec.add(b.st, b.sse)
+		}
+	})
+}
+
+func (b *benchBody) scan(p []byte) {
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			b.line = append(b.line, p...)
+			return
+		}
+		b.line = append(b.line, p[:i]...)
+		p = p[i+1:]
+		b.onLine(bytes.TrimSuffix(b.line, []byte("\r")))
+		b.line = b.line[:0]
+	}
+}
+
+func (b *benchBody) onLine(line []byte) {
+	if len(line) == 0 { // end of an event
+		if b.dataN > 0 {
+			if b.st.events == 0 {
+				b.st.ttft = time.Since(b.start)
+			}
+			b.st.events++
+			if b.dataN > 1 {
+				b.st.merged++
+			}
+			b.st.done = b.lastWas == "done"
+		}
+		b.dataN = 0
+		return
+	}
+	data, ok := bytes.CutPrefix(line, []byte("data:"))
+	if !ok {
+		return
+	}
+	b.dataN++
+	data = bytes.TrimSpace(data)
+	if string(data) == "[DONE]" {
+		b.lastWas = "done"
+		return
+	}
+	b.lastWas = "chunk"
+	if i := bytes.Index(data, []byte(`"content":"c`)); i >= 0 && len(data) >= i+14 {
+		if n, err := strconv.Atoi(string(data[i+12 : i+14])); err != nil || n != b.next {
+			b.st.disorder++
+		}
+	} else {
+		b.st.disorder++
+	}
+	b.next++
+}
+
+// benchRT wraps every response body of a client in a benchBody for the current recorder.
+type benchRT struct {
+	base http.RoundTripper
+	rec  atomic.Pointer[benchRecorder]
+}
+
+func (rt *benchRT) RoundTrip(req *http.Request) (*http.Response, error) {
+	start := time.Now()
+	resp, err := rt.base.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK { // vegeta counts it as an error already
+		return resp, nil
+	}
+	sse := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
+	resp.Body = &benchBody{rc: resp.Body, start: start, sse: sse, rec: rt.rec.Load()}
+	return resp, nil
+}
+
+func benchTransport(conns int) *http.Transport {
+	return &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        0,
+		MaxIdleConnsPerHost: conns,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+	}
+}
+
+// benchTarget is one way to reach the upstream: direct, through the bare proxy, through Switchyard.
+type benchTarget struct {
+	name   string
+	base   string
+	proc   *benchProc // nil for direct
+	rt     *benchRT
+	client *http.Client
+	key    string
+}
+
+func newBenchTarget(name, base string, proc *benchProc, key string) *benchTarget {
+	rt := &benchRT{base: benchTransport(10_000)}
+	return &benchTarget{name: name, base: base, proc: proc, rt: rt, key: key,
+		client: &http.Client{Transport: rt, Timeout: 10 * time.Second}}
+}
+
+func (tg *benchTarget) header() http.Header {
+	return http.Header{"Content-Type": {"application/json"}, "Authorization": {"Bearer " + tg.key}}
+}
+
+// benchRun is one vegeta attack on one target.
+type benchRun struct {
+	Requests  int      `json:"requests"`
+	Errors    int      `json:"errors"`
+	ErrSample []string `json:"error_samples,omitempty"`
+	SentRate  float64  `json:"sent_rate"`
+	P50us     float64  `json:"p50_us"`
+	P90us     float64  `json:"p90_us"`
+	P99us     float64  `json:"p99_us"`
+	MaxUs     float64  `json:"max_us"`
+	TTFT50us  float64  `json:"ttft_p50_us,omitempty"`
+	TTFT90us  float64  `json:"ttft_p90_us,omitempty"`
+	TTFT99us  float64  `json:"ttft_p99_us,omitempty"`
+	Streams   int      `json:"streams,omitempty"`
+	StreamsOK int      `json:"streams_ok,omitempty"`
+	Events    int      `json:"events,omitempty"`
+	Lost      int      `json:"events_lost,omitempty"`
+	Merged    int      `json:"events_merged,omitempty"`
+	CPUTicks  int64    `json:"cpu_ticks,omitempty"`
+	CPUns     int64    `json:"cpu_sched_ns,omitempty"`
+}
+
+func (r benchRun) errRate() float64 {
+	if r.Requests == 0 {
+		return 1
+	}
+	return float64(r.Errors) / float64(r.Requests)
+}
+
+func benchPct(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+func benchUs(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+
+// attack sends sc's request to tg at rate for d, open loop, and measures it.
+func (tg *benchTarget) attack(sc benchScenario, rate int, d time.Duration) benchRun {
+	rec := &benchRecorder{want: sc.Size}
+	tg.rt.rec.Store(rec)
+	defer tg.rt.rec.Store(nil)
+	targeter := vegeta.NewStaticTargeter(vegeta.Target{Method: "POST", URL: tg.base + "/v1/chat/completions",
+		Body: benchRequestBody(sc.Model, sc.Stream), Header: tg.header()})
+	atk := vegeta.NewAttacker(vegeta.Client(tg.client), vegeta.MaxBody(0), vegeta.MaxWorkers(4096))
+	var before benchCPU
+	if tg.proc != nil {
+		before = tg.proc.cpu()
+	}
+	var run benchRun
+	lat := make([]time.Duration, 0, int(float64(rate)*d.Seconds())+16)
+	var first, last time.Time
+	errs := map[string]bool{}
+	for res := range atk.Attack(targeter, vegeta.Rate{Freq: rate, Per: time.Second}, d, tg.name+"/"+sc.Name) {
+		run.Requests++
+		lat = append(lat, res.Latency)
+		if first.IsZero() || res.Timestamp.Before(first) {
+			first = res.Timestamp
+		}
+		if res.Timestamp.After(last) {
+			last = res.Timestamp
+		}
+		if res.Error != "" || res.Code != 200 {
+			run.Errors++
+			if e := fmt.Sprintf("%d %s", res.Code, res.Error); !errs[e] && len(errs) < 3 {
+				errs[e] = true
+				run.ErrSample = append(run.ErrSample, e)
+			}
+		}
+	}
+	if tg.proc != nil {
+		time.Sleep(50 * time.Millisecond) // the request log line is written after the answer
+		after := tg.proc.cpu()
+		run.CPUTicks, run.CPUns = after.ticks-before.ticks, after.schedNS-before.schedNS
+	}
+	if span := last.Sub(first); span > 0 && run.Requests > 1 {
+		run.SentRate = float64(run.Requests-1) / span.Seconds()
+	}
+	slices.Sort(lat)
+	run.P50us, run.P90us, run.P99us = benchUs(benchPct(lat, .5)), benchUs(benchPct(lat, .9)), benchUs(benchPct(lat, .99))
+	if len(lat) > 0 {
+		run.MaxUs = benchUs(lat[len(lat)-1])
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if rec.badBody > 0 {
+		run.Errors += rec.badBody
+		run.ErrSample = append(run.ErrSample, fmt.Sprintf("%d bad bodies, e.g. %s", rec.badBody, rec.sample))
+	}
+	if sc.Stream {
+		slices.Sort(rec.ttft)
+		run.TTFT50us, run.TTFT90us, run.TTFT99us = benchUs(benchPct(rec.ttft, .5)), benchUs(benchPct(rec.ttft, .9)), benchUs(benchPct(rec.ttft, .99))
+		run.Streams, run.StreamsOK, run.Events, run.Lost, run.Merged = rec.streams, rec.okSt, rec.events, rec.lost, rec.merged
+	}
+	return run
+}
+
+// check sends one request of sc and verifies the answer (before anything is measured).
+func (tg *benchTarget) check(t *testing.T, sc benchScenario) {
+	t.Helper()
+	run := tg.attack(sc, 10, 250*time.Millisecond)
+	if run.Requests == 0 || run.Errors > 0 {
+		t.Fatalf("%s %s: %d requests, %d errors: %v", tg.name, sc.Name, run.Requests, run.Errors, run.ErrSample)
+	}
+}
+
+// ---------------------------------------------------------------------------------------------
+// Results
+
+type benchTrio struct {
+	P50 float64 `json:"p50_us"`
+	P90 float64 `json:"p90_us"`
+	P99 float64 `json:"p99_us"`
+}
+
+type benchTargetResult struct {
+	Runs        []benchRun `json:"rounds"`
+	Latency     benchTrio  `json:"latency_median_of_rounds"`
+	TTFT        *benchTrio `json:"ttft_median_of_rounds,omitempty"`
+	Added       *benchTrio `json:"added_latency_median_of_rounds,omitempty"`
+	AddedTTFT   *benchTrio `json:"added_ttft_median_of_rounds,omitempty"`
+	Requests    int        `json:"requests"`
+	Errors      int        `json:"errors"`
+	CPUusPerReq float64    `json:"cpu_us_per_request,omitempty"`
+	SchedUsReq  float64    `json:"cpu_sched_us_per_request,omitempty"`
+	Streams     int        `json:"streams,omitempty"`
+	StreamsOK   int        `json:"streams_ok,omitempty"`
+	Lost        int        `json:"events_lost,omitempty"`
+	Merged      int        `json:"events_merged,omitempty"`
+}
+
+type benchScenarioResult struct {
+	Name       string                        `json:"name"`
+	Model      string                        `json:"model"`
+	Stream     bool                          `json:"stream"`
+	Rate       int                           `json:"rate"`
+	Targets    map[string]*benchTargetResult `json:"targets"`
+	RatioP50   float64                       `json:"added_p50_ratio_switchyard_to_bare"`
+	CPURatio   float64                       `json:"cpu_ratio_switchyard_to_bare"`
+	TTFTRatio  float64                       `json:"added_ttft_p50_ratio_switchyard_to_bare,omitempty"`
+	clkPerTick float64
+}
+
+type benchStep struct {
+	Rate      int     `json:"rate"`
+	SentRate  float64 `json:"sent_rate"`
+	P50us     float64 `json:"p50_us"`
+	P99us     float64 `json:"p99_us"`
+	ErrRate   float64 `json:"error_rate"`
+	CPUusReq  float64 `json:"cpu_us_per_request,omitempty"`
+	CPUCores  float64 `json:"cpu_cores,omitempty"`
+	Pass      bool    `json:"pass"`
+	Why       string  `json:"why,omitempty"`
+	ErrSample string  `json:"error_sample,omitempty"`
+}
+
+type benchMaxRate struct {
+	Target      string      `json:"target"`
+	Sustainable int         `json:"sustainable_rate"`
+	Capped      bool        `json:"capped_by_step_limit"`
+	Steps       []benchStep `json:"steps"`
+}
+
+type benchSlow struct {
+	Target      string    `json:"target"`
+	Streams     int       `json:"streams"`
+	OK          int       `json:"streams_ok"`
+	MaxOpen     int       `json:"max_concurrently_open"`
+	Lost        int       `json:"events_lost"`
+	Merged      int       `json:"events_merged"`
+	Failed      []string  `json:"failure_samples,omitempty"`
+	RSSBeforeMB float64   `json:"rss_before_mb"`
+	KBPerStream float64   `json:"rss_kb_per_open_stream"`
+	PeakRSSMB   float64   `json:"peak_rss_mb"`
+	HWMMB       float64   `json:"vmhwm_after_mb"`
+	Goroutines  float64   `json:"goroutines_at_peak,omitempty"`
+	HeapInuseMB float64   `json:"heap_inuse_at_peak_mb,omitempty"`
+	TTFT50us    float64   `json:"ttft_p50_us"`
+	DurationS   float64   `json:"duration_s"`
+	RSSSamples  []float64 `json:"rss_samples_mb"`
+}
+
+type benchPlateau struct {
+	SamplesMB     []float64 `json:"rss_samples_mb"`
+	BareSamplesMB []float64 `json:"bare_proxy_rss_samples_mb"`
+	Goroutines    []float64 `json:"goroutines"`
+	IdleRSSMB     float64   `json:"rss_before_load_mb"`
+	IdleGoroutine float64   `json:"goroutines_before_load"`
+	SpreadMB      float64   `json:"last3_spread_mb"`
+	Plateau       bool      `json:"plateau"`
+	TrafficRate   int       `json:"trickle_rate"`
+}
+
+type benchCheck struct {
+	Name   string `json:"name"`
+	Target string `json:"target"`
+	Actual string `json:"actual"`
+	Pass   bool   `json:"pass"`
+}
+
+type benchMachine struct {
+	NProc      int    `json:"nproc"`
+	CPU        string `json:"cpu"`
+	MemTotal   string `json:"mem_total"`
+	Kernel     string `json:"kernel"`
+	GoVersion  string `json:"go_version"`
+	Date       string `json:"date"`
+	Switchyard string `json:"switchyard_version"`
+	ClkTck     int    `json:"clk_tck"`
+	LoadBefore string `json:"loadavg_before"`
+	LoadAfter  string `json:"loadavg_after"`
+}
+
+type benchReport struct {
+	Machine         benchMachine           `json:"machine"`
+	Config          benchConfig            `json:"config"`
+	Scenarios       []*benchScenarioResult `json:"scenarios"`
+	MaxRate         []benchMaxRate         `json:"max_rate"`
+	Slow            []benchSlow            `json:"slow_streams"`
+	PeakRSSMB       map[string]float64     `json:"peak_rss_after_rounds_mb"`
+	PeakRSSAllMB    map[string]float64     `json:"peak_rss_after_rate_search_mb"`
+	Plateau         benchPlateau           `json:"rss_after_load"`
+	Checks          []benchCheck           `json:"checks"`
+	RequestLogLines int                    `json:"switchyard_request_log_lines"`
+	LogBytes        int64                  `json:"switchyard_log_bytes"`
+	DurationS       float64                `json:"duration_s"`
+}
+
+func benchMedian(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func benchMachineInfo(version string) benchMachine {
+	m := benchMachine{NProc: runtime.NumCPU(), GoVersion: runtime.Version(), Date: time.Now().UTC().Format(time.RFC3339),
+		Switchyard: version, ClkTck: benchClkTck(), LoadBefore: benchLoadAvg()}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "model name"); ok {
+				m.CPU = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		if l, _, ok := strings.Cut(string(b), "\n"); ok {
+			m.MemTotal = strings.Join(strings.Fields(strings.TrimPrefix(l, "MemTotal:")), " ")
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(b))
+	}
+	return m
+}
+
+// benchLoadAvg is the 1, 5 and 15 minute load average: other work on the machine skews the numbers.
+func benchLoadAvg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func benchClkTck() int {
+	if out, err := exec.Command("getconf", "CLK_TCK").Output(); err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(string(out))); err == nil && n > 0 {
+			return n
+		}
+	}
+	return 100
+}
+
+func benchMB(kb int64) float64 { return math.Round(float64(kb)/1024*10) / 10 }
+
+// ---------------------------------------------------------------------------------------------
+// The benchmark
+
+func TestBench(t *testing.T) {
+	if os.Getenv(benchRoleEnv) != "" {
+		t.Skip("helper process")
+	}
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc")
+	}
+	began := time.Now()
+	cfg := benchLoadConfig(t)
+	if cfg.LoadgenProcs > 0 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(cfg.LoadgenProcs))
+	}
+	cfg.LoadgenProcs = runtime.GOMAXPROCS(0)
+	dir := t.TempDir()
+
+	t.Log("building switchyard")
+	bin, version := benchBuild(t, dir)
+	rep := &benchReport{Machine: benchMachineInfo(version), Config: cfg, PeakRSSMB: map[string]float64{},
+		PeakRSSAllMB: map[string]float64{}}
+	tick := 1e6 / float64(rep.Machine.ClkTck) // µs per clock tick
+
+	up := benchStartHelper(t, "upstream", cfg.UpstreamProcs, benchSlowGapEnv+"="+cfg.SlowInterval.String())
+	upURL := "http://" + up.addr
+	bare := benchStartHelper(t, "bareproxy", cfg.ProxyProcs, benchUpstreamEnv+"="+upURL)
+	bare.name = "bare"
+	sy, logPath := benchStartSwitchyard(t, bin, dir, cfg.ProxyProcs)
+	syURL := "http://" + sy.addr
+	key := benchConfigure(t, syURL, upURL)
+	t.Logf("upstream %s, bare proxy %s, switchyard %s (pids %d, %d, %d)", up.addr, bare.addr, sy.addr, up.pid, bare.pid, sy.pid)
+
+	targets := []*benchTarget{
+		newBenchTarget("direct", upURL, nil, key),
+		newBenchTarget("bare", "http://"+bare.addr, bare, key),
+		newBenchTarget("switchyard", syURL, sy, key),
+	}
+	scenarios := benchScenarios(cfg)
+	for _, tg := range targets {
+		for _, sc := range scenarios {
+			tg.check(t, sc)
+		}
+	}
+	idleRSS, _ := sy.mem()
+	idle := benchScrape(syURL)
+
+	if cfg.Warmup > 0 {
+		t.Log("warm-up")
+		for _, sc := range scenarios {
+			for _, tg := range targets {
+				tg.attack(sc, sc.Rate, cfg.Warmup)
+			}
+		}
+	}
+
+	// Interleaved rounds.
+	results := make([]*benchScenarioResult, len(scenarios))
+	for i, sc := range scenarios {
+		results[i] = &benchScenarioResult{Name: sc.Name, Model: sc.Model, Stream: sc.Stream, Rate: sc.Rate,
+			Targets: map[string]*benchTargetResult{}, clkPerTick: tick}
+		for _, tg := range targets {
+			results[i].Targets[tg.name] = &benchTargetResult{}
+		}
+	}
+	for r := range cfg.Rounds {
+		for i, sc := range scenarios {
+			for k := range targets {
+				tg := targets[(k+r)%len(targets)]
+				run := tg.attack(sc, sc.Rate, cfg.Duration)
+				results[i].Targets[tg.name].Runs = append(results[i].Targets[tg.name].Runs, run)
+				t.Logf("round %d %-16s %-10s n=%-5d err=%d p50=%.0fµs p90=%.0fµs p99=%.0fµs ttft50=%.0fµs cpu=%dt",
+					r+1, sc.Name, tg.name, run.Requests, run.Errors, run.P50us, run.P90us, run.P99us, run.TTFT50us, run.CPUTicks)
+				time.Sleep(150 * time.Millisecond)
+			}
+		}
+	}
+	for _, res := range results {
+		benchSummarise(res)
+	}
+	rep.Scenarios = results
+	for _, p := range []*benchProc{bare, sy} {
+		_, hwm := p.mem()
+		rep.PeakRSSMB[p.name] = benchMB(hwm)
+	}
+
+	// Many concurrent slow streams, before the overload of the rate search inflates the heaps.
+	if cfg.SlowStreams > 0 {
+		rep.Slow = append(rep.Slow, benchSlowStreams(t, targets[2], cfg, syURL))
+		if cfg.SlowBare {
+			rep.Slow = append(rep.Slow, benchSlowStreams(t, targets[1], cfg, ""))
+		}
+	}
+
+	// Highest sustainable rate.
+	stepTargets := []*benchTarget{targets[1], targets[2]}
+	if cfg.MaxRateDirect {
+		stepTargets = append(stepTargets, targets[0])
+	}
+	for _, tg := range stepTargets {
+		mr := benchFindMaxRate(t, tg, scenarios[0], cfg, tick)
+		rep.MaxRate = append(rep.MaxRate, mr)
+	}
+	for _, p := range []*benchProc{bare, sy} {
+		_, hwm := p.mem()
+		rep.PeakRSSAllMB[p.name] = benchMB(hwm)
+	}
+
+	// RSS after the load: sampled under a trickle of traffic so the GC and the scavenger run. The
+	// generator drops its idle connections first, so the goroutine count is the gateway's own.
+	for _, tg := range targets {
+		tg.rt.base.(*http.Transport).CloseIdleConnections()
+	}
+	rep.Plateau = benchSamplePlateau(t, targets[2], bare, scenarios[0], cfg, syURL)
+	rep.Plateau.IdleRSSMB, rep.Plateau.IdleGoroutine = benchMB(idleRSS), idle["go_goroutines"]
+
+	if b, err := os.ReadFile(logPath); err == nil {
+		rep.LogBytes = int64(len(b))
+		rep.RequestLogLines = bytes.Count(b, []byte(`msg=request `))
+	}
+	rep.Machine.LoadAfter = benchLoadAvg()
+	rep.Checks = benchChecks(rep)
+	rep.DurationS = math.Round(time.Since(began).Seconds())
+
+	md := benchMarkdown(rep)
+	fmt.Println(md)
+	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cfg.OutDir, "latest.md"), []byte(md), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	js, _ := json.MarshalIndent(rep, "", "  ")
+	if err := os.WriteFile(filepath.Join(cfg.OutDir, "latest.json"), append(js, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range rep.Checks {
+		if !c.Pass {
+			if cfg.Strict {
+				t.Errorf("target missed: %s (%s; actual %s)", c.Name, c.Target, c.Actual)
+			} else {
+				t.Logf("target missed: %s (%s; actual %s)", c.Name, c.Target, c.Actual)
+			}
+		}
+	}
+}
+
+// benchSummarise takes the median over rounds of each percentile, and of each proxy's added
+// latency against the direct run of the same round.
+func benchSummarise(res *benchScenarioResult) {
+	direct := res.Targets["direct"]
+	for name, tr := range res.Targets {
+		var p50, p90, p99, t50, t90, t99, a50, a90, a99, at50, at90, at99 []float64
+		var ticks, ns int64
+		for r, run := range tr.Runs {
+			p50, p90, p99 = append(p50, run.P50us), append(p90, run.P90us), append(p99, run.P99us)
+			t50, t90, t99 = append(t50, run.TTFT50us), append(t90, run.TTFT90us), append(t99, run.TTFT99us)
+			d := direct.Runs[r]
+			a50, a90, a99 = append(a50, run.P50us-d.P50us), append(a90, run.P90us-d.P90us), append(a99, run.P99us-d.P99us)
+			at50, at90, at99 = append(at50, run.TTFT50us-d.TTFT50us), append(at90, run.TTFT90us-d.TTFT90us), append(at99, run.TTFT99us-d.TTFT99us)
+			tr.Requests += run.Requests
+			tr.Errors += run.Errors
+			tr.Streams += run.Streams
+			tr.StreamsOK += run.StreamsOK
+			tr.Lost += run.Lost
+			tr.Merged += run.Merged
+			ticks += run.CPUTicks
+			ns += run.CPUns
+		}
+		tr.Latency = benchTrio{benchMedian(p50), benchMedian(p90), benchMedian(p99)}
+		if res.Stream {
+			tr.TTFT = &benchTrio{benchMedian(t50), benchMedian(t90), benchMedian(t99)}
+		}
+		if name != "direct" {
+			tr.Added = &benchTrio{benchMedian(a50), benchMedian(a90), benchMedian(a99)}
+			if res.Stream {
+				tr.AddedTTFT = &benchTrio{benchMedian(at50), benchMedian(at90), benchMedian(at99)}
+			}
+			if tr.Requests > 0 {
+				tr.CPUusPerReq = float64(ticks) * res.clkPerTick / float64(tr.Requests)
+				tr.SchedUsReq = float64(ns) / 1e3 / float64(tr.Requests)
+			}
+		}
+	}
+	b, s := res.Targets["bare"], res.Targets["switchyard"]
+	if b.Added.P50 > 0 {
+		res.RatioP50 = s.Added.P50 / b.Added.P50
+	}
+	if b.CPUusPerReq > 0 {
+		res.CPURatio = s.CPUusPerReq / b.CPUusPerReq
+	}
+	if res.Stream && b.AddedTTFT.P50 > 0 {
+		res.TTFTRatio = s.AddedTTFT.P50 / b.AddedTTFT.P50
+	}
+}
+
+// benchFindMaxRate steps the rate up geometrically (bounded) until p99 reaches 50 ms, errors reach
+// 0.1 % or the generator cannot send at the asked rate, then bisects between the last good and
+// the first bad rate a few times.
+func benchFindMaxRate(t *testing.T, tg *benchTarget, sc benchScenario, cfg benchConfig, tick float64) benchMaxRate {
+	mr := benchMaxRate{Target: tg.name}
+	try := func(r int) bool {
+		run := tg.attack(sc, r, cfg.MaxRateDuration)
+		st := benchStep{Rate: r, SentRate: math.Round(run.SentRate), P50us: run.P50us, P99us: run.P99us, ErrRate: run.errRate()}
+		if run.Requests > 0 && tg.proc != nil {
+			st.CPUusReq = float64(run.CPUTicks) * tick / float64(run.Requests)
+			st.CPUCores = float64(run.CPUTicks) * tick / 1e6 / cfg.MaxRateDuration.Seconds()
+		}
+		if len(run.ErrSample) > 0 {
+			st.ErrSample = run.ErrSample[0]
+		}
+		var why []string
+		if run.P99us >= benchUs(benchMaxP99) {
+			why = append(why, "p99 ≥ 50 ms")
+		}
+		if st.ErrRate >= benchMaxErrRate {
+			why = append(why, "errors ≥ 0.1 %")
+		}
+		if run.SentRate < 0.95*float64(r) {
+			why = append(why, "could not send at this rate")
+		}
+		st.Pass, st.Why = len(why) == 0, strings.Join(why, ", ")
+		mr.Steps = append(mr.Steps, st)
+		t.Logf("max rate %-10s %6d/s sent=%.0f/s p50=%.0fµs p99=%.0fµs err=%.4f%% cpu=%.1fµs/req pass=%v %s",
+			tg.name, r, run.SentRate, run.P50us, run.P99us, 100*st.ErrRate, st.CPUusReq, st.Pass, st.Why)
+		if st.Pass {
+			mr.Sustainable = max(mr.Sustainable, r)
+		}
+		time.Sleep(time.Second) // let an overloaded proxy drain
+		return st.Pass
+	}
+	rate, bad := float64(cfg.MaxRateStart), 0
+	for i := range cfg.MaxRateSteps {
+		r := int(math.Round(rate/50) * 50)
+		if !try(r) {
+			bad = r
+			break
+		}
+		mr.Capped = i == cfg.MaxRateSteps-1
+		rate *= cfg.MaxRateFactor
+	}
+	good := mr.Sustainable
+	for range cfg.MaxRateRefine {
+		if bad == 0 || good == 0 || bad-good <= 100 {
+			break
+		}
+		r := int(math.Round(float64(good+bad)/2/50) * 50)
+		if try(r) {
+			good = r
+		} else {
+			bad = r
+		}
+	}
+	mr.Sustainable = good
+	return mr
+}
+
+// benchSlowStreams holds cfg.SlowStreams slow streams open at once through tg and samples the
+// proxy's RSS meanwhile.
+func benchSlowStreams(t *testing.T, tg *benchTarget, cfg benchConfig, metricsBase string) benchSlow {
+	n := cfg.SlowStreams
+	out := benchSlow{Target: tg.name, Streams: n}
+	rss0, _ := tg.proc.mem()
+	out.RSSBeforeMB = benchMB(rss0)
+	rec := &benchRecorder{}
+	rt := &benchRT{base: benchTransport(n + 16)}
+	rt.rec.Store(rec)
+	client := &http.Client{Transport: rt}
+	defer rt.base.(*http.Transport).CloseIdleConnections()
+	budget := cfg.SlowRamp + time.Duration(benchChunks+1)*cfg.SlowInterval + 30*time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
+	defer cancel()
+	body := benchRequestBody("sse-slow", true)
+
+	var open, maxOpen atomic.Int64
+	var wg sync.WaitGroup
+	var failMu sync.Mutex
+	start := time.Now()
+	stopSampling := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() { // sample RSS; scrape the gateway's runtime once every stream is open
+		defer close(sampled)
+		tk := time.NewTicker(250 * time.Millisecond)
+		defer tk.Stop()
+		scraped := false
+		var peak int64
+		for {
+			select {
+			case <-stopSampling:
+				out.PeakRSSMB = benchMB(peak)
+				return
+			case <-tk.C:
+			}
+			rss, _ := tg.proc.mem()
+			peak = max(peak, rss)
+			out.RSSSamples = append(out.RSSSamples, benchMB(rss))
+			if !scraped && metricsBase != "" && open.Load() >= int64(n) {
+				scraped = true
+				m := benchScrape(metricsBase)
+				out.Goroutines, out.HeapInuseMB = m["go_goroutines"], math.Round(m["go_memstats_heap_inuse_bytes"]/(1<<20)*10)/10
+			}
+		}
+	}()
+	for i := range n {
+		if cfg.SlowRamp > 0 {
+			if d := time.Until(start.Add(cfg.SlowRamp * time.Duration(i) / time.Duration(n))); d > 0 {
+				time.Sleep(d)
+			}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequestWithContext(ctx, "POST", tg.base+"/v1/chat/completions", bytes.NewReader(body))
+			req.Header = tg.header()
+			resp, err := client.Do(req)
+			if err == nil && resp.StatusCode != 200 {
+				err = errors.New(resp.Status)
+				resp.Body.Close()
+			}
+			if err != nil {
+				failMu.Lock()
+				if len(out.Failed) < 3 {
+					out.Failed = append(out.Failed, err.Error())
+				}
+				failMu.Unlock()
+				return
+			}
+			o := open.Add(1)
+			for m := maxOpen.Load(); o > m && !maxOpen.CompareAndSwap(m, o); m = maxOpen.Load() {
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			open.Add(-1)
+		}()
+	}
+	wg.Wait()
+	out.DurationS = math.Round(time.Since(start).Seconds()*10) / 10
+	close(stopSampling)
+	<-sampled
+	_, hwm := tg.proc.mem()
+	out.HWMMB = benchMB(hwm)
+	out.MaxOpen = int(maxOpen.Load())
+	if out.MaxOpen > 0 {
+		out.KBPerStream = math.Round((out.PeakRSSMB - out.RSSBeforeMB) * 1024 / float64(out.MaxOpen))
+	}
+	rec.mu.Lock()
+	out.OK, out.Lost, out.Merged = rec.okSt, rec.lost+(n-rec.streams)*(benchChunks+1), rec.merged
+	slices.Sort(rec.ttft)
+	out.TTFT50us = benchUs(benchPct(rec.ttft, .5))
+	if rec.sample != "" && len(out.Failed) < 3 {
+		out.Failed = append(out.Failed, rec.sample)
+	}
+	if rec.broken > 0 {
+		out.Failed = append(out.Failed, fmt.Sprintf("%d streams cut off mid-body", rec.broken))
+	}
+	rec.mu.Unlock()
+	t.Logf("slow streams via %s: %d/%d ok, max open %d, peak RSS %.1f MB (before %.1f MB), goroutines %.0f, %.1fs",
+		tg.name, out.OK, n, out.MaxOpen, out.PeakRSSMB, out.RSSBeforeMB, out.Goroutines, out.DurationS)
+	time.Sleep(time.Second)
+	return out
+}
+
+// benchSamplePlateau samples Switchyard's RSS once a second after the load, under a trickle of
+// small requests.
+func benchSamplePlateau(t *testing.T, tg *benchTarget, bare *benchProc, sc benchScenario, cfg benchConfig, metricsBase string) benchPlateau {
+	p := benchPlateau{TrafficRate: cfg.PlateauRate}
+	d := time.Duration(cfg.PlateauSamples)*time.Second + 500*time.Millisecond
+	stop := make(chan struct{})
+	go func() {
+		defer close(stop)
+		if cfg.PlateauRate > 0 {
+			tg.attack(sc, cfg.PlateauRate, d)
+		}
+	}()
+	for range cfg.PlateauSamples {
+		time.Sleep(time.Second)
+		rss, _ := tg.proc.mem()
+		p.SamplesMB = append(p.SamplesMB, benchMB(rss))
+		brss, _ := bare.mem()
+		p.BareSamplesMB = append(p.BareSamplesMB, benchMB(brss))
+		p.Goroutines = append(p.Goroutines, benchScrape(metricsBase)["go_goroutines"])
+	}
+	<-stop
+	last := p.SamplesMB[len(p.SamplesMB)-3:]
+	lo, hi := slices.Min(last), slices.Max(last)
+	p.SpreadMB = math.Round((hi-lo)*10) / 10
+	p.Plateau = hi-lo <= math.Max(2, 0.05*hi)
+	t.Logf("RSS after load: %v MB, goroutines %v", p.SamplesMB, p.Goroutines)
+	return p
+}
+
+func benchChecks(rep *benchReport) []benchCheck {
+	var out []benchCheck
+	for _, s := range rep.Scenarios {
+		b, y := s.Targets["bare"], s.Targets["switchyard"]
+		if !s.Stream {
+			pass := y.Added.P50 <= 1.3*b.Added.P50 || y.Added.P50 <= 0
+			out = append(out, benchCheck{Name: "added p50 vs bare proxy, " + s.Name, Target: "≤ 1.3 ×",
+				Actual: fmt.Sprintf("%.0f µs vs %.0f µs (%s)", y.Added.P50, b.Added.P50, benchRatio(s.RatioP50)), Pass: pass})
+		}
+		out = append(out, benchCheck{Name: "CPU/request vs bare proxy, " + s.Name, Target: "≤ 1.5 ×",
+			Actual: fmt.Sprintf("%.1f µs vs %.1f µs (%s)", y.CPUusPerReq, b.CPUusPerReq, benchRatio(s.CPURatio)),
+			Pass:   y.CPUusPerReq <= 1.5*b.CPUusPerReq})
+		if s.Stream {
+			out = append(out, benchCheck{Name: "added TTFT p50, " + s.Name, Target: "≤ 0.5 ms",
+				Actual: fmt.Sprintf("%.0f µs", y.AddedTTFT.P50), Pass: y.AddedTTFT.P50 <= 500})
+			out = append(out, benchCheck{Name: "no chunk lost or merged, " + s.Name, Target: "21 events per stream",
+				Actual: fmt.Sprintf("%d/%d streams intact, %d lost, %d merged", y.StreamsOK, y.Streams, y.Lost, y.Merged),
+				Pass:   y.Streams > 0 && y.StreamsOK == y.Streams})
+		}
+		out = append(out, benchCheck{Name: "no errors through Switchyard, " + s.Name, Target: "0",
+			Actual: strconv.Itoa(y.Errors), Pass: y.Errors == 0})
+	}
+	for _, sl := range rep.Slow {
+		if sl.Target != "switchyard" {
+			continue
+		}
+		out = append(out, benchCheck{Name: fmt.Sprintf("%d slow streams: RSS", sl.Streams), Target: "< 150 MB",
+			Actual: fmt.Sprintf("%.1f MB peak (%d open at once)", sl.PeakRSSMB, sl.MaxOpen), Pass: sl.PeakRSSMB < 150 && sl.MaxOpen == sl.Streams})
+		out = append(out, benchCheck{Name: fmt.Sprintf("%d slow streams: all intact", sl.Streams), Target: "all",
+			Actual: fmt.Sprintf("%d/%d", sl.OK, sl.Streams), Pass: sl.OK == sl.Streams})
+	}
+	p := rep.Plateau
+	out = append(out, benchCheck{Name: "RSS plateau after load", Target: "last 3 samples within max(2 MB, 5 %)",
+		Actual: fmt.Sprintf("%v MB (spread %.1f MB)", p.SamplesMB, p.SpreadMB), Pass: p.Plateau})
+	return out
+}
+
+func benchRatio(r float64) string {
+	if r == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f ×", r)
+}
+
+func benchPassMiss(ok bool) string {
+	if ok {
+		return "pass"
+	}
+	return "**miss**"
+}
+
+func benchMarkdown(rep *benchReport) string {
+	var b strings.Builder
+	m, c := rep.Machine, rep.Config
+	fmt.Fprintf(&b, "# Switchyard gateway overhead (`make bench`)\n\n")
+	fmt.Fprintf(&b, "%s · switchyard %s · %s · %d CPUs (%s) · %s · kernel %s · load average %s before, %s after · run took %.0f s\n\n",
+		m.Date, m.Switchyard, m.GoVersion, m.NProc, m.CPU, m.MemTotal, m.Kernel, m.LoadBefore, m.LoadAfter, rep.DurationS)
+	fmt.Fprintf(&b, "Separate processes on 127.0.0.1: fake upstream (GOMAXPROCS=%d), bare `httputil.ReverseProxy` "+
+		"(GOMAXPROCS=%d), Switchyard binary with production defaults, request log at info to a file "+
+		"(GOMAXPROCS=%d); load generator vegeta in the test process (GOMAXPROCS=%d). %d interleaved rounds of %s per "+
+		"target and scenario, open loop; JSON at %d req/s, streams at %d/s. Added latency = proxied percentile − direct "+
+		"percentile of the same round, median over rounds. CPU = utime+stime from /proc/<pid>/stat over all rounds "+
+		"÷ requests (schedstat in brackets).\n\n",
+		c.UpstreamProcs, c.ProxyProcs, c.ProxyProcs, c.LoadgenProcs, c.Rounds, c.Duration, c.JSONRate, c.StreamRate)
+
+	if l, _, _ := strings.Cut(m.LoadBefore, " "); l != "" {
+		if v, err := strconv.ParseFloat(l, 64); err == nil && v > 0.5*float64(m.NProc) {
+			fmt.Fprintf(&b, "**Warning: the machine was busy before the run (load average %s); latency percentiles are unreliable.**\n\n", m.LoadBefore)
+		}
+	}
+	if c.SwitchyardArgs != "" {
+		fmt.Fprintf(&b, "**Experiment: Switchyard ran with the extra flags `%s`, not its production defaults.**\n\n", c.SwitchyardArgs)
+	}
+	b.WriteString("## Targets\n\n| Check | Target | Actual | Result |\n|---|---|---|---|\n")
+	for _, ch := range rep.Checks {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", ch.Name, ch.Target, ch.Actual, benchPassMiss(ch.Pass))
+	}
+
+	b.WriteString("\n## Latency (µs; whole response as vegeta times it)\n\n")
+	b.WriteString("| Scenario | Rate | Direct p50 / p90 / p99 | Bare added p50 / p90 / p99 | Switchyard added p50 / p90 / p99 | Added p50 ratio | Errors (direct/bare/SY) |\n")
+	b.WriteString("|---|---|---|---|---|---|---|\n")
+	for _, s := range rep.Scenarios {
+		d, bb, y := s.Targets["direct"], s.Targets["bare"], s.Targets["switchyard"]
+		fmt.Fprintf(&b, "| %s | %d/s | %.0f / %.0f / %.0f | %.0f / %.0f / %.0f | %.0f / %.0f / %.0f | %s | %d / %d / %d of %d |\n",
+			s.Name, s.Rate, d.Latency.P50, d.Latency.P90, d.Latency.P99, bb.Added.P50, bb.Added.P90, bb.Added.P99,
+			y.Added.P50, y.Added.P90, y.Added.P99, benchRatio(s.RatioP50), d.Errors, bb.Errors, y.Errors, y.Requests)
+	}
+
+	b.WriteString("\n## Streams (µs)\n\n")
+	b.WriteString("| Scenario | Direct TTFT p50 / p90 / p99 | Bare added TTFT p50 / p90 / p99 | Switchyard added TTFT p50 / p90 / p99 | Streams intact (direct/bare/SY) |\n|---|---|---|---|---|\n")
+	for _, s := range rep.Scenarios {
+		if !s.Stream {
+			continue
+		}
+		d, bb, y := s.Targets["direct"], s.Targets["bare"], s.Targets["switchyard"]
+		fmt.Fprintf(&b, "| %s | %.0f / %.0f / %.0f | %.0f / %.0f / %.0f | %.0f / %.0f / %.0f | %d/%d · %d/%d · %d/%d (lost %d, merged %d) |\n",
+			s.Name, d.TTFT.P50, d.TTFT.P90, d.TTFT.P99, bb.AddedTTFT.P50, bb.AddedTTFT.P90, bb.AddedTTFT.P99,
+			y.AddedTTFT.P50, y.AddedTTFT.P90, y.AddedTTFT.P99, d.StreamsOK, d.Streams, bb.StreamsOK, bb.Streams,
+			y.StreamsOK, y.Streams, y.Lost, y.Merged)
+	}
+
+	b.WriteString("\n## CPU per request (µs of proxy process CPU)\n\n| Scenario | Bare proxy | Switchyard | Switchyard − bare | Ratio |\n|---|---|---|---|---|\n")
+	for _, s := range rep.Scenarios {
+		bb, y := s.Targets["bare"], s.Targets["switchyard"]
+		fmt.Fprintf(&b, "| %s | %.1f (%.1f) | %.1f (%.1f) | %+.1f | %s |\n", s.Name, bb.CPUusPerReq, bb.SchedUsReq,
+			y.CPUusPerReq, y.SchedUsReq, y.CPUusPerReq-bb.CPUusPerReq, benchRatio(s.CPURatio))
+	}
+
+	b.WriteString("\n## Highest sustainable rate (json-small-0ms; p99 < 50 ms, errors < 0.1 %, sent ≥ 95 % of asked)\n\n")
+	b.WriteString("| Target | Sustainable | Steps (rate → p99 ms, CPU µs/req, cores) |\n|---|---|---|\n")
+	for _, mr := range rep.MaxRate {
+		var steps []string
+		for _, st := range mr.Steps {
+			s := fmt.Sprintf("%d → %.1f", st.Rate, st.P99us/1000)
+			if st.CPUusReq > 0 {
+				s += fmt.Sprintf(", %.1f, %.2f", st.CPUusReq, st.CPUCores)
+			}
+			if !st.Pass {
+				s += " ✗ " + st.Why
+			}
+			steps = append(steps, s)
+		}
+		capped := ""
+		if mr.Capped {
+			capped = " (step limit reached)"
+		}
+		name := mr.Target
+		if name == "direct" {
+			name = "direct (harness ceiling)"
+		}
+		fmt.Fprintf(&b, "| %s | %d/s%s | %s |\n", name, mr.Sustainable, capped, strings.Join(steps, " · "))
+	}
+
+	b.WriteString("\n## Memory\n\n")
+	fmt.Fprintf(&b, "Peak RSS (VmHWM) after the interleaved rounds: bare proxy %.1f MB, Switchyard %.1f MB; after the "+
+		"slow streams and the rate search (overload included): bare proxy %.1f MB, Switchyard %.1f MB. "+
+		"Switchyard before any load: %.1f MB, %.0f goroutines.\n\n",
+		rep.PeakRSSMB["bare"], rep.PeakRSSMB["switchyard"], rep.PeakRSSAllMB["bare"], rep.PeakRSSAllMB["switchyard"],
+		rep.Plateau.IdleRSSMB, rep.Plateau.IdleGoroutine)
+	b.WriteString("| Slow streams through | Streams (20 × " + c.SlowInterval.String() + ") | Intact | Max open | RSS before | Peak RSS | Per open stream | VmHWM | Goroutines / heap in use at peak | Took |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, sl := range rep.Slow {
+		gr := "–"
+		if sl.Goroutines > 0 {
+			gr = fmt.Sprintf("%.0f / %.1f MB", sl.Goroutines, sl.HeapInuseMB)
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %.1f MB | %.1f MB | %.0f KB | %.1f MB | %s | %.1f s |\n", sl.Target, sl.Streams,
+			sl.OK, sl.MaxOpen, sl.RSSBeforeMB, sl.PeakRSSMB, sl.KBPerStream, sl.HWMMB, gr, sl.DurationS)
+		if len(sl.Failed) > 0 {
+			fmt.Fprintf(&b, "| ↳ failures | %s |||||||||\n", strings.Join(sl.Failed, "; "))
+		}
+	}
+	fmt.Fprintf(&b, "\nSwitchyard RSS after the load, once a second under a trickle of %d req/s: %v MB "+
+		"(goroutines %v); bare proxy, idle: %v MB.\n", rep.Plateau.TrafficRate, rep.Plateau.SamplesMB, rep.Plateau.Goroutines,
+		rep.Plateau.BareSamplesMB)
+	fmt.Fprintf(&b, "\nRequest log: %d `request` lines, %d bytes.\n", rep.RequestLogLines, rep.LogBytes)
+	return b.String()
+}
+
+// ---------------------------------------------------------------------------------------------
+// In-process profile
+
+// BenchmarkBenchGateway runs the bare proxy and Switchyard in this process, each server under a
+// pprof label (role=upstream, bare, switchyard, client), for CPU and allocation profiles.
+func BenchmarkBenchGateway(b *testing.B) {
+	ctx := context.Background()
+	var upURL, bareURL string
+	pprof.Do(ctx, pprof.Labels("role", "upstream"), func(context.Context) {
+		s := httptest.NewServer(benchUpstreamHandler(time.Millisecond))
+		b.Cleanup(s.Close)
+		upURL = s.URL
+	})
+	pprof.Do(ctx, pprof.Labels("role", "bare"), func(context.Context) {
+		h, err := benchBareProxy(upURL)
+		if err != nil {
+			b.Fatal(err)
+		}
+		s := httptest.NewServer(h)
+		b.Cleanup(s.Close)
+		bareURL = s.URL
+	})
+	env := map[string]string{"SWITCHYARD_ADMIN_TOKEN": benchAdminToken, "SWITCHYARD_ADMIN_PASSWORD": "bench correct horse battery staple"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	cfg, _, err := app.ParseConfig([]string{"--addr", "127.0.0.1:0", "--data-dir", b.TempDir()}, lookup, io.Discard)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var gw *app.App
+	pprof.Do(ctx, pprof.Labels("role", "switchyard"), func(context.Context) {
+		// Production formatting at info level; the bytes go nowhere.
+		logger := slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		if gw, err = app.Start(ctx, cfg, lookup, logger); err != nil {
+			b.Fatal(err)
+		}
+	})
+	b.Cleanup(func() { gw.Shutdown(5 * time.Second) })
+	syURL := "http://" + gw.Addr
+	key := benchConfigure(b, syURL, upURL)
+
+	for _, model := range []string{"json-small-0ms", "json-large-0ms", "sse-fast"} {
+		for _, tg := range []struct{ name, url string }{{"bare", bareURL}, {"switchyard", syURL}} {
+			b.Run(tg.name+"/"+model, func(b *testing.B) {
+				body := benchRequestBody(model, strings.HasPrefix(model, "sse"))
+				client := &http.Client{Transport: benchTransport(256)}
+				defer client.Transport.(*http.Transport).CloseIdleConnections()
+				b.ReportAllocs()
+				b.RunParallel(func(pb *testing.PB) {
+					pprof.SetGoroutineLabels(pprof.WithLabels(ctx, pprof.Labels("role", "client")))
+					for pb.Next() {
+						req, _ := http.NewRequest("POST", tg.url+"/v1/chat/completions", bytes.NewReader(body))
+						req.Header.Set("Content-Type", "application/json")
+						req.Header.Set("Authorization", "Bearer "+key)
+						resp, err := client.Do(req)
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+						if resp.StatusCode != 200 {
+							b.Errorf("status %d", resp.StatusCode)
+							return
+						}
+					}
+				})
+			})
+		}
+	}
+}

@@ -1,0 +1,99 @@
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"switchyard/e2e/testenv"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestBreakerOpensRecoversAndSurvivesRestart(t *testing.T) {
+	var failing atomic.Bool
+	failing.Store(true)
+	e, up, key := setupOne(t, func(w http.ResponseWriter, r *http.Request) {
+		if failing.Load() {
+			testenv.Status(500, nil, `{"error":{"message":"internal error"}}`)(w, r)
+			return
+		}
+		testenv.JSONAnswer(testenv.CompletionJSON)(w, r)
+	})
+	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0}}, 200)
+	if s := e.ProviderStatus("up"); s["status"] != "healthy" {
+		t.Fatalf("start: %v", s)
+	}
+	// Five failed requests (the connection's cooldown is waited out in between) open the breaker.
+	for i := 0; i < 5; i++ {
+		r := e.Chat(context.Background(), key, testenv.ChatBody)
+		testenv.ReadAll(t, r)
+		if r.StatusCode != 500 {
+			t.Fatalf("request %d: %d", i, r.StatusCode)
+		}
+		if i == 2 {
+			if s := e.ProviderStatus("up"); s["status"] != "degraded" {
+				t.Fatalf("after 3 failures: %v", s["status"])
+			}
+		}
+		if i < 4 {
+			e.Clock.Advance(10 * time.Minute / 9) // past any connection cooldown, inside the window
+		}
+	}
+	if s := e.ProviderStatus("up"); s["status"] != "circuit_open" || s["breaker"] != "open" {
+		t.Fatalf("after 5 failures: %v", s)
+	}
+	if m := e.Metrics(); !strings.Contains(m, `switchyard_circuit_breaker_state{model="",provider="up"} 2`) {
+		t.Fatal("breaker gauge does not show open")
+	}
+	// While open, requests fail at once without reaching the upstream.
+	calls := len(up.ChatRequests())
+	r := e.Chat(context.Background(), key, testenv.ChatBody)
+	body := testenv.ReadAll(t, r)
+	if r.StatusCode != 503 || !strings.Contains(body, "circuit breaker is open - provider up temporarily unavailable") ||
+		r.Header.Get("Retry-After") == "" || len(up.ChatRequests()) != calls {
+		t.Fatalf("open breaker: %d %s", r.StatusCode, body)
+	}
+	// A restart keeps it open.
+	e.Restart()
+	r = e.Chat(context.Background(), key, testenv.ChatBody)
+	testenv.ReadAll(t, r)
+	if r.StatusCode != 503 || len(up.ChatRequests()) != calls {
+		t.Fatalf("after restart the breaker must still be open: %d", r.StatusCode)
+	}
+	// After the timeout one probe goes through; two successful probes close it.
+	failing.Store(false)
+	e.Clock.Advance(time.Minute) // past the breaker timeout and the connection's last cooldown (48 s)
+	for i := 0; i < 2; i++ {
+		r = e.Chat(context.Background(), key, testenv.ChatBody)
+		testenv.ReadAll(t, r)
+		if r.StatusCode != 200 {
+			t.Fatalf("probe %d: %d", i, r.StatusCode)
+		}
+		if i == 0 {
+			if s := e.ProviderStatus("up"); s["status"] != "recovering" {
+				t.Fatalf("after one probe: %v", s["status"])
+			}
+		}
+	}
+	if s := e.ProviderStatus("up"); s["status"] != "healthy" || s["breaker"] != "closed" {
+		t.Fatalf("after recovery: %v", s)
+	}
+	if m := e.Metrics(); !strings.Contains(m, `switchyard_circuit_breaker_state{model="",provider="up"} 0`) {
+		t.Fatal("breaker gauge does not show closed")
+	}
+}
+
+func TestBreakerResetByOperator(t *testing.T) {
+	e, _, key := setupOne(t, testenv.Status(502, nil, `bad gateway`))
+	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0},
+		"circuit_breaker": map[string]any{"failure_threshold": 1}}, 200)
+	testenv.ReadAll(t, e.Chat(context.Background(), key, testenv.ChatBody))
+	if s := e.ProviderStatus("up"); s["breaker"] != "open" {
+		t.Fatalf("threshold 1: %v", s["breaker"])
+	}
+	e.API("POST", "/api/resilience/breakers/reset", map[string]any{"provider": "up"}, nil)
+	if s := e.ProviderStatus("up"); s["breaker"] != "closed" {
+		t.Fatalf("after reset: %v", s["breaker"])
+	}
+}

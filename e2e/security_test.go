@@ -1,0 +1,189 @@
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"switchyard/e2e/testenv"
+	"testing"
+)
+
+// Every route that is not public refuses a caller without credentials; the test walks the route
+// table, so routes added later are covered without touching it.
+func TestEveryProtectedRouteRefusesAnonymousCallers(t *testing.T) {
+	e := testenv.New(t)
+	c := testenv.NoRedirect()
+	seen := map[string]bool{}
+	for _, r := range e.App.Routes {
+		seen[r.Access] = true
+		if r.Access == "public" {
+			continue
+		}
+		path := strings.NewReplacer(":id", "1", ":code", "en").Replace(r.Path)
+		req, _ := http.NewRequest(r.Method, e.Base+path, strings.NewReader("{}"))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		switch r.Access {
+		case "dashboard":
+			loc := resp.Header.Get("Location")
+			if !(resp.StatusCode == http.StatusSeeOther && strings.HasPrefix(loc, "/login")) && resp.StatusCode != http.StatusUnauthorized {
+				t.Errorf("%s %s: %d %s", r.Method, r.Path, resp.StatusCode, loc)
+			}
+		default: // admin, client, metrics (the admin token is set in tests)
+			if resp.StatusCode != http.StatusUnauthorized {
+				t.Errorf("%s %s (%s): %d", r.Method, r.Path, r.Access, resp.StatusCode)
+			}
+		}
+	}
+	for _, a := range []string{"admin", "dashboard", "client", "metrics", "public"} {
+		if !seen[a] {
+			t.Errorf("no route with access %q: the table changed shape", a)
+		}
+	}
+}
+
+func TestCrossOriginPostsAreRefused(t *testing.T) {
+	e := testenv.New(t)
+	c := e.Login()
+	for _, path := range []string{"/api/providers", "/keys", "/settings/connection-cooldown"} {
+		for _, h := range []map[string]string{
+			{"Sec-Fetch-Site": "cross-site"},
+			{"Origin": "http://evil.example"},
+		} {
+			req, _ := http.NewRequest("POST", e.Base+path, strings.NewReader(`{"name":"x","type":"openai","base_url":"http://a/v1"}`))
+			req.Header.Set("Content-Type", "application/json")
+			for k, v := range h {
+				req.Header.Set(k, v)
+			}
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusForbidden {
+				t.Errorf("POST %s with %v: %d", path, h, resp.StatusCode)
+			}
+		}
+	}
+	// Same-origin browser requests pass.
+	req, _ := http.NewRequest("POST", e.Base+"/api/keys", strings.NewReader(`{"name":"same"}`))
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	req.Header.Set("Origin", e.Base)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("same-origin POST: %d", resp.StatusCode)
+	}
+}
+
+func TestSessionCookieFlags(t *testing.T) {
+	e := testenv.New(t)
+	for _, tls := range []bool{false, true} {
+		req, _ := http.NewRequest("POST", e.Base+"/login", strings.NewReader(url.Values{"password": {testenv.Password}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if tls {
+			req.Header.Set("X-Forwarded-Proto", "https")
+		}
+		resp, err := testenv.NoRedirect().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		var found bool
+		for _, ck := range resp.Cookies() {
+			if ck.Name != "switchyard_session" {
+				continue
+			}
+			found = true
+			if !ck.HttpOnly || ck.SameSite != http.SameSiteLaxMode || ck.Secure != tls {
+				t.Errorf("tls=%v: cookie flags HttpOnly=%v SameSite=%v Secure=%v", tls, ck.HttpOnly, ck.SameSite, ck.Secure)
+			}
+		}
+		if !found {
+			t.Fatalf("tls=%v: no session cookie", tls)
+		}
+	}
+}
+
+func TestLoginIsRateLimited(t *testing.T) {
+	e := testenv.New(t)
+	statuses := []int{}
+	for i := 0; i < 7; i++ {
+		resp, err := http.PostForm(e.Base+"/login", url.Values{"password": {"guess"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		statuses = append(statuses, resp.StatusCode)
+	}
+	if statuses[0] != http.StatusUnauthorized || statuses[6] != http.StatusTooManyRequests {
+		t.Fatalf("statuses %v", statuses)
+	}
+	// Even the right password is refused while the budget is spent.
+	resp, _ := testenv.NoRedirect().PostForm(e.Base+"/login", url.Values{"password": {testenv.Password}})
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("right password during lockout: %d", resp.StatusCode)
+	}
+}
+
+// No page, API answer or log line contains a stored secret: seed known secrets, use the gateway,
+// then fetch every GET route as the admin and scan.
+func TestNoSecretInAnyResponseOrLog(t *testing.T) {
+	up := testenv.NewFakeUpstream(t, testenv.Status(429, map[string]string{"Retry-After": "5"}, `{"error":{"message":"slow down"}}`))
+	e := testenv.New(t)
+	const upstreamKey = "sk-upstream-SECRET-0123456789abcdef"
+	e.AddProvider("up", up.URL+"/v1")
+	e.AddConnection("up", "main", upstreamKey, 0)
+	clientKey := e.NewKey()
+	e.WaitModels(clientKey, "up/gpt-test")
+	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0}}, 200)
+	testenv.ReadAll(t, e.Chat(context.Background(), clientKey, testenv.ChatBody))
+	secrets := []string{upstreamKey, clientKey, testenv.Password, testenv.AdminToken}
+	c := e.Login()
+	for _, r := range e.App.Routes {
+		if r.Method != http.MethodGet || strings.Contains(r.Path, ":") {
+			continue
+		}
+		req, _ := http.NewRequest("GET", e.Base+r.Path, nil)
+		if r.Access == "client" {
+			req.Header.Set("Authorization", "Bearer "+clientKey)
+		}
+		if r.Access == "metrics" {
+			req.Header.Set("Authorization", "Bearer "+testenv.AdminToken)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := testenv.ReadAll(t, resp)
+		for _, s := range secrets {
+			if strings.Contains(body, s) {
+				t.Errorf("GET %s contains a secret", r.Path)
+			}
+		}
+	}
+	for _, p := range []string{"/api/connections/1", "/connections/1/edit", "/providers/1/edit"} {
+		resp, err := c.Get(e.Base + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body := testenv.ReadAll(t, resp); strings.Contains(body, upstreamKey) {
+			t.Errorf("GET %s contains the upstream key", p)
+		}
+	}
+	e.Stop()
+	for _, s := range secrets {
+		if strings.Contains(e.Logs.String(), s) {
+			t.Errorf("the log contains a secret (%.6s…)", s)
+		}
+	}
+}

@@ -1,0 +1,154 @@
+package testenv
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// FakeUpstream is a scriptable OpenAI-compatible upstream that records what it received.
+type FakeUpstream struct {
+	*httptest.Server
+	mu       sync.Mutex
+	requests []Recorded
+	models   []string
+	chat     http.HandlerFunc
+	// ModelsDown makes GET /models fail with 503.
+	ModelsDown atomic.Bool
+}
+
+// Recorded is one request the fake upstream received.
+type Recorded struct {
+	Path   string
+	Header http.Header
+	Body   string
+}
+
+// NewFakeUpstream starts an upstream answering chat completions with chat and listing models
+// (gpt-test when none are given); it stops with the test.
+func NewFakeUpstream(t testing.TB, chat http.HandlerFunc, models ...string) *FakeUpstream {
+	f := &FakeUpstream{models: models, chat: chat}
+	if len(f.models) == 0 {
+		f.models = []string{"gpt-test"}
+	}
+	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
+	t.Cleanup(f.Close)
+	return f
+}
+
+func (f *FakeUpstream) serve(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	f.mu.Lock()
+	f.requests = append(f.requests, Recorded{Path: r.URL.Path, Header: r.Header.Clone(), Body: string(b)})
+	f.mu.Unlock()
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	switch r.URL.Path {
+	case "/v1/models":
+		if f.ModelsDown.Load() {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		var data []string
+		for _, m := range f.models {
+			data = append(data, fmt.Sprintf(`{"id":%q,"object":"model","created":1,"owned_by":"x"}`, m))
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"object":"list","data":[%s]}`, strings.Join(data, ","))
+	case "/v1/chat/completions":
+		f.chat(w, r)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// ChatRequests returns the chat completions requests received so far.
+func (f *FakeUpstream) ChatRequests() []Recorded {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []Recorded
+	for _, r := range f.requests {
+		if r.Path == "/v1/chat/completions" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// CompletionJSON is a small non-streamed chat completion.
+const CompletionJSON = `{"id":"chatcmpl-1","object":"chat.completion","created":1700000000,"model":"gpt-test","choices":[{"index":0,"message":{"role":"assistant","content":"Hello there"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`
+
+// JSONAnswer answers with a JSON body.
+func JSONAnswer(body string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, body)
+	}
+}
+
+// SSEChunks are the events of a small streamed completion.
+var SSEChunks = []string{
+	`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"gpt-test","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`,
+	`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"gpt-test","choices":[{"index":0,"delta":{"content":"Hel"},"finish_reason":null}]}`,
+	`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"gpt-test","choices":[{"index":0,"delta":{"content":"lo"},"finish_reason":null}]}`,
+	`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"gpt-test","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`,
+	`data: [DONE]`,
+}
+
+// SSEAnswer streams events, flushing each; with cutAfter >= 0 it stops after that many events.
+func SSEAnswer(events []string, cutAfter int) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		rc := http.NewResponseController(w)
+		for i, ev := range events {
+			if cutAfter >= 0 && i >= cutAfter {
+				return
+			}
+			io.WriteString(w, ev+"\n\n")
+			rc.Flush()
+		}
+	}
+}
+
+// ByKey answers per connection: the handler for the request's credential.
+func ByKey(m map[string]http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		h, ok := m[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]
+		if !ok {
+			http.Error(w, "no handler", 500)
+			return
+		}
+		h(w, r)
+	}
+}
+
+// PerModel answers per requested model (a completion for models not listed).
+func PerModel(m map[string]http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req struct{ Model string }
+		json.NewDecoder(r.Body).Decode(&req)
+		h, ok := m[req.Model]
+		if !ok {
+			h = JSONAnswer(CompletionJSON)
+		}
+		h(w, r)
+	}
+}
+
+// Status answers with a status, headers and a JSON body.
+func Status(code int, header map[string]string, body string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		for k, v := range header {
+			w.Header().Set(k, v)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		io.WriteString(w, body)
+	}
+}

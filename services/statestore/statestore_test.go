@@ -1,0 +1,211 @@
+package statestore
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"switchyard/db"
+	"switchyard/services/resilience"
+)
+
+// testDB opens a migrated database in a temp dir with two connections of the built-in
+// anthropic provider.
+func testDB(t *testing.T, version int) (*db.DB, []int64) {
+	t.Helper()
+	ctx := context.Background()
+	d, err := db.Open(filepath.Join(t.TempDir(), "t.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	if _, err := d.MigrateTo(ctx, version); err != nil {
+		t.Fatal(err)
+	}
+	provs, err := db.ListProviders(ctx, d.W)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(provs, func(p db.Provider) bool { return p.Name == "anthropic" })
+	var ids []int64
+	for _, name := range []string{"a", "b"} {
+		c := db.Connection{ProviderID: provs[i].ID, Name: name, AuthType: "api_key", Secret: []byte{1}, Enabled: true}
+		if err := db.InsertConnection(ctx, d.W, &c); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, c.ID)
+	}
+	return d, ids
+}
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func TestRecordsRoundTripAndFollowWhatTheyBelongTo(t *testing.T) {
+	ctx := context.Background()
+	d, ids := testDB(t, -1)
+	s := NewSQLite(d, quiet)
+	at := time.UnixMilli(1_700_000_000_123).UTC()
+
+	cooling := resilience.ConnState{ConnectionID: ids[0], Until: at.Add(time.Minute), Level: 2, LastError: "rate limited",
+		LastErrorType: resilience.ReasonRateLimit, ErrorCode: 429, LastErrorAt: at, FromUpstream: true}
+	expired := resilience.ConnState{ConnectionID: ids[1], Terminal: resilience.TerminalExpired, Probes: 1, NextProbe: at.Add(time.Hour),
+		LastError: "credentials rejected", ErrorCode: 401, LastErrorAt: at}
+	open := resilience.BreakerState{Provider: "anthropic", State: resilience.CircuitOpen, OpenedAt: at, NextProbeAt: at.Add(30 * time.Second),
+		ConsecutiveFailures: 5, LastFailure: "status 503", LastFailureAt: at, ProbeSuccesses: 1}
+	lock := resilience.Lockout{Provider: "anthropic", ConnectionID: ids[0], Model: "claude-opus-4", Target: "family:opus",
+		Scope: resilience.LockoutFamily, Reason: "rate_limit", FailureCount: 2, ExpiresAt: at.Add(4 * time.Minute)}
+
+	s.Put(ConnRecord(cooling))
+	s.Put(ConnRecord(expired))
+	s.Put(BreakerRecord(open))
+	s.Put(BreakerRecord(resilience.BreakerState{Provider: "openai", State: resilience.CircuitClosed, ConsecutiveFailures: 1}))
+	s.Put(BreakerRecord(resilience.BreakerState{Provider: "no-such-provider", State: resilience.CircuitOpen})) // skipped
+	s.Put(LockoutRecord(lock.Key(), &lock))
+	if err := s.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := LoadResilience(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open.ProbeSuccesses = 0 // not persisted
+	if len(got.Connections) != 2 || !connEqual(got.Connections[0], cooling) || !connEqual(got.Connections[1], expired) {
+		t.Fatalf("connections\n got %+v\nwant %+v, %+v", got.Connections, cooling, expired)
+	}
+	if len(got.Breakers) != 2 || !breakerEqual(got.Breakers[0], open) || got.Breakers[1].Provider != "openai" {
+		t.Fatalf("breakers %+v", got.Breakers)
+	}
+	if len(got.Lockouts) != 1 || !lockoutEqual(got.Lockouts[0], lock) {
+		t.Fatalf("lockouts %+v", got.Lockouts)
+	}
+
+	// Nothing left to remember deletes; deleting a connection drops its records.
+	s.Put(ConnRecord(resilience.ConnState{ConnectionID: ids[1]}))
+	s.Put(BreakerRecord(resilience.BreakerState{Provider: "openai", State: resilience.CircuitClosed}))
+	if err := s.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.DeleteConnection(ctx, d.W, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	s.Put(ConnRecord(cooling)) // arrives after the deletion: not written
+	if err := s.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err = LoadResilience(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Connections) != 0 || len(got.Lockouts) != 0 || len(got.Breakers) != 1 {
+		t.Fatalf("after deletes: %+v", got)
+	}
+}
+
+func TestSyncWaitsForTheBatchInFlight(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	d, ids := testDB(t, -1)
+	s := NewSQLite(d, quiet)
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	for i := range 200 {
+		s.Put(ConnRecord(resilience.ConnState{ConnectionID: ids[0], Level: i + 1, LastError: "x"}))
+		if err := s.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got, err := LoadAll[resilience.ConnState](ctx, s, Connection)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 || got[0].Level != i+1 {
+			t.Fatalf("after Sync of level %d the store holds %+v", i+1, got)
+		}
+	}
+}
+
+// TestMigrationCarriesOldState builds a database as the previous schema left it (one table per
+// kind) and checks that every row comes back through the store after the merge.
+func TestMigrationCarriesOldState(t *testing.T) {
+	ctx := context.Background()
+	d, ids := testDB(t, 4)
+	ms := int64(1_700_000_000_123)
+	stmts := []struct {
+		q    string
+		args []any
+	}{
+		{`INSERT INTO connection_state (connection_id, terminal, until_ms, backoff_level, last_error, last_error_type, error_code,
+			last_error_at, rejections, probes, next_probe_ms, from_upstream, updated_at) VALUES (?, '', ?, 2, 'slow down', 'rate_limit', 429, ?, 0, 0, 0, 1, 1)`,
+			[]any{ids[0], ms + 60_000, ms}},
+		{`INSERT INTO connection_state (connection_id, terminal, until_ms, backoff_level, last_error, last_error_type, error_code,
+			last_error_at, rejections, probes, next_probe_ms, from_upstream, updated_at) VALUES (?, 'banned', 0, 0, 'forbidden', 'auth_error', 403, ?, 3, 0, 0, 0, 1)`,
+			[]any{ids[1], ms}},
+		{`INSERT INTO breaker_state (provider, model, state, opened_at, next_probe_at, consecutive_failures, last_failure,
+			last_failure_at, updated_at) VALUES ('anthropic', 'claude-x', 'open', ?, ?, 5, 'status 503', ?, 1)`, []any{ms, ms + 30_000, ms}},
+		{`INSERT INTO model_lockouts (provider, connection_id, target, model, scope, reason, failure_count, expires_at, updated_at)
+			VALUES ('anthropic', ?, 'family:opus', 'claude-opus-4', 'family', 'rate_limit', 3, ?, 1)`, []any{ids[0], ms + 120_000}},
+	}
+	for _, st := range stmts {
+		if _, err := d.W.ExecContext(ctx, st.q, st.args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := d.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := LoadResilience(ctx, NewSQLite(d, quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.UnixMilli(ms)
+	wantConns := []resilience.ConnState{
+		{ConnectionID: ids[0], Until: at.Add(time.Minute), Level: 2, LastError: "slow down", LastErrorType: resilience.ReasonRateLimit,
+			ErrorCode: 429, LastErrorAt: at, FromUpstream: true},
+		{ConnectionID: ids[1], Terminal: resilience.TerminalBanned, LastError: "forbidden", LastErrorType: resilience.ReasonAuthError,
+			ErrorCode: 403, LastErrorAt: at, Rejections: 3},
+	}
+	slices.SortFunc(got.Connections, func(a, b resilience.ConnState) int { return int(a.ConnectionID - b.ConnectionID) })
+	if !slices.EqualFunc(got.Connections, wantConns, connEqual) {
+		t.Fatalf("connections\n got %+v\nwant %+v", got.Connections, wantConns)
+	}
+	wantBreaker := resilience.BreakerState{Provider: "anthropic", Model: "claude-x", State: resilience.CircuitOpen, OpenedAt: at,
+		NextProbeAt: at.Add(30 * time.Second), ConsecutiveFailures: 5, LastFailure: "status 503", LastFailureAt: at}
+	if len(got.Breakers) != 1 || !breakerEqual(got.Breakers[0], wantBreaker) {
+		t.Fatalf("breakers %+v", got.Breakers)
+	}
+	wantLock := resilience.Lockout{Provider: "anthropic", ConnectionID: ids[0], Model: "claude-opus-4", Target: "family:opus",
+		Scope: resilience.LockoutFamily, Reason: "rate_limit", FailureCount: 3, ExpiresAt: at.Add(2 * time.Minute)}
+	if len(got.Lockouts) != 1 || !lockoutEqual(got.Lockouts[0], wantLock) {
+		t.Fatalf("lockouts %+v", got.Lockouts)
+	}
+	// The loaded state works in the tables.
+	clk := clockwork.NewFakeClockAt(at)
+	c := resilience.NewCooldowns(clk, nil)
+	c.Load(got.Connections)
+	if ok, _ := c.Peek(ids[0]); ok {
+		t.Fatal("the migrated cooldown does not hold")
+	}
+}
+
+func connEqual(a, b resilience.ConnState) bool {
+	eq := a.Until.Equal(b.Until) && a.LastErrorAt.Equal(b.LastErrorAt) && a.NextProbe.Equal(b.NextProbe)
+	a.Until, b.Until, a.LastErrorAt, b.LastErrorAt, a.NextProbe, b.NextProbe = time.Time{}, time.Time{}, time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	return eq && a == b
+}
+
+func breakerEqual(a, b resilience.BreakerState) bool {
+	eq := a.OpenedAt.Equal(b.OpenedAt) && a.NextProbeAt.Equal(b.NextProbeAt) && a.LastFailureAt.Equal(b.LastFailureAt)
+	a.OpenedAt, b.OpenedAt, a.NextProbeAt, b.NextProbeAt, a.LastFailureAt, b.LastFailureAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	return eq && a == b
+}
+
+func lockoutEqual(a, b resilience.Lockout) bool {
+	eq := a.ExpiresAt.Equal(b.ExpiresAt)
+	a.ExpiresAt, b.ExpiresAt = time.Time{}, time.Time{}
+	return eq && a == b
+}

@@ -1,0 +1,95 @@
+package web
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+)
+
+// routes mounts every route of the gateway: probes, static files, the proxy surfaces, the admin
+// API and the dashboard. This is the one place to look for what answers an address.
+func routes(e *echo.Echo, d Deps) []Route {
+	var table []Route
+	add := func(g interface {
+		Add(string, string, echo.HandlerFunc, ...echo.MiddlewareFunc) *echo.Route
+	}, prefix, access, method, path string, h echo.HandlerFunc, mw ...echo.MiddlewareFunc) {
+		g.Add(method, path, h, mw...)
+		table = append(table, Route{Method: method, Path: prefix + path, Access: access})
+	}
+
+	// Probes, metrics and static files.
+	add(e, "", "public", http.MethodGet, "/health", d.Health.Live)
+	add(e, "", "public", http.MethodGet, "/ready", d.Health.Ready)
+	add(e, "", "metrics", http.MethodGet, "/metrics", echo.WrapHandler(d.Metrics.Handler()), metricsAuth(d.Auth, d.Sessions))
+	e.StaticFS("/static", d.Static)
+
+	// The proxy surfaces.
+	v1 := e.Group("/v1", trace(), clientKey(d.Keys))
+	add(v1, "/v1", "client", http.MethodPost, "/chat/completions", d.Proxy.Chat, observe(d.Metrics, "/v1/chat/completions"))
+	add(v1, "/v1", "client", http.MethodGet, "/models", d.Proxy.Models, observe(d.Metrics, "/v1/models"))
+
+	// The admin API.
+	api := e.Group("/api", crossOrigin(), adminAPI(d.Auth, d.Sessions))
+	add(api, "/api", "admin", http.MethodGet, "/providers", d.API.ListProviders)
+	add(api, "/api", "admin", http.MethodPost, "/providers", d.API.CreateProvider)
+	add(api, "/api", "admin", http.MethodGet, "/providers/:id", d.API.GetProvider)
+	add(api, "/api", "admin", http.MethodPatch, "/providers/:id", d.API.UpdateProvider)
+	add(api, "/api", "admin", http.MethodDelete, "/providers/:id", d.API.DeleteProvider)
+	add(api, "/api", "admin", http.MethodGet, "/connections", d.API.ListConnections)
+	add(api, "/api", "admin", http.MethodPost, "/connections", d.API.CreateConnection)
+	add(api, "/api", "admin", http.MethodGet, "/connections/:id", d.API.GetConnection)
+	add(api, "/api", "admin", http.MethodPatch, "/connections/:id", d.API.UpdateConnection)
+	add(api, "/api", "admin", http.MethodDelete, "/connections/:id", d.API.DeleteConnection)
+	add(api, "/api", "admin", http.MethodPost, "/connections/:id/test", d.API.TestConnection)
+	add(api, "/api", "admin", http.MethodPost, "/connections/:id/reset", d.API.ResetConnection)
+	add(api, "/api", "admin", http.MethodGet, "/resilience/state", d.API.ResilienceState)
+	add(api, "/api", "admin", http.MethodGet, "/resilience/model-cooldowns", d.API.ListModelCooldowns)
+	add(api, "/api", "admin", http.MethodDelete, "/resilience/model-cooldowns", d.API.DeleteModelCooldowns)
+	add(api, "/api", "admin", http.MethodPost, "/resilience/breakers/reset", d.API.ResetBreaker)
+	add(api, "/api", "admin", http.MethodPost, "/resilience/reset", d.API.ResetAll)
+	add(api, "/api", "admin", http.MethodGet, "/keys", d.KeysAPI.List)
+	add(api, "/api", "admin", http.MethodPost, "/keys", d.KeysAPI.Create)
+	add(api, "/api", "admin", http.MethodDelete, "/keys/:id", d.KeysAPI.Revoke)
+	add(api, "/api", "admin", http.MethodGet, "/settings/resilience", d.Settings.Get)
+	add(api, "/api", "admin", http.MethodPatch, "/settings/resilience", d.Settings.Patch)
+
+	// The dashboard: every action is a POST form that redirects (303) or re-renders its page with
+	// errors (422); htmx only adds in-place updates on top.
+	pub := e.Group("", crossOrigin(), locale())
+	add(pub, "", "public", http.MethodGet, "/login", d.Dashboard.LoginPage)
+	add(pub, "", "public", http.MethodPost, "/login", d.Dashboard.Login)
+	add(pub, "", "public", http.MethodGet, "/lang/:code", d.Dashboard.SetLang)
+	dash := e.Group("", crossOrigin(), locale(), dashboardAuth(d.Sessions))
+	page := func(method, path string, h echo.HandlerFunc) { add(dash, "", "dashboard", method, path, h) }
+	page(http.MethodPost, "/logout", d.Dashboard.Logout)
+	page(http.MethodGet, "/", d.Dashboard.Home)
+
+	page(http.MethodGet, "/providers", d.Dashboard.ProvidersPage)
+	page(http.MethodGet, "/providers/state", d.Dashboard.ProvidersState)
+	page(http.MethodPost, "/providers", d.Dashboard.CreateProvider)
+	page(http.MethodGet, "/providers/:id/edit", d.Dashboard.EditProviderPage)
+	page(http.MethodPost, "/providers/:id/edit", d.Dashboard.UpdateProvider)
+	page(http.MethodPost, "/providers/:id/delete", d.Dashboard.DeleteProvider)
+	page(http.MethodPost, "/providers/:id/reset-breaker", d.Dashboard.ResetBreaker)
+
+	page(http.MethodPost, "/connections", d.Dashboard.CreateConnection)
+	page(http.MethodGet, "/connections/:id/edit", d.Dashboard.EditConnectionPage)
+	page(http.MethodPost, "/connections/:id/edit", d.Dashboard.UpdateConnection)
+	page(http.MethodPost, "/connections/:id/delete", d.Dashboard.DeleteConnection)
+	page(http.MethodPost, "/connections/:id/test", d.Dashboard.TestConnection)
+	page(http.MethodPost, "/connections/:id/clear", d.Dashboard.ClearCooldown)
+	page(http.MethodPost, "/connections/:id/reset", d.Dashboard.ResetConnectionState)
+
+	page(http.MethodGet, "/model-cooldowns", d.Dashboard.ModelCooldownsPage)
+	page(http.MethodGet, "/model-cooldowns/table", d.Dashboard.ModelCooldownsTable)
+	page(http.MethodPost, "/model-cooldowns/reenable", d.Dashboard.ReenableModel)
+	page(http.MethodPost, "/model-cooldowns/reenable-all", d.Dashboard.ReenableAllModels)
+
+	page(http.MethodGet, "/keys", d.Dashboard.KeysPage)
+	page(http.MethodPost, "/keys", d.Dashboard.CreateKey)
+	page(http.MethodPost, "/keys/:id/revoke", d.Dashboard.RevokeKey)
+
+	page(http.MethodGet, "/settings", d.Settings.SettingsPage)
+	page(http.MethodPost, "/settings/:card", d.Settings.SaveCard)
+	return table
+}
