@@ -40,7 +40,7 @@ type CooldownPolicy struct {
 type ConnState struct {
 	ConnectionID  int64     `json:"connection_id"`
 	Terminal      Terminal  `json:"terminal,omitempty"`
-	Until         time.Time `json:"until,omitzero"` // end of the current cooldown; zero = none
+	Until         time.Time `json:"until,omitzero"`  // end of the current cooldown; zero = none
 	Level         int       `json:"level,omitempty"` // backoff level: how many cooldowns in a row
 	LastError     string    `json:"last_error,omitempty"`
 	LastErrorType Reason    `json:"last_error_type,omitempty"`
