@@ -4,7 +4,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"switchyard/e2e/testenv"
 	"testing"
@@ -108,6 +111,36 @@ func TestChaosCutStreamEndsWithStreamIncomplete(t *testing.T) {
 			t.Fatalf("a partial event was relayed: %q", d)
 		}
 	}
+	// The gateway closes its side of the cut connection: no socket towards the proxy stays open
+	// (established, or half-closed by the proxy and left unanswered).
+	_, port, _ := strings.Cut(p.Listen, ":")
+	e.Eventually("the gateway closes its connection to the cut upstream", func() bool { return openConnsTo(t, port) == 0 })
+}
+
+// openConnsTo counts the IPv4 TCP sockets of this network namespace that are connected to the
+// local port (ESTABLISHED or CLOSE_WAIT), from /proc/net/tcp.
+func openConnsTo(t *testing.T, port string) int {
+	t.Helper()
+	raw, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		t.Skipf("no /proc/net/tcp: %v", err)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf(":%04X", n)
+	count := 0
+	for _, line := range strings.Split(string(raw), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 4 {
+			continue
+		}
+		if strings.HasSuffix(f[2], want) && (f[3] == "01" || f[3] == "08") {
+			count++
+		}
+	}
+	return count
 }
 
 func TestChaosResetPeerIsAWellFormedErrorAndCoolsTheConnection(t *testing.T) {
