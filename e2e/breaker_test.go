@@ -97,3 +97,47 @@ func TestBreakerResetByOperator(t *testing.T) {
 		t.Fatalf("after reset: %v", s["breaker"])
 	}
 }
+
+// TestSuccessfulProbesMakeTheProviderHealthyAgain: when half-open probes close the breaker, every
+// subscriber of the transition hears it: the provider's outcome window starts afresh (healthy,
+// not degraded by the failures that opened the breaker), the transition is logged and the gauge
+// shows closed. No restart in between, which would clear the window by itself.
+func TestSuccessfulProbesMakeTheProviderHealthyAgain(t *testing.T) {
+	var failing atomic.Bool
+	failing.Store(true)
+	e, _, key := setupOne(t, func(w http.ResponseWriter, r *http.Request) {
+		if failing.Load() {
+			testenv.Status(500, nil, `{"error":{"message":"internal error"}}`)(w, r)
+			return
+		}
+		testenv.JSONAnswer(testenv.CompletionJSON)(w, r)
+	})
+	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0},
+		"circuit_breaker": map[string]any{"failure_threshold": 3}}, 200)
+	for i := 0; i < 3; i++ {
+		testenv.ReadAll(t, e.Chat(context.Background(), key, testenv.ChatBody))
+		e.Clock.Advance(20 * time.Second) // past the connection's cooldown
+	}
+	if s := e.ProviderStatus("up"); s["breaker"] != "open" {
+		t.Fatalf("three failures: %v", s)
+	}
+	failing.Store(false)
+	e.Clock.Advance(time.Minute)
+	for i := 0; i < 2; i++ {
+		if r := e.Chat(context.Background(), key, testenv.ChatBody); r.StatusCode != 200 {
+			t.Fatalf("probe %d: %d %s", i, r.StatusCode, testenv.ReadAll(t, r))
+		} else {
+			testenv.ReadAll(t, r)
+		}
+	}
+	s := e.ProviderStatus("up")
+	if s["status"] != "healthy" || s["breaker"] != "closed" || s["degraded_models"] != nil {
+		t.Fatalf("after the probes closed the breaker: %v", s)
+	}
+	if !strings.Contains(e.Logs.String(), `msg="circuit breaker" provider=up model="" from=half_open to=closed`) {
+		t.Fatal("the closing transition was not logged")
+	}
+	if m := e.Metrics(); !strings.Contains(m, `switchyard_circuit_breaker_state{model="",provider="up"} 0`) {
+		t.Fatal("breaker gauge does not show closed")
+	}
+}
