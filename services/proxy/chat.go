@@ -192,6 +192,9 @@ func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*err
 	}
 	for retries := 0; ; {
 		i, excluded := e.pick(c, conns, tried)
+		if len(excluded) > 0 {
+			c.trace.skip(diagnostics(excluded).Excluded)
+		}
 		if i < 0 {
 			if last == nil && queueErr != nil {
 				return queueErr, nil
@@ -231,11 +234,19 @@ func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*err
 		}
 		c.trace.Attempts++
 		c.trace.ConnectionID = conn.ID
+		stepKind := kind
+		if stepKind == "" {
+			stepKind = "first"
+		}
+		c.trace.Chain = append(c.trace.Chain, Attempt{ConnectionID: conn.ID, Connection: conn.Name, Kind: stepKind})
+		step := &c.trace.Chain[len(c.trace.Chain)-1]
+		began := e.opt.Clock.Now()
 		actx, cancel := context.WithCancel(ctx)
 		var execTimedOut atomic.Bool
 		backstop := e.opt.Clock.AfterFunc(adm.deadline, func() { execTimedOut.Store(true); cancel() })
 		res := e.attempt(actx, cancel, c, conn)
 		backstop.Stop()
+		step.Status, step.Duration = res.status, e.opt.Clock.Since(began)
 		if res.err == nil && !execTimedOut.Load() {
 			e.opt.Observer.Attempt(c.t.provider.Name, "ok", kind)
 			e.opt.Cooldowns.RecordSuccess(conn.ID)
@@ -249,13 +260,19 @@ func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*err
 		cancel()
 		adm.done()
 		if ctx.Err() != nil {
+			step.Reason = "client_closed"
 			return clientGone(), &resilience.Result{ClientAbort: true} // never the upstream's fault
 		}
 		if execTimedOut.Load() {
+			step.Reason = resilience.CodeExecutionTimeout
 			return fail(errs.Timeout, resilience.CodeExecutionTimeout, "proxy.execution_timeout",
 				conn.Name, c.t.provider.Name, adm.deadline.String()), verdict()
 		}
 		f := e.fail(c, conn, res)
+		step.Reason = string(f.outcome.Reason)
+		if res.transport {
+			step.Reason = f.err.ReasonCode()
+		}
 		e.opt.Observer.Attempt(c.t.provider.Name, string(f.outcome.Reason), kind)
 		last = &f
 		if !f.outcome.Failover && !f.retryable || c.probe {

@@ -30,6 +30,35 @@ type Trace struct {
 	TTFT         time.Duration // to the first relayed event (streams)
 	InputTokens  int64
 	OutputTokens int64
+	// Chain is every upstream attempt, in order.
+	Chain []Attempt
+	// Skipped names the connections left out (cooling, terminal, model locked out) and why, the
+	// latest word on each.
+	Skipped []Excluded
+}
+
+// Attempt is one upstream call of a request.
+type Attempt struct {
+	ConnectionID int64         `json:"connection_id"`
+	Connection   string        `json:"connection"`
+	Kind         string        `json:"kind"`   // first, retry or failover
+	Status       int           `json:"status"` // the upstream's status; 0 when no answer came
+	Reason       string        `json:"reason,omitempty"`
+	Duration     time.Duration `json:"duration"`
+}
+
+// skip notes why connections were left out, keeping one entry per connection.
+func (t *Trace) skip(ex []Excluded) {
+next:
+	for _, x := range ex {
+		for i := range t.Skipped {
+			if t.Skipped[i].Connection == x.Connection {
+				t.Skipped[i] = x
+				continue next
+			}
+		}
+		t.Skipped = append(t.Skipped, x)
+	}
 }
 
 // UnlistedModel is the metric label of models the provider's inventory does not list.
