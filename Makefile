@@ -42,7 +42,7 @@ bench: assets generate
 ## fuzz: run every fuzz target briefly (FUZZTIME each); the seed corpora also run in make test
 FUZZTIME ?= 10s
 fuzz: assets generate
-	@set -e; for pkg in ./services/proxy ./services/resilience ./services/settings; do \
+	@set -e; for pkg in ./services/proxy ./services/proxy/translate ./services/resilience ./services/settings; do \
 	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
 	    echo "fuzz $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg; \
 	  done; \

@@ -64,19 +64,28 @@ func (p *Proxy) Chat(c echo.Context) error {
 	return nil
 }
 
-type openAIModel struct {
-	ID      string `json:"id"`
-	Object  string `json:"object"`
-	Created int64  `json:"created"`
-	OwnedBy string `json:"owned_by"`
+// Messages answers POST /v1/messages (Anthropic's surface).
+func (p *Proxy) Messages(c echo.Context) error {
+	body, err := p.readBody(c)
+	if err != nil {
+		return err
+	}
+	r := c.Request()
+	if e := p.Engine.Messages(r.Context(), c.Response(), body, r.Header, proxy.TraceFrom(r.Context())); e != nil {
+		return e
+	}
+	return nil
 }
 
-// Models answers GET /v1/models with the union of every provider's models as provider/model.
-func (p *Proxy) Models(c echo.Context) error {
-	list := p.Inventory.List()
-	data := make([]openAIModel, len(list))
-	for i, m := range list {
-		data[i] = openAIModel{ID: m.ID, Object: "model", Created: m.Created, OwnedBy: m.Provider}
+// CountTokens answers POST /v1/messages/count_tokens.
+func (p *Proxy) CountTokens(c echo.Context) error {
+	body, err := p.readBody(c)
+	if err != nil {
+		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"object": "list", "data": data})
+	r := c.Request()
+	if e := p.Engine.CountTokens(r.Context(), c.Response(), body, r.Header, proxy.TraceFrom(r.Context())); e != nil {
+		return e
+	}
+	return nil
 }

@@ -26,7 +26,10 @@ func routes(e *echo.Echo, d Deps) []Route {
 	// The proxy surfaces.
 	v1 := e.Group("/v1", trace(), clientKey(d.Keys))
 	add(v1, "/v1", "client", http.MethodPost, "/chat/completions", d.Proxy.Chat, observe(d.Metrics, "/v1/chat/completions"))
+	add(v1, "/v1", "client", http.MethodPost, "/messages", d.Proxy.Messages, observe(d.Metrics, "/v1/messages"))
+	add(v1, "/v1", "client", http.MethodPost, "/messages/count_tokens", d.Proxy.CountTokens, observe(d.Metrics, "/v1/messages/count_tokens"))
 	add(v1, "/v1", "client", http.MethodGet, "/models", d.Proxy.Models, observe(d.Metrics, "/v1/models"))
+	add(v1, "/v1", "client", http.MethodGet, "/models/*", d.Proxy.Model, observe(d.Metrics, "/v1/models/{id}"))
 
 	// The admin API.
 	api := e.Group("/api", crossOrigin(), adminAPI(d.Auth, d.Sessions))

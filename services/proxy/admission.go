@@ -196,9 +196,14 @@ func (c *call) commitStream(w http.ResponseWriter) {
 	w.WriteHeader(http.StatusOK)
 }
 
-// writeStreamError ends a committed event stream with the error as an OpenAI error event.
-func writeStreamError(w http.ResponseWriter, e *errs.Error) {
-	body, _ := json.Marshal(map[string]map[string]string{"error": {"message": e.Msg.String(), "type": OpenAIType(e), "code": e.ReasonCode()}})
-	_, _ = w.Write([]byte("data: " + string(body) + "\n\n"))
+// writeStreamError ends a committed event stream with the error as an error event in the
+// client's format.
+func writeStreamError(w http.ResponseWriter, src Format, e *errs.Error) {
+	if src == FormatMessages {
+		_, _ = w.Write([]byte("event: error\ndata: " + string(AnthropicErrorBody(e)) + "\n\n"))
+	} else {
+		body, _ := json.Marshal(map[string]map[string]string{"error": {"message": e.Msg.String(), "type": OpenAIType(e), "code": e.ReasonCode()}})
+		_, _ = w.Write([]byte("data: " + string(body) + "\n\n"))
+	}
 	_ = http.NewResponseController(w).Flush()
 }

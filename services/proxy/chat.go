@@ -21,10 +21,6 @@ import (
 	"switchyard/services/settings"
 )
 
-// forwardedHeaders are the client headers passed upstream; credentials, session and hop-by-hop
-// headers never are.
-var forwardedHeaders = []string{"Accept", "User-Agent", "OpenAI-Beta"}
-
 // call is one client request on its way through the engine.
 type call struct {
 	trace   *Trace
@@ -37,75 +33,16 @@ type call struct {
 	retry   settings.Retry
 	retryOn *settings.StatusMatcher
 	probe   bool // a half-open breaker's probe: one attempt, no retries, no failover
+	// src is the client's format, dst the upstream's; path is the upstream address below the
+	// provider's base URL.
+	src, dst    Format
+	path        string
+	countTokens bool
+	// includeUsage is the chat client's stream_options.include_usage (for translated streams).
+	includeUsage bool
 	// committed is set once stream headers went out (a heartbeat while queued); from then on
 	// errors are written as stream error events.
 	committed bool
-}
-
-// Chat forwards a chat completions request (the raw client body) and writes the answer to w. It
-// returns an error only when nothing has been written yet; the caller renders it in the client's
-// format. The body is parsed and its model resolved once, here: the model is read first so a full
-// request queue turns the request away before any other work, then the body is validated.
-//
-// Order of work: the provider's eligible connections are tried in order (priority, then round
-// robin); a failure that is the connection's (classified) cools it and moves the same request to
-// the next eligible connection at once. When no untried eligible connection is left and the
-// failure is retryable, the engine waits (exponential backoff with jitter, or until the earliest
-// cooldown ends if that is sooner than max_backoff) and starts another round, up to max_retries.
-// Nothing is retried once a byte of the answer reached the client.
-func (e *Engine) Chat(ctx context.Context, w http.ResponseWriter, raw []byte, in http.Header, tr *Trace) *errs.Error {
-	if tr == nil {
-		tr = &Trace{}
-	}
-	var t target
-	var rerr *errs.Error
-	if m := peekModel(raw); m != "" {
-		if t, rerr = e.resolve(ctx, m); rerr == nil {
-			if qerr := e.admitQueue(t); qerr != nil {
-				return qerr
-			}
-		}
-	}
-	req, derr := DecodeChatRequest(raw)
-	if derr != nil {
-		return derr
-	}
-	if rerr != nil {
-		return rerr
-	}
-	tr.Stream = req.Stream
-	tr.Provider, tr.Model, tr.MetricModel = t.provider.Name, t.model, t.model
-	if found, _ := e.opt.Inventory.Lookup(t.provider.Name, t.model); !found {
-		tr.MetricModel = UnlistedModel // clients choose model names: keep metric labels bounded
-	}
-	if isAnthropic(t.provider.Type) {
-		return errInvalid("unsupported_provider_type", "proxy.unsupported_provider_type", t.provider.Name, t.provider.Type)
-	}
-	body, err := withModel(req.Body, t.model)
-	if err != nil {
-		return errInvalid("invalid_json", "proxy.body_rewrite", err.Error())
-	}
-	c := &call{trace: tr, start: e.opt.Clock.Now(), t: t, body: body, header: upstreamHeader(in), stream: req.Stream, snap: e.opt.Settings.Snapshot()}
-	c.retry, c.retryOn = c.snap.Resilience().Retry, c.snap.RetryOn()
-	if t.provider.Resilience.Retry != (settings.RetryOverrides{}) { // rare: compute the provider's own
-		c.retry, _ = c.snap.RetryFor(t.provider.Resilience)
-		if t.provider.Resilience.Retry.RetryOnStatuses != nil {
-			if m, err := settings.NewStatusMatcher(c.retry.RetryOnStatuses); err == nil {
-				c.retryOn = m
-			}
-		}
-	}
-	perr := e.run(ctx, w, c)
-	if perr != nil {
-		tr.ErrorCode = perr.ReasonCode()
-	}
-	if perr != nil && c.committed {
-		if !isClientGone(perr) {
-			writeStreamError(w, perr)
-		}
-		return nil
-	}
-	return perr
 }
 
 // failure is a failed attempt, classified.
@@ -533,6 +470,7 @@ type attemptResult struct {
 	status int
 	header http.Header
 
+	translated   bool // body is already in the client's format
 	err          *errs.Error
 	errBody      []byte
 	transport    bool // no (complete) answer
@@ -543,7 +481,7 @@ type attemptResult struct {
 // upstream sends no response headers in time (a local timeout: never retried on the same target).
 func (e *Engine) attempt(ctx context.Context, cancel context.CancelFunc, c *call, conn *catalog.ConnEntry) attemptResult {
 	p := c.t.provider
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.BaseURL+"/chat/completions", bytes.NewReader(c.body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.BaseURL+c.path, bytes.NewReader(c.body))
 	if err != nil {
 		return attemptResult{err: &errs.Error{Code: errs.Internal, Msg: errs.M("err.internal"), Err: err}}
 	}
@@ -594,7 +532,36 @@ func (e *Engine) attempt(ctx context.Context, cancel context.CancelFunc, c *call
 	} else if _, _, _, embedded, ok := resilience.ExtractError(b); ok {
 		return hiddenError(p.Name, resp.Header, embedded, b)
 	}
+	if c.stream {
+		// A stream was asked for and a plain answer came: the upstream broke the protocol.
+		return protocolFailure(p.Name, resp.Header, b, "proxy.protocol_not_stream")
+	}
+	if !looksLikeJSON(b) {
+		return protocolFailure(p.Name, resp.Header, b, "proxy.protocol_not_json")
+	}
+	if c.src != c.dst {
+		tb, err := c.translateBody(b)
+		if err != nil {
+			return protocolFailure(p.Name, resp.Header, b, "proxy.protocol_not_json")
+		}
+		return attemptResult{resp: resp, body: tb, status: resp.StatusCode, header: resp.Header, translated: true}
+	}
 	return attemptResult{resp: resp, body: b, status: resp.StatusCode, header: resp.Header}
+}
+
+// looksLikeJSON is the cheap check that a success body is a JSON document: its first byte. A
+// web page or a proxy's plain-text notice labelled as JSON fails it.
+func looksLikeJSON(b []byte) bool {
+	b = bytes.TrimLeft(b, " \t\r\n")
+	return len(b) > 0 && (b[0] == '{' || b[0] == '[')
+}
+
+// protocolFailure is a success status with an answer the client's request cannot have come
+// from (no stream for a stream request, no JSON for a JSON request): the upstream's failure,
+// classified as the 502 it amounts to.
+func protocolFailure(provider string, h http.Header, body []byte, key string) attemptResult {
+	e := fail(errs.Upstream, "upstream_protocol_error", key, provider, strings.TrimSpace(snippet(body)))
+	return attemptResult{status: http.StatusBadGateway, header: h, errBody: body, err: e}
 }
 
 var errorKey = []byte(`"error"`)
@@ -637,7 +604,7 @@ func (e *Engine) deliver(ctx context.Context, w http.ResponseWriter, c *call, co
 	h.Set("X-Switchyard-Provider", c.t.provider.Name)
 	c.trace.Status = res.status
 	if res.body != nil {
-		if ct := res.resp.Header.Get("Content-Type"); ct != "" {
+		if ct := res.resp.Header.Get("Content-Type"); ct != "" && !res.translated {
 			h.Set("Content-Type", ct)
 		} else {
 			h.Set("Content-Type", "application/json")
@@ -653,13 +620,14 @@ func (e *Engine) deliver(ctx context.Context, w http.ResponseWriter, c *call, co
 		return nil
 	}
 	defer res.resp.Body.Close()
-	c.trace.Complete = relayStream(ctx, w, func() { c.commitStream(w) }, res.first, res.br, e.opt.Log, func(ev []byte) {
+	r := c.relay()
+	c.trace.Complete = relayStream(ctx, w, func() { c.commitStream(w) }, res.first, res.br, e.opt.Log, r, c.src, func() {
 		if c.trace.TTFT == 0 {
 			c.trace.TTFT = e.opt.Clock.Since(c.start)
 			e.opt.Observer.FirstToken(c.t.provider.Name, c.trace.TTFT)
 		}
-		c.trace.readUsage(ev)
 	})
+	c.trace.InputTokens, c.trace.OutputTokens = r.Usage()
 	e.opt.Observer.Tokens(c.t.provider.Name, c.trace.MetricModel, c.trace.InputTokens, c.trace.OutputTokens)
 	return nil
 }

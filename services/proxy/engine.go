@@ -153,20 +153,6 @@ func (e *Engine) checkListed(ctx context.Context, p *catalog.ProviderEntry, name
 	return target{}, errModelNotFound(full)
 }
 
-func upstreamHeader(in http.Header) http.Header {
-	h := make(http.Header, 6)
-	h.Set("Content-Type", "application/json")
-	for _, k := range forwardedHeaders {
-		if v := in.Get(k); v != "" {
-			h.Set(k, v)
-		}
-	}
-	if k := in.Get("Idempotency-Key"); ValidIdempotencyKey(k) {
-		h.Set("Idempotency-Key", k)
-	}
-	return h
-}
-
 // ValidIdempotencyKey accepts 1–255 visible ASCII characters; anything else is not forwarded.
 func ValidIdempotencyKey(k string) bool {
 	if k == "" || len(k) > 255 {

@@ -60,16 +60,16 @@ func FuzzReadEvent(f *testing.F) {
 	})
 }
 
-// FuzzDecodeChatRequest: the decoder never panics; what it accepts has a model, and rewriting
+// FuzzDecodeRequest: the decoder never panics; what it accepts has a model, and rewriting
 // the model keeps the body valid JSON with the new model and every other field.
-func FuzzDecodeChatRequest(f *testing.F) {
+func FuzzDecodeRequest(f *testing.F) {
 	f.Add([]byte(`{"model":"p/m","messages":[{"role":"user","content":"hi"}],"stream":true}`))
 	f.Add([]byte(`{"model":""}`))
 	f.Add([]byte(`[]`))
 	f.Add([]byte(`{"model":"a","model":"b"}`))
 	f.Add([]byte(`  {"model":"x\u0000y","n":1e400}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		req, derr := DecodeChatRequest(body)
+		req, derr := DecodeRequest(body)
 		if derr != nil {
 			return
 		}

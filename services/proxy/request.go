@@ -12,49 +12,49 @@ import (
 	"github.com/tidwall/sjson"
 )
 
-// ChatRequest is what the engine needs to know of a chat completions body; the body itself is
-// forwarded untouched except for the model name.
-type ChatRequest struct {
+// Request is what the engine needs to know of a client's body (chat completions or messages);
+// the body itself is forwarded untouched except for the model name, or translated.
+type Request struct {
 	Body   []byte
 	Model  string
 	Stream bool
 }
 
-// DecodeChatRequest validates the JSON body of a chat completions request and extracts the
-// fields routing needs. It rejects malformed JSON, a non-object body and a missing model. The
+// DecodeRequest validates the JSON body of a chat completions or messages request and extracts
+// the fields routing needs. It rejects malformed JSON, a non-object body and a missing model. The
 // body is validated once and read with gjson instead of being decoded into Go values: only the
 // model and the stream flag are needed, the rest is forwarded as it came.
-func DecodeChatRequest(body []byte) (ChatRequest, *errs.Error) {
+func DecodeRequest(body []byte) (Request, *errs.Error) {
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 {
-		return ChatRequest{}, errInvalid("invalid_request", "proxy.body_empty")
+		return Request{}, errInvalid("invalid_request", "proxy.body_empty")
 	}
 	if trimmed[0] != '{' {
-		return ChatRequest{}, errInvalid("invalid_request", "proxy.body_not_object")
+		return Request{}, errInvalid("invalid_request", "proxy.body_not_object")
 	}
 	if !json.Valid(trimmed) {
 		var v any
-		return ChatRequest{}, errInvalid("invalid_request", "proxy.body_invalid_json", jsonErrorText(json.Unmarshal(trimmed, &v)))
+		return Request{}, errInvalid("invalid_request", "proxy.body_invalid_json", jsonErrorText(json.Unmarshal(trimmed, &v)))
 	}
 	m := gjson.GetBytes(trimmed, "model")
 	switch {
 	case !m.Exists():
-		return ChatRequest{}, errInvalid("invalid_request", "proxy.model_missing")
+		return Request{}, errInvalid("invalid_request", "proxy.model_missing")
 	case m.Type != gjson.String:
-		return ChatRequest{}, errInvalid("invalid_request", "proxy.model_not_string")
+		return Request{}, errInvalid("invalid_request", "proxy.model_not_string")
 	}
 	model := strings.TrimSpace(m.String())
 	if model == "" {
-		return ChatRequest{}, errInvalid("invalid_request", "proxy.model_empty")
+		return Request{}, errInvalid("invalid_request", "proxy.model_empty")
 	}
-	req := ChatRequest{Body: trimmed, Model: model}
+	req := Request{Body: trimmed, Model: model}
 	if st := gjson.GetBytes(trimmed, "stream"); st.Exists() {
 		switch st.Type {
 		case gjson.True:
 			req.Stream = true
 		case gjson.False, gjson.Null:
 		default:
-			return ChatRequest{}, errInvalid("invalid_request", "proxy.stream_not_bool")
+			return Request{}, errInvalid("invalid_request", "proxy.stream_not_bool")
 		}
 	}
 	return req, nil
@@ -84,4 +84,9 @@ func jsonErrorText(err error) string {
 		return "field " + te.Field + " has the wrong type"
 	}
 	return err.Error()
+}
+
+// gjsonBool reads a boolean at a path; anything else is false.
+func gjsonBool(body []byte, path string) bool {
+	return gjson.GetBytes(body, path).Type == gjson.True
 }

@@ -4,16 +4,21 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 
+	"switchyard/services/proxy/translate"
 	"switchyard/services/resilience"
 )
 
 var (
 	doneLine      = []byte("data: [DONE]")
 	incompleteEvt = []byte(`data: {"error":{"message":"the upstream stream ended before it was complete","type":"upstream_error","code":"stream_incomplete"}}` + "\n\n")
+	// incompleteMessagesEvt is Anthropic's error event; code is ours, beside the standard fields.
+	incompleteMessagesEvt = []byte("event: error\ndata: " +
+		`{"type":"error","error":{"type":"api_error","message":"the upstream stream ended before it was complete","code":"stream_incomplete"}}` + "\n\n")
 )
 
 // readEvent reads one SSE event (up to and including its blank line). At the end of the body it
@@ -75,37 +80,44 @@ func hasDone(ev []byte) bool {
 	}
 }
 
-// relayStream writes the first event and then copies the rest of the upstream SSE body to the
-// client event by event, flushing after each. A stream that ends without its terminal event is
-// closed with an explicit stream_incomplete event. It reports whether the stream was complete.
+// relayStream writes the first event and then the rest of the upstream SSE body to the client,
+// event by event through the relay (as they came, or translated), flushing after each. A stream
+// that ends without its terminal event is closed with an explicit stream_incomplete error event in
+// the client's format. It reports whether the stream was complete.
 //
-// onEvent sees every relayed event after it was written (for time to first token and usage).
+// written runs after the first bytes reached the client (time to first token).
 func relayStream(ctx context.Context, w http.ResponseWriter, commit func(), first []byte, br *bufio.Reader, log *slog.Logger,
-	onEvent func(ev []byte)) bool {
+	r streamRelay, src Format, written func()) bool {
 	commit()
 	rc := http.NewResponseController(w)
-	done := hasDone(first)
-	if _, err := w.Write(terminate(first)); err != nil {
-		return done
-	}
-	_ = rc.Flush()
-	onEvent(first)
-	if done {
+	var out []byte // one buffer for the client's bytes of every event
+	send := func(ev []byte) bool {
+		out = r.Event(out[:0], ev)
+		if len(out) == 0 {
+			return true
+		}
+		if _, err := w.Write(out); err != nil {
+			return false
+		}
+		_ = rc.Flush()
+		written()
 		return true
 	}
-	var buf []byte // one buffer for every event: each is written before the next is read
+	if !send(first) || r.Done() {
+		return r.Done()
+	}
+	var buf []byte // one buffer for every upstream event: each is relayed before the next is read
 	for {
 		ev, err := readEventInto(br, buf)
 		buf = ev
-		if len(bytes.TrimSpace(ev)) > 0 && (err == nil || hasDone(ev)) {
-			done = done || hasDone(ev)
-			if _, werr := w.Write(terminate(ev)); werr != nil {
-				return done
+		// An event cut by the end of the body is relayed only when it is whole anyway (a last
+		// event without its blank line); a partial one would corrupt the client's parse.
+		if len(bytes.TrimSpace(ev)) > 0 && (err == nil || wholeEvent(ev)) {
+			if !send(ev) {
+				return r.Done()
 			}
-			_ = rc.Flush()
-			onEvent(ev)
 		}
-		if done {
+		if r.Done() {
 			return true
 		}
 		if err != nil {
@@ -115,11 +127,27 @@ func relayStream(ctx context.Context, w http.ResponseWriter, commit func(), firs
 			if err != io.EOF {
 				log.Warn("upstream stream broke", "error", err)
 			}
-			_, _ = w.Write(incompleteEvt)
+			_, _ = w.Write(incompleteEvent(src))
 			_ = rc.Flush()
 			return false
 		}
 	}
+}
+
+// wholeEvent reports whether an event read up to the end of the body is complete: its data is
+// [DONE] or a whole JSON document.
+func wholeEvent(ev []byte) bool {
+	_, data := translate.ParseEvent(ev)
+	data = bytes.TrimSpace(data)
+	return bytes.HasPrefix(data, []byte("[DONE]")) || (len(data) > 0 && json.Valid(data))
+}
+
+// incompleteEvent is the error event that closes a stream the upstream left unfinished.
+func incompleteEvent(src Format) []byte {
+	if src == FormatMessages {
+		return incompleteMessagesEvt
+	}
+	return incompleteEvt
 }
 
 // terminate makes sure an event ends with its blank line.

@@ -85,23 +85,40 @@ func (nopObserver) FailOpen(string, string)              {}
 
 var usageKey = []byte(`"usage":{`)
 
-// readUsage takes token counts from an OpenAI-style usage object, when the JSON has one. Only
-// the last usage object is parsed, not the whole document.
+// readUsage takes token counts from a usage object (OpenAI's or Anthropic's), when the JSON has
+// one. Only the last usage object is parsed, not the whole document.
 func (t *Trace) readUsage(doc []byte) {
+	in, out, inOK, outOK := usageOf(doc)
+	if inOK {
+		t.InputTokens = in
+	}
+	if outOK {
+		t.OutputTokens = out
+	}
+}
+
+// usageOf reads the last usage object of a document: prompt_tokens and completion_tokens
+// (OpenAI), or input_tokens with its cached parts and output_tokens (Anthropic).
+func usageOf(doc []byte) (in, out int64, inOK, outOK bool) {
 	i := bytes.LastIndex(doc, usageKey)
 	if i < 0 {
-		return
+		return 0, 0, false, false
 	}
 	u := gjson.ParseBytes(doc[i+len(usageKey)-1:])
 	if !u.IsObject() {
-		return
+		return 0, 0, false, false
 	}
 	if v := u.Get("prompt_tokens"); v.Exists() {
-		t.InputTokens = v.Int()
+		in, inOK = v.Int(), true
+	} else if v := u.Get("input_tokens"); v.Exists() {
+		in, inOK = v.Int()+u.Get("cache_read_input_tokens").Int()+u.Get("cache_creation_input_tokens").Int(), true
 	}
 	if v := u.Get("completion_tokens"); v.Exists() {
-		t.OutputTokens = v.Int()
+		out, outOK = v.Int(), true
+	} else if v := u.Get("output_tokens"); v.Exists() {
+		out, outOK = v.Int(), true
 	}
+	return in, out, inOK, outOK
 }
 
 type traceKey struct{}

@@ -1,0 +1,76 @@
+package handlers
+
+import (
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"switchyard/services/errs"
+	"switchyard/services/proxy"
+)
+
+type openAIModel struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}
+
+type anthropicModel struct {
+	Type        string `json:"type"`
+	ID          string `json:"id"`
+	DisplayName string `json:"display_name"`
+	CreatedAt   string `json:"created_at"`
+}
+
+// wantsAnthropic reports whether the caller speaks Anthropic's API (its SDKs send
+// anthropic-version on every request).
+func wantsAnthropic(c echo.Context) bool { return c.Request().Header.Get("anthropic-version") != "" }
+
+func openAIModelOf(m proxy.Model) openAIModel {
+	return openAIModel{ID: m.ID, Object: "model", Created: m.Created, OwnedBy: m.Provider}
+}
+
+func anthropicModelOf(m proxy.Model) anthropicModel {
+	return anthropicModel{Type: "model", ID: m.ID, DisplayName: m.Name, CreatedAt: time.Unix(m.Created, 0).UTC().Format(time.RFC3339)}
+}
+
+// Models answers GET /v1/models with the union of every provider's models as provider/model, in
+// OpenAI's shape, or in Anthropic's when the request carries anthropic-version.
+func (p *Proxy) Models(c echo.Context) error {
+	list := p.Inventory.List()
+	if wantsAnthropic(c) {
+		data := make([]anthropicModel, len(list))
+		for i, m := range list {
+			data[i] = anthropicModelOf(m)
+		}
+		page := map[string]any{"data": data, "has_more": false, "first_id": nil, "last_id": nil}
+		if len(data) > 0 {
+			page["first_id"], page["last_id"] = data[0].ID, data[len(data)-1].ID
+		}
+		return c.JSON(http.StatusOK, page)
+	}
+	data := make([]openAIModel, len(list))
+	for i, m := range list {
+		data[i] = openAIModelOf(m)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"object": "list", "data": data})
+}
+
+// Model answers GET /v1/models/{id}; the id may contain slashes (provider/model).
+func (p *Proxy) Model(c echo.Context) error {
+	id := strings.TrimPrefix(c.Param("*"), "/")
+	for _, m := range p.Inventory.List() {
+		if m.ID == id {
+			if wantsAnthropic(c) {
+				return c.JSON(http.StatusOK, anthropicModelOf(m))
+			}
+			return c.JSON(http.StatusOK, openAIModelOf(m))
+		}
+	}
+	e := errs.New(errs.NotFound, "proxy.model_not_found", id)
+	e.Reason = "model_not_found"
+	return e
+}
