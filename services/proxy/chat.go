@@ -385,7 +385,11 @@ func (e *Engine) sleep(ctx context.Context, d time.Duration) bool {
 // request may go on elsewhere or be retried.
 func (e *Engine) fail(c *call, conn *catalog.ConnEntry, res attemptResult) failure {
 	r := c.snap.Resilience()
-	in := resilience.Input{Status: res.status, Header: res.header, Body: string(res.errBody),
+	status := res.status
+	if res.hidden {
+		status = http.StatusOK // the classifier reads an error hidden in a 200 by its own code and type
+	}
+	in := resilience.Input{Status: status, Header: res.header, Body: string(res.errBody),
 		Provider: c.t.provider.Name, AuthType: resilience.AuthType(conn.AuthType), Now: e.opt.Clock.Now(),
 		Rules: toRules(r.ErrorRules), Restatements: toRestatements(r.StatusRestatements)}
 	out := resilience.Classify(in)
@@ -471,6 +475,7 @@ type attemptResult struct {
 	header http.Header
 
 	translated   bool // body is already in the client's format
+	hidden       bool // the error came inside an HTTP 200
 	err          *errs.Error
 	errBody      []byte
 	transport    bool // no (complete) answer
@@ -586,7 +591,7 @@ func hiddenError(provider string, h http.Header, embedded int, body []byte) atte
 	}
 	e := upstreamError(provider, status, h, body)
 	e.Reason = "upstream_error_in_200"
-	return attemptResult{status: status, header: h, errBody: body, err: e}
+	return attemptResult{status: status, header: h, errBody: body, err: e, hidden: true}
 }
 
 func transportFailure(provider string, err error) attemptResult {

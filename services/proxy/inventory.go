@@ -332,7 +332,9 @@ func isAnthropic(t string) bool {
 func setAuth(h http.Header, p *catalog.ProviderEntry, c *catalog.ConnEntry) {
 	if isAnthropic(p.Type) {
 		h.Set("x-api-key", c.APIKey.Reveal())
-		h.Set("anthropic-version", "2023-06-01")
+		if h.Get("anthropic-version") == "" {
+			h.Set("anthropic-version", anthropicVersion)
+		}
 		return
 	}
 	h.Set("Authorization", "Bearer "+c.APIKey.Reveal())

@@ -1,0 +1,281 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"switchyard/e2e/testenv"
+)
+
+// anthropicSetup points the built-in anthropic provider at a fake Anthropic API with two
+// connections: a (priority 0, key sk-ant-a) and b (priority 1, key sk-ant-b). Retries are off,
+// so each case sees exactly one round over the connections.
+func anthropicSetup(t *testing.T, handler http.HandlerFunc) (*testenv.Env, *testenv.FakeAnthropic, string, int64, int64) {
+	t.Helper()
+	up := testenv.NewFakeAnthropic(t, handler)
+	e := testenv.New(t)
+	e.MustAPI("PATCH", fmt.Sprintf("/api/providers/%d", e.ProviderID("anthropic")), map[string]any{"base_url": up.URL}, 200)
+	a := e.AddConnection("anthropic", "a", "sk-ant-a", 0)
+	b := e.AddConnection("anthropic", "b", "sk-ant-b", 1)
+	key := e.NewKey()
+	e.WaitModels(key, "anthropic/claude-test")
+	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0}}, 200)
+	return e, up, key, a, b
+}
+
+const messagesBody = `{"model":"anthropic/claude-test","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}`
+
+// sseEvents reads a streamed answer into its events (name and data).
+func sseEvents(t *testing.T, r *http.Response) (names, data []string) {
+	t.Helper()
+	defer r.Body.Close()
+	sc := bufio.NewScanner(r.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	name := ""
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			name = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			names, data = append(names, name), append(data, strings.TrimPrefix(line, "data: "))
+			name = ""
+		}
+	}
+	return names, data
+}
+
+// The body reaches the upstream untouched apart from the model name; the version and beta
+// headers go along; the credential is the connection's, never the client's.
+func TestMessagesPassThroughToAnthropic(t *testing.T) {
+	e, up, key, _, _ := anthropicSetup(t, testenv.MessagesAnswer())
+	body := `{"model":"anthropic/claude-test","max_tokens":64,"container":{"id":"x"},"messages":[{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral"}}]}],"context_management":{"edits":[]}}`
+	r := e.PostAnthropic("/v1/messages", key, body, map[string]string{"anthropic-version": "2026-10-21",
+		"anthropic-beta": "context-management-2025-06-27,prompt-caching-2024-07-31"})
+	got := testenv.ReadAll(t, r)
+	if r.StatusCode != 200 || got != testenv.MessageJSON {
+		t.Fatalf("answer: %d %s", r.StatusCode, got)
+	}
+	sent := up.MessageRequests()[0]
+	want := strings.Replace(body, `"anthropic/claude-test"`, `"claude-test"`, 1)
+	if sent.Body != want {
+		t.Fatalf("the body changed on the way\n got %s\nwant %s", sent.Body, want)
+	}
+	if sent.Header.Get("x-api-key") != "sk-ant-a" || sent.Header.Get("Authorization") != "" ||
+		sent.Header.Get("anthropic-version") != "2026-10-21" ||
+		sent.Header.Get("anthropic-beta") != "context-management-2025-06-27,prompt-caching-2024-07-31" {
+		t.Fatalf("upstream headers: %v", sent.Header)
+	}
+
+	// Claude Code sends its key as a bearer token; streams pass event by event, in order.
+	req, _ := http.NewRequest("POST", e.Base+"/v1/messages", strings.NewReader(strings.Replace(messagesBody, `"max_tokens"`, `"stream":true,"max_tokens"`, 1)))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("anthropic-version", "2023-06-01")
+	r, err := testenv.ChatClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+		t.Fatalf("content type %q", ct)
+	}
+	names, _ := sseEvents(t, r)
+	if strings.Join(names, ",") != "message_start,content_block_start,ping,content_block_delta,content_block_delta,content_block_stop,message_delta,message_stop" {
+		t.Fatalf("events %v", names)
+	}
+	if u := up.MessageRequests()[1]; u.Header.Get("x-api-key") != "sk-ant-a" || u.Header.Get("Authorization") != "" {
+		t.Fatalf("bearer client: upstream headers %v", u.Header)
+	}
+}
+
+func TestCountTokensAndModelsInAnthropicShape(t *testing.T) {
+	e, _, key, _, _ := anthropicSetup(t, testenv.MessagesAnswer())
+	r := e.PostAnthropic("/v1/messages/count_tokens", key, `{"model":"anthropic/claude-test","messages":[{"role":"user","content":"hi"}]}`, nil)
+	if body := testenv.ReadAll(t, r); r.StatusCode != 200 || body != `{"input_tokens":42}` {
+		t.Fatalf("count_tokens: %d %s", r.StatusCode, body)
+	}
+
+	req, _ := http.NewRequest("GET", e.Base+"/v1/models", nil)
+	req.Header.Set("x-api-key", key)
+	req.Header.Set("anthropic-version", "2023-06-01")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := testenv.ReadAll(t, resp)
+	m := gjson.Parse(page)
+	if m.Get("has_more").Bool() || m.Get("first_id").String() == "" || m.Get("last_id").String() == "" ||
+		m.Get(`data.#(id=="anthropic/claude-test").type`).String() != "model" || m.Get("object").Exists() {
+		t.Fatalf("Anthropic model list: %s", page)
+	}
+	// Without the version header the same list is in OpenAI's shape.
+	if ids := e.ListModels(key); len(ids) == 0 {
+		t.Fatal("OpenAI-shaped list is empty")
+	}
+
+	// An OpenAI-compatible provider cannot count tokens: a clear error in Anthropic's shape.
+	oai := testenv.NewFakeUpstream(t, testenv.JSONAnswer(testenv.CompletionJSON))
+	e.AddProvider("up", oai.URL+"/v1")
+	e.AddConnection("up", "main", "sk-up", 0)
+	e.WaitModels(key, "up/gpt-test")
+	r = e.PostAnthropic("/v1/messages/count_tokens", key, `{"model":"up/gpt-test","messages":[]}`, nil)
+	body := testenv.ReadAll(t, r)
+	if r.StatusCode != 400 || gjson.Get(body, "type").String() != "error" || gjson.Get(body, "error.type").String() != "invalid_request_error" {
+		t.Fatalf("count_tokens on openai-compatible: %d %s", r.StatusCode, body)
+	}
+}
+
+// Errors on the Anthropic surface are in Anthropic's shape, with Retry-After where the client
+// should wait.
+func TestMessagesErrorsInAnthropicShape(t *testing.T) {
+	e, _, key, _, _ := anthropicSetup(t, testenv.MessagesAnswer())
+	check := func(name string, r *http.Response, status int, typ string) {
+		t.Helper()
+		body := testenv.ReadAll(t, r)
+		if r.StatusCode != status || gjson.Get(body, "type").String() != "error" || gjson.Get(body, "error.type").String() != typ ||
+			gjson.Get(body, "error.message").String() == "" {
+			t.Fatalf("%s: %d %s", name, r.StatusCode, body)
+		}
+	}
+	check("unknown model", e.PostAnthropic("/v1/messages", key, `{"model":"anthropic/nope","max_tokens":1,"messages":[]}`, nil), 404, "not_found_error")
+	check("bad key", e.PostAnthropic("/v1/messages", "sk-wrong", messagesBody, nil), 401, "authentication_error")
+	check("bad json", e.PostAnthropic("/v1/messages", key, `{"model":`, nil), 400, "invalid_request_error")
+	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"circuit_breaker": map[string]any{"failure_threshold": 1}}, 200)
+	e.API("POST", "/api/resilience/breakers/reset", map[string]any{"provider": "anthropic"}, nil)
+}
+
+// Each Anthropic failure lands where the same failure of an OpenAI upstream would: the failing
+// connection cools (or turns terminal) and the request moves on to the next connection.
+func TestAnthropicFailuresCoolTheConnectionAndFailOver(t *testing.T) {
+	type tc struct {
+		name       string
+		a          func(e *testenv.Env) http.HandlerFunc
+		status     string // a's state afterwards
+		reason     string
+		remainMin  int64 // ms, for cooling
+		remainMax  int64
+		wantStatus int // what the client gets (b answers 200)
+	}
+	cases := []tc{
+		// Capacity is the model's, not the account's: the connection stays usable (a model lockout,
+		// when enabled, takes the model off it), and the request fails over.
+		{name: "529 overloaded", a: func(*testenv.Env) http.HandlerFunc {
+			return testenv.AnthropicError(529, "overloaded_error", "Overloaded", nil)
+		}, status: "active", reason: "model_capacity", wantStatus: 200},
+		{name: "429 with reset header", a: func(e *testenv.Env) http.HandlerFunc {
+			reset := e.Clock.Now().Add(40 * time.Second).UTC().Format(time.RFC3339)
+			return testenv.AnthropicError(429, "rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit",
+				map[string]string{"anthropic-ratelimit-requests-reset": reset, "anthropic-ratelimit-requests-remaining": "0"})
+		}, status: "cooling", reason: "rate_limit", remainMin: 38_000, remainMax: 40_000, wantStatus: 200},
+		{name: "401", a: func(*testenv.Env) http.HandlerFunc {
+			return testenv.AnthropicError(401, "authentication_error", "invalid x-api-key", nil)
+		}, status: "expired", reason: "auth_error", wantStatus: 200},
+		{name: "credit balance", a: func(*testenv.Env) http.HandlerFunc {
+			return testenv.AnthropicError(400, "invalid_request_error",
+				"Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits.", nil)
+		}, status: "credits_exhausted", reason: "quota_exhausted", wantStatus: 200},
+		{name: "error inside 200", a: func(*testenv.Env) http.HandlerFunc {
+			return testenv.JSONAnswer(`{"type":"error","error":{"type":"rate_limit_error","message":"Rate limited"}}`)
+		}, status: "cooling", reason: "rate_limit", remainMin: 1, remainMax: 3000, wantStatus: 200},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var handler atomic.Pointer[http.HandlerFunc]
+			e, up, key, a, b := anthropicSetup(t, func(w http.ResponseWriter, r *http.Request) { (*handler.Load())(w, r) })
+			h := testenv.ByAPIKey(map[string]http.HandlerFunc{"sk-ant-a": c.a(e), "sk-ant-b": testenv.MessagesAnswer()})
+			handler.Store(&h)
+			r := e.PostAnthropic("/v1/messages", key, messagesBody, nil)
+			body := testenv.ReadAll(t, r)
+			if r.StatusCode != c.wantStatus || body != testenv.MessageJSON {
+				t.Fatalf("client: %d %s", r.StatusCode, body)
+			}
+			if n := len(up.MessageRequests()); n != 2 {
+				t.Fatalf("%d upstream calls, want a then b", n)
+			}
+			s := e.State(a)
+			if s.Status != c.status || s.Reason != c.reason {
+				t.Fatalf("connection a: %+v", s)
+			}
+			if c.status == "cooling" && (s.RemainingMS < c.remainMin || s.RemainingMS > c.remainMax) {
+				t.Fatalf("cooldown %d ms, want %d–%d", s.RemainingMS, c.remainMin, c.remainMax)
+			}
+			if s := e.State(b); s.Status != "active" {
+				t.Fatalf("connection b: %+v", s)
+			}
+		})
+	}
+}
+
+// A stream that breaks after its first block is closed with an Anthropic error event; a
+// provider that keeps failing opens its breaker, and the open breaker answers in Anthropic's
+// shape with Retry-After.
+func TestAnthropicBrokenStreamAndBreaker(t *testing.T) {
+	var failing atomic.Bool
+	e, _, key, _, _ := anthropicSetup(t, func(w http.ResponseWriter, r *http.Request) {
+		if failing.Load() {
+			testenv.AnthropicError(500, "api_error", "Internal server error", nil)(w, r)
+			return
+		}
+		testenv.SSEAnswer(testenv.MessageEvents, 3)(w, r) // message_start, block start, ping: then the body ends
+	})
+	r := e.PostAnthropic("/v1/messages", key, strings.Replace(messagesBody, `"max_tokens"`, `"stream":true,"max_tokens"`, 1), nil)
+	names, data := sseEvents(t, r)
+	if len(names) < 2 || names[0] != "message_start" || names[len(names)-1] != "error" ||
+		gjson.Get(data[len(data)-1], "error.code").String() != "stream_incomplete" || gjson.Get(data[len(data)-1], "type").String() != "error" {
+		t.Fatalf("broken stream: %v %v", names, data)
+	}
+
+	failing.Store(true)
+	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"circuit_breaker": map[string]any{"failure_threshold": 2}}, 200)
+	for i := 0; i < 2; i++ {
+		r := e.PostAnthropic("/v1/messages", key, messagesBody, nil)
+		body := testenv.ReadAll(t, r)
+		if r.StatusCode != 500 || gjson.Get(body, "error.type").String() != "api_error" {
+			t.Fatalf("failure %d: %d %s", i, r.StatusCode, body)
+		}
+		if i == 0 {
+			e.Clock.Advance(20 * time.Second) // past both connections' cooldowns, inside the breaker's timeout
+		}
+	}
+	if s := e.ProviderStatus("anthropic"); s["breaker"] != "open" {
+		t.Fatalf("breaker: %v", s)
+	}
+	r = e.PostAnthropic("/v1/messages", key, messagesBody, nil)
+	body := testenv.ReadAll(t, r)
+	if r.StatusCode != 503 || gjson.Get(body, "error.type").String() != "overloaded_error" || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("open breaker: %d %s %v", r.StatusCode, body, r.Header)
+	}
+}
+
+// A streamed chat completions request reaches an Anthropic provider through translation and
+// comes back as chat completion chunks ending with [DONE] (with usage when asked).
+func TestChatCompletionsReachAnthropicProvider(t *testing.T) {
+	e, up, key, _, _ := anthropicSetup(t, testenv.MessagesAnswer())
+	r := e.Chat(context.Background(), key, `{"model":"anthropic/claude-test","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"hi"}]}`)
+	body := testenv.ReadAll(t, r)
+	if r.StatusCode != 200 || gjson.Get(body, "object").String() != "chat.completion" ||
+		gjson.Get(body, "choices.0.message.content").String() != "Hello there" || gjson.Get(body, "usage.total_tokens").Int() != 5 {
+		t.Fatalf("translated answer: %d %s", r.StatusCode, body)
+	}
+	sent := up.MessageRequests()[0]
+	if gjson.Get(sent.Body, "system.0.text").String() != "Be brief." || gjson.Get(sent.Body, "max_tokens").Int() == 0 ||
+		sent.Header.Get("anthropic-version") == "" || sent.Header.Get("x-api-key") != "sk-ant-a" {
+		t.Fatalf("translated request: %s %v", sent.Body, sent.Header)
+	}
+	r = e.Chat(context.Background(), key, `{"model":"anthropic/claude-test","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`)
+	events := readEvents(t, r)
+	var text strings.Builder
+	for _, d := range events[:len(events)-1] {
+		text.WriteString(gjson.Get(d, "choices.0.delta.content").String())
+	}
+	if text.String() != "Hello" || events[len(events)-1] != "[DONE]" || gjson.Get(events[len(events)-2], "usage.completion_tokens").Int() != 2 {
+		t.Fatalf("translated stream: %v", events)
+	}
+}
