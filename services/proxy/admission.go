@@ -94,13 +94,15 @@ func (a *admission) done() {
 
 // admit waits for the connection: queue admission and pacing (strict: full or timed out →
 // error), then its quota-share slot (fail-open). Streaming clients get heartbeats while waiting.
-// full reports a full queue, which lets the caller try another connection.
-func (e *Engine) admit(ctx context.Context, w http.ResponseWriter, c *call, conn *catalog.ConnEntry) (a admission, perr *errs.Error, full bool) {
+// full reports a full queue, which lets the caller try another connection. With spill, a
+// connection whose quota-share slots are all taken is not waited for: busy reports it, and the
+// caller moves to a sibling with room.
+func (e *Engine) admit(ctx context.Context, w http.ResponseWriter, c *call, conn *catalog.ConnEntry, spill bool) (a admission, perr *errs.Error, full, busy bool) {
 	cfg := queueConfig(c.snap, conn)
 	p := c.t.provider.Name
 	if !resilience.Admit(e.waiting(conn.ID), cfg.MaxDepth).Admit {
 		e.opt.Observer.QueueRejected(p, conn.Name, resilience.CodeQueueFull)
-		return a, queueFull(p, cfg.MaxWait), true
+		return a, queueFull(p, cfg.MaxWait), true, false
 	}
 	hb := e.heartbeats(c, w)
 	defer hb.stop()
@@ -108,18 +110,27 @@ func (e *Engine) admit(ctx context.Context, w http.ResponseWriter, c *call, conn
 	if qerr != nil {
 		switch qerr.Code {
 		case resilience.CodeClientClosed:
-			return a, clientGone(), false
+			return a, clientGone(), false, false
 		case resilience.CodeQueueFull:
 			e.opt.Observer.QueueRejected(p, conn.Name, qerr.Code)
-			return a, queueFull(p, cfg.MaxWait), true
+			return a, queueFull(p, cfg.MaxWait), true, false
 		}
 		e.opt.Observer.QueueRejected(p, conn.Name, qerr.Code)
 		qe := withRetry(fail(errs.CodeForStatus(qerr.Status), qerr.Code, "proxy.queue_timeout", conn.Name, p, cfg.MaxWait.String()), qerr.RetryAfter)
 		qe.Status = qerr.Status
-		return a, qe, false
+		return a, qe, false, false
 	}
 	a = admission{slot: slot, release: func() {}}
 	a.deadline = slot.ExecutionDeadline(ms(c.snap.Resilience().Streams.FirstByteTimeoutMS))
+	if conn.MaxConcurrent > 0 && c.snap.Resilience().QuotaShareConcurrency.Enabled && spill {
+		rel, ok := e.opt.Semaphores.TryAcquire(conn.ID, conn.MaxConcurrent)
+		if !ok {
+			slot.Release()
+			return admission{}, nil, false, true
+		}
+		a.release = rel
+		return a, nil, false, false
+	}
 	if conn.MaxConcurrent > 0 && c.snap.Resilience().QuotaShareConcurrency.Enabled {
 		line := semaphoreLine
 		if cfg.MaxDepth > 0 {
@@ -128,7 +139,7 @@ func (e *Engine) admit(ctx context.Context, w http.ResponseWriter, c *call, conn
 		rel, ok := e.opt.Semaphores.Acquire(ctx, conn.ID, conn.MaxConcurrent, cfg.MaxWait, line)
 		if !ok && ctx.Err() != nil {
 			slot.Release()
-			return admission{}, clientGone(), false
+			return admission{}, clientGone(), false, false
 		}
 		if !ok {
 			e.opt.Log.Warn("quota-share slot not available; proceeding without one", "provider", p, "connection_id", conn.ID)
@@ -136,7 +147,7 @@ func (e *Engine) admit(ctx context.Context, w http.ResponseWriter, c *call, conn
 		}
 		a.release = rel
 	}
-	return a, nil, false
+	return a, nil, false, false
 }
 
 // heartbeat writes ": queued" SSE comments to a streaming client while it waits. Writing the

@@ -121,6 +121,7 @@ func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*err
 	var queueErr *errs.Error // set when a connection's queue was full
 	kind := ""               // what the next attempt is: first, retry or failover
 	tried := make([]bool, len(conns))
+	busy := make([]bool, len(conns)) // filled up between pick and admission; waited for only when all are
 	verdict := func() *resilience.Result {
 		if last == nil {
 			return nil
@@ -128,7 +129,7 @@ func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*err
 		return &last.result
 	}
 	for retries := 0; ; {
-		i, excluded := e.pick(c, conns, tried)
+		i, spill, excluded := e.pick(c, conns, tried, busy)
 		if len(excluded) > 0 {
 			c.trace.skip(diagnostics(excluded).Excluded)
 		}
@@ -156,12 +157,17 @@ func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*err
 			retries++
 			c.trace.Retries++
 			clear(tried)
+			clear(busy)
 			kind = "retry"
 			continue
 		}
 		tried[i] = true
 		conn := conns[i]
-		adm, qerr, full := e.admit(ctx, w, c, conn)
+		adm, qerr, full, isBusy := e.admit(ctx, w, c, conn, spill)
+		if isBusy {
+			tried[i], busy[i] = false, true
+			continue
+		}
 		if qerr != nil {
 			if full { // this connection's queue is full: another may have room
 				queueErr = qerr
@@ -221,24 +227,60 @@ func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*err
 }
 
 // pick returns the first untried connection that may take a request for the model now, or -1
-// and why the others were excluded.
-func (e *Engine) pick(c *call, conns []*catalog.ConnEntry, tried []bool) (int, []exclusion) {
-	var excluded []exclusion
+// and why the others were excluded. A connection at its concurrency cap (or found busy by an
+// earlier admission of this request) is passed over while a sibling has a free slot: requests
+// queue only when every eligible connection is full, and then on the first of them. spill says
+// the connection was picked for its free slot, which admission then takes without waiting.
+func (e *Engine) pick(c *call, conns []*catalog.ConnEntry, tried, busy []bool) (i int, spill bool, excluded []exclusion) {
+	var full []int
 	for i, conn := range conns {
 		if tried[i] {
 			continue
 		}
-		if x, locked := e.lockedOut(c, conn); locked {
-			excluded = append(excluded, x)
+		if busy[i] || e.atCap(c, conn) {
+			full = append(full, i)
 			continue
 		}
-		ok, why := e.opt.Cooldowns.Check(conn.ID)
+		ok, x := e.eligible(c, conn)
 		if ok {
-			return i, nil
+			return i, len(conns) > 1, excluded
 		}
-		excluded = append(excluded, exclusion{conn: conn, why: why})
+		excluded = append(excluded, x)
 	}
-	return -1, excluded
+	for _, i := range full {
+		ok, x := e.eligible(c, conns[i])
+		if ok {
+			return i, false, excluded
+		}
+		excluded = append(excluded, x)
+	}
+	return -1, false, excluded
+}
+
+// eligible reports whether a connection may take the call's model now (not locked out, not
+// cooling, not terminal); else why not. A terminal connection due for a probe takes the probe.
+func (e *Engine) eligible(c *call, conn *catalog.ConnEntry) (bool, exclusion) {
+	if x, locked := e.lockedOut(c, conn); locked {
+		return false, x
+	}
+	if ok, why := e.opt.Cooldowns.Check(conn.ID); !ok {
+		return false, exclusion{conn: conn, why: why}
+	}
+	return true, exclusion{}
+}
+
+// atCap reports whether a connection has no free slot right now: its quota-share limit
+// (max_concurrent) or its request queue's execution limit is reached.
+func (e *Engine) atCap(c *call, conn *catalog.ConnEntry) bool {
+	if conn.MaxConcurrent > 0 && c.snap.Resilience().QuotaShareConcurrency.Enabled &&
+		e.opt.Semaphores.Stats(conn.ID).Holding >= conn.MaxConcurrent {
+		return true
+	}
+	if n := conn.Settings.RequestQueue.MaxConcurrentExecutions; n != nil && *n > 0 &&
+		e.opt.Queues.Stats(conn.ID).Executing >= *n {
+		return true
+	}
+	return false
 }
 
 type exclusion struct {
@@ -508,6 +550,7 @@ func (e *Engine) attempt(ctx context.Context, cancel context.CancelFunc, c *call
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		resp.Body.Close()
+		b = scrubBytes(b, conn)
 		return attemptResult{status: resp.StatusCode, header: resp.Header, errBody: b,
 			err: upstreamError(p.Name, resp.StatusCode, resp.Header, b)}
 	}
@@ -520,7 +563,7 @@ func (e *Engine) attempt(ctx context.Context, cancel context.CancelFunc, c *call
 		}
 		if msg, embedded, ok := streamError(first); ok {
 			resp.Body.Close()
-			return hiddenError(p.Name, resp.Header, embedded, []byte(msg))
+			return hiddenError(p.Name, resp.Header, embedded, []byte(scrub(msg, conn)))
 		}
 		return attemptResult{resp: resp, br: br, first: first, status: resp.StatusCode, header: resp.Header}
 	}
@@ -535,19 +578,19 @@ func (e *Engine) attempt(ctx context.Context, cancel context.CancelFunc, c *call
 	if !bytes.Contains(b, errorKey) {
 		// no error object possible: skip the parse
 	} else if _, _, _, embedded, ok := resilience.ExtractError(b); ok {
-		return hiddenError(p.Name, resp.Header, embedded, b)
+		return hiddenError(p.Name, resp.Header, embedded, scrubBytes(b, conn))
 	}
 	if c.stream {
 		// A stream was asked for and a plain answer came: the upstream broke the protocol.
-		return protocolFailure(p.Name, resp.Header, b, "proxy.protocol_not_stream")
+		return protocolFailure(p.Name, resp.Header, scrubBytes(b, conn), "proxy.protocol_not_stream")
 	}
 	if !looksLikeJSON(b) {
-		return protocolFailure(p.Name, resp.Header, b, "proxy.protocol_not_json")
+		return protocolFailure(p.Name, resp.Header, scrubBytes(b, conn), "proxy.protocol_not_json")
 	}
 	if c.src != c.dst {
 		tb, err := c.translateBody(b)
 		if err != nil {
-			return protocolFailure(p.Name, resp.Header, b, "proxy.protocol_not_json")
+			return protocolFailure(p.Name, resp.Header, scrubBytes(b, conn), "proxy.protocol_not_json")
 		}
 		return attemptResult{resp: resp, body: tb, status: resp.StatusCode, header: resp.Header, translated: true}
 	}

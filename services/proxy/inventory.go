@@ -10,6 +10,7 @@ import (
 	"sort"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jonboulle/clockwork"
 
@@ -297,7 +298,7 @@ func FetchModels(ctx context.Context, client *http.Client, p *catalog.ProviderEn
 		return nil, fmt.Errorf("list models: read: %w", err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("list models: upstream answered HTTP %d: %s", resp.StatusCode, snippet(body))
+		return nil, fmt.Errorf("list models: upstream answered HTTP %d: %s", resp.StatusCode, snippet([]byte(scrub(string(body), c))))
 	}
 	var doc struct {
 		Data []struct {
@@ -344,7 +345,11 @@ func setAuth(h http.Header, p *catalog.ProviderEntry, c *catalog.ConnEntry) {
 func snippet(b []byte) string {
 	const max = 300
 	if len(b) > max {
-		return string(b[:max]) + "…"
+		cut := max
+		for cut > 0 && !utf8.RuneStart(b[cut]) { // never split a character
+			cut--
+		}
+		return string(b[:cut]) + "…"
 	}
 	return string(b)
 }

@@ -36,6 +36,9 @@ func DecodeRequest(body []byte) (Request, *errs.Error) {
 		var v any
 		return Request{}, errInvalid("invalid_request", "proxy.body_invalid_json", jsonErrorText(json.Unmarshal(trimmed, &v)))
 	}
+	if dup := duplicateKey(trimmed); dup != "" {
+		return Request{}, errInvalid("duplicate_key", "proxy.duplicate_key", dup)
+	}
 	m := gjson.GetBytes(trimmed, "model")
 	switch {
 	case !m.Exists():
@@ -89,4 +92,25 @@ func jsonErrorText(err error) string {
 // gjsonBool reads a boolean at a path; anything else is false.
 func gjsonBool(body []byte, path string) bool {
 	return gjson.GetBytes(body, path).Type == gjson.True
+}
+
+// duplicateKey returns a top-level key that appears twice in a JSON object, "" when none does.
+// The gateway reads model and stream from the first occurrence while upstreams take the last:
+// a request that names either twice could be checked as one thing and run as another.
+func duplicateKey(obj []byte) string {
+	var small [24]string
+	seen := small[:0]
+	var dup string
+	gjson.ParseBytes(obj).ForEach(func(k, _ gjson.Result) bool {
+		key := k.String()
+		for _, s := range seen {
+			if s == key {
+				dup = key
+				return false
+			}
+		}
+		seen = append(seen, key)
+		return true
+	})
+	return dup
 }

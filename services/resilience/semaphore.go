@@ -137,6 +137,27 @@ func (s *Semaphores) Acquire(ctx context.Context, connID int64, maxConcurrent in
 	}
 }
 
+// TryAcquire takes one of the connection's maxConcurrent slots only if one is free now (and no
+// one waits for it); it never waits. The engine uses it to pass over a connection another
+// request filled a moment ago while a sibling still has room.
+func (s *Semaphores) TryAcquire(connID int64, maxConcurrent int) (release func(), acquired bool) {
+	if maxConcurrent <= 0 {
+		return noRelease, true
+	}
+	c := s.table.get(connID, newConnSem)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if maxConcurrent != c.max {
+		c.max = maxConcurrent
+		c.grantLocked()
+	}
+	if c.line.Len() == 0 && c.holding < c.max {
+		c.holding++
+		return c.releaser(), true
+	}
+	return noRelease, false
+}
+
 // releaser returns the idempotent release of one held slot.
 func (c *connSem) releaser() func() {
 	var done atomic.Bool

@@ -1,0 +1,172 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/tidwall/gjson"
+
+	"switchyard/e2e/testenv"
+)
+
+// A field named twice is refused before anything is sent upstream: the gateway would check the
+// first while the upstream ran the second.
+func TestDuplicatedFieldsAreRefused(t *testing.T) {
+	e, up, key := setupOne(t, testenv.JSONAnswer(testenv.CompletionJSON))
+	for _, body := range []string{
+		`{"model":"up/gpt-test","model":"other-model","messages":[]}`,
+		`{"model":"up/gpt-test","stream":false,"messages":[],"stream":true}`,
+	} {
+		r := e.Chat(context.Background(), key, body)
+		got := testenv.ReadAll(t, r)
+		if r.StatusCode != 400 || gjson.Get(got, "error.code").String() != "duplicate_key" {
+			t.Fatalf("%s: %d %s", body, r.StatusCode, got)
+		}
+	}
+	r := e.PostAnthropic("/v1/messages", key, `{"model":"up/gpt-test","max_tokens":1,"model":"x","messages":[]}`, nil)
+	if got := testenv.ReadAll(t, r); r.StatusCode != 400 || gjson.Get(got, "error.type").String() != "invalid_request_error" {
+		t.Fatalf("messages: %d %s", r.StatusCode, got)
+	}
+	if n := len(up.ChatRequests()); n != 0 {
+		t.Fatalf("the upstream was called %d times", n)
+	}
+}
+
+// An upstream that echoes the connection's key in its error never gets it to the client, the
+// state API or the log.
+func TestUpstreamErrorsNeverCarryTheKey(t *testing.T) {
+	const secret = "sk-a-SECRET-0123456789abcdef"
+	up := testenv.NewFakeUpstream(t, testenv.Status(500, nil, `{"error":{"message":"Invalid request with key `+secret+` and sk-proj-OTHER0123456789abc"}}`))
+	e := testenv.New(t)
+	e.AddProvider("up", up.URL+"/v1")
+	id := e.AddConnection("up", "main", secret, 0)
+	key := e.NewKey()
+	e.WaitModels(key, "up/gpt-test")
+	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0}}, 200)
+	r := e.Chat(context.Background(), key, testenv.ChatBody)
+	body := testenv.ReadAll(t, r)
+	if r.StatusCode != 500 || !strings.Contains(body, "[redacted]") {
+		t.Fatalf("client: %d %s", r.StatusCode, body)
+	}
+	state := e.MustAPI("GET", "/api/resilience/state", nil, 200)
+	all := fmt.Sprint(state) + body + e.Logs.String()
+	for _, s := range []string{secret, "sk-proj-OTHER0123456789abc"} {
+		if strings.Contains(all, s) {
+			t.Fatalf("a key reached a client answer, the state or the log: %s", s)
+		}
+	}
+	if st := e.State(id); st.Status != "cooling" {
+		t.Fatalf("state %+v", st)
+	}
+}
+
+// Success statuses with answers the request cannot have come from are the upstream's failures:
+// they cool the connection and the request fails over.
+func TestUpstreamProtocolFailuresFailOver(t *testing.T) {
+	cases := []struct {
+		name   string
+		stream bool
+		a      http.HandlerFunc
+	}{
+		{"json answer to a stream request", true, testenv.JSONAnswer(testenv.CompletionJSON)},
+		{"html labelled as json", false, testenv.JSONAnswer(`<html>oops</html>`)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			good := func(w http.ResponseWriter, r *http.Request) {
+				if c.stream {
+					testenv.SSEAnswer(testenv.SSEChunks, -1)(w, r)
+					return
+				}
+				testenv.JSONAnswer(testenv.CompletionJSON)(w, r)
+			}
+			e, _, key, a, _ := twoKeys(t, testenv.ByKey(map[string]http.HandlerFunc{"sk-a": c.a, "sk-b": good}))
+			body := testenv.ChatBody
+			if c.stream {
+				body = `{"model":"up/gpt-test","stream":true,"messages":[]}`
+			}
+			r := e.Chat(context.Background(), key, body)
+			got := testenv.ReadAll(t, r)
+			if r.StatusCode != 200 || c.stream != strings.HasPrefix(r.Header.Get("Content-Type"), "text/event-stream") ||
+				c.stream != strings.Contains(got, "[DONE]") {
+				t.Fatalf("client: %d %s %s", r.StatusCode, r.Header.Get("Content-Type"), got)
+			}
+			if s := e.State(a); s.Status != "cooling" || s.ErrorCode != 502 {
+				t.Fatalf("connection a: %+v", s)
+			}
+		})
+	}
+	// With nowhere to fail over to, the client gets a 502 naming the broken protocol.
+	e, _, key := setupOne(t, testenv.JSONAnswer(`<html>oops</html>`))
+	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0}}, 200)
+	r := e.Chat(context.Background(), key, testenv.ChatBody)
+	got := testenv.ReadAll(t, r)
+	if r.StatusCode != 502 || gjson.Get(got, "error.code").String() != "upstream_protocol_error" {
+		t.Fatalf("single connection: %d %s", r.StatusCode, got)
+	}
+}
+
+// A connection at its concurrency cap is passed over while a sibling has a free slot; requests
+// wait in line only when every connection is full.
+func TestSaturatedConnectionSpillsOver(t *testing.T) {
+	g := newGated()
+	e, up, key, a, _ := twoKeys(t, g.handler)
+	e.MustAPI("PATCH", fmt.Sprintf("/api/connections/%d", a), map[string]any{"max_concurrent": 2}, 200)
+	send := func(n int) *sync.WaitGroup {
+		var wg sync.WaitGroup
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				testenv.ReadAll(t, e.Chat(context.Background(), key, testenv.ChatBody))
+			}()
+		}
+		return &wg
+	}
+	perKey := func() map[string]int {
+		out := map[string]int{}
+		for _, r := range up.ChatRequests() {
+			out[r.Header.Get("Authorization")]++
+		}
+		return out
+	}
+	wg := send(5)
+	for i := 0; i < 5; i++ {
+		<-g.arrived // all five reached an upstream: none waits in a line
+	}
+	if got := perKey(); got["Bearer sk-a"] != 2 || got["Bearer sk-b"] != 3 {
+		t.Fatalf("distribution %v", got)
+	}
+	if q := e.QueueStats(a); q["waiting"].(float64) != 0 {
+		t.Fatalf("a's queue %v", q)
+	}
+	close(g.release)
+	wg.Wait()
+
+	// Both full: the next request waits on the first connection, which the dashboard shows.
+	g2 := newGated()
+	e2, _, key2, a2, b2 := twoKeys(t, g2.handler)
+	e2.MustAPI("PATCH", fmt.Sprintf("/api/connections/%d", a2), map[string]any{"max_concurrent": 1}, 200)
+	e2.MustAPI("PATCH", fmt.Sprintf("/api/connections/%d", b2), map[string]any{"max_concurrent": 1}, 200)
+	var wg2 sync.WaitGroup
+	one := func() {
+		wg2.Add(1)
+		go func() { defer wg2.Done(); testenv.ReadAll(t, e2.Chat(context.Background(), key2, testenv.ChatBody)) }()
+	}
+	one()
+	<-g2.arrived // on a
+	one()
+	<-g2.arrived // on b
+	one()
+	e2.Eventually("the third request waits on a", func() bool { return e2.QueueStats(a2)["waiting"].(float64) == 1 })
+	if q := e2.QueueStats(b2); q["waiting"].(float64) != 0 {
+		t.Fatalf("b's queue %v", q)
+	}
+	close(g2.release)
+	wg2.Wait()
+
+}
