@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"errors"
 	"io"
 	"net/http"
 
@@ -23,18 +22,13 @@ func (s *Settings) Get(c echo.Context) error {
 }
 
 // Patch answers PATCH /api/settings/resilience: a strict partial update; any unknown key or
-// invalid value → 422 with per-field errors and nothing saved.
+// invalid value → 422 with per-field errors (in English) and nothing saved.
 func (s *Settings) Patch(c echo.Context) error {
 	raw, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, 1<<20))
 	if err != nil {
 		return APIMessage(c, http.StatusRequestEntityTooLarge, "invalid", "settings document too large")
 	}
 	if _, err := s.Svc.Patch(ctx(c), raw); err != nil {
-		var ve *settings.ValidationError
-		if errors.As(err, &ve) {
-			return c.JSON(http.StatusUnprocessableEntity, apiError{Error: apiErrorBody{
-				Code: "invalid", Message: "invalid settings; nothing was saved", Fields: ve.Fields}})
-		}
 		return APIError(c, err)
 	}
 	return c.JSON(http.StatusOK, s.Svc.Effective())
