@@ -331,6 +331,44 @@ func TestSettingsCardsSave(t *testing.T) {
 	})
 }
 
+// TestSettingsCardReportsEveryErrorAtOnce saves a card with a value out of range and one that
+// is no number: both errors come back in the one answer, and without JavaScript the whole page
+// comes back with the card posting to its own fragment, where the browser opens the page.
+func TestSettingsCardReportsEveryErrorAtOnce(t *testing.T) {
+	s := newSettingsSite(t)
+	page := s.get(t, "/settings")
+	if !strings.Contains(page, `action="/settings/retry#card-retry"`) {
+		t.Fatal("the retry card does not post to its own fragment")
+	}
+	before := s.get(t, "/api/settings/resilience")
+	form := cardForm(t, page, "retry")
+	form.Set("retry.max_retries", "99")
+	form.Set("retry.jitter", "abc")
+	form.Set("retry.retry_on_statuses.add", "5x")
+	for _, htmx := range []bool{true, false} {
+		code, body := s.post(t, "/settings/retry", form, htmx)
+		if code != http.StatusUnprocessableEntity {
+			t.Fatalf("htmx %v: status %d", htmx, code)
+		}
+		doc, _ := goquery.NewDocumentFromReader(strings.NewReader(body))
+		card := doc.Find("#card-retry")
+		for field, want := range map[string]string{"retry.max_retries": "between 0 and 10", "retry.jitter": "number", "retry.retry_on_statuses": "5x"} {
+			if msg := card.Find("#" + errorIDOf(field)).Text(); !strings.Contains(msg, want) {
+				t.Errorf("htmx %v: %s: %q, want %q", htmx, field, msg, want)
+			}
+		}
+		if v, _ := card.Find("#s-retry-jitter").Attr("value"); v != "abc" {
+			t.Errorf("htmx %v: the typed jitter is not kept: %q", htmx, v)
+		}
+		if !htmx && (doc.Find("html").Length() != 1 || card.AttrOr("action", "") != "/settings/retry#card-retry") {
+			t.Errorf("without JavaScript the answer is not the page with the card at its fragment")
+		}
+	}
+	if after := s.get(t, "/api/settings/resilience"); after != before {
+		t.Fatal("a refused save changed the settings")
+	}
+}
+
 // TestErrorRulesCard round-trips an error rule and a status restatement through the card,
 // refuses invalid rules at the right field, deletes, and fills in the example.
 func TestErrorRulesCard(t *testing.T) {

@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"errors"
 	"io"
 	"net/http"
 
@@ -24,21 +23,13 @@ func (s *Settings) Get(c echo.Context) error {
 }
 
 // Patch answers PATCH /api/settings/resilience: a strict partial update; any unknown key or
-// invalid value → 422 with per-field errors and nothing saved.
+// invalid value → 422 with per-field errors (in English) and nothing saved.
 func (s *Settings) Patch(c echo.Context) error {
 	raw, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, 1<<20))
 	if err != nil {
 		return errs.Wrap(err, errs.TooLarge, "err.settings_too_large")
 	}
 	if _, err := s.Svc.Patch(ctx(c), raw); err != nil {
-		var ve *settings.ValidationError
-		if errors.As(err, &ve) {
-			fields := make(map[string]errs.Msg, len(ve.Fields))
-			for k, msg := range ve.Fields {
-				fields[k] = errs.M("err.plain", msg)
-			}
-			return errs.Fields(fields)
-		}
 		return err
 	}
 	return c.JSON(http.StatusOK, s.Svc.Effective())

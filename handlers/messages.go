@@ -16,9 +16,6 @@ import (
 // Text renders a service message in the request's language; whole numbers among its arguments
 // get the language's thousands separator, fractions its decimal mark.
 func Text(ctx context.Context, m errs.Msg) string {
-	if m.Key == "err.plain" {
-		return settingsMessage(ctx, plainText(m), nil)
-	}
 	if len(m.Args) == 0 {
 		return i18n.T(ctx, m.Key)
 	}

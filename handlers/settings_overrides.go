@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -29,22 +28,14 @@ type ProviderCatalog interface {
 
 const overridesCardID = "provider-overrides"
 
-// overridePaths are the settings a provider can override (settings.ProviderOverrides), in the
-// card's order: retry first, then the circuit breaker.
-var overridePaths = []string{
-	"retry.max_retries", "retry.initial_backoff_ms", "retry.max_backoff_ms", "retry.backoff_factor", "retry.jitter",
-	"retry.retry_on_statuses",
-	"circuit_breaker.enabled", "circuit_breaker.scope", "circuit_breaker.failure_threshold", "circuit_breaker.success_threshold",
-	"circuit_breaker.timeout_ms", "circuit_breaker.failure_on_statuses", "circuit_breaker.slow_call_threshold_ms",
-}
-
 // noStatuses is what an override field holds for an empty status list ("retry on nothing");
 // an empty field inherits.
 const noStatuses = "none"
 
-// providerOverridesCard edits one provider's overrides of retry and circuit_breaker at a time
-// and lists what every provider overrides. It saves through the catalog (the same validation as
-// PATCH /api/providers/{id}), not the settings service.
+// providerOverridesCard edits one provider's overrides at a time (the registry's settings a
+// provider may override: retry and circuit_breaker) and lists what every provider overrides. It
+// saves through the catalog (the same validation as PATCH /api/providers/{id}), not the
+// settings service.
 type providerOverridesCard struct{}
 
 func (providerOverridesCard) page(s *Settings, c echo.Context, saved bool) (templ.Component, error) {
@@ -69,33 +60,41 @@ func (s *Settings) overridesModel(ctx context.Context, id int64, typed, fieldErr
 	if len(provs) == 0 {
 		return m, nil
 	}
+	overridable := settings.ProviderOverridable()
+	own := func(p catalog.Provider) map[string]string {
+		o := settings.ParseProviderOverrides(p.Resilience)
+		texts := map[string]string{}
+		for _, st := range overridable {
+			if v, ok := o.Value(st.Path()); ok {
+				texts[st.Path()] = overrideText(st, v)
+			}
+		}
+		return texts
+	}
 	sel := slices.IndexFunc(provs, func(p catalog.Provider) bool { return p.ID == id })
 	if sel < 0 {
-		sel = max(0, slices.IndexFunc(provs, func(p catalog.Provider) bool { return len(overrideTexts(p.Resilience)) > 0 }))
+		sel = max(0, slices.IndexFunc(provs, func(p catalog.Provider) bool { return len(own(p)) > 0 }))
 	}
 	for _, p := range provs {
-		own := overrideTexts(p.Resilience)
+		texts := own(p)
 		row := views.ProviderOverrideRow{ID: p.ID, Name: p.Name}
-		for _, path := range overridePaths {
-			if v, ok := own[path]; ok {
-				row.Overrides = append(row.Overrides, path+" = "+v)
+		for _, st := range overridable {
+			if v, ok := texts[st.Path()]; ok {
+				row.Overrides = append(row.Overrides, st.Path()+" = "+v)
 			}
 		}
 		m.Providers = append(m.Providers, row)
 	}
 	m.Selected = provs[sel].ID
-	own := overrideTexts(provs[sel].Resilience)
+	values := own(provs[sel])
 	if typed != nil && provs[sel].ID == id {
-		own = typed
+		values = typed
 	}
 	snap := s.Svc.Snapshot()
-	global := leafValues(snap)
-	for _, path := range overridePaths {
-		f := views.OverrideField{Name: path, Value: own[path], Global: valueText(global[path]), GlobalSource: snap.Source(path),
-			Options: overrideOptions(path), Error: fieldErrs[path]}
-		if strings.HasSuffix(path, "_ms") {
-			f.Unit = "ms"
-		}
+	for _, st := range overridable {
+		path := st.Path()
+		f := views.OverrideField{Name: path, Value: values[path], Global: overrideText(st, snap.Value(path)),
+			GlobalSource: snap.Source(path), Options: overrideOptions(st), Unit: st.Unit(), Error: fieldErrs[path]}
 		if strings.HasPrefix(path, "retry.") {
 			m.Retry = append(m.Retry, f)
 		} else {
@@ -105,66 +104,41 @@ func (s *Settings) overridesModel(ctx context.Context, id int64, typed, fieldErr
 	return m, nil
 }
 
-// overrideTexts reads a provider's stored overrides into setting path → text.
-func overrideTexts(raw json.RawMessage) map[string]string {
-	out := map[string]string{}
-	if len(raw) == 0 {
-		return out
-	}
-	for path, v := range flattenJSON(raw) {
-		out[path] = valueText(v)
-	}
-	return out
-}
-
-// valueText writes a setting value the way an override field takes it.
-func valueText(v any) string {
-	switch v := v.(type) {
-	case []any:
-		if len(v) == 0 {
+// overrideText writes a setting's value the way an override field takes it: a list as
+// "429, 5xx" (or "none"), a switch as true or false.
+func overrideText(st *settings.Setting, v any) string {
+	in := st.Input(v)
+	switch st.Kind() {
+	case settings.KindStatuses, settings.KindCodes:
+		if len(in.List) == 0 {
 			return noStatuses
 		}
-		return strings.Join(listText(v), ", ")
-	case nil:
-		return ""
+		return strings.Join(in.List, ", ")
 	}
-	return fmt.Sprint(v)
+	return in.Text
 }
 
 // overrideOptions are the choices of a select override ("" = inherit comes first on the card).
-func overrideOptions(path string) []string {
-	if path == "circuit_breaker.enabled" {
+func overrideOptions(st *settings.Setting) []string {
+	if st.Kind() == settings.KindToggle {
 		return []string{"true", "false"}
 	}
-	return selectOptions[path]
+	return st.Options()
 }
 
-// readOverride turns one filled-in override field into its JSON value, or a message.
-func readOverride(ctx context.Context, path, text string) (any, string) {
-	switch {
-	case path == "circuit_breaker.enabled":
-		b, err := strconv.ParseBool(text)
-		if err != nil {
-			return nil, i18n.T(ctx, "err.bool")
-		}
-		return b, ""
-	case selectOptions[path] != nil:
-		return text, ""
-	case chipLists[path].suggestions != nil:
+// readOverride reads one filled-in override field through the setting's registry entry.
+func readOverride(st *settings.Setting, text string) (any, *errs.Msg) {
+	in := settings.Input{Text: text}
+	switch st.Kind() {
+	case settings.KindStatuses, settings.KindCodes:
 		if strings.EqualFold(text, noStatuses) {
-			return []string{}, ""
+			in = settings.Input{}
+		} else {
+			in = settings.Input{Adding: text}
 		}
-		list, bad := chipLists[path].read(nil, text)
-		if len(bad) > 0 {
-			return nil, i18n.T(ctx, "chips.invalid_status", strings.Join(bad, ", "))
-		}
-		return list, ""
 	}
-	num, ok := normalizeNumber(text)
-	if !ok {
-		return nil, i18n.T(ctx, "err.number")
-	}
-	return json.Number(num), ""
+	v, _, problem := st.Parse(in)
+	return v, problem
 }
 
 func (providerOverridesCard) save(s *Settings, c echo.Context) error {
@@ -193,30 +167,38 @@ func (providerOverridesCard) save(s *Settings, c echo.Context) error {
 	}
 
 	id, _ := strconv.ParseInt(form.Get("editing"), 10, 64)
-	typed, fieldErrs, doc := map[string]string{}, map[string]string{}, map[string]any{}
-	for _, p := range overridePaths {
-		text := strings.TrimSpace(form.Get(p))
+	typed, problems := map[string]string{}, map[string]errs.Msg{}
+	var o settings.ProviderOverrides
+	for _, st := range settings.ProviderOverridable() {
+		text := strings.TrimSpace(form.Get(st.Path()))
 		if text == "" {
 			continue
 		}
-		typed[p] = text
-		v, msg := readOverride(ctx(c), p, text)
-		if msg != "" {
-			fieldErrs[p] = msg
+		typed[st.Path()] = text
+		v, problem := readOverride(st, text)
+		if problem != nil {
+			problems[st.Path()] = *problem
 			continue
 		}
-		setPath(doc, p, v)
+		o.Set(st.Path(), v)
 	}
-	var meta []string
-	if len(fieldErrs) == 0 {
-		raw, err := json.Marshal(doc)
-		if err != nil {
-			return err
+	if len(problems) > 0 {
+		// Check what could be read as well, so every error shows at once; nothing is saved.
+		err = o.Validate()
+		if err == nil {
+			err = errs.Fields(problems)
+		} else if e := errs.As(err); e.Code == errs.Invalid {
+			for k, m := range problems {
+				e.Fields[k] = m
+			}
+		}
+	} else {
+		raw, jerr := json.Marshal(o)
+		if jerr != nil {
+			return jerr
 		}
 		_, err = s.Providers.UpdateProvider(ctx(c), id, catalog.ProviderInput{Resilience: raw}, settings.CheckProviderOverrides)
-		var e *errs.Error
-		switch {
-		case err == nil:
+		if err == nil {
 			if !isHTMX(c) {
 				return c.Redirect(http.StatusSeeOther, fmt.Sprintf("/settings?saved=%s&provider=%d#card-%s", overridesCardID, id, overridesCardID))
 			}
@@ -226,31 +208,37 @@ func (providerOverridesCard) save(s *Settings, c echo.Context) error {
 			}
 			m.Meta.Saved = true
 			return Render(c, http.StatusOK, views.ProviderOverridesCard(m))
-		case errors.As(err, &e) && e.Code != errs.Internal:
-			for _, k := range slices.Sorted(maps.Keys(e.Fields)) {
-				p := strings.TrimPrefix(k, "resilience.")
-				msg := settingsMessage(ctx(c), plainText(e.Fields[k]), func(name string) string { return settingLabel(ctx(c), p, name) })
-				if slices.Contains(overridePaths, p) {
-					fieldErrs[p] = msg
-				} else {
-					meta = append(meta, k+": "+msg)
-				}
-			}
-			switch {
-			case len(e.Fields) > 0:
-			case e.Code == errs.NotFound:
-				meta = append(meta, i18n.T(ctx(c), "err.not_found"))
-			default:
-				meta = append(meta, Text(ctx(c), e.Msg))
-			}
-		default:
-			return err
 		}
 	}
-	m, err := s.overridesModel(ctx(c), id, typed, fieldErrs)
+	placed, ok := placeOverrideErrors(ctx(c), err)
+	if !ok {
+		return err
+	}
+	m, err := s.overridesModel(ctx(c), id, typed, placed.fields)
 	if err != nil {
 		return err
 	}
-	m.Meta.Failed, m.Meta.Errors = true, meta
+	m.Meta.Failed, m.Meta.Errors = true, placed.card
 	return s.renderCustom(c, http.StatusUnprocessableEntity, overridesCardID, views.ProviderOverridesCard(m))
+}
+
+// placeOverrideErrors places the messages of a refused save on the overrides card; the catalog
+// keys them below "resilience.".
+func placeOverrideErrors(ctx context.Context, err error) (placedErrors, bool) {
+	var e *errs.Error
+	if !errors.As(err, &e) || e.Code == errs.Internal {
+		return placedErrors{}, false
+	}
+	if e.Code == errs.NotFound {
+		return placedErrors{fields: map[string]string{}, card: []string{i18n.T(ctx, "err.not_found")}}, true
+	}
+	fields := make(map[string]errs.Msg, len(e.Fields))
+	for k, m := range e.Fields {
+		fields[strings.TrimPrefix(k, "resilience.")] = m
+	}
+	var paths []string
+	for _, st := range settings.ProviderOverridable() {
+		paths = append(paths, st.Path())
+	}
+	return placeErrors(ctx, &errs.Error{Code: e.Code, Msg: e.Msg, Fields: fields}, paths)
 }

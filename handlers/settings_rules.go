@@ -2,12 +2,12 @@ package handlers
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"net/http"
 	"net/url"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -16,16 +16,9 @@ import (
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
 
-	"switchyard/i18n"
+	"switchyard/services/errs"
 	"switchyard/services/settings"
 	"switchyard/views"
-)
-
-// The values the rule selects offer; the settings service checks them (validate.go).
-var (
-	ruleReasons   = []string{"rate_limit", "quota_exhausted", "model_capacity", "server_error", "auth_error", "not_found", "request_rejected", "unknown"}
-	ruleScopes    = []string{"connection", "model", "provider", "none"}
-	ruleTerminals = []string{"", "banned", "expired", "credits_exhausted"}
 )
 
 const (
@@ -67,13 +60,14 @@ func rulesModel(snap *settings.Snapshot) views.ErrorRulesCardModel {
 
 // rulesFrame is the card without rules: sources, options and the empty new rules.
 func rulesFrame(snap *settings.Snapshot) views.ErrorRulesCardModel {
+	reasons, scopes, terminals := settings.RuleOptions()
 	return views.ErrorRulesCardModel{
 		Meta:               views.CardMeta{ID: rulesCardID},
 		RulesSource:        snap.Source(errorRulesPath),
 		RestatementsSource: snap.Source(restatementsPath),
 		NewRule:            views.ErrorRuleForm{Prefix: newRulePrefix, Reason: "rate_limit", Scope: "connection"},
 		NewRestatement:     views.RestatementForm{Prefix: newRestatePrefix},
-		Reasons:            ruleReasons, Scopes: ruleScopes, Terminals: ruleTerminals,
+		Reasons:            reasons, Scopes: scopes, Terminals: terminals,
 	}
 }
 
@@ -88,14 +82,14 @@ func exampleRestatement() views.RestatementForm {
 func errorRuleForm(prefix string, r settings.ErrorRule) views.ErrorRuleForm {
 	return views.ErrorRuleForm{Prefix: prefix, Name: r.Name, Provider: r.Provider, Statuses: joinInts(r.Statuses),
 		BodyMarkers: strings.Join(r.BodyMarkers, "\n"), ExcludeMarkers: strings.Join(r.ExcludeMarkers, "\n"),
-		HeaderMatches: formatHeaders(r.HeaderMatches), Reason: r.Reason, Scope: r.Scope,
+		HeaderMatches: settings.FormatHeaders(r.HeaderMatches), Reason: r.Reason, Scope: r.Scope,
 		CooldownMS: msText(r.CooldownMS), Terminal: r.Terminal}
 }
 
 func restatementForm(prefix string, r settings.StatusRestatement) views.RestatementForm {
 	return views.RestatementForm{Prefix: prefix, Name: r.Name, Provider: r.Provider, FromStatus: strconv.Itoa(r.FromStatus),
 		BodyMarkers: strings.Join(r.BodyMarkers, "\n"), ExcludeMarkers: strings.Join(r.ExcludeMarkers, "\n"),
-		HeaderMatches: formatHeaders(r.HeaderMatches), ToStatus: strconv.Itoa(r.ToStatus), RetryAfterMS: msText(r.RetryAfterMS)}
+		HeaderMatches: settings.FormatHeaders(r.HeaderMatches), ToStatus: strconv.Itoa(r.ToStatus), RetryAfterMS: msText(r.RetryAfterMS)}
 }
 
 // msText shows an optional duration: 0 (none) as an empty field.
@@ -114,20 +108,6 @@ func joinInts(v []int) string {
 	return strings.Join(s, ", ")
 }
 
-// formatHeaders writes header matches one per line: "name: substring", or just "name" when
-// the header only has to be present.
-func formatHeaders(h map[string]string) string {
-	var lines []string
-	for _, k := range slices.Sorted(maps.Keys(h)) {
-		if h[k] == "" {
-			lines = append(lines, k)
-		} else {
-			lines = append(lines, k+": "+h[k])
-		}
-	}
-	return strings.Join(lines, "\n")
-}
-
 // ruleKeyRE reads a rule error key of the settings service: error_rules[2].reason.
 var ruleKeyRE = regexp.MustCompile(`^(error_rules|status_restatements)\[([0-9]+)\](?:\.([a-z_]+))?$`)
 
@@ -144,12 +124,18 @@ func postedIndices(form url.Values, list string) []int {
 	return idx
 }
 
-// ruleReader reads rule inputs, collecting each field's error in the rule's form.
+// ruleReader reads the inputs of one rule (named prefix.field) with the settings' field
+// decoding; a field it cannot read is a problem keyed like the settings service's messages,
+// by the rule's place in the list that is saved (key.field, e.g. error_rules[1].statuses).
 type ruleReader struct {
-	ctx    context.Context
-	form   url.Values
-	prefix string
-	errs   views.FieldErrors
+	form     url.Values
+	prefix   string
+	key      string
+	problems map[string]errs.Msg
+}
+
+func newRuleReader(form url.Values, prefix, key string) ruleReader {
+	return ruleReader{form: form, prefix: prefix, key: key, problems: map[string]errs.Msg{}}
 }
 
 func (r ruleReader) text(field string) string {
@@ -161,76 +147,48 @@ func (r ruleReader) lines(field string) string {
 	return strings.TrimSpace(strings.ReplaceAll(r.form.Get(r.prefix+"."+field), "\r\n", "\n"))
 }
 
-// codes reads "403, 429"; a word that is no whole number is the field's error.
-func (r ruleReader) codes(field, text string) []int {
-	out := []int{}
-	for _, t := range splitTokens(text) {
-		n, err := strconv.Atoi(t)
-		if err != nil {
-			r.errs[field] = i18n.T(r.ctx, "chips.invalid_code", t)
-			return out
-		}
-		out = append(out, n)
+func (r ruleReader) fail(field string, m *errs.Msg) {
+	if m != nil {
+		r.problems[r.key+"."+field] = *m
 	}
-	return out
+}
+
+// codes reads "403, 429"; a word that is no whole number is the field's problem.
+func (r ruleReader) codes(field, text string) []int {
+	codes, m := settings.ParseCodes(text)
+	r.fail(field, m)
+	return codes
 }
 
 // number reads a whole number; an empty field is 0 unless required.
 func (r ruleReader) number(field, text string, required bool) int64 {
-	if text == "" {
-		if required {
-			r.errs[field] = i18n.T(r.ctx, "err.required")
-		}
+	if text == "" && !required {
 		return 0
 	}
-	n, err := strconv.ParseInt(text, 10, 64)
-	if err != nil {
-		r.errs[field] = i18n.T(r.ctx, "err.whole_number")
-	}
+	n, m := settings.ParseWhole(text)
+	r.fail(field, m)
 	return n
 }
 
-// splitLines is the non-empty lines of a textarea.
-func splitLines(s string) []string {
-	out := []string{}
-	for l := range strings.SplitSeq(s, "\n") {
-		if l = strings.TrimSpace(l); l != "" {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
-// parseHeaders reads "name: substring" lines; a line without a colon only requires the header.
-func parseHeaders(s string) map[string]string {
-	out := map[string]string{}
-	for _, l := range splitLines(s) {
-		name, sub, _ := strings.Cut(l, ":")
-		out[strings.TrimSpace(name)] = strings.TrimSpace(sub)
-	}
-	return out
-}
-
-func readErrorRule(ctx context.Context, form url.Values, prefix string) (views.ErrorRuleForm, settings.ErrorRule) {
-	rd := ruleReader{ctx: ctx, form: form, prefix: prefix, errs: views.FieldErrors{}}
-	f := views.ErrorRuleForm{Prefix: prefix, Name: rd.text("name"), Provider: rd.text("provider"), Statuses: rd.text("statuses"),
+func readErrorRule(rd ruleReader) (views.ErrorRuleForm, settings.ErrorRule) {
+	f := views.ErrorRuleForm{Prefix: rd.prefix, Name: rd.text("name"), Provider: rd.text("provider"), Statuses: rd.text("statuses"),
 		BodyMarkers: rd.lines("body_markers"), ExcludeMarkers: rd.lines("exclude_markers"), HeaderMatches: rd.lines("header_matches"),
 		Reason: rd.text("reason"), Scope: rd.text("scope"), CooldownMS: rd.text("cooldown_ms"), Terminal: rd.text("terminal"),
-		Errors: rd.errs}
+		Errors: views.FieldErrors{}}
 	r := settings.ErrorRule{Name: f.Name, Provider: f.Provider, Statuses: rd.codes("statuses", f.Statuses),
-		HeaderMatches: parseHeaders(f.HeaderMatches), BodyMarkers: splitLines(f.BodyMarkers), ExcludeMarkers: splitLines(f.ExcludeMarkers),
-		Reason: f.Reason, Scope: f.Scope, CooldownMS: rd.number("cooldown_ms", f.CooldownMS, false), Terminal: f.Terminal}
+		HeaderMatches: settings.ParseHeaders(f.HeaderMatches), BodyMarkers: settings.ParseLines(f.BodyMarkers),
+		ExcludeMarkers: settings.ParseLines(f.ExcludeMarkers), Reason: f.Reason, Scope: f.Scope,
+		CooldownMS: rd.number("cooldown_ms", f.CooldownMS, false), Terminal: f.Terminal}
 	return f, r
 }
 
-func readRestatement(ctx context.Context, form url.Values, prefix string) (views.RestatementForm, settings.StatusRestatement) {
-	rd := ruleReader{ctx: ctx, form: form, prefix: prefix, errs: views.FieldErrors{}}
-	f := views.RestatementForm{Prefix: prefix, Name: rd.text("name"), Provider: rd.text("provider"), FromStatus: rd.text("from_status"),
+func readRestatement(rd ruleReader) (views.RestatementForm, settings.StatusRestatement) {
+	f := views.RestatementForm{Prefix: rd.prefix, Name: rd.text("name"), Provider: rd.text("provider"), FromStatus: rd.text("from_status"),
 		BodyMarkers: rd.lines("body_markers"), ExcludeMarkers: rd.lines("exclude_markers"), HeaderMatches: rd.lines("header_matches"),
-		ToStatus: rd.text("to_status"), RetryAfterMS: rd.text("retry_after_ms"), Errors: rd.errs}
+		ToStatus: rd.text("to_status"), RetryAfterMS: rd.text("retry_after_ms"), Errors: views.FieldErrors{}}
 	r := settings.StatusRestatement{Name: f.Name, Provider: f.Provider,
-		FromStatus: int(rd.number("from_status", f.FromStatus, true)), BodyMarkers: splitLines(f.BodyMarkers),
-		ExcludeMarkers: splitLines(f.ExcludeMarkers), HeaderMatches: parseHeaders(f.HeaderMatches),
+		FromStatus: int(rd.number("from_status", f.FromStatus, true)), BodyMarkers: settings.ParseLines(f.BodyMarkers),
+		ExcludeMarkers: settings.ParseLines(f.ExcludeMarkers), HeaderMatches: settings.ParseHeaders(f.HeaderMatches),
 		ToStatus: int(rd.number("to_status", f.ToStatus, true)), RetryAfterMS: rd.number("retry_after_ms", f.RetryAfterMS, false)}
 	return f, r
 }
@@ -283,6 +241,12 @@ func (errorRulesCard) save(s *Settings, c echo.Context) error {
 	cur := snap.Resilience()
 	m := rulesFrame(snap)
 	deleted, add := form.Get("delete"), form.Get("add")
+	ch := settings.NewChanges()
+	keep := func(rd ruleReader) {
+		for _, k := range slices.Sorted(maps.Keys(rd.problems)) {
+			ch.Fail(k, rd.problems[k])
+		}
+	}
 
 	// Read both lists; rulesAt and restatesAt map a list index of the patch to its form.
 	var rules []settings.ErrorRule
@@ -292,15 +256,19 @@ func (errorRulesCard) save(s *Settings, c echo.Context) error {
 		if prefix == deleted {
 			continue
 		}
-		f, r := readErrorRule(ctx(c), form, prefix)
+		rd := newRuleReader(form, prefix, fmt.Sprintf("%s[%d]", errorRulesPath, len(rules)))
+		f, r := readErrorRule(rd)
+		keep(rd)
 		m.Rules = append(m.Rules, f)
 		rules = append(rules, r)
 	}
 	for i := range m.Rules {
 		rulesAt = append(rulesAt, &m.Rules[i])
 	}
-	if f, r := readErrorRule(ctx(c), form, newRulePrefix); add == errorRulesPath ||
+	rd := newRuleReader(form, newRulePrefix, fmt.Sprintf("%s[%d]", errorRulesPath, len(rules)))
+	if f, r := readErrorRule(rd); add == errorRulesPath ||
 		!blankRule(f.Name, f.Provider, f.Statuses, f.BodyMarkers, f.ExcludeMarkers, f.HeaderMatches, f.CooldownMS) {
+		keep(rd)
 		m.NewRule = f
 		rules = append(rules, r)
 		rulesAt = append(rulesAt, &m.NewRule)
@@ -312,15 +280,19 @@ func (errorRulesCard) save(s *Settings, c echo.Context) error {
 		if prefix == deleted {
 			continue
 		}
-		f, r := readRestatement(ctx(c), form, prefix)
+		rd := newRuleReader(form, prefix, fmt.Sprintf("%s[%d]", restatementsPath, len(restates)))
+		f, r := readRestatement(rd)
+		keep(rd)
 		m.Restatements = append(m.Restatements, f)
 		restates = append(restates, r)
 	}
 	for i := range m.Restatements {
 		restatesAt = append(restatesAt, &m.Restatements[i])
 	}
-	if f, r := readRestatement(ctx(c), form, newRestatePrefix); add == restatementsPath ||
+	rd = newRuleReader(form, newRestatePrefix, fmt.Sprintf("%s[%d]", restatementsPath, len(restates)))
+	if f, r := readRestatement(rd); add == restatementsPath ||
 		!blankRule(f.Name, f.Provider, f.FromStatus, f.BodyMarkers, f.ExcludeMarkers, f.HeaderMatches, f.ToStatus, f.RetryAfterMS) {
+		keep(rd)
 		m.NewRestatement = f
 		restates = append(restates, r)
 		restatesAt = append(restatesAt, &m.NewRestatement)
@@ -332,78 +304,60 @@ func (errorRulesCard) save(s *Settings, c echo.Context) error {
 		return s.renderCustom(c, http.StatusOK, rulesCardID, views.ErrorRulesCard(m))
 	}
 
-	local := false
-	for _, f := range rulesAt {
-		local = local || len(f.Errors) > 0
+	// Only a list that changed is saved, so an untouched list keeps its layer.
+	if rules := normalRules(rules); !reflect.DeepEqual(rules, normalRules(cur.ErrorRules)) {
+		ch.Set(errorRulesPath, rules)
 	}
-	for _, f := range restatesAt {
-		local = local || len(f.Errors) > 0
+	if restates := normalRestatements(restates); !reflect.DeepEqual(restates, normalRestatements(cur.StatusRestatements)) {
+		ch.Set(restatementsPath, restates)
 	}
-	if !local {
-		patch := map[string]any{}
-		if rules, old := normalRules(rules), normalRules(cur.ErrorRules); !sameJSON(rules, old) {
-			patch[errorRulesPath] = rules
+	saved, err := s.Svc.Apply(ctx(c), ch)
+	if err == nil {
+		if !isHTMX(c) {
+			return c.Redirect(http.StatusSeeOther, "/settings?saved="+rulesCardID+"#card-"+rulesCardID)
 		}
-		if restates, old := normalRestatements(restates), normalRestatements(cur.StatusRestatements); !sameJSON(restates, old) {
-			patch[restatementsPath] = restates
-		}
-		raw, err := json.Marshal(patch)
-		if err != nil {
-			return err
-		}
-		snap, err := s.Svc.Patch(ctx(c), raw)
-		var ve *settings.ValidationError
-		switch {
-		case err == nil:
-			if !isHTMX(c) {
-				return c.Redirect(http.StatusSeeOther, "/settings?saved="+rulesCardID+"#card-"+rulesCardID)
-			}
-			m := rulesModel(snap)
-			m.Meta.Saved = true
-			return Render(c, http.StatusOK, views.ErrorRulesCard(m))
-		case errors.As(err, &ve):
-			placeRuleErrors(ctx(c), ve.Fields, rulesAt, restatesAt, &m.Meta)
-		default:
-			return err
-		}
+		m := rulesModel(saved)
+		m.Meta.Saved = true
+		return Render(c, http.StatusOK, views.ErrorRulesCard(m))
+	}
+	if !placeRuleErrors(ctx(c), err, rulesAt, restatesAt, &m.Meta) {
+		return err
 	}
 	m.Meta.Failed = true
 	return s.renderCustom(c, http.StatusUnprocessableEntity, rulesCardID, views.ErrorRulesCard(m))
 }
 
-// placeRuleErrors puts each message of the settings service at the rule and field it names.
-func placeRuleErrors(ctx context.Context, fields map[string]string, rules []*views.ErrorRuleForm,
-	restates []*views.RestatementForm, meta *views.CardMeta) {
-	for _, k := range sortedKeys(fields) {
-		msg := settingsMessage(ctx, fields[k], nil)
+// placeRuleErrors puts each message of a refused save at the rule and field it names (the
+// first one per field), and the rest at the top of the card. It reports false for an internal
+// error.
+func placeRuleErrors(ctx context.Context, err error, rules []*views.ErrorRuleForm,
+	restates []*views.RestatementForm, meta *views.CardMeta) bool {
+	var e *errs.Error
+	if !errors.As(err, &e) || e.Code == errs.Internal {
+		return false
+	}
+	for _, k := range slices.Sorted(maps.Keys(e.Fields)) {
+		msg := Text(ctx, e.Fields[k])
 		if m := ruleKeyRE.FindStringSubmatch(k); m != nil {
 			i, _ := strconv.Atoi(m[2])
-			var errs views.FieldErrors
+			var fe views.FieldErrors
 			switch {
 			case m[1] == errorRulesPath && i < len(rules):
-				errs = rules[i].Errors
+				fe = rules[i].Errors
 			case m[1] == restatementsPath && i < len(restates):
-				errs = restates[i].Errors
+				fe = restates[i].Errors
 			}
-			if errs != nil {
-				if _, taken := errs[m[3]]; !taken {
-					errs[m[3]] = msg
+			if fe != nil {
+				if _, taken := fe[m[3]]; !taken {
+					fe[m[3]] = msg
 				}
 				continue
 			}
 		}
-		if k != "" {
-			msg = i18n.T(ctx, "setting."+strings.SplitN(k, "[", 2)[0]) + ": " + msg
-		}
-		meta.Errors = append(meta.Errors, msg)
+		meta.Errors = append(meta.Errors, labelled(ctx, strings.SplitN(k, "[", 2)[0], msg))
 	}
-}
-
-// renderCustom answers a custom card's post that saved nothing: the card alone for htmx, the
-// whole page with the card as shown otherwise.
-func (s *Settings) renderCustom(c echo.Context, status int, id string, card templ.Component) error {
-	if isHTMX(c) {
-		return Render(c, status, card)
+	if len(e.Fields) == 0 {
+		meta.Errors = append(meta.Errors, Text(ctx, e.Msg))
 	}
-	return s.renderSettingsPage(c, status, id, card)
+	return true
 }

@@ -1,10 +1,10 @@
 // Package static holds the dashboard's embedded assets. dist/ is filled at build time from
-// package.json (htmx); app.css and app.js are our own.
+// package.json (htmx); app.css, app.js, settings.css and settings.js are our own.
 package static
 
 import "embed"
 
 // FS is served under /static.
 //
-//go:embed app.css app.js all:dist
+//go:embed app.css app.js settings.css settings.js all:dist
 var FS embed.FS

@@ -828,7 +828,7 @@ func globalText(ctx context.Context, f OverrideField) string {
 	if len(f.Options) > 0 {
 		return overrideOptionLabel(ctx, f.Name, f.Global)
 	}
-	if h := humanValue(ctx, NumberField{Value: f.Global, Unit: f.Unit}); h != "" {
+	if h := humanValue(ctx, SettingField{Value: f.Global, Unit: f.Unit}); h != "" {
 		return f.Global + " ms = " + h
 	}
 	if f.Unit != "" {

@@ -70,7 +70,7 @@ func edgeError(err error) *errs.Error {
 		case http.StatusMethodNotAllowed:
 			return &errs.Error{Code: errs.Invalid, Status: he.Code, Reason: "method_not_allowed", Msg: errs.M("err.method_not_allowed"), Err: err}
 		}
-		return &errs.Error{Code: errs.CodeForStatus(he.Code), Status: he.Code, Msg: errs.M("err.plain", http.StatusText(he.Code)), Err: err}
+		return &errs.Error{Code: errs.CodeForStatus(he.Code), Status: he.Code, Msg: errs.M("err.http_status", he.Code), Err: err}
 	}
 	return errs.As(err)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 )
 
 // settingsBrowser is a headless Chromium logged in to a fresh gateway, with the helpers the
@@ -373,6 +374,46 @@ func TestModelLockoutCardWithoutJavaScript(t *testing.T) {
 	if got := b.lockoutNow(t).Values.ModelLockout.ErrorCodes; !slices.Equal(got, []int{404, 429, 502, 503, 504, 418, 529}) {
 		t.Fatalf("saved codes %v", got)
 	}
+}
+
+// TestInvalidSaveWithoutJavaScript refuses a save with scripts off: the answer is the page
+// opened at the refused card, with every error of the card, and Tab goes on from the card.
+func TestInvalidSaveWithoutJavaScript(t *testing.T) {
+	b := newSettingsBrowser(t)
+	scripts := func(on bool) chromedp.Action[chromedp.Void] {
+		return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+			_, err := cdp.Call(ctx, tg, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: !on})
+			return chromedp.Void{}, err
+		}
+	}
+	b.do(t,
+		scripts(false),
+		chromedp.Navigate(b.base+"/settings?scripts=off"),
+		chromedp.WaitVisible(chromedp.CSS("#s-streams-idle_timeout_ms")),
+		chromedp.SetValue(chromedp.CSS("#s-streams-idle_timeout_ms"), "999"),
+		chromedp.SetValue(chromedp.CSS("#s-streams-throughput_watchdog-window_ms"), "soon"),
+		b.clickLoad("#save-streams"),
+		chromedp.WaitVisible(chromedp.CSS("#card-streams .error-note")),
+		scripts(true),
+	)
+	for _, id := range []string{"#s-streams-idle_timeout_ms-error", "#s-streams-throughput_watchdog-window_ms-error"} {
+		if b.text(t, id) == "" {
+			t.Errorf("%s is missing", id)
+		}
+	}
+	if got := b.eval(t, `location.hash`); got != "#card-streams" {
+		t.Errorf("the page opened at %q, want #card-streams", got)
+	}
+	// The failing field is on screen: the page did not open at its top.
+	if got := b.eval(t, `(() => { const r = document.querySelector('#s-streams-idle_timeout_ms').getBoundingClientRect();
+		return String(window.scrollY > 0 && r.top >= 0 && r.bottom <= window.innerHeight) })()`); got != "true" {
+		t.Errorf("the failing field is not in view (scrollY %s)", b.eval(t, `String(window.scrollY)`))
+	}
+	b.do(t, chromedp.KeyEvent(kb.Tab))
+	if got := b.eval(t, `String(!!document.activeElement.closest('#card-streams'))`); got != "true" {
+		t.Errorf("Tab went to %q, not into the refused card", b.eval(t, `document.activeElement.id || document.activeElement.tagName`))
+	}
+	b.shot(t, "settings-nojs-refused", "")
 }
 
 // TestSettingsPageScreenshots saves the German settings page for a look at the design, when

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+
+	"switchyard/services/errs"
 )
 
 func FuzzPatch(f *testing.F) {
@@ -28,9 +30,9 @@ func FuzzPatch(f *testing.F) {
 			t.Fatal(err)
 		}
 		if _, err := s.Patch(ctx, data); err != nil {
-			var ve *ValidationError
-			if !errors.As(err, &ve) || len(ve.Fields) == 0 {
-				t.Fatalf("Patch error is not a non-empty *ValidationError: %v", err)
+			var e *errs.Error
+			if !errors.As(err, &e) || e.Code != errs.Invalid || len(e.Fields) == 0 {
+				t.Fatalf("Patch error is not an Invalid *errs.Error with fields: %v", err)
 			}
 			return
 		}

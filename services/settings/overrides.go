@@ -1,9 +1,9 @@
 package settings
 
 import (
-	"fmt"
-	"maps"
 	"strings"
+
+	"switchyard/services/errs"
 )
 
 // ConnectionOverrides are the per-connection knobs; a nil field inherits the global value
@@ -31,18 +31,18 @@ type QueueOverrides struct {
 	MaxConcurrentExecutions *int `json:"max_concurrent_executions,omitempty"`
 }
 
-// Validate checks every set field; the error is a *ValidationError keyed like the JSON.
+// Validate checks every set field; the error is an *errs.Error keyed like the JSON.
 func (o ConnectionOverrides) Validate() error {
-	errs := fieldErrors{}
-	checkPtr(errs, "max_concurrent", o.MaxConcurrent, between(1, 10_000))
+	fe := fieldErrors{}
 	q := o.RequestQueue
-	checkLeaf(errs, "request_queue.max_wait_ms", q.MaxWaitMS)
-	checkLeaf(errs, "request_queue.execution_max_wait_ms", q.ExecutionMaxWaitMS)
-	checkLeaf(errs, "request_queue.max_queue_depth", q.MaxQueueDepth)
-	checkPtr(errs, "request_queue.requests_per_minute", q.RequestsPerMinute, between(1, 1_000_000))
-	checkPtr(errs, "request_queue.min_gap_ms", q.MinGapMS, between[int64](0, 3_600_000))
-	checkPtr(errs, "request_queue.max_concurrent_executions", q.MaxConcurrentExecutions, between(1, 10_000))
-	return errs.err()
+	checkPtr(fe, "max_concurrent", o.MaxConcurrent, between(1, 10_000))
+	checkSetting(fe, "request_queue.max_wait_ms", q.MaxWaitMS)
+	checkSetting(fe, "request_queue.execution_max_wait_ms", q.ExecutionMaxWaitMS)
+	checkSetting(fe, "request_queue.max_queue_depth", q.MaxQueueDepth)
+	checkPtr(fe, "request_queue.requests_per_minute", q.RequestsPerMinute, between(1, 1_000_000))
+	checkPtr(fe, "request_queue.min_gap_ms", q.MinGapMS, between[int64](0, 3_600_000))
+	checkPtr(fe, "request_queue.max_concurrent_executions", q.MaxConcurrentExecutions, between(1, 10_000))
+	return fe.err()
 }
 
 // UnmarshalJSON decodes strictly: unknown keys are an error.
@@ -50,7 +50,7 @@ func (o *ConnectionOverrides) UnmarshalJSON(b []byte) error {
 	type plain ConnectionOverrides
 	var v plain
 	if err := strictUnmarshal(b, &v); err != nil {
-		return fmt.Errorf("connection overrides: %s", strings.TrimPrefix(err.Error(), "json: "))
+		return &overridesError{"connection overrides", err}
 	}
 	*o = ConnectionOverrides(v)
 	return nil
@@ -89,27 +89,37 @@ type BreakerOverrides struct {
 // Validate checks every set field against the global ranges, and initial ≤ max backoff
 // when both are set. (If only one is overridden, engines cap the wait at max anyway.)
 func (p ProviderOverrides) Validate() error {
-	errs := fieldErrors{}
-	r, b := p.Retry, p.CircuitBreaker
-	checkLeaf(errs, "retry.max_retries", r.MaxRetries)
-	checkLeaf(errs, "retry.initial_backoff_ms", r.InitialBackoffMS)
-	checkLeaf(errs, "retry.max_backoff_ms", r.MaxBackoffMS)
-	checkLeaf(errs, "retry.backoff_factor", r.BackoffFactor)
-	checkLeaf(errs, "retry.jitter", r.Jitter)
-	checkLeaf(errs, "retry.retry_on_statuses", r.RetryOnStatuses)
-	checkLeaf(errs, "circuit_breaker.enabled", b.Enabled)
-	checkLeaf(errs, "circuit_breaker.scope", b.Scope)
-	checkLeaf(errs, "circuit_breaker.failure_threshold", b.FailureThreshold)
-	checkLeaf(errs, "circuit_breaker.success_threshold", b.SuccessThreshold)
-	checkLeaf(errs, "circuit_breaker.timeout_ms", b.TimeoutMS)
-	checkLeaf(errs, "circuit_breaker.failure_on_statuses", b.FailureOnStatuses)
-	checkLeaf(errs, "circuit_breaker.slow_call_threshold_ms", b.SlowCallThresholdMS)
-	if r.InitialBackoffMS != nil && r.MaxBackoffMS != nil {
-		if msg := atLeast("initial_backoff_ms", *r.InitialBackoffMS, *r.MaxBackoffMS); msg != "" {
-			errs.add("retry.max_backoff_ms", msg)
+	fe := fieldErrors{}
+	for _, st := range registry {
+		if v, ok := p.Value(st.path); ok {
+			st.check(st.path, v, fe)
 		}
 	}
-	return errs.err()
+	if r := p.Retry; r.InitialBackoffMS != nil && r.MaxBackoffMS != nil {
+		fe.check("retry.max_backoff_ms", atLeast("retry.initial_backoff_ms", *r.InitialBackoffMS, *r.MaxBackoffMS))
+	}
+	return fe.err()
+}
+
+// Value is the provider's own value of the setting at path; ok is false when it inherits (or
+// a provider cannot override the setting).
+func (p *ProviderOverrides) Value(path string) (v any, ok bool) {
+	if st, found := byPath[path]; found && st.provGet != nil {
+		return st.provGet(p)
+	}
+	return nil, false
+}
+
+// Set overrides the setting at path with v (a value of the setting's Go type), or with nil
+// inherits it again. It reports false for a setting a provider cannot override or a value of
+// the wrong type.
+func (p *ProviderOverrides) Set(path string, v any) bool {
+	st, found := byPath[path]
+	if !found || st.provSet == nil || (v != nil && !st.accepts(v)) {
+		return false
+	}
+	st.provSet(p, v)
+	return true
 }
 
 // UnmarshalJSON decodes strictly: unknown keys are an error.
@@ -117,14 +127,14 @@ func (p *ProviderOverrides) UnmarshalJSON(b []byte) error {
 	type plain ProviderOverrides
 	var v plain
 	if err := strictUnmarshal(b, &v); err != nil {
-		return fmt.Errorf("provider overrides: %s", strings.TrimPrefix(err.Error(), "json: "))
+		return &overridesError{"provider overrides", err}
 	}
 	*p = ProviderOverrides(v)
 	return nil
 }
 
 // RequestQueueFor merges a connection's overrides over the global request_queue and
-// returns the result with the source of each leaf ("connection" where overridden).
+// returns the result with the source of each setting ("connection" where overridden).
 func (s *Snapshot) RequestQueueFor(o ConnectionOverrides) (RequestQueue, map[string]string) {
 	q, src := s.values.RequestQueue, s.sourcesUnder("request_queue.")
 	override(&q.MaxWaitMS, o.RequestQueue.MaxWaitMS, src, "request_queue.max_wait_ms", SourceConnection)
@@ -190,24 +200,15 @@ func override[T any](dst *T, v *T, src map[string]string, path, source string) {
 	}
 }
 
-// checkLeaf validates a set override with the registry's check for path.
-func checkLeaf[T any](errs fieldErrors, path string, v *T) {
+// checkSetting validates a set override with the registry's check for path.
+func checkSetting[T any](fe fieldErrors, path string, v *T) {
 	if v != nil {
-		leafByPath[path].check(path, *v, errs)
+		byPath[path].check(path, *v, fe)
 	}
 }
 
-func checkPtr[T any](errs fieldErrors, path string, v *T, f func(T) string) {
+func checkPtr[T any](fe fieldErrors, path string, v *T, f func(T) *errs.Msg) {
 	if v != nil {
-		if msg := f(*v); msg != "" {
-			errs.add(path, msg)
-		}
+		fe.check(path, f(*v))
 	}
-}
-
-func (e fieldErrors) err() error {
-	if len(e) == 0 {
-		return nil
-	}
-	return &ValidationError{Fields: maps.Clone(e)}
 }

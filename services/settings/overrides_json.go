@@ -3,6 +3,7 @@ package settings
 import (
 	"encoding/json"
 	"errors"
+
 	"switchyard/services/errs"
 )
 
@@ -11,7 +12,7 @@ import (
 func CheckProviderOverrides(raw []byte) ([]byte, map[string]errs.Msg) {
 	var o ProviderOverrides
 	if err := json.Unmarshal(raw, &o); err != nil {
-		return nil, map[string]errs.Msg{"": errs.M("err.plain", err.Error())}
+		return nil, map[string]errs.Msg{"": overridesJSONError(err)}
 	}
 	return canonical(o, o.Validate())
 }
@@ -21,10 +22,10 @@ func CheckProviderOverrides(raw []byte) ([]byte, map[string]errs.Msg) {
 func CheckConnectionOverrides(raw []byte) ([]byte, map[string]errs.Msg) {
 	var o ConnectionOverrides
 	if err := json.Unmarshal(raw, &o); err != nil {
-		return nil, map[string]errs.Msg{"": errs.M("err.plain", err.Error())}
+		return nil, map[string]errs.Msg{"": overridesJSONError(err)}
 	}
 	if o.MaxConcurrent != nil {
-		return nil, map[string]errs.Msg{"max_concurrent": errs.M("err.plain", "set max_concurrent on the connection, not in its overrides")}
+		return nil, map[string]errs.Msg{"max_concurrent": errs.M("err.max_concurrent_on_connection")}
 	}
 	return canonical(o, o.Validate())
 }
@@ -47,21 +48,40 @@ func ParseProviderOverrides(raw []byte) ProviderOverrides {
 	return o
 }
 
+// overridesJSONError says why an override document cannot be read.
+func overridesJSONError(err error) errs.Msg {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &se) || errors.As(err, &te) && te.Field == "" {
+		return errs.M("err.json_object")
+	}
+	var oe *overridesError
+	if errors.As(err, &oe) {
+		err = oe.err
+	}
+	return jsonError(err)
+}
+
+// overridesError wraps the strict decoder's error of an override document.
+type overridesError struct {
+	what string
+	err  error
+}
+
+func (e *overridesError) Error() string { return e.what + ": " + e.err.Error() }
+func (e *overridesError) Unwrap() error { return e.err }
+
 func canonical(v any, verr error) ([]byte, map[string]errs.Msg) {
 	if verr != nil {
-		var ve *ValidationError
-		if errors.As(verr, &ve) {
-			out := make(map[string]errs.Msg, len(ve.Fields))
-			for k, msg := range ve.Fields {
-				out[k] = errs.M("err.plain", msg)
-			}
-			return nil, out
+		e := errs.As(verr)
+		if len(e.Fields) > 0 {
+			return nil, e.Fields
 		}
-		return nil, map[string]errs.Msg{"": errs.M("err.plain", verr.Error())}
+		return nil, map[string]errs.Msg{"": e.Msg}
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
-		return nil, map[string]errs.Msg{"": errs.M("err.plain", err.Error())}
+		return nil, map[string]errs.Msg{"": errs.M("err.internal")}
 	}
 	return b, nil
 }

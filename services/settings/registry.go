@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
+
+	"switchyard/services/errs"
 )
 
 // Source names of the layer an effective value came from.
@@ -22,216 +23,398 @@ const (
 // envPrefix starts every canonical environment variable name.
 const envPrefix = "SWITCHYARD_"
 
-// fieldErrors collects messages keyed by dotted path; the first message for a key wins.
-type fieldErrors map[string]string
+// Kind says what a setting holds and so how it is edited: which input a card shows for it and
+// how that input's text is read back.
+type Kind int
 
-func (e fieldErrors) add(key, msg string) {
-	if _, ok := e[key]; !ok {
-		e[key] = msg
+// The kinds of settings.
+const (
+	KindNumber   Kind = iota // a count or a fraction: an int, int64 or float64 with a range
+	KindDuration             // a whole number of milliseconds with a range; the unit is "ms"
+	KindToggle               // on or off
+	KindSelect               // one of a fixed list of options
+	KindStatuses             // a list of statuses: codes such as "429" or classes such as "5xx"
+	KindCodes                // a list of status codes 100–599
+	KindFamilies             // model quota families, edited as lines "provider: family = pattern, …"
+	KindRules                // a list of rules, edited by a card of its own
+)
+
+// Setting is one entry of the registry: a setting described once. Its path names it in the
+// settings document, in error keys and on the dashboard (label setting.<path>, help
+// setting.<path>.help); from the entry follow its default, its environment variables, JSON and
+// form decoding, validation, its source and, where a provider may override it, the override.
+type Setting struct {
+	path        string
+	kind        Kind
+	def         any
+	min, max    float64 // the range of a number; ranged says whether there is one
+	ranged      bool
+	options     []string // the values of a select
+	suggestions []string // offered when adding to a status list
+	aliases     []string // extra env variable names, consulted after the canonical one
+
+	get      func(*Resilience) any
+	set      func(*Resilience, any)
+	accepts  func(any) bool                         // whether a value has the setting's Go type
+	decode   func(json.RawMessage) (any, *errs.Msg) // a JSON value of a patch
+	parseEnv func(string) (any, *errs.Msg)          // an environment variable's text
+	check    func(path string, v any, fe fieldErrors)
+	input    func(v any) Input                      // the value as a form shows it
+	parse    func(in Input) (any, Input, *errs.Msg) // a form's input back to a value
+
+	provGet func(*ProviderOverrides) (any, bool) // nil: a provider cannot override the setting
+	provSet func(*ProviderOverrides, any)
+}
+
+// Path is the setting's dotted path, e.g. "retry.max_retries".
+func (s *Setting) Path() string { return s.path }
+
+// Kind is what the setting holds.
+func (s *Setting) Kind() Kind { return s.kind }
+
+// Unit is the unit its value is written in: "ms" for durations, else "".
+func (s *Setting) Unit() string {
+	if s.kind == KindDuration {
+		return "ms"
 	}
+	return ""
 }
 
-// leaf is one setting: the registry entry from which env mapping, decoding, validation,
-// sources and persistence are all derived. Slices and rule lists are whole leaves.
-type leaf struct {
-	path    string
-	def     any
-	aliases []string // extra env variable names, consulted after the canonical one
-	get     func(*Resilience) any
-	set     func(*Resilience, any)
-	decode  func(json.RawMessage) (any, error)
-	parse   func(string) (any, error) // env text → value
-	check   func(path string, v any, errs fieldErrors)
+// Range is the smallest and largest value of a number; ok is false for other kinds.
+func (s *Setting) Range() (lo, hi float64, ok bool) { return s.min, s.max, s.ranged }
+
+// Options are the values a select offers.
+func (s *Setting) Options() []string { return slices.Clone(s.options) }
+
+// Suggestions are statuses offered when adding to a list.
+func (s *Setting) Suggestions() []string { return slices.Clone(s.suggestions) }
+
+// LabelKey is the catalog key of the setting's label.
+func (s *Setting) LabelKey() string { return "setting." + s.path }
+
+// HelpKey is the catalog key of the setting's help text.
+func (s *Setting) HelpKey() string { return "setting." + s.path + ".help" }
+
+// OptionKey is the catalog key of one option's label.
+func (s *Setting) OptionKey(value string) string { return "setting." + s.path + ".option." + value }
+
+// EnvNames are the environment variables that set the setting, the canonical one first.
+func (s *Setting) EnvNames() []string {
+	name := envPrefix + strings.ToUpper(strings.ReplaceAll(s.path, ".", "_"))
+	return append([]string{name}, s.aliases...)
 }
 
-// alias returns l with an extra env variable name.
-func (l leaf) alias(names ...string) leaf {
-	l.aliases = append(slices.Clone(l.aliases), names...)
-	return l
+// Default is the built-in default.
+func (s *Setting) Default() any { return cloneValue(s.def) }
+
+// ProviderOverridable reports whether a provider may override the setting.
+func (s *Setting) ProviderOverridable() bool { return s.provGet != nil }
+
+// alias adds extra env variable names.
+func (s *Setting) alias(names ...string) *Setting {
+	s.aliases = append(s.aliases, names...)
+	return s
 }
 
-func (l leaf) envNames() []string {
-	name := envPrefix + strings.ToUpper(strings.ReplaceAll(l.path, ".", "_"))
-	return append([]string{name}, l.aliases...)
-}
-
-// newLeaf builds a leaf of Go type T from a field accessor, a validator and an env parser.
-func newLeaf[T any](path string, def T, field func(*Resilience) *T, check func(path string, v T, errs fieldErrors), parse func(string) (T, error)) leaf {
-	return leaf{
+// newSetting builds an entry of Go type T from a field accessor, a validator, an env parser and
+// its form codec (nil input and parse for settings a card of their own edits).
+func newSetting[T any](path string, kind Kind, def T, field func(*Resilience) *T, check func(string, T, fieldErrors),
+	parseEnv func(string) (T, *errs.Msg), input func(T) Input, parse func(Input) (T, Input, *errs.Msg)) *Setting {
+	s := &Setting{
 		path: path,
+		kind: kind,
 		def:  def,
 		get:  func(r *Resilience) any { return *field(r) },
 		set:  func(r *Resilience, v any) { *field(r) = v.(T) },
-		decode: func(raw json.RawMessage) (any, error) {
+		accepts: func(v any) bool {
+			_, ok := v.(T)
+			return ok
+		},
+		decode: func(raw json.RawMessage) (any, *errs.Msg) {
 			var v T
 			if err := strictUnmarshal(raw, &v); err != nil {
-				return nil, errors.New(describeDecodeError[T](err))
+				m := decodeError[T](err)
+				return nil, &m
 			}
 			return v, nil
 		},
-		parse: func(s string) (any, error) {
-			v, err := parse(s)
-			if err != nil {
-				return nil, errors.New(describeDecodeError[T](err))
+		parseEnv: func(text string) (any, *errs.Msg) {
+			v, msg := parseEnv(text)
+			if msg != nil {
+				return nil, msg
 			}
 			return v, nil
 		},
-		check: func(path string, v any, errs fieldErrors) { check(path, v.(T), errs) },
+		check: func(path string, v any, fe fieldErrors) { check(path, v.(T), fe) },
 	}
+	if input != nil {
+		s.input = func(v any) Input { return input(v.(T)) }
+		s.parse = func(in Input) (any, Input, *errs.Msg) {
+			v, shown, msg := parse(in)
+			if msg != nil {
+				return nil, shown, msg
+			}
+			return v, shown, nil
+		}
+	}
+	return s
 }
 
 // scalar adapts a single-message validator.
-func scalar[T any](f func(T) string) func(string, T, fieldErrors) {
-	return func(path string, v T, errs fieldErrors) {
-		if msg := f(v); msg != "" {
-			errs.add(path, msg)
+func scalar[T any](f func(T) *errs.Msg) func(string, T, fieldErrors) {
+	return func(path string, v T, fe fieldErrors) {
+		if m := f(v); m != nil {
+			fe.add(path, *m)
 		}
 	}
 }
 
 type number interface{ int | int64 | float64 }
 
-func between[T number](lo, hi T) func(T) string {
-	return func(v T) string {
+func between[T number](lo, hi T) func(T) *errs.Msg {
+	return func(v T) *errs.Msg {
 		if !(v >= lo && v <= hi) { // also rejects NaN
-			return fmt.Sprintf("must be between %v and %v", lo, hi)
+			return msg("err.between", lo, hi)
 		}
-		return ""
+		return nil
 	}
 }
 
-func num[T number](path string, def, lo, hi T, field func(*Resilience) *T) leaf {
-	return newLeaf(path, def, field, scalar(between(lo, hi)), parseNumber[T])
+// msg is a message as the pointer the decoders and validators return.
+func msg(key string, args ...any) *errs.Msg {
+	m := errs.M(key, args...)
+	return &m
 }
 
-func flag(path string, def bool, field func(*Resilience) *bool) leaf {
-	return newLeaf(path, def, field, scalar(func(bool) string { return "" }),
-		func(s string) (bool, error) { return strconv.ParseBool(strings.TrimSpace(s)) })
+func ranged[T number](kind Kind, path string, def, lo, hi T, field func(*Resilience) *T) *Setting {
+	s := newSetting(path, kind, def, field, scalar(between(lo, hi)), envNumber[T],
+		func(v T) Input { return Input{Text: formatNumber(v)} },
+		func(in Input) (T, Input, *errs.Msg) {
+			n, m := parseNumber[T](in.Text)
+			return n, Input{Text: strings.TrimSpace(in.Text)}, m
+		})
+	s.min, s.max, s.ranged = float64(lo), float64(hi), true
+	return s
 }
 
-func enum(path, def string, allowed []string, field func(*Resilience) *string) leaf {
-	return newLeaf(path, def, field, scalar(oneOf(allowed)),
-		func(s string) (string, error) { return strings.TrimSpace(s), nil })
+// num is a count or fraction with its range.
+func num[T number](path string, def, lo, hi T, field func(*Resilience) *T) *Setting {
+	return ranged(KindNumber, path, def, lo, hi, field)
 }
 
-func statusList(path string, def []string, field func(*Resilience) *[]string) leaf {
-	return newLeaf(path, def, field, scalar(checkStatusPatterns), splitList)
+// ms is a duration in milliseconds with its range.
+func ms(path string, def, lo, hi int64, field func(*Resilience) *int64) *Setting {
+	return ranged(KindDuration, path, def, lo, hi, field)
 }
 
-func codeList(path string, def []int, field func(*Resilience) *[]int) leaf {
-	return newLeaf(path, def, field, scalar(checkCodes), func(s string) ([]int, error) {
-		parts, _ := splitList(s)
-		out := make([]int, 0, len(parts))
-		for _, p := range parts {
-			n, err := strconv.Atoi(p)
+func flag(path string, def bool, field func(*Resilience) *bool) *Setting {
+	return newSetting(path, KindToggle, def, field, func(string, bool, fieldErrors) {},
+		func(text string) (bool, *errs.Msg) {
+			b, err := strconv.ParseBool(strings.TrimSpace(text))
 			if err != nil {
-				return nil, err
+				return false, msg("err.bool")
 			}
-			out = append(out, n)
-		}
-		return out, nil
-	})
+			return b, nil
+		},
+		func(v bool) Input { return Input{Text: strconv.FormatBool(v)} },
+		parseToggle)
 }
 
-// jsonList is a rule list; from the environment it is read as a JSON array.
-func jsonList[T any](path string, field func(*Resilience) *[]T, check func(string, []T, fieldErrors)) leaf {
-	return newLeaf(path, []T{}, field, check, func(s string) ([]T, error) {
+func enum(path, def string, allowed []string, field func(*Resilience) *string) *Setting {
+	s := newSetting(path, KindSelect, def, field, scalar(oneOf(allowed)),
+		func(text string) (string, *errs.Msg) { return strings.TrimSpace(text), nil },
+		func(v string) Input { return Input{Text: v} },
+		func(in Input) (string, Input, *errs.Msg) {
+			text := strings.TrimSpace(in.Text)
+			return text, Input{Text: text}, nil
+		})
+	s.options = allowed
+	return s
+}
+
+// statusSuggestions are offered for the status lists of retry and the breaker.
+var statusSuggestions = []string{"408", "429", "500", "502", "503", "504", "522", "524", "529", "5xx", "4xx"}
+
+func statusList(path string, def []string, field func(*Resilience) *[]string) *Setting {
+	s := newSetting(path, KindStatuses, def, field, scalar(checkStatusPatterns), splitList,
+		func(v []string) Input { return Input{List: slices.Clone(v)} }, parseStatuses)
+	s.suggestions = statusSuggestions
+	return s
+}
+
+func codeList(path string, def []int, field func(*Resilience) *[]int) *Setting {
+	s := newSetting(path, KindCodes, def, field, scalar(checkCodes),
+		func(text string) ([]int, *errs.Msg) {
+			parts, _ := splitList(text)
+			out := make([]int, 0, len(parts))
+			for _, p := range parts {
+				n, err := strconv.Atoi(p)
+				if err != nil {
+					return nil, msg("err.codes_list")
+				}
+				out = append(out, n)
+			}
+			return out, nil
+		},
+		func(v []int) Input {
+			list := make([]string, len(v))
+			for i, n := range v {
+				list[i] = strconv.Itoa(n)
+			}
+			return Input{List: list}
+		}, parseCodeChips)
+	s.suggestions = []string{"403", "404", "429", "500", "502", "503", "504", "529"}
+	return s
+}
+
+func families(path string, field func(*Resilience) *map[string]map[string][]string) *Setting {
+	return newSetting(path, KindFamilies, map[string]map[string][]string{}, field, checkFamilies,
+		func(text string) (map[string]map[string][]string, *errs.Msg) {
+			v := map[string]map[string][]string{}
+			if err := strictUnmarshal([]byte(text), &v); err != nil {
+				return nil, msg("err.families_json")
+			}
+			return v, nil
+		},
+		func(v map[string]map[string][]string) Input { return Input{Text: formatFamilies(v)} },
+		parseFamilies)
+}
+
+// ruleList is a list of rules; from the environment it is read as a JSON array. Its card reads
+// each rule's fields itself (ParseWhole, ParseCodes, ParseLines).
+func ruleList[T any](path string, field func(*Resilience) *[]T, check func(string, []T, fieldErrors)) *Setting {
+	return newSetting(path, KindRules, []T{}, field, check, func(text string) ([]T, *errs.Msg) {
 		var v []T
-		err := strictUnmarshal([]byte(s), &v)
-		return v, err
-	})
+		if err := strictUnmarshal([]byte(text), &v); err != nil {
+			m := decodeError[[]T](err)
+			return nil, &m
+		}
+		return v, nil
+	}, nil, nil)
 }
 
-// leaves is the registry: one entry per setting, in document order.
-var leaves = []leaf{
-	num("connection_cooldown.max_cooldown_ms", 1_800_000, 1_000, 86_400_000, func(r *Resilience) *int64 { return &r.ConnectionCooldown.MaxCooldownMS }),
-	num("connection_cooldown.oauth.base_cooldown_ms", 5_000, 100, 600_000, func(r *Resilience) *int64 { return &r.ConnectionCooldown.OAuth.BaseCooldownMS }),
+// perProvider lets a provider override s through field of its ProviderOverrides.
+func perProvider[T any](s *Setting, field func(*ProviderOverrides) **T) *Setting {
+	s.provGet = func(p *ProviderOverrides) (any, bool) {
+		if v := *field(p); v != nil {
+			return *v, true
+		}
+		return nil, false
+	}
+	s.provSet = func(p *ProviderOverrides, v any) {
+		if v == nil {
+			*field(p) = nil
+			return
+		}
+		t := v.(T)
+		*field(p) = &t
+	}
+	return s
+}
+
+// registry holds every setting, in document order. Adding a setting is one line here (and its
+// field in schema.go), its label and help in both catalogs and, to edit it on the dashboard,
+// its path in a card's list.
+var registry = []*Setting{
+	ms("connection_cooldown.max_cooldown_ms", 1_800_000, 1_000, 86_400_000, func(r *Resilience) *int64 { return &r.ConnectionCooldown.MaxCooldownMS }),
+	ms("connection_cooldown.oauth.base_cooldown_ms", 5_000, 100, 600_000, func(r *Resilience) *int64 { return &r.ConnectionCooldown.OAuth.BaseCooldownMS }),
 	num("connection_cooldown.oauth.max_backoff_steps", 8, 0, 20, func(r *Resilience) *int { return &r.ConnectionCooldown.OAuth.MaxBackoffSteps }),
 	flag("connection_cooldown.oauth.use_upstream_retry_hints", false, func(r *Resilience) *bool { return &r.ConnectionCooldown.OAuth.UseUpstreamRetryHints }),
-	num("connection_cooldown.api_key.base_cooldown_ms", 3_000, 100, 600_000, func(r *Resilience) *int64 { return &r.ConnectionCooldown.APIKey.BaseCooldownMS }),
+	ms("connection_cooldown.api_key.base_cooldown_ms", 3_000, 100, 600_000, func(r *Resilience) *int64 { return &r.ConnectionCooldown.APIKey.BaseCooldownMS }),
 	num("connection_cooldown.api_key.max_backoff_steps", 5, 0, 20, func(r *Resilience) *int { return &r.ConnectionCooldown.APIKey.MaxBackoffSteps }),
 	flag("connection_cooldown.api_key.use_upstream_retry_hints", true, func(r *Resilience) *bool { return &r.ConnectionCooldown.APIKey.UseUpstreamRetryHints }),
 
-	num("retry.max_retries", 3, 0, 10, func(r *Resilience) *int { return &r.Retry.MaxRetries }),
-	num("retry.initial_backoff_ms", 1_000, 0, 600_000, func(r *Resilience) *int64 { return &r.Retry.InitialBackoffMS }),
-	num("retry.max_backoff_ms", 30_000, 0, 3_600_000, func(r *Resilience) *int64 { return &r.Retry.MaxBackoffMS }),
-	num("retry.backoff_factor", 2.0, 1, 10, func(r *Resilience) *float64 { return &r.Retry.BackoffFactor }),
-	num("retry.jitter", 0.1, 0, 1, func(r *Resilience) *float64 { return &r.Retry.Jitter }),
-	statusList("retry.retry_on_statuses", []string{"429", "502", "503", "504", "522", "524"}, func(r *Resilience) *[]string { return &r.Retry.RetryOnStatuses }),
+	perProvider(num("retry.max_retries", 3, 0, 10, func(r *Resilience) *int { return &r.Retry.MaxRetries }),
+		func(p *ProviderOverrides) **int { return &p.Retry.MaxRetries }),
+	perProvider(ms("retry.initial_backoff_ms", 1_000, 0, 600_000, func(r *Resilience) *int64 { return &r.Retry.InitialBackoffMS }),
+		func(p *ProviderOverrides) **int64 { return &p.Retry.InitialBackoffMS }),
+	perProvider(ms("retry.max_backoff_ms", 30_000, 0, 3_600_000, func(r *Resilience) *int64 { return &r.Retry.MaxBackoffMS }),
+		func(p *ProviderOverrides) **int64 { return &p.Retry.MaxBackoffMS }),
+	perProvider(num("retry.backoff_factor", 2.0, 1, 10, func(r *Resilience) *float64 { return &r.Retry.BackoffFactor }),
+		func(p *ProviderOverrides) **float64 { return &p.Retry.BackoffFactor }),
+	perProvider(num("retry.jitter", 0.1, 0, 1, func(r *Resilience) *float64 { return &r.Retry.Jitter }),
+		func(p *ProviderOverrides) **float64 { return &p.Retry.Jitter }),
+	perProvider(statusList("retry.retry_on_statuses", []string{"429", "502", "503", "504", "522", "524"}, func(r *Resilience) *[]string { return &r.Retry.RetryOnStatuses }),
+		func(p *ProviderOverrides) **[]string { return &p.Retry.RetryOnStatuses }),
 
-	flag("circuit_breaker.enabled", true, func(r *Resilience) *bool { return &r.CircuitBreaker.Enabled }),
-	enum("circuit_breaker.scope", "provider", []string{"provider", "model"}, func(r *Resilience) *string { return &r.CircuitBreaker.Scope }),
-	num("circuit_breaker.failure_threshold", 5, 0, 1_000, func(r *Resilience) *int { return &r.CircuitBreaker.FailureThreshold }),
-	num("circuit_breaker.success_threshold", 2, 1, 100, func(r *Resilience) *int { return &r.CircuitBreaker.SuccessThreshold }),
-	num("circuit_breaker.timeout_ms", 30_000, 1_000, 3_600_000, func(r *Resilience) *int64 { return &r.CircuitBreaker.TimeoutMS }),
-	statusList("circuit_breaker.failure_on_statuses", []string{"429", "5xx"}, func(r *Resilience) *[]string { return &r.CircuitBreaker.FailureOnStatuses }),
-	num("circuit_breaker.slow_call_threshold_ms", 0, 0, 3_600_000, func(r *Resilience) *int64 { return &r.CircuitBreaker.SlowCallThresholdMS }),
+	perProvider(flag("circuit_breaker.enabled", true, func(r *Resilience) *bool { return &r.CircuitBreaker.Enabled }),
+		func(p *ProviderOverrides) **bool { return &p.CircuitBreaker.Enabled }),
+	perProvider(enum("circuit_breaker.scope", "provider", []string{"provider", "model"}, func(r *Resilience) *string { return &r.CircuitBreaker.Scope }),
+		func(p *ProviderOverrides) **string { return &p.CircuitBreaker.Scope }),
+	perProvider(num("circuit_breaker.failure_threshold", 5, 0, 1_000, func(r *Resilience) *int { return &r.CircuitBreaker.FailureThreshold }),
+		func(p *ProviderOverrides) **int { return &p.CircuitBreaker.FailureThreshold }),
+	perProvider(num("circuit_breaker.success_threshold", 2, 1, 100, func(r *Resilience) *int { return &r.CircuitBreaker.SuccessThreshold }),
+		func(p *ProviderOverrides) **int { return &p.CircuitBreaker.SuccessThreshold }),
+	perProvider(ms("circuit_breaker.timeout_ms", 30_000, 1_000, 3_600_000, func(r *Resilience) *int64 { return &r.CircuitBreaker.TimeoutMS }),
+		func(p *ProviderOverrides) **int64 { return &p.CircuitBreaker.TimeoutMS }),
+	perProvider(statusList("circuit_breaker.failure_on_statuses", []string{"429", "5xx"}, func(r *Resilience) *[]string { return &r.CircuitBreaker.FailureOnStatuses }),
+		func(p *ProviderOverrides) **[]string { return &p.CircuitBreaker.FailureOnStatuses }),
+	perProvider(ms("circuit_breaker.slow_call_threshold_ms", 0, 0, 3_600_000, func(r *Resilience) *int64 { return &r.CircuitBreaker.SlowCallThresholdMS }),
+		func(p *ProviderOverrides) **int64 { return &p.CircuitBreaker.SlowCallThresholdMS }),
 
 	flag("provider_cooldown.enabled", false, func(r *Resilience) *bool { return &r.ProviderCooldown.Enabled }),
 	num("provider_cooldown.oauth.failure_threshold", 10, 1, 1_000, func(r *Resilience) *int { return &r.ProviderCooldown.OAuth.FailureThreshold }).alias("SWITCHYARD_PROVIDER_BREAKER_OAUTH_FAILURE_THRESHOLD"),
-	num("provider_cooldown.oauth.failure_window_ms", 900_000, 1_000, 86_400_000, func(r *Resilience) *int64 { return &r.ProviderCooldown.OAuth.FailureWindowMS }).alias("SWITCHYARD_PROVIDER_BREAKER_OAUTH_FAILURE_WINDOW_MS"),
-	num("provider_cooldown.oauth.cooldown_ms", 300_000, 1_000, 86_400_000, func(r *Resilience) *int64 { return &r.ProviderCooldown.OAuth.CooldownMS }).alias("SWITCHYARD_PROVIDER_BREAKER_OAUTH_COOLDOWN_MS"),
+	ms("provider_cooldown.oauth.failure_window_ms", 900_000, 1_000, 86_400_000, func(r *Resilience) *int64 { return &r.ProviderCooldown.OAuth.FailureWindowMS }).alias("SWITCHYARD_PROVIDER_BREAKER_OAUTH_FAILURE_WINDOW_MS"),
+	ms("provider_cooldown.oauth.cooldown_ms", 300_000, 1_000, 86_400_000, func(r *Resilience) *int64 { return &r.ProviderCooldown.OAuth.CooldownMS }).alias("SWITCHYARD_PROVIDER_BREAKER_OAUTH_COOLDOWN_MS"),
 	num("provider_cooldown.api_key.failure_threshold", 15, 1, 1_000, func(r *Resilience) *int { return &r.ProviderCooldown.APIKey.FailureThreshold }).alias("SWITCHYARD_PROVIDER_BREAKER_API_KEY_FAILURE_THRESHOLD"),
-	num("provider_cooldown.api_key.failure_window_ms", 1_800_000, 1_000, 86_400_000, func(r *Resilience) *int64 { return &r.ProviderCooldown.APIKey.FailureWindowMS }).alias("SWITCHYARD_PROVIDER_BREAKER_API_KEY_FAILURE_WINDOW_MS"),
-	num("provider_cooldown.api_key.cooldown_ms", 600_000, 1_000, 86_400_000, func(r *Resilience) *int64 { return &r.ProviderCooldown.APIKey.CooldownMS }).alias("SWITCHYARD_PROVIDER_BREAKER_API_KEY_COOLDOWN_MS"),
+	ms("provider_cooldown.api_key.failure_window_ms", 1_800_000, 1_000, 86_400_000, func(r *Resilience) *int64 { return &r.ProviderCooldown.APIKey.FailureWindowMS }).alias("SWITCHYARD_PROVIDER_BREAKER_API_KEY_FAILURE_WINDOW_MS"),
+	ms("provider_cooldown.api_key.cooldown_ms", 600_000, 1_000, 86_400_000, func(r *Resilience) *int64 { return &r.ProviderCooldown.APIKey.CooldownMS }).alias("SWITCHYARD_PROVIDER_BREAKER_API_KEY_COOLDOWN_MS"),
 
 	flag("model_lockout.enabled", false, func(r *Resilience) *bool { return &r.ModelLockout.Enabled }),
 	codeList("model_lockout.error_codes", []int{403, 404, 429, 502, 503, 504}, func(r *Resilience) *[]int { return &r.ModelLockout.ErrorCodes }),
-	num("model_lockout.base_cooldown_ms", 120_000, 5_000, 600_000, func(r *Resilience) *int64 { return &r.ModelLockout.BaseCooldownMS }),
-	num("model_lockout.max_cooldown_ms", 1_800_000, 5_000, 3_600_000, func(r *Resilience) *int64 { return &r.ModelLockout.MaxCooldownMS }),
+	ms("model_lockout.base_cooldown_ms", 120_000, 5_000, 600_000, func(r *Resilience) *int64 { return &r.ModelLockout.BaseCooldownMS }),
+	ms("model_lockout.max_cooldown_ms", 1_800_000, 5_000, 3_600_000, func(r *Resilience) *int64 { return &r.ModelLockout.MaxCooldownMS }),
 	num("model_lockout.max_backoff_steps", 10, 0, 20, func(r *Resilience) *int { return &r.ModelLockout.MaxBackoffSteps }),
 	flag("model_lockout.use_exponential_backoff", true, func(r *Resilience) *bool { return &r.ModelLockout.UseExponentialBackoff }),
-	newLeaf("model_lockout.families", map[string]map[string][]string{}, func(r *Resilience) *map[string]map[string][]string { return &r.ModelLockout.Families },
-		checkFamilies, parseFamilies),
+	families("model_lockout.families", func(r *Resilience) *map[string]map[string][]string { return &r.ModelLockout.Families }),
 
-	num("request_queue.max_wait_ms", 30_000, 1, 86_400_000, func(r *Resilience) *int64 { return &r.RequestQueue.MaxWaitMS }).alias("RATE_LIMIT_MAX_WAIT_MS"),
-	num("request_queue.execution_max_wait_ms", 600_000, 1, 86_400_000, func(r *Resilience) *int64 { return &r.RequestQueue.ExecutionMaxWaitMS }).alias("RATE_LIMIT_EXECUTION_MAX_WAIT_MS"),
+	ms("request_queue.max_wait_ms", 30_000, 1, 86_400_000, func(r *Resilience) *int64 { return &r.RequestQueue.MaxWaitMS }).alias("RATE_LIMIT_MAX_WAIT_MS"),
+	ms("request_queue.execution_max_wait_ms", 600_000, 1, 86_400_000, func(r *Resilience) *int64 { return &r.RequestQueue.ExecutionMaxWaitMS }).alias("RATE_LIMIT_EXECUTION_MAX_WAIT_MS"),
 	num("request_queue.max_queue_depth", 0, 0, 100_000, func(r *Resilience) *int { return &r.RequestQueue.MaxQueueDepth }).alias("RATE_LIMIT_MAX_QUEUE_DEPTH"),
 
 	flag("quota_share_concurrency.enabled", true, func(r *Resilience) *bool { return &r.QuotaShareConcurrency.Enabled }),
 
 	flag("combo_cooldown_wait.enabled", true, func(r *Resilience) *bool { return &r.ComboCooldownWait.Enabled }),
-	num("combo_cooldown_wait.max_wait_ms", 90_000, 0, 300_000, func(r *Resilience) *int64 { return &r.ComboCooldownWait.MaxWaitMS }),
+	ms("combo_cooldown_wait.max_wait_ms", 90_000, 0, 300_000, func(r *Resilience) *int64 { return &r.ComboCooldownWait.MaxWaitMS }),
 	num("combo_cooldown_wait.max_attempts", 5, 0, 10, func(r *Resilience) *int { return &r.ComboCooldownWait.MaxAttempts }),
-	num("combo_cooldown_wait.budget_ms", 300_000, 0, 3_600_000, func(r *Resilience) *int64 { return &r.ComboCooldownWait.BudgetMS }),
+	ms("combo_cooldown_wait.budget_ms", 300_000, 0, 3_600_000, func(r *Resilience) *int64 { return &r.ComboCooldownWait.BudgetMS }),
 
-	num("claude_low_priority.slow_retry_after_default_ms", 20_000, 5_000, 600_000, func(r *Resilience) *int64 { return &r.ClaudeLowPriority.SlowRetryAfterDefaultMS }),
-	num("claude_low_priority.slow_max_wait_default_ms", 1_200_000, 60_000, 21_600_000, func(r *Resilience) *int64 { return &r.ClaudeLowPriority.SlowMaxWaitDefaultMS }),
-	num("claude_low_priority.lane_cooloff_ms", 600_000, 0, 86_400_000, func(r *Resilience) *int64 { return &r.ClaudeLowPriority.LaneCooloffMS }),
-	num("claude_low_priority.limit_reset_error_backoff_ms", 900_000, 0, 86_400_000, func(r *Resilience) *int64 { return &r.ClaudeLowPriority.LimitResetErrorBackoffMS }),
+	ms("claude_low_priority.slow_retry_after_default_ms", 20_000, 5_000, 600_000, func(r *Resilience) *int64 { return &r.ClaudeLowPriority.SlowRetryAfterDefaultMS }),
+	ms("claude_low_priority.slow_max_wait_default_ms", 1_200_000, 60_000, 21_600_000, func(r *Resilience) *int64 { return &r.ClaudeLowPriority.SlowMaxWaitDefaultMS }),
+	ms("claude_low_priority.lane_cooloff_ms", 600_000, 0, 86_400_000, func(r *Resilience) *int64 { return &r.ClaudeLowPriority.LaneCooloffMS }),
+	ms("claude_low_priority.limit_reset_error_backoff_ms", 900_000, 0, 86_400_000, func(r *Resilience) *int64 { return &r.ClaudeLowPriority.LimitResetErrorBackoffMS }),
 
-	num("streams.connect_timeout_ms", 30_000, 1_000, 600_000, func(r *Resilience) *int64 { return &r.Streams.ConnectTimeoutMS }),
-	num("streams.first_byte_timeout_ms", 600_000, 1_000, 3_600_000, func(r *Resilience) *int64 { return &r.Streams.FirstByteTimeoutMS }),
-	num("streams.readiness_timeout_ms", 80_000, 1_000, 3_600_000, func(r *Resilience) *int64 { return &r.Streams.ReadinessTimeoutMS }),
-	num("streams.idle_timeout_ms", 600_000, 1_000, 3_600_000, func(r *Resilience) *int64 { return &r.Streams.IdleTimeoutMS }),
+	ms("streams.connect_timeout_ms", 30_000, 1_000, 600_000, func(r *Resilience) *int64 { return &r.Streams.ConnectTimeoutMS }),
+	ms("streams.first_byte_timeout_ms", 600_000, 1_000, 3_600_000, func(r *Resilience) *int64 { return &r.Streams.FirstByteTimeoutMS }),
+	ms("streams.readiness_timeout_ms", 80_000, 1_000, 3_600_000, func(r *Resilience) *int64 { return &r.Streams.ReadinessTimeoutMS }),
+	ms("streams.idle_timeout_ms", 600_000, 1_000, 3_600_000, func(r *Resilience) *int64 { return &r.Streams.IdleTimeoutMS }),
 	flag("streams.throughput_watchdog.enabled", false, func(r *Resilience) *bool { return &r.Streams.ThroughputWatchdog.Enabled }),
-	num("streams.throughput_watchdog.warmup_ms", 30_000, 0, 600_000, func(r *Resilience) *int64 { return &r.Streams.ThroughputWatchdog.WarmupMS }),
-	num("streams.throughput_watchdog.window_ms", 30_000, 1_000, 600_000, func(r *Resilience) *int64 { return &r.Streams.ThroughputWatchdog.WindowMS }),
+	ms("streams.throughput_watchdog.warmup_ms", 30_000, 0, 600_000, func(r *Resilience) *int64 { return &r.Streams.ThroughputWatchdog.WarmupMS }),
+	ms("streams.throughput_watchdog.window_ms", 30_000, 1_000, 600_000, func(r *Resilience) *int64 { return &r.Streams.ThroughputWatchdog.WindowMS }),
 	num("streams.throughput_watchdog.min_useful_bytes_per_second", 4, 1, 1_000_000, func(r *Resilience) *int64 { return &r.Streams.ThroughputWatchdog.MinUsefulBytesPerSecond }),
 	num("streams.throughput_watchdog.min_useful_bytes", 1, 1, 1_000_000, func(r *Resilience) *int64 { return &r.Streams.ThroughputWatchdog.MinUsefulBytes }),
 
-	num("discovery.model_refresh_interval_ms", 3_600_000, 60_000, 86_400_000, func(r *Resilience) *int64 { return &r.Discovery.ModelRefreshIntervalMS }),
-	num("discovery.provider_recheck_interval_ms", 60_000, 0, 86_400_000, func(r *Resilience) *int64 { return &r.Discovery.ProviderRecheckIntervalMS }),
+	ms("discovery.model_refresh_interval_ms", 3_600_000, 60_000, 86_400_000, func(r *Resilience) *int64 { return &r.Discovery.ModelRefreshIntervalMS }),
+	ms("discovery.provider_recheck_interval_ms", 60_000, 0, 86_400_000, func(r *Resilience) *int64 { return &r.Discovery.ProviderRecheckIntervalMS }),
 
-	num("session_affinity_ttl_ms", 0, 0, maxRuleMS, func(r *Resilience) *int64 { return &r.SessionAffinityTTLMS }),
-	jsonList("error_rules", func(r *Resilience) *[]ErrorRule { return &r.ErrorRules }, checkErrorRules),
-	jsonList("status_restatements", func(r *Resilience) *[]StatusRestatement { return &r.StatusRestatements }, checkRestatements),
+	ms("session_affinity_ttl_ms", 0, 0, maxRuleMS, func(r *Resilience) *int64 { return &r.SessionAffinityTTLMS }),
+	ruleList("error_rules", func(r *Resilience) *[]ErrorRule { return &r.ErrorRules }, checkErrorRules),
+	ruleList("status_restatements", func(r *Resilience) *[]StatusRestatement { return &r.StatusRestatements }, checkRestatements),
 }
 
-// leafByPath and sections index the registry; both are read-only after init.
-var leafByPath, sections = indexLeaves()
+// byPath and sections index the registry; both are read-only after init.
+var byPath, sections = indexRegistry()
 
-func indexLeaves() (map[string]*leaf, map[string]bool) {
-	byPath := make(map[string]*leaf, len(leaves))
+func indexRegistry() (map[string]*Setting, map[string]bool) {
+	idx := make(map[string]*Setting, len(registry))
 	secs := map[string]bool{}
-	for i := range leaves {
-		p := leaves[i].path
-		byPath[p] = &leaves[i]
-		for j := strings.IndexByte(p, '.'); j >= 0; j = nextDot(p, j) {
-			secs[p[:j]] = true
+	for _, s := range registry {
+		idx[s.path] = s
+		for j := strings.IndexByte(s.path, '.'); j >= 0; j = nextDot(s.path, j) {
+			secs[s.path[:j]] = true
 		}
 	}
-	return byPath, secs
+	return idx, secs
 }
 
 func nextDot(s string, after int) int {
@@ -242,11 +425,31 @@ func nextDot(s string, after int) int {
 	return after + 1 + i
 }
 
+// Lookup returns the setting at path.
+func Lookup(path string) (*Setting, bool) {
+	s, ok := byPath[path]
+	return s, ok
+}
+
+// All returns every setting, in document order.
+func All() []*Setting { return slices.Clone(registry) }
+
+// ProviderOverridable returns the settings a provider may override, in document order.
+func ProviderOverridable() []*Setting {
+	var out []*Setting
+	for _, s := range registry {
+		if s.ProviderOverridable() {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // Defaults returns the built-in defaults.
 func Defaults() Resilience {
 	var r Resilience
-	for _, l := range leaves {
-		l.set(&r, cloneValue(l.def))
+	for _, s := range registry {
+		s.set(&r, cloneValue(s.def))
 	}
 	return r
 }
@@ -281,24 +484,34 @@ func strictUnmarshal(data []byte, v any) error {
 	return nil
 }
 
-func parseNumber[T number](s string) (T, error) {
-	s = strings.TrimSpace(s)
+// envNumber reads a number from the environment.
+func envNumber[T number](text string) (T, *errs.Msg) {
+	text = strings.TrimSpace(text)
 	var zero T
 	switch any(zero).(type) {
 	case int:
-		n, err := strconv.Atoi(s)
-		return T(n), err
+		n, err := strconv.Atoi(text)
+		if err != nil {
+			return zero, msg("err.whole_number")
+		}
+		return T(n), nil
 	case int64:
-		n, err := strconv.ParseInt(s, 10, 64)
-		return T(n), err
+		n, err := strconv.ParseInt(text, 10, 64)
+		if err != nil {
+			return zero, msg("err.whole_number")
+		}
+		return T(n), nil
 	default:
-		f, err := strconv.ParseFloat(s, 64)
-		return T(f), err
+		f, err := strconv.ParseFloat(text, 64)
+		if err != nil {
+			return zero, msg("err.number")
+		}
+		return T(f), nil
 	}
 }
 
 // splitList reads a comma-separated env list; "" is the empty list.
-func splitList(s string) ([]string, error) {
+func splitList(s string) ([]string, *errs.Msg) {
 	out := []string{}
 	for p := range strings.SplitSeq(s, ",") {
 		if p = strings.TrimSpace(p); p != "" {
@@ -308,35 +521,40 @@ func splitList(s string) ([]string, error) {
 	return out, nil
 }
 
-// describeDecodeError turns a JSON or parse error for a value of type T into English.
-func describeDecodeError[T any](err error) string {
+// decodeError says why a JSON value is no value of type T.
+func decodeError[T any](err error) errs.Msg {
 	var zero T
 	switch any(zero).(type) {
 	case int, int64:
-		return "must be a whole number"
+		return errs.M("err.whole_number")
 	case float64:
-		return "must be a number"
+		return errs.M("err.number")
 	case bool:
-		return "must be true or false"
+		return errs.M("err.bool")
 	case string:
-		return "must be a string"
+		return errs.M("err.string")
 	case []string:
-		return `must be a list of strings such as "429" or "5xx"`
+		return errs.M("err.status_list")
 	case []int:
-		return "must be a list of whole numbers"
+		return errs.M("err.codes_list")
 	case map[string]map[string][]string:
-		return `must map each provider to families of model patterns, e.g. {"anthropic": {"opus": ["claude-opus-*"]}}`
+		return errs.M("err.families_json")
 	}
+	return jsonError(err)
+}
+
+// jsonError says what is wrong with a JSON object or list of objects.
+func jsonError(err error) errs.Msg {
 	var typeErr *json.UnmarshalTypeError
 	if errors.As(err, &typeErr) {
 		if typeErr.Field == "" {
-			return "must be a list of objects"
+			return errs.M("err.object_list")
 		}
-		return fmt.Sprintf("has the wrong type at %s (expected %s)", typeErr.Field, typeErr.Type)
+		return errs.M("err.wrong_type", typeErr.Field, typeErr.Type.String())
 	}
-	msg := strings.TrimPrefix(err.Error(), "json: ")
-	if strings.HasPrefix(msg, "unknown field") {
-		return "has an " + msg
+	text := strings.TrimPrefix(err.Error(), "json: ")
+	if name, ok := strings.CutPrefix(text, "unknown field "); ok {
+		return errs.M("err.unknown_field", strings.Trim(name, `"`))
 	}
-	return "is invalid: " + msg
+	return errs.M("err.invalid_json", text)
 }

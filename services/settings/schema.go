@@ -3,8 +3,10 @@
 // the immutable snapshot the hot path reads through an atomic pointer.
 //
 // The structs below mirror the JSON document of GET/PATCH /api/settings/resilience
-// (PRODUCT.md §3). Every leaf is also listed once in the registry (registry.go), which
-// drives env mapping, PATCH validation, sources and persistence.
+// (PRODUCT.md §3). Every leaf is described once in the registry (registry.go): its kind,
+// unit, range, options and default, from which follow env mapping, JSON and form decoding
+// (form.go), validation, sources, persistence, per-provider overrides and the dashboard's
+// labels and help texts (catalog keys setting.<path> and setting.<path>.help).
 package settings
 
 // Resilience is the whole resilience settings document.

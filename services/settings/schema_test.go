@@ -128,8 +128,8 @@ func TestRegistryCoversEveryLeafOnce(t *testing.T) {
 	for p := range doc {
 		fromDoc = append(fromDoc, p)
 	}
-	for _, l := range leaves {
-		fromRegistry = append(fromRegistry, l.path)
+	for _, st := range registry {
+		fromRegistry = append(fromRegistry, st.path)
 	}
 	sort.Strings(fromDoc)
 	sort.Strings(fromRegistry)
@@ -137,7 +137,7 @@ func TestRegistryCoversEveryLeafOnce(t *testing.T) {
 		t.Errorf("registry paths differ from the document:\nregistry %v\ndocument %v", fromRegistry, fromDoc)
 	}
 	// Each leaf's accessor must point at the field its path names.
-	for _, l := range leaves {
+	for _, l := range registry {
 		var r Resilience
 		l.set(&r, cloneValue(l.def))
 		got := map[string]any{}

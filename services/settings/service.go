@@ -1,17 +1,17 @@
 package settings
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"switchyard/services/errs"
 )
 
 // StoreKey is the key_value key holding the operator's saved values.
@@ -35,13 +35,13 @@ type revisionStore interface {
 type Service struct {
 	store    Store
 	now      func() time.Time
-	env      map[string]any // leaf path → value from the environment; read-only after New
+	env      map[string]any // setting path → value from the environment; read-only after New
 	warnings []string
 
 	snap atomic.Pointer[Snapshot]
 
 	mu        sync.Mutex     // serialises Patch so concurrent saves never lose an update
-	persisted map[string]any // leaf path → saved value; guarded by mu
+	persisted map[string]any // setting path → saved value; guarded by mu
 	listeners []func(*Snapshot)
 }
 
@@ -79,15 +79,21 @@ func New(ctx context.Context, store Store, lookupEnv func(string) (string, bool)
 	return s, nil
 }
 
-// loadPersisted keeps every saved leaf that still exists and validates, alone and together.
+// loadPersisted keeps every saved setting that still exists and validates, alone and together.
 func (s *Service) loadPersisted(raw []byte) {
-	errs := fieldErrors{}
+	fe := fieldErrors{}
 	flat := map[string]json.RawMessage{}
-	flatten(raw, "", flat, errs)
-	for p, v := range decodeLeaves(flat, errs) {
-		if v != nil {
-			s.persisted[p] = v
+	flatten(raw, "", flat, fe)
+	for p, v := range decodeValues(flat, fe) {
+		if v == nil {
+			continue
 		}
+		own := fieldErrors{}
+		if byPath[p].check(p, v, own); len(own) > 0 {
+			fe.merge(own)
+			continue
+		}
+		s.persisted[p] = v
 	}
 	for dropped := true; dropped; {
 		dropped = false
@@ -101,12 +107,10 @@ func (s *Service) loadPersisted(raw []byte) {
 				}
 			}
 		}
-		for k, msg := range cross {
-			errs.add(k, msg)
-		}
+		fe.merge(cross)
 	}
-	for _, k := range slices.Sorted(maps.Keys(errs)) {
-		s.warnings = append(s.warnings, fmt.Sprintf("%s: saved value ignored: %s: %s", StoreKey, k, errs[k]))
+	for _, k := range slices.Sorted(maps.Keys(fe)) {
+		s.warnings = append(s.warnings, fmt.Sprintf("%s: saved value ignored: %s: %s", StoreKey, k, fe[k]))
 	}
 }
 
@@ -127,31 +131,47 @@ func (s *Service) OnChange(fn func(*Snapshot)) {
 	s.listeners = append(s.listeners, fn)
 }
 
-// Patch applies a partial settings document. Unknown keys, wrong types, out-of-range
-// values and cross-field violations are all reported together in a *ValidationError, and
-// then nothing is saved. A JSON null removes the saved value of a leaf (or of every leaf
-// in a section), reverting it to the environment or default. A patch that changes no
-// saved value returns the current snapshot without writing.
+// Patch applies a partial settings document (PATCH /api/settings/resilience): see Apply. A
+// JSON null removes the saved value of a setting (or of every setting in a section), reverting
+// it to the environment or default.
 func (s *Service) Patch(ctx context.Context, raw []byte) (*Snapshot, error) {
+	return s.Apply(ctx, parsePatch(raw))
+}
+
+// Apply validates changes and saves them. Problems met while reading them, unknown settings,
+// out-of-range values and cross-field violations are all reported together in one
+// *errs.Error (code Invalid, Fields keyed by dotted path), and then nothing is saved. Changes
+// that leave every saved value as it is return the current snapshot without writing.
+func (s *Service) Apply(ctx context.Context, ch *Changes) (*Snapshot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 
-	errs := fieldErrors{}
-	flat := map[string]json.RawMessage{}
-	flatten(raw, "", flat, errs)
-	changes := decodeLeaves(flat, errs)
+	fe := fieldErrors{}
+	fe.merge(ch.problems)
 	next := maps.Clone(s.persisted)
-	for p, v := range changes {
-		if v == nil {
+	for _, p := range slices.Sorted(maps.Keys(ch.values)) {
+		v := ch.values[p]
+		st, ok := byPath[p]
+		switch {
+		case !ok:
+			fe.add(p, errs.M("err.unknown_setting"))
+		case v == nil:
 			delete(next, p)
-		} else {
+		case !st.accepts(v):
+			return nil, errs.Internalf("settings: %s cannot hold a %T", p, v)
+		default:
+			own := fieldErrors{}
+			if st.check(p, v, own); len(own) > 0 {
+				fe.merge(own)
+				continue
+			}
 			next[p] = v
 		}
 	}
 	values, sources := build(s.env, next)
-	checkCross(&values, errs)
-	if len(errs) > 0 {
-		return nil, &ValidationError{Fields: errs}
+	checkCross(&values, fe)
+	if err := fe.err(); err != nil {
+		return nil, err
 	}
 
 	doc, err := marshalPersisted(next)
@@ -174,33 +194,38 @@ func (s *Service) Patch(ctx context.Context, raw []byte) (*Snapshot, error) {
 	return snap, nil
 }
 
-// loadEnv reads every leaf's canonical variable, then its aliases; the first one set wins.
+// loadEnv reads every setting's canonical variable, then its aliases; the first one set wins.
+// Problems are keyed by the variable's name (cross-field ones by the setting's path).
 func loadEnv(lookup func(string) (string, bool)) (map[string]any, error) {
 	vals := map[string]any{}
-	setBy := map[string]string{} // leaf path → variable name
-	errs := fieldErrors{}
-	for _, l := range leaves {
-		for _, name := range l.envNames() {
+	setBy := map[string]string{} // setting path → variable name
+	fe := fieldErrors{}
+	for _, st := range registry {
+		for _, name := range st.EnvNames() {
 			text, ok := lookup(name)
 			if !ok {
 				continue
 			}
-			v, err := l.parse(text)
-			if err != nil {
-				errs.add(name, err.Error())
+			v, problem := st.parseEnv(text)
+			if problem != nil {
+				fe.add(name, *problem)
 				break
 			}
-			le := fieldErrors{}
-			l.check(l.path, v, le)
-			if len(le) > 0 {
-				errs.add(name, le.String())
+			own := fieldErrors{}
+			if st.check(st.path, v, own); len(own) > 0 {
+				k := slices.Sorted(maps.Keys(own))[0]
+				if k == st.path {
+					fe.add(name, own[k])
+				} else {
+					fe.add(name, errs.M("err.at_key", k, own[k]))
+				}
 				break
 			}
-			vals[l.path], setBy[l.path] = v, name
+			vals[st.path], setBy[st.path] = v, name
 			break
 		}
 	}
-	if len(errs) == 0 {
+	if len(fe) == 0 {
 		r, _ := build(vals, nil)
 		cross := fieldErrors{}
 		for _, c := range checkCross(&r, cross) {
@@ -210,130 +235,34 @@ func loadEnv(lookup func(string) (string, bool)) (map[string]any, error) {
 					names = append(names, n)
 				}
 			}
-			errs.add(c.key, fmt.Sprintf("%s (set by %s)", cross[c.key], strings.Join(names, ", ")))
+			fe.add(c.key, errs.M("err.set_by", cross[c.key], strings.Join(names, ", ")))
 		}
 	}
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("settings: environment: %w", &ValidationError{Fields: errs})
+	if len(fe) > 0 {
+		return nil, fmt.Errorf("settings: environment: %w", &errs.Error{Code: errs.Invalid, Msg: errs.M("err.settings_env"), Fields: fe})
 	}
 	return vals, nil
 }
 
-// build merges the layers over the defaults and records each leaf's source.
+// build merges the layers over the defaults and records each setting's source.
 func build(env, persisted map[string]any) (Resilience, map[string]string) {
 	var r Resilience
-	sources := make(map[string]string, len(leaves))
-	for _, l := range leaves {
-		v, src := l.def, SourceDefault
-		if ev, ok := env[l.path]; ok {
+	sources := make(map[string]string, len(registry))
+	for _, st := range registry {
+		v, src := st.def, SourceDefault
+		if ev, ok := env[st.path]; ok {
 			v, src = ev, SourceEnv
 		}
-		if pv, ok := persisted[l.path]; ok {
+		if pv, ok := persisted[st.path]; ok {
 			v, src = pv, SourcePersisted
 		}
-		l.set(&r, cloneValue(v))
-		sources[l.path] = src
+		st.set(&r, cloneValue(v))
+		sources[st.path] = src
 	}
 	return r, sources
 }
 
-// flatten walks a (partial) document into leaf path → raw JSON. A null section expands to
-// a null for every leaf below it.
-func flatten(raw []byte, prefix string, out map[string]json.RawMessage, errs fieldErrors) {
-	obj, msg := decodeObject(raw)
-	if msg != "" {
-		if prefix == "" {
-			msg = "the settings document " + msg
-		}
-		errs.add(prefix, msg)
-		return
-	}
-	for k, v := range obj {
-		p := k
-		if prefix != "" {
-			p = prefix + "." + k
-		}
-		switch {
-		case strings.Contains(k, "."):
-			errs.add(p, "is not a known setting")
-		case leafByPath[p] != nil:
-			out[p] = v
-		case sections[p] && isNull(v):
-			for _, l := range leaves {
-				if strings.HasPrefix(l.path, p+".") {
-					out[l.path] = v
-				}
-			}
-		case sections[p]:
-			flatten(v, p, out, errs)
-		default:
-			errs.add(p, "is not a known setting")
-		}
-	}
-}
-
-// decodeObject reads one JSON object, rejecting repeated keys and trailing data.
-func decodeObject(raw []byte) (map[string]json.RawMessage, string) {
-	const notObject = "must be a JSON object"
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil, notObject
-	}
-	obj := map[string]json.RawMessage{}
-	for dec.More() {
-		tok, err := dec.Token()
-		key, ok := tok.(string)
-		if err != nil || !ok {
-			return nil, notObject
-		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, notObject
-		}
-		if _, dup := obj[key]; dup {
-			return nil, fmt.Sprintf("repeats the key %q", key)
-		}
-		obj[key] = v
-	}
-	if _, err := dec.Token(); err != nil {
-		return nil, notObject
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, notObject
-	}
-	return obj, ""
-}
-
-func isNull(raw json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(raw), []byte("null")) }
-
-// decodeLeaves decodes and validates each flattened value; a nil value marks a JSON null.
-// Invalid leaves are reported in errs and left out.
-func decodeLeaves(flat map[string]json.RawMessage, errs fieldErrors) map[string]any {
-	out := make(map[string]any, len(flat))
-	for p, raw := range flat {
-		if isNull(raw) {
-			out[p] = nil
-			continue
-		}
-		l := leafByPath[p]
-		v, err := l.decode(raw)
-		if err != nil {
-			errs.add(p, err.Error())
-			continue
-		}
-		le := fieldErrors{}
-		if l.check(p, v, le); len(le) > 0 {
-			for k, msg := range le {
-				errs.add(k, msg)
-			}
-			continue
-		}
-		out[p] = v
-	}
-	return out
-}
-
-// marshalPersisted renders saved leaves as a nested partial document (keys sorted).
+// marshalPersisted renders saved values as a nested partial document (keys sorted).
 func marshalPersisted(flat map[string]any) (string, error) {
 	root := map[string]any{}
 	for p, v := range flat {
@@ -380,11 +309,20 @@ func (s *Snapshot) Revision() int64 { return s.revision }
 // UpdatedAt is when this snapshot was built.
 func (s *Snapshot) UpdatedAt() time.Time { return s.updatedAt }
 
-// Source names the layer a leaf's value came from ("default", "env", "persisted"), or ""
+// Value is the effective value of the setting at path (shared with every reader: do not
+// modify it), or nil for an unknown path.
+func (s *Snapshot) Value(path string) any {
+	if st, ok := byPath[path]; ok {
+		return st.get(&s.values)
+	}
+	return nil
+}
+
+// Source names the layer a setting's value came from ("default", "env", "persisted"), or ""
 // for an unknown path.
 func (s *Snapshot) Source(path string) string { return s.sources[path] }
 
-// Sources returns every leaf path with its source.
+// Sources returns every setting path with its source.
 func (s *Snapshot) Sources() map[string]string { return maps.Clone(s.sources) }
 
 // RetryOn matches retry.retry_on_statuses.

@@ -12,6 +12,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"switchyard/i18n"
+	"switchyard/services/errs"
 )
 
 var fixedNow = func() time.Time { return time.Unix(1_700_000_000, 0) }
@@ -41,11 +44,16 @@ func patchOf(path, value string) []byte {
 
 func fieldKeys(t *testing.T, err error) []string {
 	t.Helper()
-	var ve *ValidationError
-	if !errors.As(err, &ve) {
-		t.Fatalf("error %v is not a *ValidationError", err)
+	var e *errs.Error
+	if !errors.As(err, &e) || e.Code != errs.Invalid {
+		t.Fatalf("error %v is not an Invalid *errs.Error", err)
 	}
-	return slices.Sorted(maps.Keys(ve.Fields))
+	for k, m := range e.Fields {
+		if !i18n.Has(i18n.EN, m.Key) || !i18n.Has(i18n.DE, m.Key) {
+			t.Errorf("the message of %s has no catalog key: %q", k, m.Key)
+		}
+	}
+	return slices.Sorted(maps.Keys(e.Fields))
 }
 
 func TestPatchRanges(t *testing.T) {
@@ -498,7 +506,7 @@ func TestEffectiveDocumentJSON(t *testing.T) {
 	if err := json.Unmarshal(b, &doc); err != nil {
 		t.Fatal(err)
 	}
-	if len(doc.Values) != 14 || len(doc.Sources) != len(leaves) || doc.Revision == nil {
+	if len(doc.Values) != 14 || len(doc.Sources) != len(registry) || doc.Revision == nil {
 		t.Errorf("document shape: %d sections, %d sources", len(doc.Values), len(doc.Sources))
 	}
 	if doc.Sources["retry.max_retries"] != SourceEnv || doc.Sources["retry.jitter"] != SourceDefault {

@@ -1,36 +1,37 @@
 package settings
 
 import (
-	"fmt"
 	"maps"
 	"slices"
 	"strings"
+
+	"switchyard/services/errs"
 )
 
-// ValidationError reports every invalid field at once, keyed by dotted path
-// (e.g. "model_lockout.max_cooldown_ms", "error_rules[0].reason"). The key "" stands for
-// the document itself; environment errors are keyed by the variable name.
-type ValidationError struct {
-	Fields map[string]string
-}
+// fieldErrors collects messages keyed by dotted path (e.g. "model_lockout.max_cooldown_ms",
+// "error_rules[0].reason"); the key "" stands for the document itself, and environment problems
+// are keyed by the variable's name. The first message for a key wins.
+type fieldErrors map[string]errs.Msg
 
-func (e *ValidationError) Error() string {
-	return "invalid settings: " + fieldErrors(e.Fields).String()
-}
-
-// String renders the messages sorted by key.
-func (e fieldErrors) String() string {
-	var b strings.Builder
-	for i, k := range slices.Sorted(maps.Keys(e)) {
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		if k != "" {
-			b.WriteString(k + ": ")
-		}
-		b.WriteString(e[k])
+func (fe fieldErrors) add(key string, m errs.Msg) {
+	if _, ok := fe[key]; !ok {
+		fe[key] = m
 	}
-	return b.String()
+}
+
+// merge adds every message of other whose key has none yet.
+func (fe fieldErrors) merge(other fieldErrors) {
+	for _, k := range slices.Sorted(maps.Keys(other)) {
+		fe.add(k, other[k])
+	}
+}
+
+// err is the collected messages as one Invalid error, or nil when there are none.
+func (fe fieldErrors) err() error {
+	if len(fe) == 0 {
+		return nil
+	}
+	return errs.Fields(maps.Clone(fe))
 }
 
 // Rule enums and limits.
@@ -40,36 +41,42 @@ var (
 	ruleTerminals = []string{"", "banned", "expired", "credits_exhausted"}
 )
 
+// RuleOptions are the values an error rule's reason, scope and terminal state may take (the
+// terminal state "" = none first).
+func RuleOptions() (reasons, scopes, terminals []string) {
+	return slices.Clone(ruleReasons), slices.Clone(ruleScopes), slices.Clone(ruleTerminals)
+}
+
 const (
 	maxRules  = 1_000
 	maxRuleMS = 30 * 24 * 3_600_000 // 30 days, the cap on honoured upstream hints
 )
 
-func oneOf(allowed []string) func(string) string {
-	return func(v string) string {
+func oneOf(allowed []string) func(string) *errs.Msg {
+	return func(v string) *errs.Msg {
 		if slices.Contains(allowed, v) {
-			return ""
+			return nil
 		}
-		return "must be one of: " + strings.Join(allowed, ", ")
+		return msg("err.one_of", strings.Join(allowed, ", "))
 	}
 }
 
-func checkStatusPatterns(list []string) string {
+func checkStatusPatterns(list []string) *errs.Msg {
 	for _, p := range list {
 		if _, _, ok := parseStatusPattern(p); !ok {
-			return fmt.Sprintf("%q is not a status: use a code such as \"429\" (100–599) or a class such as \"5xx\"", p)
+			return msg("err.status_pattern", p)
 		}
 	}
-	return ""
+	return nil
 }
 
-func checkCodes(codes []int) string {
+func checkCodes(codes []int) *errs.Msg {
 	for _, c := range codes {
 		if c < 100 || c > 599 {
-			return fmt.Sprintf("must contain only status codes between 100 and 599 (got %d)", c)
+			return msg("err.codes_range", c)
 		}
 	}
-	return ""
+	return nil
 }
 
 // ruleMatch holds the match conditions shared by error rules and restatements.
@@ -78,135 +85,133 @@ type ruleMatch struct {
 	markers, excludeMarkers []string
 }
 
-func (m ruleMatch) check(prefix string, errs fieldErrors) {
+func (m ruleMatch) check(prefix string, fe fieldErrors) {
 	for h := range m.headers {
 		if strings.TrimSpace(h) == "" {
-			errs.add(prefix+".header_matches", "header names must not be empty")
+			fe.add(prefix+".header_matches", errs.M("err.header_empty"))
 		}
 	}
 	if slices.Contains(m.markers, "") {
-		errs.add(prefix+".body_markers", "markers must not be empty")
+		fe.add(prefix+".body_markers", errs.M("err.marker_empty"))
 	}
 	if slices.Contains(m.excludeMarkers, "") {
-		errs.add(prefix+".exclude_markers", "markers must not be empty")
+		fe.add(prefix+".exclude_markers", errs.M("err.marker_empty"))
 	}
 }
 
-func checkRuleList(path string, n int, name func(int) string, errs fieldErrors) {
+func checkRuleList(path string, n int, name func(int) string, fe fieldErrors) {
 	if n > maxRules {
-		errs.add(path, fmt.Sprintf("must have at most %d rules", maxRules))
+		fe.add(path, errs.M("err.too_many_rules", maxRules))
 	}
 	seen := map[string]bool{}
 	for i := range n {
-		key := fmt.Sprintf("%s[%d].name", path, i)
+		key := ruleKey(path, i) + ".name"
 		switch nm := name(i); {
 		case strings.TrimSpace(nm) == "":
-			errs.add(key, "must not be empty")
+			fe.add(key, errs.M("err.not_empty"))
 		case seen[nm]:
-			errs.add(key, fmt.Sprintf("%q is used by another rule", nm))
+			fe.add(key, errs.M("err.rule_name_taken", nm))
 		default:
 			seen[nm] = true
 		}
 	}
 }
 
-func checkErrorRules(path string, rules []ErrorRule, errs fieldErrors) {
-	checkRuleList(path, len(rules), func(i int) string { return rules[i].Name }, errs)
+// ruleKey names rule i of the list at path in error keys: "error_rules[2]".
+func ruleKey(path string, i int) string { return path + "[" + formatNumber(i) + "]" }
+
+// check puts the message of a single-message validator, if any, under key.
+func (fe fieldErrors) check(key string, m *errs.Msg) {
+	if m != nil {
+		fe.add(key, *m)
+	}
+}
+
+func checkErrorRules(path string, rules []ErrorRule, fe fieldErrors) {
+	checkRuleList(path, len(rules), func(i int) string { return rules[i].Name }, fe)
 	for i, r := range rules {
-		p := fmt.Sprintf("%s[%d]", path, i)
-		if msg := oneOf(ruleReasons)(r.Reason); msg != "" {
-			errs.add(p+".reason", msg)
+		p := ruleKey(path, i)
+		fe.check(p+".reason", oneOf(ruleReasons)(r.Reason))
+		fe.check(p+".scope", oneOf(ruleScopes)(r.Scope))
+		if !slices.Contains(ruleTerminals, r.Terminal) {
+			fe.add(p+".terminal", errs.M("err.terminal"))
 		}
-		if msg := oneOf(ruleScopes)(r.Scope); msg != "" {
-			errs.add(p+".scope", msg)
-		}
-		if msg := oneOf(ruleTerminals)(r.Terminal); msg != "" {
-			errs.add(p+".terminal", `must be empty or one of: banned, expired, credits_exhausted`)
-		}
-		if msg := checkCodes(r.Statuses); msg != "" {
-			errs.add(p+".statuses", msg)
-		}
-		if msg := between[int64](0, maxRuleMS)(r.CooldownMS); msg != "" {
-			errs.add(p+".cooldown_ms", msg)
-		}
+		fe.check(p+".statuses", checkCodes(r.Statuses))
+		fe.check(p+".cooldown_ms", between[int64](0, maxRuleMS)(r.CooldownMS))
 		if len(r.Statuses) == 0 && len(r.BodyMarkers) == 0 && len(r.HeaderMatches) == 0 {
-			errs.add(p, "needs at least one of statuses, body_markers or header_matches")
+			fe.add(p, errs.M("err.rule_condition"))
 		}
-		ruleMatch{r.HeaderMatches, r.BodyMarkers, r.ExcludeMarkers}.check(p, errs)
+		ruleMatch{r.HeaderMatches, r.BodyMarkers, r.ExcludeMarkers}.check(p, fe)
 	}
 }
 
-func checkRestatements(path string, rules []StatusRestatement, errs fieldErrors) {
-	checkRuleList(path, len(rules), func(i int) string { return rules[i].Name }, errs)
+func checkRestatements(path string, rules []StatusRestatement, fe fieldErrors) {
+	checkRuleList(path, len(rules), func(i int) string { return rules[i].Name }, fe)
 	for i, r := range rules {
-		p := fmt.Sprintf("%s[%d]", path, i)
-		if msg := between(100, 599)(r.FromStatus); msg != "" {
-			errs.add(p+".from_status", msg)
-		}
-		if msg := between(100, 599)(r.ToStatus); msg != "" {
-			errs.add(p+".to_status", msg)
-		}
-		if msg := between[int64](0, maxRuleMS)(r.RetryAfterMS); msg != "" {
-			errs.add(p+".retry_after_ms", msg)
-		}
-		ruleMatch{r.HeaderMatches, r.BodyMarkers, r.ExcludeMarkers}.check(p, errs)
+		p := ruleKey(path, i)
+		fe.check(p+".from_status", between(100, 599)(r.FromStatus))
+		fe.check(p+".to_status", between(100, 599)(r.ToStatus))
+		fe.check(p+".retry_after_ms", between[int64](0, maxRuleMS)(r.RetryAfterMS))
+		ruleMatch{r.HeaderMatches, r.BodyMarkers, r.ExcludeMarkers}.check(p, fe)
 	}
 }
 
-// crossCheck is a rule spanning several leaves; its error is reported under key.
+// crossCheck is a rule spanning several settings; its message is reported under key.
 type crossCheck struct {
 	key   string
 	paths []string
-	check func(r *Resilience) string
+	check func(r *Resilience) *errs.Msg
 }
 
-func atLeast(what string, lo, v int64) string {
+// atLeast says that a value must be at least the one of the setting at other (lo).
+func atLeast(other string, lo, v int64) *errs.Msg {
 	if v < lo {
-		return fmt.Sprintf("must be at least %s (%d)", what, lo)
+		return msg("err.at_least", errs.M("setting."+other), lo)
 	}
-	return ""
+	return nil
 }
 
-func atMost(what string, hi, v int64) string {
+// atMost says that a value must not exceed the one of the setting at other (hi).
+func atMost(other string, hi, v int64) *errs.Msg {
 	if v > hi {
-		return fmt.Sprintf("must not exceed %s (%d)", what, hi)
+		return msg("err.at_most", errs.M("setting."+other), hi)
 	}
-	return ""
+	return nil
 }
 
 var crossChecks = []crossCheck{
 	{"model_lockout.max_cooldown_ms", []string{"model_lockout.max_cooldown_ms", "model_lockout.base_cooldown_ms"},
-		func(r *Resilience) string {
-			return atLeast("base_cooldown_ms", r.ModelLockout.BaseCooldownMS, r.ModelLockout.MaxCooldownMS)
+		func(r *Resilience) *errs.Msg {
+			return atLeast("model_lockout.base_cooldown_ms", r.ModelLockout.BaseCooldownMS, r.ModelLockout.MaxCooldownMS)
 		}},
 	{"retry.max_backoff_ms", []string{"retry.max_backoff_ms", "retry.initial_backoff_ms"},
-		func(r *Resilience) string {
-			return atLeast("initial_backoff_ms", r.Retry.InitialBackoffMS, r.Retry.MaxBackoffMS)
+		func(r *Resilience) *errs.Msg {
+			return atLeast("retry.initial_backoff_ms", r.Retry.InitialBackoffMS, r.Retry.MaxBackoffMS)
 		}},
 	{"connection_cooldown.oauth.base_cooldown_ms", []string{"connection_cooldown.oauth.base_cooldown_ms", "connection_cooldown.max_cooldown_ms"},
-		func(r *Resilience) string {
-			return atMost("max_cooldown_ms", r.ConnectionCooldown.MaxCooldownMS, r.ConnectionCooldown.OAuth.BaseCooldownMS)
+		func(r *Resilience) *errs.Msg {
+			return atMost("connection_cooldown.max_cooldown_ms", r.ConnectionCooldown.MaxCooldownMS, r.ConnectionCooldown.OAuth.BaseCooldownMS)
 		}},
 	{"connection_cooldown.api_key.base_cooldown_ms", []string{"connection_cooldown.api_key.base_cooldown_ms", "connection_cooldown.max_cooldown_ms"},
-		func(r *Resilience) string {
-			return atMost("max_cooldown_ms", r.ConnectionCooldown.MaxCooldownMS, r.ConnectionCooldown.APIKey.BaseCooldownMS)
+		func(r *Resilience) *errs.Msg {
+			return atMost("connection_cooldown.max_cooldown_ms", r.ConnectionCooldown.MaxCooldownMS, r.ConnectionCooldown.APIKey.BaseCooldownMS)
 		}},
 	{"combo_cooldown_wait.budget_ms", []string{"combo_cooldown_wait.budget_ms", "combo_cooldown_wait.max_wait_ms"},
-		func(r *Resilience) string {
-			return atLeast("max_wait_ms", r.ComboCooldownWait.MaxWaitMS, r.ComboCooldownWait.BudgetMS)
+		func(r *Resilience) *errs.Msg {
+			return atLeast("combo_cooldown_wait.max_wait_ms", r.ComboCooldownWait.MaxWaitMS, r.ComboCooldownWait.BudgetMS)
 		}},
 }
 
-// checkCross adds the violated cross-field rules to errs, skipping rules whose leaves
-// already have an error of their own. It returns the violated rules.
-func checkCross(r *Resilience, errs fieldErrors) []crossCheck {
+// checkCross adds the violated cross-field rules to fe, skipping rules whose settings already
+// have a problem of their own. It returns the violated rules.
+func checkCross(r *Resilience, fe fieldErrors) []crossCheck {
 	var bad []crossCheck
 	for _, c := range crossChecks {
-		if slices.ContainsFunc(c.paths, func(p string) bool { _, ok := errs[p]; return ok }) {
+		if slices.ContainsFunc(c.paths, func(p string) bool { _, ok := fe[p]; return ok }) {
 			continue
 		}
-		if msg := c.check(r); msg != "" {
-			errs.add(c.key, msg)
+		if m := c.check(r); m != nil {
+			fe.add(c.key, *m)
 			bad = append(bad, c)
 		}
 	}
@@ -215,11 +220,11 @@ func checkCross(r *Resilience, errs fieldErrors) []crossCheck {
 
 // checkFamilies validates model_lockout.families: provider → family name → model patterns.
 // Names must not be blank; a pattern is an exact model name or a prefix ending in one "*".
-func checkFamilies(path string, fams map[string]map[string][]string, errs fieldErrors) {
+func checkFamilies(path string, fams map[string]map[string][]string, fe fieldErrors) {
 	for _, provider := range slices.Sorted(maps.Keys(fams)) {
 		pp := path + "." + provider
 		if strings.TrimSpace(provider) == "" {
-			errs.add(pp, "provider names must not be empty")
+			fe.add(pp, errs.M("err.family_provider_empty"))
 			continue
 		}
 		for _, name := range slices.Sorted(maps.Keys(fams[provider])) {
@@ -227,13 +232,13 @@ func checkFamilies(path string, fams map[string]map[string][]string, errs fieldE
 			patterns := fams[provider][name]
 			switch {
 			case strings.TrimSpace(name) == "":
-				errs.add(pp, "family names must not be empty")
+				fe.add(pp, errs.M("err.family_name_empty"))
 			case len(patterns) == 0:
-				errs.add(fp, "must list at least one model pattern")
+				fe.add(fp, errs.M("err.family_patterns"))
 			}
 			for _, pat := range patterns {
-				if msg := checkFamilyPattern(pat); msg != "" {
-					errs.add(fp, msg)
+				if m := checkFamilyPattern(pat); m != nil {
+					fe.add(fp, *m)
 					break
 				}
 			}
@@ -241,21 +246,14 @@ func checkFamilies(path string, fams map[string]map[string][]string, errs fieldE
 	}
 }
 
-func checkFamilyPattern(p string) string {
+func checkFamilyPattern(p string) *errs.Msg {
 	switch star := strings.IndexByte(p, '*'); {
 	case strings.TrimSpace(p) == "":
-		return "model patterns must not be empty"
+		return msg("err.pattern_empty")
 	case star >= 0 && star != len(p)-1:
-		return fmt.Sprintf("%q: \"*\" may only end a pattern (a prefix such as \"claude-opus-*\")", p)
+		return msg("err.family_star", p)
 	}
-	return ""
-}
-
-// parseFamilies reads model_lockout.families from the environment as a JSON object.
-func parseFamilies(s string) (map[string]map[string][]string, error) {
-	v := map[string]map[string][]string{}
-	err := strictUnmarshal([]byte(s), &v)
-	return v, err
+	return nil
 }
 
 func cloneFamilies(m map[string]map[string][]string) map[string]map[string][]string {
