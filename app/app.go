@@ -289,7 +289,7 @@ func buildWeb(cfg Config, st storage, c core, r *resilienceState, e engine, drai
 	sessions := web.NewSessions(secrets.Derive(st.key, "session-hash v1", 64), secrets.Derive(st.key, "session-block v1", 32))
 	settingsH := &handlers.Settings{Svc: c.settings, Providers: c.catalog}
 	return web.New(web.Deps{
-		Log: log, Auth: c.auth, Keys: c.keys, Sessions: sessions, Static: static.FS, Metrics: r.metrics,
+		Log: log, Auth: c.auth, Keys: c.keys, Sessions: sessions, Static: static.FS, Metrics: r.metrics, TrustedProxies: cfg.TrustedProxies,
 		Health: &handlers.Health{DB: st.db, Draining: draining, Version: Version},
 		API: &handlers.API{Catalog: c.catalog, Tester: e.engine, Ops: opsSvc,
 			ValidateProviderOverrides:   settings.CheckProviderOverrides,

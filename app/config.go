@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -29,6 +30,9 @@ type Config struct {
 	ShutdownGrace time.Duration
 	// MaxBodyMiB limits a client request body; larger ones get 413 (default 32).
 	MaxBodyMiB int64
+	// TrustedProxies are the networks of reverse proxies whose X-Forwarded-For / X-Real-IP
+	// headers name the client (default none: the client is always the direct peer).
+	TrustedProxies []*net.IPNet
 	// Clock drives every resilience timer; nil = the real clock (tests inject a fake one).
 	Clock clockwork.Clock
 }
@@ -69,6 +73,9 @@ func ParseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 		"largest client request body in MiB; larger ones get 413 (SWITCHYARD_MAX_BODY_MIB)")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", grace,
 		"how long in-flight requests and streams may finish on shutdown (SWITCHYARD_SHUTDOWN_GRACE)")
+	var trusted string
+	fs.StringVar(&trusted, "trusted-proxies", env("SWITCHYARD_TRUSTED_PROXIES", ""),
+		"comma-separated CIDRs (or addresses) of reverse proxies whose X-Forwarded-For and X-Real-IP are believed; none by default (SWITCHYARD_TRUSTED_PROXIES)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, Usage)
 		fs.PrintDefaults()
@@ -94,6 +101,10 @@ Environment only:
 	if c.MaxBodyMiB < 1 || c.MaxBodyMiB > 1024 {
 		return c, cmd, fmt.Errorf("--max-body-mib must be between 1 and 1024, not %d", c.MaxBodyMiB)
 	}
+	var err error
+	if c.TrustedProxies, err = ParseCIDRs(trusted); err != nil {
+		return c, cmd, fmt.Errorf("--trusted-proxies: %w", err)
+	}
 	c.AdminPassword = env("SWITCHYARD_ADMIN_PASSWORD", "")
 	c.AdminToken = env("SWITCHYARD_ADMIN_TOKEN", "")
 	c.SecretKey = env("SWITCHYARD_SECRET_KEY", "")
@@ -103,6 +114,35 @@ Environment only:
 		return c, cmd, fmt.Errorf("--log-format must be text or json, not %q", c.LogFormat)
 	}
 	return c, cmd, nil
+}
+
+// ParseCIDRs reads a comma-separated list of CIDRs; a bare address stands for itself alone.
+func ParseCIDRs(list string) ([]*net.IPNet, error) {
+	var out []*net.IPNet
+	for _, f := range strings.Split(list, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		if !strings.Contains(f, "/") {
+			ip := net.ParseIP(f)
+			if ip == nil {
+				return nil, fmt.Errorf("%q is neither a CIDR nor an address", f)
+			}
+			bits := 128
+			if ip4 := ip.To4(); ip4 != nil {
+				ip, bits = ip4, 32
+			}
+			out = append(out, &net.IPNet{IP: ip, Mask: net.CIDRMask(bits, bits)})
+			continue
+		}
+		_, n, err := net.ParseCIDR(f)
+		if err != nil {
+			return nil, fmt.Errorf("%q is neither a CIDR nor an address", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 // envInt reads an integer environment variable; an unparsable value is reported as out of range.

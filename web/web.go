@@ -5,6 +5,7 @@ package web
 import (
 	"io/fs"
 	"log/slog"
+	"net"
 
 	"github.com/labstack/echo/v4"
 
@@ -22,6 +23,8 @@ type Deps struct {
 	Sessions *Sessions
 	Static   fs.FS
 	Metrics  *metrics.Metrics
+	// TrustedProxies are the reverse proxies whose forwarding headers name the client.
+	TrustedProxies []*net.IPNet
 
 	Health    *handlers.Health
 	API       *handlers.API
@@ -46,6 +49,7 @@ func New(d Deps) (*echo.Echo, []Route) {
 	e.HideBanner, e.HidePort = true, true
 	e.Logger.SetOutput(discard{}) // echo's own logger is unused: the request log and the error handler log
 	e.HTTPErrorHandler = errorHandler(d.Log)
+	e.IPExtractor = clientIP(d.TrustedProxies)
 	e.Use(recoverer(d.Log), requestID(), requestLog(d.Log))
 	return e, routes(e, d)
 }
