@@ -26,9 +26,14 @@ func (s *Settings) Get(c echo.Context) error {
 // Patch answers PATCH /api/settings/resilience: a strict partial update; any unknown key or
 // invalid value → 422 with per-field errors and nothing saved.
 func (s *Settings) Patch(c echo.Context) error {
-	raw, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, 1<<20))
+	raw, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, maxAdminBody))
 	if err != nil {
 		return errs.Wrap(err, errs.TooLarge, "err.settings_too_large")
+	}
+	// A key given twice or a second document would be read as the last or not at all; a plain
+	// syntax error is left to the service, which names the field it happened in.
+	if e := strictJSON(raw); e != nil && e.Reason != "bad_json" {
+		return e
 	}
 	if _, err := s.Svc.Patch(ctx(c), raw); err != nil {
 		var ve *settings.ValidationError
