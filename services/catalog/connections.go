@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"unicode"
 
 	"github.com/jmoiron/sqlx"
 
@@ -230,7 +231,13 @@ func (s *Service) applyConnection(ctx context.Context, q db.Querier, c *db.Conne
 	var apiKey string
 	if in.APIKey != nil {
 		apiKey = strings.TrimSpace(*in.APIKey)
-		if apiKey == "" || strings.ContainsAny(apiKey, " \r\n\t") {
+		switch {
+		case apiKey == "":
+			fields["api_key"] = errs.M("err.required")
+		case strings.IndexFunc(apiKey, unicode.IsControl) >= 0:
+			// NUL, line breaks, other C0/C1 controls and DEL: an upstream header cannot carry them.
+			fields["api_key"] = errs.M("err.api_key_control")
+		case strings.IndexFunc(apiKey, unicode.IsSpace) >= 0:
 			fields["api_key"] = errs.M("err.api_key")
 		}
 	} else if create {
