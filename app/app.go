@@ -248,7 +248,14 @@ func buildResilience(ctx context.Context, clock clockwork.Clock, st storage, c c
 		}
 	})
 	r.semaphores = resilience.NewSemaphores(clock)
-	c.catalog.OnNewCredentials(func(id int64) { r.cooldowns.Clear(id, true) })
+	c.catalog.OnNewCredentials(func(ctx context.Context, id int64) error {
+		r.cooldowns.Clear(id, true)
+		// The answer tells the operator the connection is usable again: commit that first.
+		if err := store.Sync(ctx); err != nil {
+			return fmt.Errorf("commit the cleared state of connection %d: %w", id, err)
+		}
+		return nil
+	})
 	c.catalog.OnConnectionDeleted(func(id int64) {
 		r.cooldowns.Forget(id)
 		r.lockouts.ForgetConnection(id)

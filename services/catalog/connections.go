@@ -172,12 +172,18 @@ func (s *Service) UpdateConnection(ctx context.Context, id int64, in ConnectionI
 	if err != nil {
 		return Connection{}, err
 	}
+	if err := s.rebuild(ctx); err != nil {
+		return Connection{}, err
+	}
 	if in.APIKey != nil {
+		// After the rebuild, so no request can fail with the old key once the state is cleared.
 		for _, fn := range s.newCreds {
-			fn(id)
+			if err := fn(ctx, id); err != nil {
+				return Connection{}, err
+			}
 		}
 	}
-	return out, s.rebuild(ctx)
+	return out, nil
 }
 
 // DeleteConnection removes a connection.
