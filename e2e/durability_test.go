@@ -1,15 +1,22 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"switchyard/db"
 	"switchyard/e2e/testenv"
 )
 
@@ -146,5 +153,116 @@ func TestKillNineKeepsAcknowledgedAndDiscoveredState(t *testing.T) {
 		if st := p.status(id); st != "active" {
 			t.Fatalf("round %d: the acknowledged %s was lost in a kill -9: status %s", round, how, st)
 		}
+	}
+}
+
+// The flush bound, measured on the real binary under load: while 8 clients keep 20 connections
+// cycling through cooldowns (each request fails over through them, every failure a state
+// change) and reset them (each reset a synchronous commit), a probe connection is made expired
+// by a 401 again and again, and the test polls the database file for the expiry from the moment
+// the client got its answer. Every delay must stay within FlushBound; the spread is logged.
+func TestEngineStateIsCommittedWithinTheFlushBound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and loads the real binary")
+	}
+	load := testenv.NewFakeUpstream(t, testenv.Status(429, map[string]string{"Retry-After": "1"}, `{"error":{"message":"slow down"}}`), "gpt-load")
+	probe := testenv.NewFakeUpstream(t, testenv.Status(401, nil, `{"error":{"message":"invalid api key"}}`), "gpt-probe")
+	p := &process{t: t, bin: buildBinary(t), dir: t.TempDir()}
+	p.start()
+	p.admin("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0},
+		"circuit_breaker": map[string]any{"enabled": false}}, 200)
+	p.admin("POST", "/api/providers", map[string]any{"name": "load", "type": "openai-compatible", "base_url": load.URL + "/v1"}, 201)
+	p.admin("POST", "/api/providers", map[string]any{"name": "probe", "type": "openai-compatible", "base_url": probe.URL + "/v1"}, 201)
+	for i := range 20 {
+		p.admin("POST", "/api/connections", map[string]any{"provider": "load", "name": fmt.Sprintf("l%d", i), "auth_type": "api_key",
+			"api_key": fmt.Sprintf("sk-load-%d", i)}, 201)
+	}
+	id := int64(p.admin("POST", "/api/connections", map[string]any{"provider": "probe", "name": "p", "auth_type": "api_key",
+		"api_key": "sk-probe"}, 201)["id"].(float64))
+	key := p.admin("POST", "/api/keys", map[string]any{"name": "load"}, 201)["key"].(string)
+	p.waitModel(key, "load/gpt-load")
+	p.waitModel(key, "probe/gpt-probe")
+
+	d, err := db.Open(filepath.Join(p.dir, "switchyard.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	expiredOnDisk := func() bool {
+		rows, err := db.ListState(context.Background(), d.R, "connection")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			if r.Key == strconv.FormatInt(id, 10) && strings.Contains(r.Value, `"terminal":"expired"`) {
+				return true
+			}
+		}
+		return false
+	}
+	post := func(path, body string) int {
+		req, _ := http.NewRequest("POST", p.base+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if strings.HasPrefix(path, "/api/") {
+			req.Header.Set("Authorization", "Bearer "+testenv.AdminToken)
+		} else {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := testenv.ChatClient.Do(req)
+		if err != nil {
+			return 0
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var loadRequests atomic.Int64
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ctx.Err() == nil; i++ {
+				post("/v1/chat/completions", `{"model":"load/gpt-load","messages":[{"role":"user","content":"hi"}]}`)
+				loadRequests.Add(1)
+				if (i+w)%5 == 0 {
+					post("/api/resilience/reset", `{}`)
+				}
+			}
+		}()
+	}
+	var delays []time.Duration
+	for range 100 {
+		if st := post(fmt.Sprintf("/api/connections/%d/reset", id), `{"terminal":true}`); st != 200 {
+			t.Fatalf("reset: %d", st)
+		}
+		if expiredOnDisk() {
+			t.Fatal("the reset was not committed before its answer")
+		}
+		if st := post("/v1/chat/completions", `{"model":"probe/gpt-probe","messages":[{"role":"user","content":"hi"}]}`); st != 401 {
+			t.Fatalf("probe chat: %d", st)
+		}
+		answered := time.Now()
+		for !expiredOnDisk() {
+			if time.Since(answered) > 5*time.Second {
+				t.Fatal("the expiry never reached the database")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		delays = append(delays, time.Since(answered))
+	}
+	stop()
+	wg.Wait()
+	slices.Sort(delays)
+	q := func(f float64) time.Duration { return delays[int(f*float64(len(delays)-1))] }
+	t.Logf("expiry on disk after the client's answer, %d samples under %d load requests: p50 %v, p90 %v, p99 %v, max %v",
+		len(delays), loadRequests.Load(), q(0.5), q(0.9), q(0.99), delays[len(delays)-1])
+	if loadRequests.Load() < 100 {
+		t.Fatalf("only %d load requests: the measurement was not under load", loadRequests.Load())
+	}
+	if worst := delays[len(delays)-1]; worst > FlushBound {
+		t.Fatalf("an engine-discovered state took %v to reach the database; the documented bound is %v", worst, FlushBound)
 	}
 }
