@@ -29,6 +29,7 @@ import (
 	"switchyard/services/proxy"
 	"switchyard/services/resilience"
 	"switchyard/services/secrets"
+	"switchyard/services/sessions"
 	"switchyard/services/settings"
 	"switchyard/services/statestore"
 	"switchyard/static"
@@ -69,10 +70,7 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 	if err != nil {
 		return nil, err
 	}
-	clock := cfg.Clock
-	if clock == nil {
-		clock = clockwork.NewRealClock()
-	}
+	clock := clockOf(cfg)
 	res, err := buildResilience(ctx, clock, st, core, log)
 	if err != nil {
 		return nil, err
@@ -106,6 +104,14 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 	return a, nil
 }
 
+// clockOf is the clock every timer of the app runs on: the configured one or the real one.
+func clockOf(cfg Config) clockwork.Clock {
+	if cfg.Clock == nil {
+		return clockwork.NewRealClock()
+	}
+	return cfg.Clock
+}
+
 // Version is the build's version, set by main from its -ldflags value.
 var Version = "dev"
 
@@ -130,7 +136,6 @@ func (a *App) Shutdown(grace time.Duration) error {
 // storage is the data directory: the database and the secret box.
 type storage struct {
 	db  *db.DB
-	key []byte
 	box *secrets.Box
 }
 
@@ -161,7 +166,7 @@ func openStorage(ctx context.Context, cfg Config, log *slog.Logger) (storage, er
 	} else if n > 0 {
 		log.Info("applied migrations", "count", n)
 	}
-	return storage{db: d, key: key, box: box}, nil
+	return storage{db: d, box: box}, nil
 }
 
 // core are the services every other part builds on.
@@ -170,6 +175,7 @@ type core struct {
 	catalog  *catalog.Service
 	keys     *clientkeys.Service
 	settings *settings.Service
+	sessions *sessions.Service
 }
 
 func buildCore(ctx context.Context, cfg Config, st storage, lookupEnv func(string) (string, bool), log *slog.Logger) (core, error) {
@@ -197,7 +203,14 @@ func buildCore(ctx context.Context, cfg Config, st storage, lookupEnv func(strin
 	for _, w := range setSvc.Warnings() {
 		log.Warn(w)
 	}
-	return core{auth: authSvc, catalog: cat, keys: keys, settings: setSvc}, nil
+	sess, warnings, err := sessions.New(ctx, st.db, kv, clockOf(cfg).Now)
+	if err != nil {
+		return core{}, err
+	}
+	for _, w := range warnings {
+		log.Warn(w)
+	}
+	return core{auth: authSvc, catalog: cat, keys: keys, settings: setSvc, sessions: sess}, nil
 }
 
 // resilienceState are the in-memory state tables, loaded from the state store and written
@@ -293,7 +306,7 @@ func buildEngine(clock clockwork.Clock, c core, r *resilienceState, log *slog.Lo
 func buildWeb(cfg Config, st storage, c core, r *resilienceState, e engine, draining *atomic.Bool, log *slog.Logger) (*echo.Echo, []web.Route) {
 	opsSvc := &ops.Service{Catalog: c.catalog, Discovery: e.inventory, Cooldowns: r.cooldowns, Breakers: r.breakers,
 		Lockouts: r.lockouts, Queues: r.queues, Semaphores: r.semaphores, Health: r.health, Store: r.store}
-	sessions := web.NewSessions(secrets.Derive(st.key, "session-hash v1", 64), secrets.Derive(st.key, "session-block v1", 32))
+	sessions := web.NewSessions(c.sessions, log)
 	settingsH := &handlers.Settings{Svc: c.settings, Providers: c.catalog}
 	return web.New(web.Deps{
 		Log: log, Auth: c.auth, Keys: c.keys, Sessions: sessions, Static: static.FS, Metrics: r.metrics, TrustedProxies: cfg.TrustedProxies,
@@ -301,7 +314,7 @@ func buildWeb(cfg Config, st storage, c core, r *resilienceState, e engine, drai
 		API: &handlers.API{Catalog: c.catalog, Tester: e.engine, Ops: opsSvc,
 			ValidateProviderOverrides:   settings.CheckProviderOverrides,
 			ValidateConnectionOverrides: settings.CheckConnectionOverrides},
-		KeysAPI:  &handlers.Keys{Keys: c.keys},
+		KeysAPI: &handlers.Keys{Keys: c.keys}, SessionsAPI: &handlers.SessionsAPI{Svc: c.sessions},
 		Settings: settingsH,
 		Proxy:    &handlers.Proxy{Engine: e.engine, Inventory: e.inventory, MaxBodyBytes: cfg.MaxBodyMiB << 20},
 		Dashboard: &handlers.Dashboard{Auth: c.auth, Sessions: sessions, Catalog: c.catalog, Keys: c.keys, Tester: e.engine,

@@ -83,7 +83,7 @@ func ParseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 Environment only:
   SWITCHYARD_ADMIN_PASSWORD  dashboard password (generated and printed once when unset on first start)
   SWITCHYARD_ADMIN_TOKEN     lets automation call /api/* with Authorization: Bearer <token>
-  SWITCHYARD_SECRET_KEY      encrypts secrets at rest and signs sessions (generated into the data dir when unset)
+  SWITCHYARD_SECRET_KEY      encrypts provider credentials at rest (generated into the data dir when unset)
 `)
 	}
 	if err := fs.Parse(args); err != nil {

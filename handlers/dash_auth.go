@@ -47,6 +47,15 @@ func (d *Dashboard) Logout(c echo.Context) error {
 	return c.Redirect(http.StatusSeeOther, "/login")
 }
 
+// LogoutEverywhere answers POST /logout-everywhere: ends every dashboard session (a lost laptop,
+// a shared browser), this one too.
+func (d *Dashboard) LogoutEverywhere(c echo.Context) error {
+	if _, err := d.Sessions.LogoutEverywhere(c); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/login")
+}
+
 // SetLang answers GET /lang/:code: remembers the language and goes back.
 func (d *Dashboard) SetLang(c echo.Context) error {
 	l, ok := i18n.Parse(c.Param("code"))

@@ -26,12 +26,14 @@ type Deps struct {
 	// TrustedProxies are the reverse proxies whose forwarding headers name the client.
 	TrustedProxies []*net.IPNet
 
-	Health    *handlers.Health
-	API       *handlers.API
-	KeysAPI   *handlers.Keys
-	Settings  *handlers.Settings
-	Proxy     *handlers.Proxy
-	Dashboard *handlers.Dashboard
+	Health  *handlers.Health
+	API     *handlers.API
+	KeysAPI *handlers.Keys
+	// SessionsAPI ends dashboard sessions and edits their lifetimes.
+	SessionsAPI *handlers.SessionsAPI
+	Settings    *handlers.Settings
+	Proxy       *handlers.Proxy
+	Dashboard   *handlers.Dashboard
 }
 
 // Route is one entry of the route table, kept so tests can walk every route.
