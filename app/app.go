@@ -95,13 +95,23 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 		return nil, fmt.Errorf("listen %s: %w", cfg.Addr, err)
 	}
 	a.Addr = ln.Addr().String()
-	a.server = &http.Server{Handler: a.Echo, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second,
+	// The headers must arrive within the read timeout (the body's deadline is set per route by
+	// the edge); an idle keep-alive connection is closed after two minutes.
+	a.server = &http.Server{Handler: a.Echo, ReadHeaderTimeout: readTimeout(cfg), IdleTimeout: 120 * time.Second,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	a.runners.start()
 	go func() { a.served <- a.server.Serve(ln) }()
 	log.Info("switchyard listening", "addr", "http://"+a.Addr, "version", Version, "data_dir", cfg.DataDir)
 	ok = true
 	return a, nil
+}
+
+// readTimeout is the configured read timeout, or its default.
+func readTimeout(cfg Config) time.Duration {
+	if cfg.ReadTimeout <= 0 {
+		return DefaultReadTimeout
+	}
+	return cfg.ReadTimeout
 }
 
 // clockOf is the clock every timer of the app runs on: the configured one or the real one.
@@ -310,7 +320,8 @@ func buildWeb(cfg Config, st storage, c core, r *resilienceState, e engine, drai
 	settingsH := &handlers.Settings{Svc: c.settings, Providers: c.catalog}
 	return web.New(web.Deps{
 		Log: log, Auth: c.auth, Keys: c.keys, Sessions: sessions, Static: static.FS, Metrics: r.metrics, TrustedProxies: cfg.TrustedProxies,
-		Health: &handlers.Health{DB: st.db, Draining: draining, Version: Version},
+		ReadTimeout: readTimeout(cfg),
+		Health:      &handlers.Health{DB: st.db, Draining: draining, Version: Version},
 		API: &handlers.API{Catalog: c.catalog, Tester: e.engine, Ops: opsSvc,
 			ValidateProviderOverrides:   settings.CheckProviderOverrides,
 			ValidateConnectionOverrides: settings.CheckConnectionOverrides},

@@ -30,12 +30,19 @@ type Config struct {
 	ShutdownGrace time.Duration
 	// MaxBodyMiB limits a client request body; larger ones get 413 (default 32).
 	MaxBodyMiB int64
+	// ReadTimeout is how long a client may take to send a request's headers and (but for
+	// authenticated proxy calls, whose bodies may be large and slow) its body (default 10 s;
+	// 0 in a Config built by hand means the default).
+	ReadTimeout time.Duration
 	// TrustedProxies are the networks of reverse proxies whose X-Forwarded-For / X-Real-IP
 	// headers name the client (default none: the client is always the direct peer).
 	TrustedProxies []*net.IPNet
 	// Clock drives every resilience timer; nil = the real clock (tests inject a fake one).
 	Clock clockwork.Clock
 }
+
+// DefaultReadTimeout is the default of --read-timeout.
+const DefaultReadTimeout = 10 * time.Second
 
 // Usage is the head of --help.
 const Usage = `Switchyard — a self-hosted LLM gateway.
@@ -63,6 +70,7 @@ func ParseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 	}
 	var c Config
 	grace, graceErr := time.ParseDuration(env("SWITCHYARD_SHUTDOWN_GRACE", "30s"))
+	readTimeout, readErr := time.ParseDuration(env("SWITCHYARD_READ_TIMEOUT", DefaultReadTimeout.String()))
 	fs := flag.NewFlagSet("switchyard", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.Addr, "addr", env("SWITCHYARD_ADDR", "127.0.0.1:8080"), "listen address (SWITCHYARD_ADDR)")
@@ -73,6 +81,8 @@ func ParseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 		"largest client request body in MiB; larger ones get 413 (SWITCHYARD_MAX_BODY_MIB)")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", grace,
 		"how long in-flight requests and streams may finish on shutdown (SWITCHYARD_SHUTDOWN_GRACE)")
+	fs.DurationVar(&c.ReadTimeout, "read-timeout", readTimeout,
+		"how long a client may take to send a request's headers and, but for authenticated proxy calls, its body (SWITCHYARD_READ_TIMEOUT)")
 	var trusted string
 	fs.StringVar(&trusted, "trusted-proxies", env("SWITCHYARD_TRUSTED_PROXIES", ""),
 		"comma-separated CIDRs (or addresses) of reverse proxies whose X-Forwarded-For and X-Real-IP are believed; none by default (SWITCHYARD_TRUSTED_PROXIES)")
@@ -94,6 +104,12 @@ Environment only:
 	}
 	if graceErr != nil {
 		return c, cmd, fmt.Errorf("SWITCHYARD_SHUTDOWN_GRACE: %w", graceErr)
+	}
+	if readErr != nil {
+		return c, cmd, fmt.Errorf("SWITCHYARD_READ_TIMEOUT: %w", readErr)
+	}
+	if c.ReadTimeout <= 0 {
+		return c, cmd, fmt.Errorf("--read-timeout must be positive, not %s", c.ReadTimeout)
 	}
 	if c.ShutdownGrace < 0 {
 		return c, cmd, fmt.Errorf("--shutdown-grace must not be negative, not %s", c.ShutdownGrace)

@@ -27,6 +27,8 @@ func TestParseConfig(t *testing.T) {
 		{"bad log format", []string{"--log-format", "xml"}, nil, "serve", "", 0, true},
 		{"bad body limit", nil, map[string]string{"SWITCHYARD_MAX_BODY_MIB": "lots"}, "serve", "", 0, true},
 		{"stray argument", []string{"serve", "extra"}, nil, "serve", "", 0, true},
+		{"bad read timeout", nil, map[string]string{"SWITCHYARD_READ_TIMEOUT": "soon"}, "serve", "", 0, true},
+		{"zero read timeout", []string{"--read-timeout", "0s"}, nil, "serve", "", 0, true},
 	}
 	for _, c := range cases {
 		cfg, cmd, err := ParseConfig(c.args, env(c.env), &bytes.Buffer{})

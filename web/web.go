@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -25,6 +26,9 @@ type Deps struct {
 	Metrics  *metrics.Metrics
 	// TrustedProxies are the reverse proxies whose forwarding headers name the client.
 	TrustedProxies []*net.IPNet
+	// ReadTimeout bounds how long a request may take to send its body, except authenticated
+	// proxy calls (0 = no bound).
+	ReadTimeout time.Duration
 
 	Health  *handlers.Health
 	API     *handlers.API
@@ -52,7 +56,7 @@ func New(d Deps) (*echo.Echo, []Route) {
 	e.Logger.SetOutput(discard{}) // echo's own logger is unused: the request log and the error handler log
 	e.HTTPErrorHandler = errorHandler(d.Log)
 	e.IPExtractor = clientIP(d.TrustedProxies)
-	e.Use(recoverer(d.Log), requestID(), requestLog(d.Log))
+	e.Use(recoverer(d.Log), requestID(), requestLog(d.Log), readDeadline(d.ReadTimeout))
 	return e, routes(e, d)
 }
 

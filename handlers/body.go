@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"unicode"
@@ -23,14 +24,24 @@ const maxJSONDepth = 64
 // readAdminBody reads the whole body within maxAdminBody.
 func readAdminBody(c echo.Context) ([]byte, error) {
 	raw, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, maxAdminBody))
-	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) {
-		return nil, errs.Wrap(err, errs.TooLarge, "err.body_too_large", maxAdminBody>>10)
-	}
 	if err != nil {
-		return nil, errs.Wrap(err, errs.Invalid, "err.bad_json", err.Error())
+		return nil, bodyError(err)
 	}
 	return raw, nil
+}
+
+// bodyError says why a request body could not be read: too large, too slow (the edge's read
+// deadline passed: 408, and the connection closes) or cut off.
+func bodyError(err error) *errs.Error {
+	var tooLarge *http.MaxBytesError
+	var ne net.Error
+	switch {
+	case errors.As(err, &tooLarge):
+		return errs.Wrap(err, errs.TooLarge, "err.body_too_large", tooLarge.Limit>>10)
+	case errors.As(err, &ne) && ne.Timeout():
+		return &errs.Error{Code: errs.Timeout, Status: http.StatusRequestTimeout, Reason: "request_timeout", Msg: errs.M("err.body_timeout"), Err: err}
+	}
+	return &errs.Error{Code: errs.Invalid, Status: http.StatusBadRequest, Reason: "bad_body", Msg: errs.M("err.bad_body"), Err: err}
 }
 
 // strictJSON accepts exactly one JSON value with no key twice in any object. encoding/json
