@@ -56,7 +56,7 @@ func New(d Deps) (*echo.Echo, []Route) {
 	e.Logger.SetOutput(discard{}) // echo's own logger is unused: the request log and the error handler log
 	e.HTTPErrorHandler = errorHandler(d.Log)
 	e.IPExtractor = clientIP(d.TrustedProxies)
-	e.Use(recoverer(d.Log), requestID(), requestLog(d.Log), readDeadline(d.ReadTimeout))
+	e.Use(recoverer(d.Log), requestID(), requestLog(d.Log), securityHeaders(), readDeadline(d.ReadTimeout))
 	return e, routes(e, d)
 }
 
