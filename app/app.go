@@ -100,7 +100,7 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 	a.server = &http.Server{Handler: a.Echo, ReadHeaderTimeout: readTimeout(cfg), IdleTimeout: 120 * time.Second,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	a.runners.start()
-	go func() { a.served <- a.server.Serve(ln) }()
+	go func() { a.served <- a.server.Serve(web.MalformedRequestListener(ln, log)) }()
 	log.Info("switchyard listening", "addr", "http://"+a.Addr, "version", Version, "data_dir", cfg.DataDir)
 	ok = true
 	return a, nil

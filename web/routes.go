@@ -24,7 +24,7 @@ func routes(e *echo.Echo, d Deps) []Route {
 	e.StaticFS("/static", d.Static)
 
 	// The proxy surfaces.
-	v1 := e.Group("/v1", trace(), clientKey(d.Keys), liftReadDeadline())
+	v1 := e.Group("/v1", trace(), clientKey(d.Keys), liftReadDeadline(), noteIgnoredIdempotencyKey(d.Log))
 	add(v1, "/v1", "client", http.MethodPost, "/chat/completions", d.Proxy.Chat, observe(d.Metrics, "/v1/chat/completions"))
 	add(v1, "/v1", "client", http.MethodGet, "/models", d.Proxy.Models, observe(d.Metrics, "/v1/models"))
 
