@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"switchyard/e2e/testenv"
+	"switchyard/services/secrets"
 )
 
 // loginAddr numbers the loopback addresses logins come from, so the login throttle (5 at once
@@ -210,5 +211,26 @@ func TestFlashMessagesSurviveTheMoveToServerSessions(t *testing.T) {
 	}
 	if body := testenv.ReadAll(t, resp); strings.Contains(body, "flash-success") {
 		t.Fatal("the flash message was shown twice")
+	}
+}
+
+// Neither a session id nor its hash, nor the password, reaches the log (which runs at debug in
+// tests), whatever happens to the session.
+func TestSessionIDsNeverReachTheLog(t *testing.T) {
+	e := testenv.New(t)
+	a, b := sessionCookie(t, e), sessionCookie(t, e)
+	live(t, e, a)
+	withCookie(t, e, "GET", "/providers", a)
+	withCookie(t, e, "POST", "/logout", a)
+	live(t, e, a)
+	e.Clock.Advance(25 * time.Hour)
+	live(t, e, b) // expired now
+	withCookie(t, e, "POST", "/logout-everywhere", sessionCookie(t, e))
+	e.Stop()
+	logs := e.Logs.String()
+	for _, s := range []string{a, b, secrets.SHA256Hex(a), secrets.SHA256Hex(b), testenv.Password} {
+		if strings.Contains(logs, s) {
+			t.Errorf("the log contains a session secret (%.6s…)", s)
+		}
 	}
 }
