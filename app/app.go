@@ -319,16 +319,16 @@ func buildWeb(cfg Config, st storage, c core, r *resilienceState, e engine, drai
 	sessions := web.NewSessions(c.sessions, log)
 	settingsH := &handlers.Settings{Svc: c.settings, Providers: c.catalog}
 	return web.New(web.Deps{
-		Log: log, Auth: c.auth, Keys: c.keys, Sessions: sessions, Static: static.FS, Metrics: r.metrics, TrustedProxies: cfg.TrustedProxies,
-		ReadTimeout: readTimeout(cfg),
-		Health:      &handlers.Health{DB: st.db, Draining: draining, Version: Version},
+		Log: log, Auth: c.auth, Keys: c.keys, Sessions: sessions, Static: static.FS, Metrics: r.metrics,
+		Health: &handlers.Health{DB: st.db, Draining: draining, Version: Version},
 		API: &handlers.API{Catalog: c.catalog, Tester: e.engine, Ops: opsSvc,
 			ValidateProviderOverrides:   settings.CheckProviderOverrides,
 			ValidateConnectionOverrides: settings.CheckConnectionOverrides},
-		KeysAPI: &handlers.Keys{Keys: c.keys}, SessionsAPI: &handlers.SessionsAPI{Svc: c.sessions},
+		KeysAPI:  &handlers.Keys{Keys: c.keys},
 		Settings: settingsH,
 		Proxy:    &handlers.Proxy{Engine: e.engine, Inventory: e.inventory, MaxBodyBytes: cfg.MaxBodyMiB << 20},
 		Dashboard: &handlers.Dashboard{Auth: c.auth, Sessions: sessions, Catalog: c.catalog, Keys: c.keys, Tester: e.engine,
 			Inventory: e.inventory, Settings: settingsH, Ops: opsSvc, ValidateConnectionOverrides: settings.CheckConnectionOverrides},
+		SessionsAPI: &handlers.SessionsAPI{Svc: c.sessions}, TrustedProxies: cfg.TrustedProxies, ReadTimeout: readTimeout(cfg),
 	})
 }

@@ -30,14 +30,15 @@ type Deps struct {
 	// proxy calls (0 = no bound).
 	ReadTimeout time.Duration
 
-	Health  *handlers.Health
-	API     *handlers.API
-	KeysAPI *handlers.Keys
+	Health    *handlers.Health
+	API       *handlers.API
+	KeysAPI   *handlers.Keys
+	Settings  *handlers.Settings
+	Proxy     *handlers.Proxy
+	Dashboard *handlers.Dashboard
+
 	// SessionsAPI ends dashboard sessions and edits their lifetimes.
 	SessionsAPI *handlers.SessionsAPI
-	Settings    *handlers.Settings
-	Proxy       *handlers.Proxy
-	Dashboard   *handlers.Dashboard
 }
 
 // Route is one entry of the route table, kept so tests can walk every route.
