@@ -3,6 +3,8 @@ package browser
 import (
 	"context"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -79,6 +81,20 @@ func TestDashboardPagesCauseNoCSPViolation(t *testing.T) {
 		_, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: cspRecorder})
 		return err
 	}))
+	shot := func(t *testing.T, name string) {
+		t.Helper()
+		if dir := os.Getenv("SWITCHYARD_SCREENSHOTS"); dir != "" {
+			ctx, cancel := context.WithTimeout(browser, 20*time.Second)
+			defer cancel()
+			png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	check := func(t *testing.T, where string) {
 		t.Helper()
 		if v := eval(t, cspViolations); v != "[]" {
@@ -117,6 +133,20 @@ func TestDashboardPagesCauseNoCSPViolation(t *testing.T) {
 		t.Errorf("htmx poll: %s", got)
 	}
 	check(t, "/providers after an htmx poll")
+
+	// The session menu in the top bar logs out everywhere: this browser lands on the login
+	// page, and a page asked for afterwards asks for the password again.
+	run(t, chromedp.Navigate(base+"/keys"), chromedp.Click(chromedp.CSS("#session-menu")), chromedp.WaitVisible(chromedp.CSS("#logout-everywhere")))
+	shot(t, "session-menu")
+	run(t, func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+		_, err := chromedp.WaitEvent(page.LoadEventFired, nil, chromedp.Click(chromedp.CSS("#logout-everywhere")))(ctx, tg)
+		return chromedp.Void{}, err
+	})
+	check(t, "/login after logging out everywhere")
+	run(t, chromedp.Navigate(base+"/keys"))
+	if got := eval(t, "location.pathname"); got != "/login" {
+		t.Fatalf("after logging out everywhere /keys opened at %s", got)
+	}
 
 	// The recorder sees a violation when there is one, so an empty list means something.
 	eval(t, `(function () { var s = document.createElement("script"); s.textContent = "window.__ran = 1"; document.head.appendChild(s); return "ok"; })()`)
