@@ -29,6 +29,7 @@ import (
 	"switchyard/services/proxy"
 	"switchyard/services/resilience"
 	"switchyard/services/secrets"
+	"switchyard/services/sessions"
 	"switchyard/services/settings"
 	"switchyard/services/statestore"
 	"switchyard/static"
@@ -69,10 +70,7 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 	if err != nil {
 		return nil, err
 	}
-	clock := cfg.Clock
-	if clock == nil {
-		clock = clockwork.NewRealClock()
-	}
+	clock := clockOf(cfg)
 	res, err := buildResilience(ctx, clock, st, core, log)
 	if err != nil {
 		return nil, err
@@ -97,13 +95,31 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 		return nil, fmt.Errorf("listen %s: %w", cfg.Addr, err)
 	}
 	a.Addr = ln.Addr().String()
-	a.server = &http.Server{Handler: a.Echo, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second,
+	// The headers must arrive within the read timeout (the body's deadline is set per route by
+	// the edge); an idle keep-alive connection is closed after two minutes.
+	a.server = &http.Server{Handler: a.Echo, ReadHeaderTimeout: readTimeout(cfg), IdleTimeout: 120 * time.Second,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	a.runners.start()
-	go func() { a.served <- a.server.Serve(ln) }()
+	go func() { a.served <- a.server.Serve(web.MalformedRequestListener(ln, log)) }()
 	log.Info("switchyard listening", "addr", "http://"+a.Addr, "version", Version, "data_dir", cfg.DataDir)
 	ok = true
 	return a, nil
+}
+
+// readTimeout is the configured read timeout, or its default.
+func readTimeout(cfg Config) time.Duration {
+	if cfg.ReadTimeout <= 0 {
+		return DefaultReadTimeout
+	}
+	return cfg.ReadTimeout
+}
+
+// clockOf is the clock every timer of the app runs on: the configured one or the real one.
+func clockOf(cfg Config) clockwork.Clock {
+	if cfg.Clock == nil {
+		return clockwork.NewRealClock()
+	}
+	return cfg.Clock
 }
 
 // Version is the build's version, set by main from its -ldflags value.
@@ -130,7 +146,6 @@ func (a *App) Shutdown(grace time.Duration) error {
 // storage is the data directory: the database and the secret box.
 type storage struct {
 	db  *db.DB
-	key []byte
 	box *secrets.Box
 }
 
@@ -161,7 +176,7 @@ func openStorage(ctx context.Context, cfg Config, log *slog.Logger) (storage, er
 	} else if n > 0 {
 		log.Info("applied migrations", "count", n)
 	}
-	return storage{db: d, key: key, box: box}, nil
+	return storage{db: d, box: box}, nil
 }
 
 // core are the services every other part builds on.
@@ -170,6 +185,7 @@ type core struct {
 	catalog  *catalog.Service
 	keys     *clientkeys.Service
 	settings *settings.Service
+	sessions *sessions.Service
 }
 
 func buildCore(ctx context.Context, cfg Config, st storage, lookupEnv func(string) (string, bool), log *slog.Logger) (core, error) {
@@ -197,7 +213,14 @@ func buildCore(ctx context.Context, cfg Config, st storage, lookupEnv func(strin
 	for _, w := range setSvc.Warnings() {
 		log.Warn(w)
 	}
-	return core{auth: authSvc, catalog: cat, keys: keys, settings: setSvc}, nil
+	sess, warnings, err := sessions.New(ctx, st.db, kv, clockOf(cfg).Now)
+	if err != nil {
+		return core{}, err
+	}
+	for _, w := range warnings {
+		log.Warn(w)
+	}
+	return core{auth: authSvc, catalog: cat, keys: keys, settings: setSvc, sessions: sess}, nil
 }
 
 // resilienceState are the in-memory state tables, loaded from the state store and written
@@ -248,7 +271,14 @@ func buildResilience(ctx context.Context, clock clockwork.Clock, st storage, c c
 		}
 	})
 	r.semaphores = resilience.NewSemaphores(clock)
-	c.catalog.OnNewCredentials(func(id int64) { r.cooldowns.Clear(id, true) })
+	c.catalog.OnNewCredentials(func(ctx context.Context, id int64) error {
+		r.cooldowns.Clear(id, true)
+		// The answer tells the operator the connection is usable again: commit that first.
+		if err := store.Sync(ctx); err != nil {
+			return fmt.Errorf("commit the cleared state of connection %d: %w", id, err)
+		}
+		return nil
+	})
 	c.catalog.OnConnectionDeleted(func(id int64) {
 		r.cooldowns.Forget(id)
 		r.lockouts.ForgetConnection(id)
@@ -286,7 +316,7 @@ func buildEngine(clock clockwork.Clock, c core, r *resilienceState, log *slog.Lo
 func buildWeb(cfg Config, st storage, c core, r *resilienceState, e engine, draining *atomic.Bool, log *slog.Logger) (*echo.Echo, []web.Route) {
 	opsSvc := &ops.Service{Catalog: c.catalog, Discovery: e.inventory, Cooldowns: r.cooldowns, Breakers: r.breakers,
 		Lockouts: r.lockouts, Queues: r.queues, Semaphores: r.semaphores, Health: r.health, Store: r.store}
-	sessions := web.NewSessions(secrets.Derive(st.key, "session-hash v1", 64), secrets.Derive(st.key, "session-block v1", 32))
+	sessions := web.NewSessions(c.sessions, log)
 	settingsH := &handlers.Settings{Svc: c.settings, Providers: c.catalog}
 	return web.New(web.Deps{
 		Log: log, Auth: c.auth, Keys: c.keys, Sessions: sessions, Static: static.FS, Metrics: r.metrics,
@@ -299,5 +329,6 @@ func buildWeb(cfg Config, st storage, c core, r *resilienceState, e engine, drai
 		Proxy:    &handlers.Proxy{Engine: e.engine, Inventory: e.inventory, MaxBodyBytes: cfg.MaxBodyMiB << 20},
 		Dashboard: &handlers.Dashboard{Auth: c.auth, Sessions: sessions, Catalog: c.catalog, Keys: c.keys, Tester: e.engine,
 			Inventory: e.inventory, Settings: settingsH, Ops: opsSvc, ValidateConnectionOverrides: settings.CheckConnectionOverrides},
+		SessionsAPI: &handlers.SessionsAPI{Svc: c.sessions}, TrustedProxies: cfg.TrustedProxies, ReadTimeout: readTimeout(cfg),
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -29,9 +30,19 @@ type Config struct {
 	ShutdownGrace time.Duration
 	// MaxBodyMiB limits a client request body; larger ones get 413 (default 32).
 	MaxBodyMiB int64
+	// ReadTimeout is how long a client may take to send a request's headers and (but for
+	// authenticated proxy calls, whose bodies may be large and slow) its body (default 10 s;
+	// 0 in a Config built by hand means the default).
+	ReadTimeout time.Duration
+	// TrustedProxies are the networks of reverse proxies whose X-Forwarded-For / X-Real-IP
+	// headers name the client (default none: the client is always the direct peer).
+	TrustedProxies []*net.IPNet
 	// Clock drives every resilience timer; nil = the real clock (tests inject a fake one).
 	Clock clockwork.Clock
 }
+
+// DefaultReadTimeout is the default of --read-timeout.
+const DefaultReadTimeout = 10 * time.Second
 
 // Usage is the head of --help.
 const Usage = `Switchyard — a self-hosted LLM gateway.
@@ -59,6 +70,7 @@ func ParseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 	}
 	var c Config
 	grace, graceErr := time.ParseDuration(env("SWITCHYARD_SHUTDOWN_GRACE", "30s"))
+	readTimeout, readErr := time.ParseDuration(env("SWITCHYARD_READ_TIMEOUT", DefaultReadTimeout.String()))
 	fs := flag.NewFlagSet("switchyard", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.Addr, "addr", env("SWITCHYARD_ADDR", "127.0.0.1:8080"), "listen address (SWITCHYARD_ADDR)")
@@ -69,6 +81,11 @@ func ParseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 		"largest client request body in MiB; larger ones get 413 (SWITCHYARD_MAX_BODY_MIB)")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", grace,
 		"how long in-flight requests and streams may finish on shutdown (SWITCHYARD_SHUTDOWN_GRACE)")
+	fs.DurationVar(&c.ReadTimeout, "read-timeout", readTimeout,
+		"how long a client may take to send a request's headers and, but for authenticated proxy calls, its body (SWITCHYARD_READ_TIMEOUT)")
+	var trusted string
+	fs.StringVar(&trusted, "trusted-proxies", env("SWITCHYARD_TRUSTED_PROXIES", ""),
+		"comma-separated CIDRs (or addresses) of reverse proxies whose X-Forwarded-For and X-Real-IP are believed; none by default (SWITCHYARD_TRUSTED_PROXIES)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, Usage)
 		fs.PrintDefaults()
@@ -76,7 +93,7 @@ func ParseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 Environment only:
   SWITCHYARD_ADMIN_PASSWORD  dashboard password (generated and printed once when unset on first start)
   SWITCHYARD_ADMIN_TOKEN     lets automation call /api/* with Authorization: Bearer <token>
-  SWITCHYARD_SECRET_KEY      encrypts secrets at rest and signs sessions (generated into the data dir when unset)
+  SWITCHYARD_SECRET_KEY      encrypts provider credentials at rest (generated into the data dir when unset)
 `)
 	}
 	if err := fs.Parse(args); err != nil {
@@ -88,11 +105,21 @@ Environment only:
 	if graceErr != nil {
 		return c, cmd, fmt.Errorf("SWITCHYARD_SHUTDOWN_GRACE: %w", graceErr)
 	}
+	if readErr != nil {
+		return c, cmd, fmt.Errorf("SWITCHYARD_READ_TIMEOUT: %w", readErr)
+	}
+	if c.ReadTimeout <= 0 {
+		return c, cmd, fmt.Errorf("--read-timeout must be positive, not %s", c.ReadTimeout)
+	}
 	if c.ShutdownGrace < 0 {
 		return c, cmd, fmt.Errorf("--shutdown-grace must not be negative, not %s", c.ShutdownGrace)
 	}
 	if c.MaxBodyMiB < 1 || c.MaxBodyMiB > 1024 {
 		return c, cmd, fmt.Errorf("--max-body-mib must be between 1 and 1024, not %d", c.MaxBodyMiB)
+	}
+	var err error
+	if c.TrustedProxies, err = ParseCIDRs(trusted); err != nil {
+		return c, cmd, fmt.Errorf("--trusted-proxies: %w", err)
 	}
 	c.AdminPassword = env("SWITCHYARD_ADMIN_PASSWORD", "")
 	c.AdminToken = env("SWITCHYARD_ADMIN_TOKEN", "")
@@ -103,6 +130,35 @@ Environment only:
 		return c, cmd, fmt.Errorf("--log-format must be text or json, not %q", c.LogFormat)
 	}
 	return c, cmd, nil
+}
+
+// ParseCIDRs reads a comma-separated list of CIDRs; a bare address stands for itself alone.
+func ParseCIDRs(list string) ([]*net.IPNet, error) {
+	var out []*net.IPNet
+	for _, f := range strings.Split(list, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		if !strings.Contains(f, "/") {
+			ip := net.ParseIP(f)
+			if ip == nil {
+				return nil, fmt.Errorf("%q is neither a CIDR nor an address", f)
+			}
+			bits := 128
+			if ip4 := ip.To4(); ip4 != nil {
+				ip, bits = ip4, 32
+			}
+			out = append(out, &net.IPNet{IP: ip, Mask: net.CIDRMask(bits, bits)})
+			continue
+		}
+		_, n, err := net.ParseCIDR(f)
+		if err != nil {
+			return nil, fmt.Errorf("%q is neither a CIDR nor an address", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 // envInt reads an integer environment variable; an unparsable value is reported as out of range.

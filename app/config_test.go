@@ -27,6 +27,8 @@ func TestParseConfig(t *testing.T) {
 		{"bad log format", []string{"--log-format", "xml"}, nil, "serve", "", 0, true},
 		{"bad body limit", nil, map[string]string{"SWITCHYARD_MAX_BODY_MIB": "lots"}, "serve", "", 0, true},
 		{"stray argument", []string{"serve", "extra"}, nil, "serve", "", 0, true},
+		{"bad read timeout", nil, map[string]string{"SWITCHYARD_READ_TIMEOUT": "soon"}, "serve", "", 0, true},
+		{"zero read timeout", []string{"--read-timeout", "0s"}, nil, "serve", "", 0, true},
 	}
 	for _, c := range cases {
 		cfg, cmd, err := ParseConfig(c.args, env(c.env), &bytes.Buffer{})
@@ -66,6 +68,37 @@ func TestShutdownGraceHasAnEnvironmentTwin(t *testing.T) {
 		}
 		if strings.Contains(line, "shutdown") && !strings.Contains(line, "SWITCHYARD_SHUTDOWN_GRACE") {
 			t.Fatalf("--help does not name the environment twin: %q", line)
+		}
+	}
+}
+
+func TestTrustedProxies(t *testing.T) {
+	env := func(k string) (string, bool) {
+		return map[string]string{"SWITCHYARD_TRUSTED_PROXIES": "10.0.0.0/8"}[k], k == "SWITCHYARD_TRUSTED_PROXIES"
+	}
+	none := func(string) (string, bool) { return "", false }
+	cfg, _, err := ParseConfig(nil, none, &bytes.Buffer{})
+	if err != nil || len(cfg.TrustedProxies) != 0 {
+		t.Fatalf("default: %v %v", cfg.TrustedProxies, err)
+	}
+	cfg, _, err = ParseConfig(nil, env, &bytes.Buffer{})
+	if err != nil || len(cfg.TrustedProxies) != 1 || cfg.TrustedProxies[0].String() != "10.0.0.0/8" {
+		t.Fatalf("env: %v %v", cfg.TrustedProxies, err)
+	}
+	cfg, _, err = ParseConfig([]string{"--trusted-proxies", " 192.168.1.5, fd00::/8 ,::1"}, env, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, n := range cfg.TrustedProxies {
+		got = append(got, n.String())
+	}
+	if strings.Join(got, " ") != "192.168.1.5/32 fd00::/8 ::1/128" {
+		t.Fatalf("flag: %v", got)
+	}
+	for _, bad := range []string{"10.0.0.0/33", "proxy.local", "10.0.0.0/8;10.1.0.0/16"} {
+		if _, _, err := ParseConfig([]string{"--trusted-proxies", bad}, none, &bytes.Buffer{}); err == nil {
+			t.Errorf("%q accepted", bad)
 		}
 	}
 }

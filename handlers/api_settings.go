@@ -1,12 +1,10 @@
 package handlers
 
 import (
-	"io"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
 
-	"switchyard/services/errs"
 	"switchyard/services/settings"
 )
 
@@ -25,9 +23,14 @@ func (s *Settings) Get(c echo.Context) error {
 // Patch answers PATCH /api/settings/resilience: a strict partial update; any unknown key or
 // invalid value → 422 with per-field errors (in English) and nothing saved.
 func (s *Settings) Patch(c echo.Context) error {
-	raw, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, 1<<20))
+	raw, err := readAdminBody(c)
 	if err != nil {
-		return errs.Wrap(err, errs.TooLarge, "err.settings_too_large")
+		return err
+	}
+	// A key given twice or a second document would be read as the last or not at all; a plain
+	// syntax error is left to the service, which names the field it happened in.
+	if e := strictJSON(raw); e != nil && e.Reason != "bad_json" {
+		return e
 	}
 	if _, err := s.Svc.Patch(ctx(c), raw); err != nil {
 		return err

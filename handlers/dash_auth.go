@@ -25,6 +25,10 @@ func (d *Dashboard) LoginPage(c echo.Context) error {
 
 // Login answers POST /login: checks the password (rate-limited per client address).
 func (d *Dashboard) Login(c echo.Context) error {
+	// Read the form first: a body that arrives too slowly or broken is no login attempt.
+	if err := c.Request().ParseForm(); err != nil {
+		return bodyError(err)
+	}
 	next := safeNext(c.FormValue("next"))
 	if !d.Auth.AllowLogin(c.RealIP()) {
 		c.Response().Header().Set("Retry-After", "12")
@@ -42,6 +46,15 @@ func (d *Dashboard) Login(c echo.Context) error {
 // Logout answers POST /logout.
 func (d *Dashboard) Logout(c echo.Context) error {
 	if err := d.Sessions.Logout(c); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/login")
+}
+
+// LogoutEverywhere answers POST /logout-everywhere: ends every dashboard session (a lost laptop,
+// a shared browser), this one too.
+func (d *Dashboard) LogoutEverywhere(c echo.Context) error {
+	if _, err := d.Sessions.LogoutEverywhere(c); err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/login")

@@ -19,6 +19,8 @@ type Sessions interface {
 	IsAdmin(c echo.Context) bool
 	Login(c echo.Context) error
 	Logout(c echo.Context) error
+	// LogoutEverywhere ends every session, the caller's too, and returns how many ended.
+	LogoutEverywhere(c echo.Context) (int64, error)
 	AddFlash(c echo.Context, kind, text string) error
 	TakeFlashes(c echo.Context) []views.Flash
 }

@@ -4,9 +4,9 @@
 package handlers
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
-	"net/http"
 	"strconv"
 
 	"github.com/a-h/templ"
@@ -15,9 +15,16 @@ import (
 	"switchyard/services/errs"
 )
 
-// bindJSON decodes a JSON body strictly (unknown fields are errors).
+// bindJSON decodes a JSON body strictly: exactly one value, no key twice, no unknown fields.
 func bindJSON(c echo.Context, dst any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(c.Response(), c.Request().Body, 1<<20))
+	raw, err := readAdminBody(c)
+	if err != nil {
+		return err
+	}
+	if e := strictJSON(raw); e != nil {
+		return e
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
 		return errs.Wrap(err, errs.Invalid, "err.bad_json", err.Error())

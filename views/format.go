@@ -14,8 +14,10 @@ import (
 )
 
 // htmxConfig makes htmx swap 422 answers (a card or form re-rendered with its field errors)
-// like 2xx ones; other 4xx and 5xx stay unswapped errors, as htmx 2 does by default.
-const htmxConfig = `{"responseHandling":[{"code":"204","swap":false},{"code":"[23]..","swap":true},` +
+// like 2xx ones; other 4xx and 5xx stay unswapped errors, as htmx 2 does by default. htmx
+// must not add its indicator <style> element: the Content-Security-Policy allows no inline
+// style (and no page uses htmx indicators).
+const htmxConfig = `{"includeIndicatorStyles":false,"responseHandling":[{"code":"204","swap":false},{"code":"[23]..","swap":true},` +
 	`{"code":"422","swap":true,"error":false},{"code":"[45]..","swap":false,"error":true}]}`
 
 // FormatInt writes n with the thousands separator of the context's language.

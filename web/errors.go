@@ -1,6 +1,7 @@
 package web
 
 import (
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -114,6 +115,12 @@ type adminErrorDetail struct {
 	Message string            `json:"message"`
 	Code    string            `json:"code"`
 	Fields  map[string]string `json:"fields,omitempty"`
+}
+
+// adminErrorJSON is adminError encoded.
+func adminErrorJSON(e *errs.Error) []byte {
+	b, _ := json.Marshal(adminError(e))
+	return b
 }
 
 // adminError is the admin API's error body, in English; an internal error says only that.

@@ -24,7 +24,7 @@ func routes(e *echo.Echo, d Deps) []Route {
 	e.StaticFS("/static", d.Static)
 
 	// The proxy surfaces.
-	v1 := e.Group("/v1", trace(), clientKey(d.Keys))
+	v1 := e.Group("/v1", trace(), clientKey(d.Keys), liftReadDeadline(), noteIgnoredIdempotencyKey(d.Log))
 	add(v1, "/v1", "client", http.MethodPost, "/chat/completions", d.Proxy.Chat, observe(d.Metrics, "/v1/chat/completions"))
 	add(v1, "/v1", "client", http.MethodPost, "/messages", d.Proxy.Messages, observe(d.Metrics, "/v1/messages"))
 	add(v1, "/v1", "client", http.MethodPost, "/messages/count_tokens", d.Proxy.CountTokens, observe(d.Metrics, "/v1/messages/count_tokens"))
@@ -55,6 +55,9 @@ func routes(e *echo.Echo, d Deps) []Route {
 	add(api, "/api", "admin", http.MethodDelete, "/keys/:id", d.KeysAPI.Revoke)
 	add(api, "/api", "admin", http.MethodGet, "/settings/resilience", d.Settings.Get)
 	add(api, "/api", "admin", http.MethodPatch, "/settings/resilience", d.Settings.Patch)
+	add(api, "/api", "admin", http.MethodPost, "/sessions/revoke-all", d.SessionsAPI.RevokeAll)
+	add(api, "/api", "admin", http.MethodGet, "/settings/sessions", d.SessionsAPI.GetSettings)
+	add(api, "/api", "admin", http.MethodPatch, "/settings/sessions", d.SessionsAPI.PatchSettings)
 
 	// The dashboard: every action is a POST form that redirects (303) or re-renders its page with
 	// errors (422); htmx only adds in-place updates on top.
@@ -65,6 +68,7 @@ func routes(e *echo.Echo, d Deps) []Route {
 	dash := e.Group("", crossOrigin(), locale(), dashboardAuth(d.Sessions))
 	page := func(method, path string, h echo.HandlerFunc) { add(dash, "", "dashboard", method, path, h) }
 	page(http.MethodPost, "/logout", d.Dashboard.Logout)
+	page(http.MethodPost, "/logout-everywhere", d.Dashboard.LogoutEverywhere)
 	page(http.MethodGet, "/", d.Dashboard.Home)
 
 	page(http.MethodGet, "/providers", d.Dashboard.ProvidersPage)

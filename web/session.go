@@ -1,28 +1,32 @@
 package web
 
 import (
+	"log/slog"
 	"net/http"
 	"strings"
 
-	"github.com/gorilla/sessions"
 	"github.com/labstack/echo/v4"
 
+	"switchyard/services/sessions"
 	"switchyard/views"
 )
 
-const sessionName = "switchyard_session"
+// sessionCookie holds the session's random id, nothing else; the session lives on the server.
+const sessionCookie = "switchyard_session"
 
-// Sessions keeps the dashboard login in a signed and encrypted cookie. It is the dashboard's
-// session store (handlers.Sessions).
+// sessionKey caches the request's session lookup on the echo context.
+const sessionKey = "switchyard.session"
+
+// Sessions is the dashboard's session store (handlers.Sessions): the cookie carries a random
+// id, the sessions service keeps the session, its lifetimes and its one-time messages.
 type Sessions struct {
-	store *sessions.CookieStore
+	svc *sessions.Service
+	log *slog.Logger
 }
 
-// NewSessions builds the cookie store from a 64-byte signing key and a 32-byte encryption key.
-func NewSessions(hashKey, blockKey []byte) *Sessions {
-	st := sessions.NewCookieStore(hashKey, blockKey)
-	st.Options = &sessions.Options{Path: "/", MaxAge: 7 * 24 * 3600, HttpOnly: true, SameSite: http.SameSiteLaxMode}
-	return &Sessions{store: st}
+// NewSessions builds the store on the sessions service.
+func NewSessions(svc *sessions.Service, log *slog.Logger) *Sessions {
+	return &Sessions{svc: svc, log: log}
 }
 
 // IsTLS reports whether the client reached us over TLS, directly or through a proxy that says so.
@@ -30,57 +34,96 @@ func IsTLS(r *http.Request) bool {
 	return r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
 }
 
-func (s *Sessions) get(r *http.Request) *sessions.Session {
-	sess, _ := s.store.Get(r, sessionName) // a bad or old cookie yields a fresh session
-	sess.Options.Secure = IsTLS(r)
+type lookup struct{ sess *sessions.Session }
+
+// current is the request's live session, nil when none; it is looked up once per request.
+func (s *Sessions) current(c echo.Context) *sessions.Session {
+	if l, ok := c.Get(sessionKey).(lookup); ok {
+		return l.sess
+	}
+	var sess *sessions.Session
+	if ck, err := c.Cookie(sessionCookie); err == nil {
+		if sess, err = s.svc.Lookup(c.Request().Context(), ck.Value); err != nil {
+			// The visitor is treated as logged out; the cause is worth a line (never the id).
+			s.log.Warn("session lookup", "request_id", requestIDOf(c), "error", err)
+			sess = nil
+		}
+	}
+	c.Set(sessionKey, lookup{sess})
 	return sess
 }
 
-// IsAdmin reports whether the request carries a logged-in admin session.
-func (s *Sessions) IsAdmin(c echo.Context) bool {
-	v, _ := s.get(c.Request()).Values["admin"].(bool)
-	return v
+func (s *Sessions) setCookie(c echo.Context, id string, maxAge int) {
+	c.SetCookie(&http.Cookie{Name: sessionCookie, Value: id, Path: "/", MaxAge: maxAge, HttpOnly: true,
+		SameSite: http.SameSiteLaxMode, Secure: IsTLS(c.Request())})
 }
 
-// Login marks the session as the admin's.
+// IsAdmin reports whether the request carries a live admin session.
+func (s *Sessions) IsAdmin(c echo.Context) bool { return s.current(c) != nil }
+
+// Login starts a new session (a fresh id, whatever cookie came in) and sets its cookie.
 func (s *Sessions) Login(c echo.Context) error {
-	sess := s.get(c.Request())
-	sess.Values["admin"] = true
-	return sess.Save(c.Request(), c.Response())
+	ctx := c.Request().Context()
+	if old := s.current(c); old != nil {
+		if err := s.svc.End(ctx, old.IDHash); err != nil {
+			return err
+		}
+	}
+	id, err := s.svc.Create(ctx)
+	if err != nil {
+		return err
+	}
+	s.setCookie(c, id, int(s.svc.Settings().Absolute().Seconds()))
+	c.Set(sessionKey, lookup{})
+	return nil
 }
 
-// Logout ends the session.
+// Logout ends the request's session on the server and drops its cookie.
 func (s *Sessions) Logout(c echo.Context) error {
-	sess := s.get(c.Request())
-	sess.Values = map[any]any{}
-	sess.Options.MaxAge = -1
-	return sess.Save(c.Request(), c.Response())
+	if sess := s.current(c); sess != nil {
+		if err := s.svc.End(c.Request().Context(), sess.IDHash); err != nil {
+			return err
+		}
+	}
+	s.setCookie(c, "", -1)
+	c.Set(sessionKey, lookup{})
+	return nil
 }
 
-const flashKey = "flash"
+// LogoutEverywhere ends every session, the request's own included, and drops its cookie.
+func (s *Sessions) LogoutEverywhere(c echo.Context) (int64, error) {
+	n, err := s.svc.EndAll(c.Request().Context())
+	if err != nil {
+		return 0, err
+	}
+	s.setCookie(c, "", -1)
+	c.Set(sessionKey, lookup{})
+	return n, nil
+}
 
-// AddFlash stores a message to show once on the next page of this session.
+// AddFlash stores a message to show once on the next page of this session (none without one).
 func (s *Sessions) AddFlash(c echo.Context, kind, text string) error {
-	sess := s.get(c.Request())
-	sess.AddFlash(kind+"\x1f"+text, flashKey)
-	return sess.Save(c.Request(), c.Response())
-}
-
-// TakeFlashes returns and clears the session's pending messages. It writes a cookie, so it runs
-// before the response body.
-func (s *Sessions) TakeFlashes(c echo.Context) []views.Flash {
-	sess := s.get(c.Request())
-	raw := sess.Flashes(flashKey)
-	if len(raw) == 0 {
+	sess := s.current(c)
+	if sess == nil {
 		return nil
 	}
-	_ = sess.Save(c.Request(), c.Response()) // a flash shown twice is the worst outcome
-	out := make([]views.Flash, 0, len(raw))
-	for _, r := range raw {
-		if str, ok := r.(string); ok {
-			kind, text, _ := strings.Cut(str, "\x1f")
-			out = append(out, views.Flash{Kind: kind, Text: text})
-		}
+	return s.svc.AddFlash(c.Request().Context(), sess.IDHash, sessions.Flash{Kind: kind, Text: text})
+}
+
+// TakeFlashes returns and clears the session's pending messages.
+func (s *Sessions) TakeFlashes(c echo.Context) []views.Flash {
+	sess := s.current(c)
+	if sess == nil || len(sess.Flashes) == 0 {
+		return nil
+	}
+	got, err := s.svc.TakeFlashes(c.Request().Context(), sess.IDHash)
+	if err != nil {
+		s.log.Warn("take flashes", "request_id", requestIDOf(c), "error", err)
+		return nil
+	}
+	out := make([]views.Flash, 0, len(got))
+	for _, f := range got {
+		out = append(out, views.Flash{Kind: f.Kind, Text: f.Text})
 	}
 	return out
 }

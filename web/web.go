@@ -5,6 +5,8 @@ package web
 import (
 	"io/fs"
 	"log/slog"
+	"net"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -22,6 +24,11 @@ type Deps struct {
 	Sessions *Sessions
 	Static   fs.FS
 	Metrics  *metrics.Metrics
+	// TrustedProxies are the reverse proxies whose forwarding headers name the client.
+	TrustedProxies []*net.IPNet
+	// ReadTimeout bounds how long a request may take to send its body, except authenticated
+	// proxy calls (0 = no bound).
+	ReadTimeout time.Duration
 
 	Health    *handlers.Health
 	API       *handlers.API
@@ -29,6 +36,9 @@ type Deps struct {
 	Settings  *handlers.Settings
 	Proxy     *handlers.Proxy
 	Dashboard *handlers.Dashboard
+
+	// SessionsAPI ends dashboard sessions and edits their lifetimes.
+	SessionsAPI *handlers.SessionsAPI
 }
 
 // Route is one entry of the route table, kept so tests can walk every route.
@@ -46,7 +56,8 @@ func New(d Deps) (*echo.Echo, []Route) {
 	e.HideBanner, e.HidePort = true, true
 	e.Logger.SetOutput(discard{}) // echo's own logger is unused: the request log and the error handler log
 	e.HTTPErrorHandler = errorHandler(d.Log)
-	e.Use(recoverer(d.Log), requestID(), requestLog(d.Log))
+	e.IPExtractor = clientIP(d.TrustedProxies)
+	e.Use(recoverer(d.Log), requestID(), requestLog(d.Log), securityHeaders(), readDeadline(d.ReadTimeout))
 	return e, routes(e, d)
 }
 

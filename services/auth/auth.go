@@ -87,7 +87,8 @@ func (s *Service) CheckToken(tok string) bool {
 func (s *Service) TokenEnabled() bool { return s.token != "" }
 
 // AllowLogin takes one login attempt from the client's budget: 5 attempts at once, then one
-// every 12 seconds, per client address.
+// every 12 seconds, per client address. The address must be one the client cannot choose (the
+// edge believes forwarding headers only from trusted proxies).
 func (s *Service) AllowLogin(client string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()

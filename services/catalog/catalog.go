@@ -48,7 +48,7 @@ type Service struct {
 	mu        sync.Mutex // serialises writes so registry rebuilds see a consistent order
 	reg       atomic.Pointer[Registry]
 	listeners []func(*Registry)
-	newCreds  []func(connectionID int64)
+	newCreds  []func(ctx context.Context, connectionID int64) error
 	deleted   []func(connectionID int64)
 }
 
@@ -73,8 +73,9 @@ func (s *Service) notifyDeleted(before *Registry) {
 }
 
 // OnNewCredentials registers fn to run when a connection gets a new credential (which clears
-// terminal states such as expired or banned).
-func (s *Service) OnNewCredentials(fn func(connectionID int64)) {
+// terminal states such as expired or banned). The update answers only after every fn returned,
+// so fn commits what it changed before it returns; its error fails the update's answer.
+func (s *Service) OnNewCredentials(fn func(ctx context.Context, connectionID int64) error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.newCreds = append(s.newCreds, fn)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"unicode"
 
 	"github.com/jmoiron/sqlx"
 
@@ -171,12 +172,18 @@ func (s *Service) UpdateConnection(ctx context.Context, id int64, in ConnectionI
 	if err != nil {
 		return Connection{}, err
 	}
+	if err := s.rebuild(ctx); err != nil {
+		return Connection{}, err
+	}
 	if in.APIKey != nil {
+		// After the rebuild, so no request can fail with the old key once the state is cleared.
 		for _, fn := range s.newCreds {
-			fn(id)
+			if err := fn(ctx, id); err != nil {
+				return Connection{}, err
+			}
 		}
 	}
-	return out, s.rebuild(ctx)
+	return out, nil
 }
 
 // DeleteConnection removes a connection.
@@ -230,7 +237,13 @@ func (s *Service) applyConnection(ctx context.Context, q db.Querier, c *db.Conne
 	var apiKey string
 	if in.APIKey != nil {
 		apiKey = strings.TrimSpace(*in.APIKey)
-		if apiKey == "" || strings.ContainsAny(apiKey, " \r\n\t") {
+		switch {
+		case apiKey == "":
+			fields["api_key"] = errs.M("err.required")
+		case strings.IndexFunc(apiKey, unicode.IsControl) >= 0:
+			// NUL, line breaks, other C0/C1 controls and DEL: an upstream header cannot carry them.
+			fields["api_key"] = errs.M("err.api_key_control")
+		case strings.IndexFunc(apiKey, unicode.IsSpace) >= 0:
 			fields["api_key"] = errs.M("err.api_key")
 		}
 	} else if create {

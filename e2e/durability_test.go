@@ -1,0 +1,268 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"switchyard/db"
+	"switchyard/e2e/testenv"
+)
+
+// FlushBound is the documented bound (README, "Durability") within which state the engine
+// discovered (a 401 making a connection expired, a cooldown) is committed to the database.
+const FlushBound = 250 * time.Millisecond
+
+// process is the real gateway binary on a fixed data directory, started and killed by a test.
+type process struct {
+	t    *testing.T
+	bin  string
+	dir  string
+	base string
+	cmd  *exec.Cmd
+}
+
+func (p *process) start() {
+	p.t.Helper()
+	addr := freeAddr(p.t)
+	p.base = "http://" + addr
+	p.cmd = exec.Command(p.bin, "serve", "--addr", addr, "--data-dir", p.dir, "--log-level", "warn")
+	p.cmd.Env = append(os.Environ(), "SWITCHYARD_ADMIN_TOKEN="+testenv.AdminToken, "SWITCHYARD_ADMIN_PASSWORD="+testenv.Password)
+	p.cmd.Stderr = os.Stderr
+	if err := p.cmd.Start(); err != nil {
+		p.t.Fatal(err)
+	}
+	p.t.Cleanup(p.kill)
+	waitReady(p.t, p.base)
+}
+
+// kill ends the process with SIGKILL: no shutdown, no final flush.
+func (p *process) kill() {
+	if p.cmd == nil {
+		return
+	}
+	_ = p.cmd.Process.Kill()
+	_ = p.cmd.Wait()
+	p.cmd = nil
+}
+
+func (p *process) admin(method, path string, body any, want int) map[string]any {
+	p.t.Helper()
+	st, out, err := adminCall(p.base, method, path, body)
+	if err != nil || st != want {
+		p.t.Fatalf("%s %s: %d %v %v, want %d", method, path, st, out, err, want)
+	}
+	return out
+}
+
+func (p *process) status(id int64) string {
+	p.t.Helper()
+	for _, c := range p.admin("GET", "/api/resilience/state", nil, 200)["connections"].([]any) {
+		if m := c.(map[string]any); int64(m["id"].(float64)) == id {
+			return m["status"].(string)
+		}
+	}
+	p.t.Fatalf("connection %d not in state", id)
+	return ""
+}
+
+// chat sends one request and waits for the whole answer.
+func (p *process) chat(key string) int {
+	p.t.Helper()
+	req, _ := http.NewRequest("POST", p.base+"/v1/chat/completions", strings.NewReader(testenv.ChatBody))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := testenv.ChatClient.Do(req)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// waitModel polls (bounded) until discovery lists the model after a start.
+func (p *process) waitModel(key, model string) {
+	p.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		req, _ := http.NewRequest("GET", p.base+"/v1/models", nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if strings.Contains(string(b), `"`+model+`"`) {
+				return
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	p.t.Fatalf("model %s never listed", model)
+}
+
+// Kill -9 loop over the real binary, 30 rounds. Each round:
+//   - the engine learns from a 401 that the connection's key expired; the gateway is killed
+//     FlushBound after the client got its answer, and after the restart the connection is still
+//     expired (engine-discovered state is committed within the bound);
+//   - the operator clears that state (alternately "reset" with terminal: true and a new API key)
+//     and the gateway is killed the moment the answer arrives; after the restart the connection
+//     is still active (an acknowledged operator action is committed before its answer).
+func TestKillNineKeepsAcknowledgedAndDiscoveredState(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills the real binary")
+	}
+	up := testenv.NewFakeUpstream(t, testenv.Status(401, nil, `{"error":{"message":"invalid api key","type":"invalid_request_error"}}`))
+	p := &process{t: t, bin: buildBinary(t), dir: t.TempDir()}
+	p.start()
+	p.admin("POST", "/api/providers", map[string]any{"name": "up", "type": "openai-compatible", "base_url": up.URL + "/v1"}, 201)
+	id := int64(p.admin("POST", "/api/connections", map[string]any{"provider": "up", "name": "main", "auth_type": "api_key",
+		"api_key": "sk-round-0"}, 201)["id"].(float64))
+	key := p.admin("POST", "/api/keys", map[string]any{"name": "kill"}, 201)["key"].(string)
+	for round := range 30 {
+		p.waitModel(key, "up/gpt-test")
+		if st := p.chat(key); st != http.StatusUnauthorized {
+			t.Fatalf("round %d: chat answered %d, want 401", round, st)
+		}
+		time.Sleep(FlushBound) // the claim under test: after the bound the state is on disk
+		p.kill()
+		p.start()
+		if st := p.status(id); st != "expired" {
+			t.Fatalf("round %d: the engine-reported expiry was lost in a kill -9 %s after the answer: status %s", round, FlushBound, st)
+		}
+
+		how := "reset"
+		if round%2 == 0 {
+			p.admin("POST", fmt.Sprintf("/api/connections/%d/reset", id), map[string]any{"terminal": true}, 200)
+		} else {
+			how = "new API key"
+			p.admin("PATCH", fmt.Sprintf("/api/connections/%d", id), map[string]any{"api_key": fmt.Sprintf("sk-round-%d", round)}, 200)
+		}
+		p.kill() // at once: the answer said it is saved
+		p.start()
+		if st := p.status(id); st != "active" {
+			t.Fatalf("round %d: the acknowledged %s was lost in a kill -9: status %s", round, how, st)
+		}
+	}
+}
+
+// The flush bound, measured on the real binary under load: while 8 clients keep 20 connections
+// cycling through cooldowns (each request fails over through them, every failure a state
+// change) and reset them (each reset a synchronous commit), a probe connection is made expired
+// by a 401 again and again, and the test polls the database file for the expiry from the moment
+// the client got its answer. Every delay must stay within FlushBound; the spread is logged.
+func TestEngineStateIsCommittedWithinTheFlushBound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and loads the real binary")
+	}
+	load := testenv.NewFakeUpstream(t, testenv.Status(429, map[string]string{"Retry-After": "1"}, `{"error":{"message":"slow down"}}`), "gpt-load")
+	probe := testenv.NewFakeUpstream(t, testenv.Status(401, nil, `{"error":{"message":"invalid api key"}}`), "gpt-probe")
+	p := &process{t: t, bin: buildBinary(t), dir: t.TempDir()}
+	p.start()
+	p.admin("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0},
+		"circuit_breaker": map[string]any{"enabled": false}}, 200)
+	p.admin("POST", "/api/providers", map[string]any{"name": "load", "type": "openai-compatible", "base_url": load.URL + "/v1"}, 201)
+	p.admin("POST", "/api/providers", map[string]any{"name": "probe", "type": "openai-compatible", "base_url": probe.URL + "/v1"}, 201)
+	for i := range 20 {
+		p.admin("POST", "/api/connections", map[string]any{"provider": "load", "name": fmt.Sprintf("l%d", i), "auth_type": "api_key",
+			"api_key": fmt.Sprintf("sk-load-%d", i)}, 201)
+	}
+	id := int64(p.admin("POST", "/api/connections", map[string]any{"provider": "probe", "name": "p", "auth_type": "api_key",
+		"api_key": "sk-probe"}, 201)["id"].(float64))
+	key := p.admin("POST", "/api/keys", map[string]any{"name": "load"}, 201)["key"].(string)
+	p.waitModel(key, "load/gpt-load")
+	p.waitModel(key, "probe/gpt-probe")
+
+	d, err := db.Open(filepath.Join(p.dir, "switchyard.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	expiredOnDisk := func() bool {
+		rows, err := db.ListState(context.Background(), d.R, "connection")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			if r.Key == strconv.FormatInt(id, 10) && strings.Contains(r.Value, `"terminal":"expired"`) {
+				return true
+			}
+		}
+		return false
+	}
+	post := func(path, body string) int {
+		req, _ := http.NewRequest("POST", p.base+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if strings.HasPrefix(path, "/api/") {
+			req.Header.Set("Authorization", "Bearer "+testenv.AdminToken)
+		} else {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := testenv.ChatClient.Do(req)
+		if err != nil {
+			return 0
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var loadRequests atomic.Int64
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ctx.Err() == nil; i++ {
+				post("/v1/chat/completions", `{"model":"load/gpt-load","messages":[{"role":"user","content":"hi"}]}`)
+				loadRequests.Add(1)
+				if (i+w)%5 == 0 {
+					post("/api/resilience/reset", `{}`)
+				}
+			}
+		}()
+	}
+	var delays []time.Duration
+	for range 100 {
+		if st := post(fmt.Sprintf("/api/connections/%d/reset", id), `{"terminal":true}`); st != 200 {
+			t.Fatalf("reset: %d", st)
+		}
+		if expiredOnDisk() {
+			t.Fatal("the reset was not committed before its answer")
+		}
+		if st := post("/v1/chat/completions", `{"model":"probe/gpt-probe","messages":[{"role":"user","content":"hi"}]}`); st != 401 {
+			t.Fatalf("probe chat: %d", st)
+		}
+		answered := time.Now()
+		for !expiredOnDisk() {
+			if time.Since(answered) > 5*time.Second {
+				t.Fatal("the expiry never reached the database")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		delays = append(delays, time.Since(answered))
+	}
+	stop()
+	wg.Wait()
+	slices.Sort(delays)
+	q := func(f float64) time.Duration { return delays[int(f*float64(len(delays)-1))] }
+	t.Logf("expiry on disk after the client's answer, %d samples under %d load requests: p50 %v, p90 %v, p99 %v, max %v",
+		len(delays), loadRequests.Load(), q(0.5), q(0.9), q(0.99), delays[len(delays)-1])
+	if loadRequests.Load() < 100 {
+		t.Fatalf("only %d load requests: the measurement was not under load", loadRequests.Load())
+	}
+	if worst := delays[len(delays)-1]; worst > FlushBound {
+		t.Fatalf("an engine-discovered state took %v to reach the database; the documented bound is %v", worst, FlushBound)
+	}
+}

@@ -1,0 +1,31 @@
+package web
+
+import (
+	"net"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+)
+
+// clientIP is how the edge tells a client's address (c.RealIP, which login throttling keys on).
+// Without trusted proxies it is the direct peer, whatever the headers say. With them, the
+// forwarding headers count only when the peer is one of those proxies: X-Forwarded-For is read
+// from the right and yields the nearest address that is not a trusted proxy (so a client cannot
+// pick its address by sending its own header through the proxy), else X-Real-IP. Loopback,
+// link-local and private networks are not trusted implicitly (echo trusts them by default).
+func clientIP(trusted []*net.IPNet) echo.IPExtractor {
+	if len(trusted) == 0 {
+		return echo.ExtractIPDirect()
+	}
+	opts := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
+	for _, n := range trusted {
+		opts = append(opts, echo.TrustIPRange(n))
+	}
+	xff, realIP := echo.ExtractIPFromXFFHeader(opts...), echo.ExtractIPFromRealIPHeader(opts...)
+	return func(r *http.Request) string {
+		if len(r.Header[echo.HeaderXForwardedFor]) > 0 {
+			return xff(r)
+		}
+		return realIP(r)
+	}
+}
