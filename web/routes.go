@@ -24,7 +24,7 @@ func routes(e *echo.Echo, d Deps) []Route {
 	e.StaticFS("/static", d.Static)
 
 	// The proxy surfaces.
-	v1 := e.Group("/v1", trace(), clientKey(d.Keys))
+	v1 := e.Group("/v1", trace(), recordRequest(d.Traffic, d.Now), clientKey(d.Keys))
 	add(v1, "/v1", "client", http.MethodPost, "/chat/completions", d.Proxy.Chat, observe(d.Metrics, "/v1/chat/completions"))
 	add(v1, "/v1", "client", http.MethodGet, "/models", d.Proxy.Models, observe(d.Metrics, "/v1/models"))
 
@@ -50,6 +50,8 @@ func routes(e *echo.Echo, d Deps) []Route {
 	add(api, "/api", "admin", http.MethodGet, "/keys", d.KeysAPI.List)
 	add(api, "/api", "admin", http.MethodPost, "/keys", d.KeysAPI.Create)
 	add(api, "/api", "admin", http.MethodDelete, "/keys/:id", d.KeysAPI.Revoke)
+	add(api, "/api", "admin", http.MethodGet, "/requests", d.Requests.List)
+	add(api, "/api", "admin", http.MethodGet, "/requests/:id", d.Requests.Get)
 	add(api, "/api", "admin", http.MethodGet, "/settings/resilience", d.Settings.Get)
 	add(api, "/api", "admin", http.MethodPatch, "/settings/resilience", d.Settings.Patch)
 

@@ -5,6 +5,7 @@ package web
 import (
 	"io/fs"
 	"log/slog"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -12,6 +13,7 @@ import (
 	"switchyard/services/auth"
 	"switchyard/services/clientkeys"
 	"switchyard/services/metrics"
+	"switchyard/services/traffic"
 )
 
 // Deps is everything the routes need; the app builds it.
@@ -22,6 +24,10 @@ type Deps struct {
 	Sessions *Sessions
 	Static   fs.FS
 	Metrics  *metrics.Metrics
+	// Traffic receives every finished client request (the request log and the charts).
+	Traffic RequestRecorder
+	// Now is the gateway's clock, for the request log's timestamps.
+	Now func() time.Time
 
 	Health    *handlers.Health
 	API       *handlers.API
@@ -29,6 +35,12 @@ type Deps struct {
 	Settings  *handlers.Settings
 	Proxy     *handlers.Proxy
 	Dashboard *handlers.Dashboard
+	Requests  *handlers.Requests
+}
+
+// RequestRecorder takes a finished client request (services/traffic); it must never block.
+type RequestRecorder interface {
+	Record(traffic.Entry)
 }
 
 // Route is one entry of the route table, kept so tests can walk every route.

@@ -59,7 +59,7 @@ func startDashApp(t *testing.T) *app.App {
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	noEnv := func(string) (string, bool) { return "", false }
 	a, err := app.Start(context.Background(), app.Config{Addr: "127.0.0.1:0", DataDir: t.TempDir(), AdminPassword: dashPassword,
-		LogLevel: "warn", LogFormat: "text", ShutdownGrace: 5 * time.Second}, noEnv, log)
+		LogLevel: "warn", LogFormat: "text", ShutdownGrace: 5 * time.Second, RequestLogDays: 7, RequestLogRows: 100_000}, noEnv, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -283,8 +283,8 @@ func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*err
 	}
 }
 
-// pick returns the first untried connection that may take a request for the model now, or -1
-// and why the others were excluded.
+// pick returns the first untried connection that may take a request for the model now (or -1),
+// and why the connections before it were excluded.
 func (e *Engine) pick(c *call, conns []*catalog.ConnEntry, tried []bool) (int, []exclusion) {
 	var excluded []exclusion
 	for i, conn := range conns {
@@ -297,7 +297,7 @@ func (e *Engine) pick(c *call, conns []*catalog.ConnEntry, tried []bool) (int, [
 		}
 		ok, why := e.opt.Cooldowns.Check(conn.ID)
 		if ok {
-			return i, nil
+			return i, excluded
 		}
 		excluded = append(excluded, exclusion{conn: conn, why: why})
 	}
