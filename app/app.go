@@ -87,7 +87,10 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 	}
 
 	a := &App{DB: st.db, Log: log, Inventory: eng.inventory, State: res.store, Traffic: tr, served: make(chan error, 1)}
-	a.Echo, a.Routes = buildWeb(cfg, st, core, res, eng, tr, clock, &a.draining, log)
+	a.Echo, a.Routes, err = buildWeb(cfg, st, core, res, eng, tr, clock, &a.draining, log)
+	if err != nil {
+		return nil, err
+	}
 
 	a.runners.add("state store", res.store.Run)
 	a.runners.add("lockout sweeper", func(ctx context.Context) { res.lockouts.RunSweeper(ctx, resilience.LockoutSweepInterval) })
@@ -299,7 +302,7 @@ func buildTraffic(ctx context.Context, cfg Config, clock clockwork.Clock, st sto
 }
 
 func buildWeb(cfg Config, st storage, c core, r *resilienceState, e engine, tr *traffic.Service, clock clockwork.Clock,
-	draining *atomic.Bool, log *slog.Logger) (*echo.Echo, []web.Route) {
+	draining *atomic.Bool, log *slog.Logger) (*echo.Echo, []web.Route, error) {
 	opsSvc := &ops.Service{Catalog: c.catalog, Discovery: e.inventory, Cooldowns: r.cooldowns, Breakers: r.breakers,
 		Lockouts: r.lockouts, Queues: r.queues, Semaphores: r.semaphores, Health: r.health, Store: r.store}
 	sessions := web.NewSessions(secrets.Derive(st.key, "session-hash v1", 64), secrets.Derive(st.key, "session-block v1", 32))

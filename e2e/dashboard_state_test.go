@@ -138,7 +138,7 @@ func TestProvidersPageState(t *testing.T) {
 			t.Errorf("%s: no Model cooldowns entry in the navigation", lang)
 		}
 		if !strings.Contains(body, `hx-get="/providers/state"`) || !strings.Contains(body, `hx-trigger="every 2s"`) ||
-			!strings.Contains(body, `src="/static/app.js"`) {
+			!strings.Contains(body, `src="/static/app.js?v=`) {
 			t.Errorf("%s: the page does not poll its state or load the countdown script", lang)
 		}
 		cell := connCell(body, a)

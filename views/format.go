@@ -37,9 +37,10 @@ func FormatInt(ctx context.Context, n int64) string {
 	return b.String()
 }
 
-// formatTime writes a point in time in the context's language, in the server's time zone.
+// formatTime writes a point in time in the context's language, in UTC and saying so; the page
+// script rewrites the visible ones (when) into the browser's time zone.
 func formatTime(ctx context.Context, t time.Time) string {
-	return t.Local().Format(i18n.T(ctx, "format.datetime"))
+	return t.UTC().Format(i18n.T(ctx, "format.datetime")) + " UTC"
 }
 
 // HumanMS writes a millisecond duration the way a person reads it ("30 min", "1 h 30 min").
@@ -80,3 +81,18 @@ func idURL(prefix string, id int64, suffix string) string {
 
 // FieldErrors maps a form field's name to its (already translated) message.
 type FieldErrors map[string]string
+
+type assetsKey struct{}
+
+// WithAssets returns ctx carrying how the views link a static file (its fingerprinted address).
+func WithAssets(ctx context.Context, url func(name string) string) context.Context {
+	return context.WithValue(ctx, assetsKey{}, url)
+}
+
+// asset is the address of a static file: fingerprinted when the edge said how, else plain.
+func asset(ctx context.Context, name string) string {
+	if url, ok := ctx.Value(assetsKey{}).(func(string) string); ok {
+		return url(name)
+	}
+	return "/static/" + name
+}

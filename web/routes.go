@@ -8,7 +8,7 @@ import (
 
 // routes mounts every route of the gateway: probes, static files, the proxy surfaces, the admin
 // API and the dashboard. This is the one place to look for what answers an address.
-func routes(e *echo.Echo, d Deps) []Route {
+func routes(e *echo.Echo, d Deps, files *assets) []Route {
 	var table []Route
 	add := func(g interface {
 		Add(string, string, echo.HandlerFunc, ...echo.MiddlewareFunc) *echo.Route
@@ -21,7 +21,7 @@ func routes(e *echo.Echo, d Deps) []Route {
 	add(e, "", "public", http.MethodGet, "/health", d.Health.Live)
 	add(e, "", "public", http.MethodGet, "/ready", d.Health.Ready)
 	add(e, "", "metrics", http.MethodGet, "/metrics", echo.WrapHandler(d.Metrics.Handler()), metricsAuth(d.Auth, d.Sessions))
-	e.StaticFS("/static", d.Static)
+	add(e, "", "public", http.MethodGet, "/static/*", files.serve)
 
 	// The proxy surfaces.
 	v1 := e.Group("/v1", trace(), recordRequest(d.Traffic, d.Now), clientKey(d.Keys))

@@ -3,6 +3,7 @@
 package web
 
 import (
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"time"
@@ -53,13 +54,17 @@ type Route struct {
 }
 
 // New builds the echo instance with every route.
-func New(d Deps) (*echo.Echo, []Route) {
+func New(d Deps) (*echo.Echo, []Route, error) {
+	files, err := newAssets(d.Static)
+	if err != nil {
+		return nil, nil, fmt.Errorf("static files: %w", err)
+	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.Logger.SetOutput(discard{}) // echo's own logger is unused: the request log and the error handler log
 	e.HTTPErrorHandler = errorHandler(d.Log)
-	e.Use(recoverer(d.Log), requestID(), requestLog(d.Log))
-	return e, routes(e, d)
+	e.Use(recoverer(d.Log), requestID(), requestLog(d.Log), compress(), withAssets(files))
+	return e, routes(e, d, files), nil
 }
 
 type discard struct{}
