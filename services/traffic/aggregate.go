@@ -305,3 +305,20 @@ func (s *Service) KeyUsage(since time.Time) map[int64]Usage {
 	}
 	return out
 }
+
+// Total is the traffic of a whole range (Start is the range's start).
+func (s *Service) Total(r Range) Point {
+	first, per, start := r.window(s.now())
+	var total cell
+	s.mu.Lock()
+	for m, byDim := range s.minutes {
+		if m < first || (m-first)/per >= int64(r.Buckets) {
+			continue
+		}
+		for _, c := range byDim {
+			total.merge(c)
+		}
+	}
+	s.mu.Unlock()
+	return pointOf(start, &total)
+}
