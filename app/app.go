@@ -310,7 +310,7 @@ func buildWeb(cfg Config, st storage, c core, r *resilienceState, e engine, tr *
 	return web.New(web.Deps{
 		Log: log, Auth: c.auth, Keys: c.keys, Sessions: sessions, Static: static.FS, Metrics: r.metrics,
 		Traffic: tr, Now: clock.Now,
-		Requests: &handlers.Requests{Log: tr, Keys: c.keys, Sessions: sessions},
+		Requests: &handlers.Requests{Log: tr, Keys: c.keys, Catalog: c.catalog, Sessions: sessions, Clock: clock.Now},
 		Health:   &handlers.Health{DB: st.db, Draining: draining, Version: Version},
 		API: &handlers.API{Catalog: c.catalog, Tester: e.engine, Ops: opsSvc,
 			ValidateProviderOverrides:   settings.CheckProviderOverrides,
@@ -319,6 +319,6 @@ func buildWeb(cfg Config, st storage, c core, r *resilienceState, e engine, tr *
 		Settings: settingsH,
 		Proxy:    &handlers.Proxy{Engine: e.engine, Inventory: e.inventory, MaxBodyBytes: cfg.MaxBodyMiB << 20},
 		Dashboard: &handlers.Dashboard{Auth: c.auth, Sessions: sessions, Catalog: c.catalog, Keys: c.keys, Tester: e.engine,
-			Inventory: e.inventory, Settings: settingsH, Ops: opsSvc, ValidateConnectionOverrides: settings.CheckConnectionOverrides},
+			Inventory: e.inventory, Settings: settingsH, Ops: opsSvc, Traffic: tr, ValidateConnectionOverrides: settings.CheckConnectionOverrides},
 	})
 }

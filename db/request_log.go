@@ -25,8 +25,8 @@ type RequestLogRow struct {
 	Attempts     int    `db:"attempts"`
 	Retries      int    `db:"retries"`
 	Failovers    int    `db:"failovers"`
-	LatencyMS    int64  `db:"latency_ms"`
-	TTFTMS       int64  `db:"ttft_ms"`
+	LatencyUS    int64  `db:"latency_us"` // microseconds
+	TTFTUS       int64  `db:"ttft_us"`
 	Stream       bool   `db:"stream"`
 	Complete     bool   `db:"complete"`
 	InputTokens  int64  `db:"input_tokens"`
@@ -36,7 +36,7 @@ type RequestLogRow struct {
 }
 
 const requestLogCols = `id, request_id, at, client_key_id, surface, model, provider, connection_id, connection, status,
-	error_code, error_msg, attempts, retries, failovers, latency_ms, ttft_ms, stream, complete, input_tokens,
+	error_code, error_msg, attempts, retries, failovers, latency_us, ttft_us, stream, complete, input_tokens,
 	output_tokens, chain, skipped`
 
 // InsertRequestLog stores finished requests; their ids are given by the caller.
@@ -45,7 +45,7 @@ func InsertRequestLog(ctx context.Context, q Querier, rows []RequestLogRow) erro
 		if _, err := q.ExecContext(ctx, `INSERT INTO request_log (`+requestLogCols+`)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			r.ID, r.RequestID, r.At, r.ClientKeyID, r.Surface, r.Model, r.Provider, r.ConnectionID, r.Connection, r.Status,
-			r.ErrorCode, r.ErrorMsg, r.Attempts, r.Retries, r.Failovers, r.LatencyMS, r.TTFTMS, r.Stream, r.Complete,
+			r.ErrorCode, r.ErrorMsg, r.Attempts, r.Retries, r.Failovers, r.LatencyUS, r.TTFTUS, r.Stream, r.Complete,
 			r.InputTokens, r.OutputTokens, r.Chain, r.Skipped); err != nil {
 			return fmt.Errorf("insert request log %d: %w", r.ID, err)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"switchyard/services/catalog"
 	"switchyard/services/clientkeys"
 	"switchyard/services/errs"
 	"switchyard/services/traffic"
@@ -16,10 +17,13 @@ import (
 // Requests serves the request log: GET /api/requests (and /{id}) for scripts, and the Request
 // log pages of the dashboard.
 type Requests struct {
-	Log  *traffic.Service
-	Keys *clientkeys.Service
+	Log     *traffic.Service
+	Keys    *clientkeys.Service
+	Catalog *catalog.Service
 	// Sessions is the dashboard's session store (page shell and flash messages).
 	Sessions Sessions
+	// Clock is the gateway's clock, for the time filters; nil = the real one.
+	Clock func() time.Time
 }
 
 // requestFilter reads the request log filters from the query: status (error, 2xx, 3xx, 4xx,

@@ -47,6 +47,7 @@
     minute: { year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", hourCycle: "h23" },
     second: { year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23" },
     clock: { hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23" },
+    hm: { hour: "2-digit", minute: "2-digit", hourCycle: "h23" },
   };
 
   function localTimes() {

@@ -96,3 +96,45 @@ func asset(ctx context.Context, name string) string {
 	}
 	return "/static/" + name
 }
+
+// FormatDuration writes a latency the way a person reads it: "850 ms", "1.2 s", "2 min 5 s";
+// "–" for none.
+func FormatDuration(ctx context.Context, d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "–"
+	case d < time.Millisecond:
+		return "< 1 ms"
+	case d < time.Second:
+		return strconv.FormatInt(d.Milliseconds(), 10) + " ms"
+	case d < time.Minute:
+		return FormatDecimal(ctx, d.Seconds(), 1) + " s"
+	}
+	return HumanMS(ctx, d.Milliseconds())
+}
+
+// FormatElapsed is FormatDuration for a time that was measured (0 is "< 1 ms", not "none").
+func FormatElapsed(ctx context.Context, d time.Duration) string {
+	if d <= 0 {
+		return "< 1 ms"
+	}
+	return FormatDuration(ctx, d)
+}
+
+// FormatDecimal writes v with the given number of decimals and the language's decimal mark.
+func FormatDecimal(ctx context.Context, v float64, decimals int) string {
+	return strings.Replace(strconv.FormatFloat(v, 'f', decimals, 64), ".", i18n.T(ctx, "format.decimal"), 1)
+}
+
+// FormatPercent writes a share (0.025) as a percentage ("2.5 %"); "–" when there was nothing to
+// share (total 0).
+func FormatPercent(ctx context.Context, part, total int64) string {
+	if total == 0 {
+		return "–"
+	}
+	p := float64(part) / float64(total) * 100
+	if p == 0 || p >= 10 {
+		return FormatDecimal(ctx, p, 0) + " %"
+	}
+	return FormatDecimal(ctx, p, 1) + " %"
+}

@@ -51,3 +51,9 @@ func reasonText(ctx context.Context, reason string) string {
 func itoa(n int) string { return strconv.Itoa(n) }
 
 func i64toa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// connCountsText says how a provider's connections stand: "2 usable, 1 cooling down, 1 in a
+// terminal state, 0 disabled".
+func connCountsText(ctx context.Context, c ConnCounts) string {
+	return i18n.T(ctx, "state.conn_counts", c.Usable, c.Cooling, c.Terminal, c.Disabled)
+}

@@ -65,6 +65,10 @@ func routes(e *echo.Echo, d Deps, files *assets) []Route {
 	page := func(method, path string, h echo.HandlerFunc) { add(dash, "", "dashboard", method, path, h) }
 	page(http.MethodPost, "/logout", d.Dashboard.Logout)
 	page(http.MethodGet, "/", d.Dashboard.Home)
+	page(http.MethodGet, "/overview/health", d.Dashboard.OverviewHealth)
+	page(http.MethodGet, "/overview/traffic", d.Dashboard.OverviewTraffic)
+	page(http.MethodGet, "/requests", d.Requests.RequestsPage)
+	page(http.MethodGet, "/requests/:id", d.Requests.RequestDetailPage)
 
 	page(http.MethodGet, "/providers", d.Dashboard.ProvidersPage)
 	page(http.MethodGet, "/providers/state", d.Dashboard.ProvidersState)

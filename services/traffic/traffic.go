@@ -334,7 +334,7 @@ func (s *Service) row(e *Entry) db.RequestLogRow {
 	return db.RequestLogRow{ID: e.ID, RequestID: e.RequestID, At: e.At.UnixMilli(), ClientKeyID: e.ClientKeyID,
 		Surface: e.Surface, Model: e.Model, Provider: e.Provider, ConnectionID: e.ConnectionID, Connection: e.Connection,
 		Status: e.Status, ErrorCode: e.ErrorCode, ErrorMsg: encodeMsg(e.Error, s.opt.Redact), Attempts: e.Attempts,
-		Retries: e.Retries, Failovers: e.Failovers, LatencyMS: e.Latency.Milliseconds(), TTFTMS: e.TTFT.Milliseconds(),
+		Retries: e.Retries, Failovers: e.Failovers, LatencyUS: e.Latency.Microseconds(), TTFTUS: e.TTFT.Microseconds(),
 		Stream: e.Stream, Complete: e.Complete, InputTokens: e.InputTokens, OutputTokens: e.OutputTokens,
 		Chain: string(chain), Skipped: string(skipped)}
 }
@@ -350,8 +350,8 @@ func entryOf(r db.RequestLogRow) Entry {
 	e := Entry{ID: r.ID, RequestID: r.RequestID, At: time.UnixMilli(r.At), ClientKeyID: r.ClientKeyID, Surface: r.Surface,
 		Model: r.Model, Provider: r.Provider, ConnectionID: r.ConnectionID, Connection: r.Connection, Status: r.Status,
 		ErrorCode: r.ErrorCode, Error: decodeMsg(r.ErrorMsg), Attempts: r.Attempts, Retries: r.Retries,
-		Failovers: r.Failovers, Latency: time.Duration(r.LatencyMS) * time.Millisecond,
-		TTFT: time.Duration(r.TTFTMS) * time.Millisecond, Stream: r.Stream, Complete: r.Complete,
+		Failovers: r.Failovers, Latency: time.Duration(r.LatencyUS) * time.Microsecond,
+		TTFT: time.Duration(r.TTFTUS) * time.Microsecond, Stream: r.Stream, Complete: r.Complete,
 		InputTokens: r.InputTokens, OutputTokens: r.OutputTokens}
 	_ = json.Unmarshal([]byte(r.Chain), &e.Chain)
 	_ = json.Unmarshal([]byte(r.Skipped), &e.Skipped)
