@@ -166,14 +166,29 @@ func TestRequestLogAPI(t *testing.T) {
 	if code := e.API("GET", "/api/requests/999999", nil, nil); code != 404 {
 		t.Errorf("unknown id: %d", code)
 	}
+	// An upstream that echoes the credential in its error: the log keeps the message, redacted.
+	echo := testenv.NewFakeUpstream(t, testenv.Status(500, nil, `{"error":{"message":"bad key sk-echo-SECRET"}}`))
+	e.AddProvider("echo", echo.URL+"/v1")
+	e.AddConnection("echo", "main", "sk-echo-SECRET", 0)
+	e.WaitModels(key, "echo/gpt-test")
+	if r := e.Chat(context.Background(), key, `{"model":"echo/gpt-test","messages":[]}`); r.StatusCode != 500 {
+		t.Fatalf("echo: %d", r.StatusCode)
+	} else {
+		testenv.ReadAll(t, r)
+	}
+	failed := requestLog(t, e, "?provider=echo&status=5xx")
+	if len(failed) != 1 || !strings.Contains(failed[0].Error, "bad key [redacted]") {
+		t.Fatalf("the failed request's message: %+v", failed)
+	}
 	raw := e.MustAPI("GET", "/api/requests", nil, 200)
-	if s := fmt.Sprint(raw); strings.Contains(s, "SECRET") || strings.Contains(s, key) {
+	failedDetail := e.MustAPI("GET", fmt.Sprintf("/api/requests/%d", failed[0].ID), nil, 200)
+	if s := fmt.Sprint(raw, failedDetail); strings.Contains(s, "SECRET") || strings.Contains(s, key) {
 		t.Fatal("a credential appears in the request log")
 	}
 
 	// The log survives a restart.
 	e.Restart()
-	if got := requestLog(t, e, "?surface=/v1/chat/completions"); len(got) != 4 || got[3].ID != failover.ID {
+	if got := requestLog(t, e, "?surface=/v1/chat/completions&provider=up"); len(got) != 2 || got[1].ID != failover.ID {
 		t.Fatalf("after a restart: %d requests", len(got))
 	}
 }
