@@ -2,7 +2,7 @@ package e2e
 
 import (
 	"context"
-		"net/http"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -123,7 +123,11 @@ func TestOverviewWithoutJavaScript(t *testing.T) {
 			t.Errorf("%s shows a credential", p)
 		}
 	}
-	var logged struct{ Items []struct{ ClientKeyID int64 `json:"client_key_id"` } }
+	var logged struct {
+		Items []struct {
+			ClientKeyID int64 `json:"client_key_id"`
+		}
+	}
 	e.API("GET", "/api/requests?status=2xx", nil, &logged) // the chat and WaitModels' model lists
 	if keys := d.get("/keys", false); !strings.Contains(keys, d.text("keys.requests_n", strconv.Itoa(len(logged.Items)))) ||
 		!strings.Contains(keys, d.text("keys.tokens_in_out", "3", "2")) {
