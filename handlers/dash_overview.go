@@ -9,7 +9,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"switchyard/i18n"
-	"switchyard/services/ops"
 	"switchyard/services/traffic"
 	"switchyard/views"
 )
@@ -43,7 +42,7 @@ func (d *Dashboard) healthModel(c echo.Context) views.HealthModel {
 			it.Href = connAnchor(t.ConnectionID)
 			it.Text = i18n.T(ctx(c), "health.cooling", t.Connection, t.Provider, reasonLabel(ctx(c), t.Reason))
 		case "model_lockout":
-			it.Href = "/model-cooldowns#" + views.LockoutAnchor(t.Provider, t.ConnectionID, lockoutTarget(d, t))
+			it.Href = "/model-cooldowns#" + views.LockoutAnchor(t.Provider, t.ConnectionID, t.Target)
 			it.Text = i18n.T(ctx(c), "health.lockout", t.Model, t.Provider, t.Connection)
 		case "discovery_failed":
 			it.Text, it.Problem = i18n.T(ctx(c), "health.discovery", t.Provider), fetchProblem(ctx(c), reg, t.Cause)
@@ -61,16 +60,6 @@ func (d *Dashboard) healthModel(c echo.Context) views.HealthModel {
 	}
 	m.Version = stateVersion(shape)
 	return m
-}
-
-// lockoutTarget finds the locked target of a lockout trouble (for the link to its row).
-func lockoutTarget(d *Dashboard, t ops.Trouble) string {
-	for _, l := range d.Ops.ModelCooldowns() {
-		if l.Provider == t.Provider && l.ConnectionID == t.ConnectionID && l.Model == t.Model {
-			return l.Target
-		}
-	}
-	return t.Model
 }
 
 func connAnchor(id int64) string { return "/providers#conn-" + strconv.FormatInt(id, 10) }

@@ -16,6 +16,7 @@ type Trouble struct {
 	Kind         string
 	Provider     string
 	Model        string // a model breaker's or a lockout's model
+	Target       string // what a lockout locks: the model, "family:<name>" or "exact:<model>"
 	ConnectionID int64
 	Connection   string
 	// Status is the connection's status (banned, expired, credits_exhausted, cooling) or the
@@ -86,7 +87,7 @@ func (s *Service) Troubles() []Trouble {
 			continue
 		}
 		at := l.ExpiresAt
-		out = append(out, Trouble{Kind: "model_lockout", Provider: l.Provider, Model: l.Model, ConnectionID: l.ConnectionID,
+		out = append(out, Trouble{Kind: "model_lockout", Provider: l.Provider, Model: l.Model, Target: l.Target, ConnectionID: l.ConnectionID,
 			Connection: l.Connection, Reason: l.Reason, Until: &at, RemainingMS: l.RemainingMS})
 	}
 	sort.SliceStable(out, func(i, j int) bool { return troubleOrder[out[i].Kind] < troubleOrder[out[j].Kind] })

@@ -30,6 +30,7 @@ type FetchError struct {
 	Err     error
 }
 
+// Error is the failure in English, for logs and the admin API.
 func (e *FetchError) Error() string {
 	switch e.Kind {
 	case "status":
@@ -42,6 +43,7 @@ func (e *FetchError) Error() string {
 	return fmt.Sprintf("list models: %v", e.Err)
 }
 
+// Unwrap returns the transport or decoding error, if any.
 func (e *FetchError) Unwrap() error { return e.Err }
 
 // transportFetchError classifies an error of the model list call.
