@@ -204,6 +204,9 @@ func TestCockpitInBrowser(t *testing.T) {
 			t.Errorf("the discovery failure does not say why: %q", got)
 		}
 		ck.shot("cockpit-overview")
+		ck.do(chromedp.Navigate(e.Base+"/providers"), chromedp.WaitVisible(chromedp.CSS("#provider-up")))
+		ck.shot("cockpit-providers")
+		ck.do(chromedp.Navigate(e.Base+"/"), chromedp.WaitVisible(chromedp.CSS("#health")))
 		// Each link leads to the failing piece.
 		for _, c := range []struct{ kind, target string }{
 			{"connection_terminal", "#conn-" + strconv.FormatInt(ck.ids["dead"], 10)},
