@@ -32,6 +32,7 @@ import (
 	"switchyard/services/sessions"
 	"switchyard/services/settings"
 	"switchyard/services/statestore"
+	"switchyard/services/traffic"
 	"switchyard/static"
 	"switchyard/web"
 )
@@ -47,6 +48,8 @@ type App struct {
 	Inventory *proxy.Inventory
 	// State is the resilience state store, exposed for end-to-end tests.
 	State statestore.Store
+	// Traffic is the request log and the traffic aggregates, exposed for end-to-end tests.
+	Traffic *traffic.Service
 
 	server   *http.Server
 	draining atomic.Bool
@@ -76,9 +79,16 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 		return nil, err
 	}
 	eng := buildEngine(clock, core, res, log)
+	tr, err := buildTraffic(ctx, cfg, clock, st, core, log)
+	if err != nil {
+		return nil, err
+	}
 
-	a := &App{DB: st.db, Log: log, Inventory: eng.inventory, State: res.store, served: make(chan error, 1)}
-	a.Echo, a.Routes = buildWeb(cfg, st, core, res, eng, &a.draining, log)
+	a := &App{DB: st.db, Log: log, Inventory: eng.inventory, State: res.store, Traffic: tr, served: make(chan error, 1)}
+	a.Echo, a.Routes, err = buildWeb(cfg, st, core, res, eng, tr, clock, &a.draining, log)
+	if err != nil {
+		return nil, err
+	}
 
 	a.runners.add("state store", res.store.Run)
 	a.runners.add("lockout sweeper", func(ctx context.Context) { res.lockouts.RunSweeper(ctx, resilience.LockoutSweepInterval) })
@@ -89,6 +99,7 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 		})
 	})
 	a.runners.add("client key last use", func(ctx context.Context) { core.keys.Run(ctx, 5*time.Second) })
+	a.runners.add("request log", tr.Run)
 
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -313,14 +324,24 @@ func buildEngine(clock clockwork.Clock, c core, r *resilienceState, log *slog.Lo
 	return engine{engine: e, inventory: inv}
 }
 
-func buildWeb(cfg Config, st storage, c core, r *resilienceState, e engine, draining *atomic.Bool, log *slog.Logger) (*echo.Echo, []web.Route) {
+// buildTraffic is the request log and the per-minute traffic aggregates behind the charts.
+func buildTraffic(ctx context.Context, cfg Config, clock clockwork.Clock, st storage, c core, log *slog.Logger) (*traffic.Service, error) {
+	return traffic.New(ctx, traffic.Options{DB: st.db, Clock: clock, Log: log,
+		Redact:    func(s string) string { return ops.Redact(c.catalog.Registry(), s) },
+		Retention: time.Duration(cfg.RequestLogDays) * 24 * time.Hour, MaxRows: cfg.RequestLogRows})
+}
+
+func buildWeb(cfg Config, st storage, c core, r *resilienceState, e engine, tr *traffic.Service, clock clockwork.Clock,
+	draining *atomic.Bool, log *slog.Logger) (*echo.Echo, []web.Route, error) {
 	opsSvc := &ops.Service{Catalog: c.catalog, Discovery: e.inventory, Cooldowns: r.cooldowns, Breakers: r.breakers,
 		Lockouts: r.lockouts, Queues: r.queues, Semaphores: r.semaphores, Health: r.health, Store: r.store}
 	sessions := web.NewSessions(c.sessions, log)
 	settingsH := &handlers.Settings{Svc: c.settings, Providers: c.catalog}
 	return web.New(web.Deps{
 		Log: log, Auth: c.auth, Keys: c.keys, Sessions: sessions, Static: static.FS, Metrics: r.metrics,
-		Health: &handlers.Health{DB: st.db, Draining: draining, Version: Version},
+		Traffic: tr, Now: clock.Now,
+		Requests: &handlers.Requests{Log: tr, Keys: c.keys, Catalog: c.catalog, Sessions: sessions, Clock: clock.Now},
+		Health:   &handlers.Health{DB: st.db, Draining: draining, Version: Version},
 		API: &handlers.API{Catalog: c.catalog, Tester: e.engine, Ops: opsSvc,
 			ValidateProviderOverrides:   settings.CheckProviderOverrides,
 			ValidateConnectionOverrides: settings.CheckConnectionOverrides},
@@ -328,7 +349,7 @@ func buildWeb(cfg Config, st storage, c core, r *resilienceState, e engine, drai
 		Settings: settingsH,
 		Proxy:    &handlers.Proxy{Engine: e.engine, Inventory: e.inventory, MaxBodyBytes: cfg.MaxBodyMiB << 20},
 		Dashboard: &handlers.Dashboard{Auth: c.auth, Sessions: sessions, Catalog: c.catalog, Keys: c.keys, Tester: e.engine,
-			Inventory: e.inventory, Settings: settingsH, Ops: opsSvc, ValidateConnectionOverrides: settings.CheckConnectionOverrides},
+			Inventory: e.inventory, Settings: settingsH, Ops: opsSvc, Traffic: tr, ValidateConnectionOverrides: settings.CheckConnectionOverrides},
 		SessionsAPI: &handlers.SessionsAPI{Svc: c.sessions}, TrustedProxies: cfg.TrustedProxies, ReadTimeout: readTimeout(cfg),
 	})
 }

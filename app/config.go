@@ -37,6 +37,11 @@ type Config struct {
 	// TrustedProxies are the networks of reverse proxies whose X-Forwarded-For / X-Real-IP
 	// headers name the client (default none: the client is always the direct peer).
 	TrustedProxies []*net.IPNet
+	// RequestLogDays is how many days the request log keeps (default 7; 0 keeps none, the
+	// traffic charts are kept either way).
+	RequestLogDays int64
+	// RequestLogRows bounds the request log; the oldest rows go first (default 100,000).
+	RequestLogRows int64
 	// Clock drives every resilience timer; nil = the real clock (tests inject a fake one).
 	Clock clockwork.Clock
 }
@@ -79,6 +84,10 @@ func ParseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 	fs.StringVar(&c.LogFormat, "log-format", env("SWITCHYARD_LOG_FORMAT", "text"), "text or json (SWITCHYARD_LOG_FORMAT)")
 	fs.Int64Var(&c.MaxBodyMiB, "max-body-mib", envInt(lookupEnv, "SWITCHYARD_MAX_BODY_MIB", 32),
 		"largest client request body in MiB; larger ones get 413 (SWITCHYARD_MAX_BODY_MIB)")
+	fs.Int64Var(&c.RequestLogDays, "request-log-days", envInt(lookupEnv, "SWITCHYARD_REQUEST_LOG_DAYS", 7),
+		"days the request log keeps; 0 keeps none (SWITCHYARD_REQUEST_LOG_DAYS)")
+	fs.Int64Var(&c.RequestLogRows, "request-log-rows", envInt(lookupEnv, "SWITCHYARD_REQUEST_LOG_ROWS", 100_000),
+		"most rows the request log keeps (SWITCHYARD_REQUEST_LOG_ROWS)")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", grace,
 		"how long in-flight requests and streams may finish on shutdown (SWITCHYARD_SHUTDOWN_GRACE)")
 	fs.DurationVar(&c.ReadTimeout, "read-timeout", readTimeout,
@@ -120,6 +129,12 @@ Environment only:
 	var err error
 	if c.TrustedProxies, err = ParseCIDRs(trusted); err != nil {
 		return c, cmd, fmt.Errorf("--trusted-proxies: %w", err)
+	}
+	if c.RequestLogDays < 0 || c.RequestLogDays > 3650 {
+		return c, cmd, fmt.Errorf("--request-log-days must be between 0 and 3650, not %d", c.RequestLogDays)
+	}
+	if c.RequestLogRows < 100 || c.RequestLogRows > 100_000_000 {
+		return c, cmd, fmt.Errorf("--request-log-rows must be between 100 and 100000000, not %d", c.RequestLogRows)
 	}
 	c.AdminPassword = env("SWITCHYARD_ADMIN_PASSWORD", "")
 	c.AdminToken = env("SWITCHYARD_ADMIN_TOKEN", "")

@@ -31,13 +31,18 @@ func TestBreakerOpensRecoversAndSurvivesRestart(t *testing.T) {
 		if r.StatusCode != 500 {
 			t.Fatalf("request %d: %d", i, r.StatusCode)
 		}
-		if i == 2 {
-			if s := e.ProviderStatus("up"); s["status"] != "degraded" {
-				t.Fatalf("after 3 failures: %v", s["status"])
+		if i == 2 { // the only connection cools down: nothing can take a request now
+			if s := e.ProviderStatus("up"); s["status"] != "unavailable" || s["connections"].(map[string]any)["cooling"] != 1.0 {
+				t.Fatalf("after 3 failures: %v", s)
 			}
 		}
 		if i < 4 {
 			e.Clock.Advance(10 * time.Minute / 9) // past any connection cooldown, inside the window
+		}
+		if i == 2 { // usable again, but the model fails more often than not
+			if s := e.ProviderStatus("up"); s["status"] != "degraded" {
+				t.Fatalf("after 3 failures and the cooldown: %v", s["status"])
+			}
 		}
 	}
 	if s := e.ProviderStatus("up"); s["status"] != "circuit_open" || s["breaker"] != "open" {

@@ -12,6 +12,7 @@ import (
 	"switchyard/i18n"
 	"switchyard/services/catalog"
 	"switchyard/services/ops"
+	"switchyard/services/resilience"
 	"switchyard/services/settings"
 	"switchyard/views"
 )
@@ -291,48 +292,66 @@ func (d *Dashboard) DeleteConnection(c echo.Context) error {
 }
 
 // TestConnection answers POST /connections/:id/test: a real upstream call. htmx gets the
-// result fragment; a plain form gets it as a flash message on the page it came from.
+// result fragment (which offers "Reset state" when the test worked on a connection in a
+// terminal state); a plain form gets it as a flash message on the page it came from.
 func (d *Dashboard) TestConnection(c echo.Context) error {
 	id, err := PathID(c)
 	if err != nil {
 		return d.gone(c, "/providers")
 	}
-	res, err := d.Tester.TestConnection(ctx(c), id)
+	reg := d.Catalog.Registry()
 	var m views.TestResultModel
-	switch {
-	case err == nil && res.OK:
-		m = views.TestResultModel{OK: true, Text: i18n.T(ctx(c), "connections.test_ok", res.Models, res.LatencyMS)}
-	case err == nil:
-		m = views.TestResultModel{Text: i18n.T(ctx(c), "connections.test_failed", ops.Redact(d.Catalog.Registry(), res.Message))}
-	default:
-		_, form, ok := formErrors(ctx(c), err)
-		if !ok {
-			return err
+	if conn, ok := reg.Connection(id); ok && conn.Broken != "" {
+		m.Problem = views.Problem{Text: i18n.T(ctx(c), "connections.broken_hint")}
+	} else {
+		res, err := d.Tester.TestConnection(ctx(c), id)
+		switch {
+		case err == nil && res.OK:
+			m = views.TestResultModel{OK: true, Problem: views.Problem{Text: i18n.T(ctx(c), "connections.test_ok", res.Models, res.LatencyMS)}}
+			if st, err := d.Ops.ConnectionState(id); err == nil && isTerminal(st.Status) {
+				m.ResetID, m.ResetName = id, st.Name
+			}
+		case err == nil:
+			m.Problem = fetchProblem(ctx(c), reg, res.Cause)
+		default:
+			_, form, ok := formErrors(ctx(c), err)
+			if !ok {
+				return err
+			}
+			m.Problem = views.Problem{Text: form}
 		}
-		m = views.TestResultModel{Text: form}
 	}
 	if isHTMX(c) {
 		return Render(c, http.StatusOK, views.TestResult(m))
 	}
-	kind := "error"
+	kind, text := "error", m.Problem.Text
 	if m.OK {
 		kind = "success"
+		if m.ResetID != 0 {
+			text += " " + i18n.T(ctx(c), "connections.test_reset_offer")
+		}
 	}
-	d.flash(c, kind, m.Text)
+	if m.Problem.Excerpt != "" {
+		text += " «" + m.Problem.Excerpt + "»"
+	}
+	d.flash(c, kind, text)
 	return c.Redirect(http.StatusSeeOther, "/providers#conn-"+strconv.FormatInt(id, 10))
+}
+
+// isTerminal reports whether a connection status only an operator or new credentials end.
+func isTerminal(status string) bool {
+	return status == string(resilience.StatusBanned) || status == string(resilience.StatusExpired) ||
+		status == string(resilience.StatusCreditsExhausted)
 }
 
 // connectionState turns a connection's state into its view.
 func connectionState(reg *catalog.Registry, v ops.ConnectionState) views.ConnectionState {
 	s := views.ConnectionState{ID: v.ID, Name: v.Name, Enabled: true, Status: v.Status, RemainingMS: v.RemainingMS,
-		Reason: v.Reason, BackoffLevel: v.BackoffLevel, LastError: v.LastError, ErrorCode: v.ErrorCode,
+		Reason: v.Reason, BackoffLevel: v.BackoffLevel, ErrorCode: v.ErrorCode,
 		Queue: views.QueueNumbers{Executing: v.Queue.Executing, Waiting: v.Queue.Waiting, Rejected: v.Queue.Rejected,
 			TimedOut: v.Queue.TimedOut, FailOpen: v.Queue.FailOpen}}
 	if v.Until != nil {
 		s.Until = *v.Until
-	}
-	if v.LastErrorAt != nil {
-		s.LastErrorAt = *v.LastErrorAt
 	}
 	if e, ok := reg.Connection(v.ID); ok {
 		s.Enabled, s.Broken = e.Enabled, e.Broken != ""
@@ -379,8 +398,7 @@ func (d *Dashboard) clearConnection(c echo.Context, terminal bool) error {
 		return err
 	}
 	if isHTMX(c) {
-		_, states := d.liveState()
-		if st, ok := states[id]; ok {
+		if st, ok := d.liveState(c).conns[id]; ok {
 			return Render(c, http.StatusOK, views.ConnectionStateFragment(st))
 		}
 	}

@@ -24,6 +24,12 @@ func (d *Dashboard) lockoutsModel() views.LockoutsModel {
 			Model: l.Model, Target: l.Target, Scope: l.Scope, Reason: l.Reason, FailureCount: l.FailureCount,
 			ExpiresAt: l.ExpiresAt, RemainingMS: l.RemainingMS})
 	}
+	shape := make([]views.LockoutRow, len(m.Rows))
+	for i, r := range m.Rows {
+		r.RemainingMS = 0 // the browser ticks it down; only a change of the lockouts counts
+		shape[i] = r
+	}
+	m.Version = stateVersion(m.Enabled, shape)
 	return m
 }
 
@@ -34,11 +40,15 @@ func (d *Dashboard) ModelCooldownsPage(c echo.Context) error {
 		Lockouts: d.lockoutsModel()}))
 }
 
-// ModelCooldownsTable answers GET /model-cooldowns/table: the lockouts card alone, which the
-// page polls every two seconds.
+// ModelCooldownsTable answers GET /model-cooldowns/table, the page's poll: the lockouts card
+// out of band, or 204 while the lockouts are still the version the page sent (?v=).
 func (d *Dashboard) ModelCooldownsTable(c echo.Context) error {
 	c.Response().Header().Set("Cache-Control", "no-store")
-	return Render(c, http.StatusOK, views.LockoutsCard(d.lockoutsModel()))
+	m := d.lockoutsModel()
+	if v := c.QueryParam("v"); v != "" && v == m.Version {
+		return c.NoContent(http.StatusNoContent)
+	}
+	return Render(c, http.StatusOK, views.LockoutsCard(m, true))
 }
 
 // ReenableModel answers POST /model-cooldowns/reenable (provider, connection id, model): the
@@ -95,7 +105,7 @@ func (d *Dashboard) ReenableAllModels(c echo.Context) error {
 // page again with the message.
 func (d *Dashboard) afterLockoutAction(c echo.Context, kind, text string) error {
 	if isHTMX(c) {
-		return Render(c, http.StatusOK, views.LockoutsCard(d.lockoutsModel()))
+		return Render(c, http.StatusOK, views.LockoutsCard(d.lockoutsModel(), false))
 	}
 	d.flash(c, kind, text)
 	return c.Redirect(http.StatusSeeOther, "/model-cooldowns")

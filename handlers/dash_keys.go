@@ -25,9 +25,12 @@ func (d *Dashboard) keysModel(c echo.Context) (views.KeysModel, error) {
 		t := time.UnixMilli(*ms)
 		return &t
 	}
+	now := d.Ops.Now().Local()
+	usage := d.Traffic.KeyUsage(time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, now.Location()))
 	for _, k := range list {
+		u := usage[k.ID]
 		m.Keys = append(m.Keys, views.KeyRow{ID: k.ID, Name: k.Name, Prefix: k.Prefix, CreatedAt: time.UnixMilli(k.CreatedAt),
-			LastUsedAt: at(k.LastUsedAt), RevokedAt: at(k.RevokedAt)})
+			LastUsedAt: at(k.LastUsedAt), RevokedAt: at(k.RevokedAt), Requests: u.Requests, InTokens: u.In, OutTokens: u.Out})
 	}
 	return m, nil
 }

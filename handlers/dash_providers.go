@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"time"
@@ -10,8 +11,8 @@ import (
 	"switchyard/i18n"
 	"switchyard/services/catalog"
 	"switchyard/services/errs"
-	"switchyard/services/health"
 	"switchyard/services/ops"
+	"switchyard/services/proxy"
 	"switchyard/services/resilience"
 	"switchyard/views"
 )
@@ -29,10 +30,10 @@ func (d *Dashboard) providersModel(c echo.Context) (views.ProvidersModel, error)
 	if err != nil {
 		return views.ProvidersModel{}, err
 	}
-	provStates, connStates := d.liveState()
+	live := d.liveState(c)
 	byProvider := map[int64][]views.ConnectionRow{}
 	for _, cn := range conns {
-		st, ok := connStates[cn.ID]
+		st, ok := live.conns[cn.ID]
 		if !ok { // not in the registry yet: nothing has happened to it
 			st = views.ConnectionState{ID: cn.ID, Name: cn.Name, Enabled: cn.Enabled, Status: string(resilience.StatusActive)}
 		}
@@ -42,43 +43,102 @@ func (d *Dashboard) providersModel(c echo.Context) (views.ProvidersModel, error)
 	}
 	m := views.ProvidersModel{
 		Shell:          d.shell(c, "providers", i18n.T(ctx(c), "providers.title"), "/providers"),
-		Types:          catalog.ProviderTypes,
+		Types:          providerTypes(ctx(c)),
 		ProviderForm:   views.ProviderForm{Type: catalog.TypeOpenAICompatible},
 		ConnectionForm: views.ConnectionForm{Enabled: true},
+		Version:        live.version,
 	}
 	for _, p := range provs {
-		st, ok := provStates[p.Name]
+		st, ok := live.providers[p.Name]
 		if !ok {
-			st = views.ProviderState{ID: p.ID, Name: p.Name, Status: string(health.StatusUnhealthy), Idle: true,
+			st = views.ProviderState{ID: p.ID, Name: p.Name, Status: string(ops.StatusNotConfigured),
 				Breaker: string(resilience.CircuitClosed)}
 		}
-		m.Providers = append(m.Providers, views.ProviderRow{ID: p.ID, Name: p.Name, Type: p.Type, BaseURL: p.BaseURL,
-			Discovery: d.discovery(p.Name), State: st, Connections: byProvider[p.ID]})
+		m.Providers = append(m.Providers, views.ProviderRow{ID: p.ID, Name: p.Name, Type: p.Type, TypeLabel: typeLabel(ctx(c), p.Type),
+			Served: len(proxy.ServedSurfaces(p.Type)) > 0, BaseURL: p.BaseURL, Discovery: d.discovery(c, p.Name), State: st,
+			Connections: byProvider[p.ID]})
 	}
 	return m, nil
 }
 
+// live is every provider's and connection's live state, keyed by provider name and connection
+// id, and the version of it a poll compares.
+type live struct {
+	providers map[string]views.ProviderState
+	conns     map[int64]views.ConnectionState
+	// ordered lists them in registry order, for the poll's answer.
+	orderedProviders []views.ProviderState
+	orderedConns     []views.ConnectionState
+	version          string
+}
+
 // liveState gathers every provider's and connection's live state from memory (no database
-// read, so the page can poll it), keyed by provider name and connection id.
-func (d *Dashboard) liveState() (map[string]views.ProviderState, map[int64]views.ConnectionState) {
+// read, so the page can poll it).
+func (d *Dashboard) liveState(c echo.Context) live {
 	reg := d.Catalog.Registry()
 	now := d.Ops.Now()
-	provs := map[string]views.ProviderState{}
+	l := live{providers: map[string]views.ProviderState{}, conns: map[int64]views.ConnectionState{}}
 	for _, st := range d.Ops.ProviderStatuses() {
 		if p, ok := reg.Provider(st.Provider); ok {
-			provs[st.Provider] = providerState(p, st, now)
+			v := providerState(ctx(c), reg, p, st, now)
+			l.providers[st.Provider] = v
+			l.orderedProviders = append(l.orderedProviders, v)
 		}
 	}
-	conns := map[int64]views.ConnectionState{}
-	for _, v := range d.Ops.ConnectionStates() {
-		conns[v.ID] = connectionState(reg, v)
+	lockouts := map[int64][]views.ConnLockout{}
+	for _, lo := range d.Ops.ModelCooldowns() {
+		if lo.RemainingMS > 0 {
+			lockouts[lo.ConnectionID] = append(lockouts[lo.ConnectionID], views.ConnLockout{Model: lo.Model, Target: lo.Target,
+				RemainingMS: lo.RemainingMS, ExpiresAt: lo.ExpiresAt, Anchor: views.LockoutAnchor(lo.Provider, lo.ConnectionID, lo.Target)})
+		}
 	}
-	return provs, conns
+	for _, v := range d.Ops.ConnectionStates() {
+		st := connectionState(reg, v)
+		st.Lockouts = lockouts[v.ID]
+		l.conns[v.ID] = st
+		l.orderedConns = append(l.orderedConns, st)
+	}
+	l.version = liveVersion(l.orderedProviders, l.orderedConns)
+	return l
+}
+
+// liveVersion fingerprints the live state without the time left on its countdowns (which the
+// browser ticks down itself): it changes when something happens, not every second.
+func liveVersion(provs []views.ProviderState, conns []views.ConnectionState) string {
+	type connShape struct {
+		views.ConnectionState
+		Lockouts []views.ConnLockout
+	}
+	ps := make([]views.ProviderState, len(provs))
+	for i, p := range provs {
+		p.ProbeInMS = min(p.ProbeInMS, 1) // only whether a probe is still ahead
+		mbs := make([]views.ModelBreaker, len(p.ModelBreakers))
+		for j, b := range p.ModelBreakers {
+			b.ProbeInMS = min(b.ProbeInMS, 1)
+			mbs[j] = b
+		}
+		p.ModelBreakers = mbs
+		ps[i] = p
+	}
+	cs := make([]connShape, len(conns))
+	for i, c := range conns {
+		c.RemainingMS = min(c.RemainingMS, 1)
+		ls := make([]views.ConnLockout, len(c.Lockouts))
+		for j, l := range c.Lockouts {
+			l.RemainingMS = 0
+			ls[j] = l
+		}
+		c.Lockouts = nil
+		cs[i] = connShape{ConnectionState: c, Lockouts: ls}
+	}
+	return stateVersion(ps, cs)
 }
 
 // providerState turns a provider's status into its view.
-func providerState(p *catalog.ProviderEntry, st ops.ProviderStatus, now time.Time) views.ProviderState {
-	v := views.ProviderState{ID: p.ID, Name: p.Name, Status: string(st.Status), Idle: len(p.Conns) == 0, Breaker: st.Breaker}
+func providerState(ctx context.Context, reg *catalog.Registry, p *catalog.ProviderEntry, st ops.ProviderStatus, now time.Time) views.ProviderState {
+	v := views.ProviderState{ID: p.ID, Name: p.Name, Status: string(st.Status), Breaker: st.Breaker,
+		Conns: views.ConnCounts{Total: st.Connections.Total, Usable: st.Connections.Usable, Cooling: st.Connections.Cooling,
+			Terminal: st.Connections.Terminal, Disabled: st.Connections.Disabled}}
 	if st.NextProbeAt != nil && st.Breaker != string(resilience.CircuitClosed) {
 		v.ProbeAt = *st.NextProbeAt
 		v.ProbeInMS = max(st.NextProbeAt.Sub(now).Milliseconds(), 0)
@@ -96,30 +156,21 @@ func providerState(p *catalog.ProviderEntry, st ops.ProviderStatus, now time.Tim
 		v.Degraded = append(v.Degraded, views.DegradedModel{Model: c.Model, OK: c.OK, Fail: c.Fail})
 	}
 	for _, f := range st.LastFailures {
-		v.Failures = append(v.Failures, views.Failure{At: f.At, Model: f.Model, Status: f.Status, Message: f.Message})
+		v.Failures = append(v.Failures, views.Failure{At: f.At, Model: f.Model, Status: f.Status, Problem: msgProblem(ctx, reg, f.Msg)})
 	}
 	return v
 }
 
 // ProvidersState answers GET /providers/state, the providers page's poll: every provider's and
-// connection's state as out-of-band fragments.
+// connection's state as out-of-band fragments, or 204 when the state is still the version the
+// page sent (?v=).
 func (d *Dashboard) ProvidersState(c echo.Context) error {
-	reg := d.Catalog.Registry()
-	provStates, connStates := d.liveState()
-	var provs []views.ProviderState
-	var conns []views.ConnectionState
-	for _, p := range reg.Providers() {
-		if st, ok := provStates[p.Name]; ok {
-			provs = append(provs, st)
-		}
-		for _, cn := range reg.ConnectionsOf(p.ID) {
-			if st, ok := connStates[cn.ID]; ok {
-				conns = append(conns, st)
-			}
-		}
-	}
+	l := d.liveState(c)
 	c.Response().Header().Set("Cache-Control", "no-store")
-	return Render(c, http.StatusOK, views.LiveState(provs, conns))
+	if v := c.QueryParam("v"); v != "" && v == l.version {
+		return c.NoContent(http.StatusNoContent)
+	}
+	return Render(c, http.StatusOK, views.LiveState(l.orderedProviders, l.orderedConns, l.version))
 }
 
 // ResetBreaker answers POST /providers/:id/reset-breaker: closes the provider's breaker and every
@@ -138,8 +189,7 @@ func (d *Dashboard) ResetBreaker(c echo.Context) error {
 		return err
 	}
 	if isHTMX(c) {
-		provStates, _ := d.liveState()
-		if st, ok := provStates[p.Name]; ok {
+		if st, ok := d.liveState(c).providers[p.Name]; ok {
 			return Render(c, http.StatusOK, views.ProviderStateFragment(st))
 		}
 	}
@@ -196,7 +246,7 @@ func (d *Dashboard) EditProviderPage(c echo.Context) error {
 func (d *Dashboard) providerEditModel(c echo.Context, p catalog.Provider, f views.ProviderForm) views.ProviderEditModel {
 	path := "/providers/" + c.Param("id") + "/edit"
 	return views.ProviderEditModel{Shell: d.shell(c, "providers", i18n.T(ctx(c), "providers.edit_title", p.Name), path),
-		ID: p.ID, Name: p.Name, Types: catalog.ProviderTypes, Form: f}
+		ID: p.ID, Name: p.Name, Types: providerTypes(ctx(c)), Form: f}
 }
 
 // UpdateProvider answers POST /providers/:id/edit: type and base URL.

@@ -5,7 +5,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"switchyard/services/ops"
 	"switchyard/views"
 )
 
@@ -48,14 +47,14 @@ func seeOther(c echo.Context, url string) error {
 }
 
 // discovery is a provider's model discovery state for the views.
-func (d *Dashboard) discovery(provider string) views.Discovery {
+func (d *Dashboard) discovery(c echo.Context, provider string) views.Discovery {
 	reg := d.Catalog.Registry()
 	st, ok := d.Inventory.ProviderStatus(provider)
 	switch {
 	case ok && st.OK:
 		return views.Discovery{State: "ok", Models: st.Models, FetchedAt: st.FetchedAt}
 	case ok:
-		return views.Discovery{State: "failed", Error: ops.Redact(reg, st.Error), Models: st.Models}
+		return views.Discovery{State: "failed", Problem: fetchProblem(ctx(c), reg, st.Cause), Models: st.Models}
 	}
 	if p, found := reg.Provider(provider); found && len(p.Conns) > 0 {
 		return views.Discovery{State: "pending"}

@@ -11,6 +11,7 @@ import (
 	"switchyard/services/clientkeys"
 	"switchyard/services/ops"
 	"switchyard/services/proxy"
+	"switchyard/services/traffic"
 	"switchyard/views"
 )
 
@@ -36,49 +37,26 @@ type Dashboard struct {
 	Settings  *Settings
 	// Ops is the live resilience state and the operator's actions on it, shared with the API.
 	Ops *ops.Service
+	// Traffic is the request log and the traffic aggregates behind the charts.
+	Traffic *traffic.Service
 	// ValidateConnectionOverrides checks a connection's override document.
 	ValidateConnectionOverrides catalog.ConnectionOverridesValidator
 }
 
-// Home answers GET /: counts, discovered models and a quick start.
+// Home answers GET /: what needs attention, then what traffic is doing (?range=hour|day), then
+// the inventory and a quick start.
 func (d *Dashboard) Home(c echo.Context) error {
-	provs, err := d.Catalog.ListProviders(ctx(c))
-	if err != nil {
-		return err
-	}
-	conns, err := d.Catalog.ListConnections(ctx(c))
-	if err != nil {
-		return err
-	}
-	keys, err := d.Keys.List(ctx(c))
-	if err != nil {
-		return err
-	}
 	m := views.OverviewModel{
-		Shell:     d.shell(c, "overview", i18n.T(ctx(c), "overview.title")),
-		Providers: len(provs), Connections: len(conns), Keys: len(keys),
+		Shell:   d.shell(c, "overview", i18n.T(ctx(c), "overview.title")),
+		Health:  d.healthModel(c),
 		BaseURL: c.Scheme() + "://" + c.Request().Host + "/v1",
 	}
-	perProvider := map[int64]int{}
-	for _, cn := range conns {
-		perProvider[cn.ProviderID]++
-		if cn.Enabled {
-			m.EnabledConnections++
-		}
+	var err error
+	if m.Traffic, err = d.trafficModel(c, c.QueryParam("range")); err != nil {
+		return err
 	}
-	for _, k := range keys {
-		if k.RevokedAt == nil {
-			m.ActiveKeys++
-		}
-	}
-	models := map[string][]string{}
-	for _, mo := range d.Inventory.List() {
-		models[mo.Provider] = append(models[mo.Provider], mo.Name)
-		m.Models++
-	}
-	for _, p := range provs {
-		m.Rows = append(m.Rows, views.OverviewProvider{Name: p.Name, Type: p.Type, Connections: perProvider[p.ID],
-			Discovery: d.discovery(p.Name), Models: models[p.Name]})
+	if err := d.overviewCounts(c, &m); err != nil {
+		return err
 	}
 	return Render(c, http.StatusOK, views.OverviewPage(m))
 }

@@ -6,5 +6,5 @@ import "embed"
 
 // FS is served under /static.
 //
-//go:embed app.css app.js settings.css settings.js all:dist
+//go:embed *.css *.js all:dist
 var FS embed.FS

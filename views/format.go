@@ -39,9 +39,10 @@ func FormatInt(ctx context.Context, n int64) string {
 	return b.String()
 }
 
-// formatTime writes a point in time in the context's language, in the server's time zone.
+// formatTime writes a point in time in the context's language, in UTC and saying so; the page
+// script rewrites the visible ones (when) into the browser's time zone.
 func formatTime(ctx context.Context, t time.Time) string {
-	return t.Local().Format(i18n.T(ctx, "format.datetime"))
+	return t.UTC().Format(i18n.T(ctx, "format.datetime")) + " UTC"
 }
 
 // HumanMS writes a millisecond duration the way a person reads it ("30 min", "1 h 30 min").
@@ -82,3 +83,60 @@ func idURL(prefix string, id int64, suffix string) string {
 
 // FieldErrors maps a form field's name to its (already translated) message.
 type FieldErrors map[string]string
+
+type assetsKey struct{}
+
+// WithAssets returns ctx carrying how the views link a static file (its fingerprinted address).
+func WithAssets(ctx context.Context, url func(name string) string) context.Context {
+	return context.WithValue(ctx, assetsKey{}, url)
+}
+
+// asset is the address of a static file: fingerprinted when the edge said how, else plain.
+func asset(ctx context.Context, name string) string {
+	if url, ok := ctx.Value(assetsKey{}).(func(string) string); ok {
+		return url(name)
+	}
+	return "/static/" + name
+}
+
+// FormatDuration writes a latency the way a person reads it: "850 ms", "1.2 s", "2 min 5 s";
+// "–" for none.
+func FormatDuration(ctx context.Context, d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "–"
+	case d < time.Millisecond:
+		return "< 1 ms"
+	case d < time.Second:
+		return strconv.FormatInt(d.Milliseconds(), 10) + " ms"
+	case d < time.Minute:
+		return FormatDecimal(ctx, d.Seconds(), 1) + " s"
+	}
+	return HumanMS(ctx, d.Milliseconds())
+}
+
+// FormatElapsed is FormatDuration for a time that was measured (0 is "< 1 ms", not "none").
+func FormatElapsed(ctx context.Context, d time.Duration) string {
+	if d <= 0 {
+		return "< 1 ms"
+	}
+	return FormatDuration(ctx, d)
+}
+
+// FormatDecimal writes v with the given number of decimals and the language's decimal mark.
+func FormatDecimal(ctx context.Context, v float64, decimals int) string {
+	return strings.Replace(strconv.FormatFloat(v, 'f', decimals, 64), ".", i18n.T(ctx, "format.decimal"), 1)
+}
+
+// FormatPercent writes a share (0.025) as a percentage ("2.5 %"); "–" when there was nothing to
+// share (total 0).
+func FormatPercent(ctx context.Context, part, total int64) string {
+	if total == 0 {
+		return "–"
+	}
+	p := float64(part) / float64(total) * 100
+	if p == 0 || p >= 10 {
+		return FormatDecimal(ctx, p, 0) + " %"
+	}
+	return FormatDecimal(ctx, p, 1) + " %"
+}

@@ -24,14 +24,14 @@ func FormatCountdown(ctx context.Context, ms int64) string {
 	return fmt.Sprintf("%d:%02d", m, sec)
 }
 
-// formatClock writes a time of day with seconds in the context's language.
+// formatClock writes a time of day with seconds in the context's language, in UTC.
 func formatClock(ctx context.Context, t time.Time) string {
-	return t.Local().Format(i18n.T(ctx, "state.format.time"))
+	return t.UTC().Format(i18n.T(ctx, "state.format.time")) + " UTC"
 }
 
-// formatStamp writes a date and time with seconds in the context's language.
+// formatStamp writes a date and time with seconds in the context's language, in UTC.
 func formatStamp(ctx context.Context, t time.Time) string {
-	return t.Local().Format(i18n.T(ctx, "state.format.datetime"))
+	return t.UTC().Format(i18n.T(ctx, "state.format.datetime")) + " UTC"
 }
 
 // textOr returns the catalog text of key, or fallback when the catalog has no such key (a
@@ -51,3 +51,9 @@ func reasonText(ctx context.Context, reason string) string {
 func itoa(n int) string { return strconv.Itoa(n) }
 
 func i64toa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// connCountsText says how a provider's connections stand: "2 usable, 1 cooling down, 1 in a
+// terminal state, 0 disabled".
+func connCountsText(ctx context.Context, c ConnCounts) string {
+	return i18n.T(ctx, "state.conn_counts", c.Usable, c.Cooling, c.Terminal, c.Disabled)
+}

@@ -8,7 +8,7 @@ import (
 
 // routes mounts every route of the gateway: probes, static files, the proxy surfaces, the admin
 // API and the dashboard. This is the one place to look for what answers an address.
-func routes(e *echo.Echo, d Deps) []Route {
+func routes(e *echo.Echo, d Deps, files *assets) []Route {
 	var table []Route
 	add := func(g interface {
 		Add(string, string, echo.HandlerFunc, ...echo.MiddlewareFunc) *echo.Route
@@ -21,10 +21,10 @@ func routes(e *echo.Echo, d Deps) []Route {
 	add(e, "", "public", http.MethodGet, "/health", d.Health.Live)
 	add(e, "", "public", http.MethodGet, "/ready", d.Health.Ready)
 	add(e, "", "metrics", http.MethodGet, "/metrics", echo.WrapHandler(d.Metrics.Handler()), metricsAuth(d.Auth, d.Sessions))
-	e.StaticFS("/static", d.Static)
+	add(e, "", "public", http.MethodGet, "/static/*", files.serve)
 
 	// The proxy surfaces.
-	v1 := e.Group("/v1", trace(), clientKey(d.Keys), liftReadDeadline(), noteIgnoredIdempotencyKey(d.Log))
+	v1 := e.Group("/v1", trace(), recordRequest(d.Traffic, d.Now), clientKey(d.Keys), liftReadDeadline(), noteIgnoredIdempotencyKey(d.Log))
 	add(v1, "/v1", "client", http.MethodPost, "/chat/completions", d.Proxy.Chat, observe(d.Metrics, "/v1/chat/completions"))
 	add(v1, "/v1", "client", http.MethodPost, "/messages", d.Proxy.Messages, observe(d.Metrics, "/v1/messages"))
 	add(v1, "/v1", "client", http.MethodPost, "/messages/count_tokens", d.Proxy.CountTokens, observe(d.Metrics, "/v1/messages/count_tokens"))
@@ -53,6 +53,8 @@ func routes(e *echo.Echo, d Deps) []Route {
 	add(api, "/api", "admin", http.MethodGet, "/keys", d.KeysAPI.List)
 	add(api, "/api", "admin", http.MethodPost, "/keys", d.KeysAPI.Create)
 	add(api, "/api", "admin", http.MethodDelete, "/keys/:id", d.KeysAPI.Revoke)
+	add(api, "/api", "admin", http.MethodGet, "/requests", d.Requests.List)
+	add(api, "/api", "admin", http.MethodGet, "/requests/:id", d.Requests.Get)
 	add(api, "/api", "admin", http.MethodGet, "/settings/resilience", d.Settings.Get)
 	add(api, "/api", "admin", http.MethodPatch, "/settings/resilience", d.Settings.Patch)
 	add(api, "/api", "admin", http.MethodPost, "/sessions/revoke-all", d.SessionsAPI.RevokeAll)
@@ -70,6 +72,10 @@ func routes(e *echo.Echo, d Deps) []Route {
 	page(http.MethodPost, "/logout", d.Dashboard.Logout)
 	page(http.MethodPost, "/logout-everywhere", d.Dashboard.LogoutEverywhere)
 	page(http.MethodGet, "/", d.Dashboard.Home)
+	page(http.MethodGet, "/overview/health", d.Dashboard.OverviewHealth)
+	page(http.MethodGet, "/overview/traffic", d.Dashboard.OverviewTraffic)
+	page(http.MethodGet, "/requests", d.Requests.RequestsPage)
+	page(http.MethodGet, "/requests/:id", d.Requests.RequestDetailPage)
 
 	page(http.MethodGet, "/providers", d.Dashboard.ProvidersPage)
 	page(http.MethodGet, "/providers/state", d.Dashboard.ProvidersState)

@@ -3,6 +3,7 @@
 package web
 
 import (
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"switchyard/services/auth"
 	"switchyard/services/clientkeys"
 	"switchyard/services/metrics"
+	"switchyard/services/traffic"
 )
 
 // Deps is everything the routes need; the app builds it.
@@ -29,6 +31,10 @@ type Deps struct {
 	// ReadTimeout bounds how long a request may take to send its body, except authenticated
 	// proxy calls (0 = no bound).
 	ReadTimeout time.Duration
+	// Traffic receives every finished client request (the request log and the charts).
+	Traffic RequestRecorder
+	// Now is the gateway's clock, for the request log's timestamps.
+	Now func() time.Time
 
 	Health    *handlers.Health
 	API       *handlers.API
@@ -39,6 +45,12 @@ type Deps struct {
 
 	// SessionsAPI ends dashboard sessions and edits their lifetimes.
 	SessionsAPI *handlers.SessionsAPI
+	Requests    *handlers.Requests
+}
+
+// RequestRecorder takes a finished client request (services/traffic); it must never block.
+type RequestRecorder interface {
+	Record(traffic.Entry)
 }
 
 // Route is one entry of the route table, kept so tests can walk every route.
@@ -51,14 +63,18 @@ type Route struct {
 }
 
 // New builds the echo instance with every route.
-func New(d Deps) (*echo.Echo, []Route) {
+func New(d Deps) (*echo.Echo, []Route, error) {
+	files, err := newAssets(d.Static)
+	if err != nil {
+		return nil, nil, fmt.Errorf("static files: %w", err)
+	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.Logger.SetOutput(discard{}) // echo's own logger is unused: the request log and the error handler log
 	e.HTTPErrorHandler = errorHandler(d.Log)
 	e.IPExtractor = clientIP(d.TrustedProxies)
-	e.Use(recoverer(d.Log), requestID(), requestLog(d.Log), securityHeaders(), readDeadline(d.ReadTimeout))
-	return e, routes(e, d)
+	e.Use(recoverer(d.Log), requestID(), requestLog(d.Log), securityHeaders(), readDeadline(d.ReadTimeout), compress(), withAssets(files))
+	return e, routes(e, d, files), nil
 }
 
 type discard struct{}

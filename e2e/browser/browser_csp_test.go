@@ -123,13 +123,13 @@ func TestDashboardPagesCauseNoCSPViolation(t *testing.T) {
 	}
 	// The live state page loads the dashboard's own script from static/.
 	run(t, chromedp.Navigate(base+"/providers"), chromedp.WaitReady(chromedp.CSS("#state-poll")))
-	if got := eval(t, `document.querySelector('script[src="/static/app.js"]') ? "app.js" : "none"`); got != "app.js" {
+	if got := eval(t, `document.querySelector('script[src^="/static/app.js"]') ? "app.js" : "none"`); got != "app.js" {
 		t.Errorf("/providers does not load app.js: %s", got)
 	}
 	// htmx works under the policy: the providers page polls its live state with it.
 	if got := eval(t, `new Promise(function (resolve) {
 		document.body.addEventListener("htmx:afterRequest", function (e) { resolve(String(e.detail.xhr.status)); }, {once: true});
-	})`); got != "200" {
+	})`); got != "200" && got != "204" { // 204: nothing changed since the page was drawn
 		t.Errorf("htmx poll: %s", got)
 	}
 	check(t, "/providers after an htmx poll")

@@ -59,7 +59,7 @@ func startDashApp(t *testing.T) *app.App {
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	noEnv := func(string) (string, bool) { return "", false }
 	a, err := app.Start(context.Background(), app.Config{Addr: "127.0.0.1:0", DataDir: t.TempDir(), AdminPassword: dashPassword,
-		LogLevel: "warn", LogFormat: "text", ShutdownGrace: 5 * time.Second}, noEnv, log)
+		LogLevel: "warn", LogFormat: "text", ShutdownGrace: 5 * time.Second, RequestLogDays: 7, RequestLogRows: 100_000}, noEnv, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +249,8 @@ func TestDashboardPages(t *testing.T) {
 			t.Fatalf("empty name: %d", code)
 		}
 		code, body = testenv.Fetch(t, c, http.MethodPost, base+"/keys", url.Values{"name": {"ci"}}, nil)
-		key := testenv.Between(body, `id="new-key-value" type="text" readonly value="`, `"`)
+		box := testenv.Between(body, `id="new-key-value"`, `</output>`)
+		key := box[strings.LastIndex(box, ">")+1:]
 		if code != http.StatusOK || !strings.HasPrefix(key, "sk-sy-") {
 			t.Fatalf("create: %d, key %q", code, key)
 		}
@@ -476,7 +477,7 @@ func TestDashboardInBrowser(t *testing.T) {
 			chromedp.WaitVisible(chromedp.CSS("#new-key-value")),
 		)
 		shot(t, "key-created")
-		key := get(t, chromedp.Value(chromedp.CSS("#new-key-value")))
+		key := get(t, chromedp.Text(chromedp.CSS("#new-key-value")))
 		if !strings.HasPrefix(key, "sk-sy-") {
 			t.Fatalf("new key %q", key)
 		}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+
+	"switchyard/services/errs"
 )
 
 // Window is the length of the rolling outcome window.
@@ -31,10 +33,12 @@ const (
 
 // Failure is one recent failed request.
 type Failure struct {
-	At      time.Time
-	Model   string
-	Status  int
+	At     time.Time
+	Model  string
+	Status int
+	// Message is Msg in English (the admin API); the dashboard translates Msg.
 	Message string
+	Msg     errs.Msg `json:"-"`
 }
 
 type bucket struct {
@@ -65,7 +69,7 @@ func New(clock clockwork.Clock) *Tracker {
 }
 
 // Record adds one request outcome.
-func (t *Tracker) Record(provider, model string, ok bool, status int, msg string) {
+func (t *Tracker) Record(provider, model string, ok bool, status int, msg errs.Msg) {
 	now := t.clock.Now()
 	minute := now.Unix() / 60
 	t.mu.Lock()
@@ -93,7 +97,7 @@ func (t *Tracker) Record(provider, model string, ok bool, status int, msg string
 		return
 	}
 	b.fail++
-	p.failures = append(p.failures, Failure{At: now, Model: model, Status: status, Message: msg})
+	p.failures = append(p.failures, Failure{At: now, Model: model, Status: status, Message: msg.String(), Msg: msg})
 	if len(p.failures) > maxFailures {
 		p.failures = p.failures[len(p.failures)-maxFailures:]
 	}

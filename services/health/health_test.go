@@ -5,28 +5,30 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+
+	"switchyard/services/errs"
 )
 
 func TestDegradedNeedsThreeFailuresAndHalfTheRequests(t *testing.T) {
 	clk := clockwork.NewFakeClock()
 	tr := New(clk)
 	for i := 0; i < 2; i++ {
-		tr.Record("p", "m", false, 500, "boom")
+		tr.Record("p", "m", false, 500, errs.M("proxy.transport_op", "read", "boom"))
 	}
 	if len(tr.Degraded("p")) != 0 {
 		t.Fatal("two failures must not degrade")
 	}
-	tr.Record("p", "m", false, 500, "boom")
+	tr.Record("p", "m", false, 500, errs.M("proxy.transport_op", "read", "boom"))
 	if d := tr.Degraded("p"); len(d) != 1 || d[0].Fail != 3 {
 		t.Fatalf("three failures of three: %v", d)
 	}
 	for i := 0; i < 4; i++ {
-		tr.Record("p", "m", true, 200, "")
+		tr.Record("p", "m", true, 200, errs.Msg{})
 	}
 	if len(tr.Degraded("p")) != 0 {
 		t.Fatal("3 of 7 is under half")
 	}
-	if f := tr.RecentFailures("p"); len(f) != 3 || f[0].Message != "boom" {
+	if f := tr.RecentFailures("p"); len(f) != 3 || f[0].Message != "read: boom" {
 		t.Fatalf("recent failures %v", f)
 	}
 }
@@ -35,7 +37,7 @@ func TestWindowRollsOff(t *testing.T) {
 	clk := clockwork.NewFakeClock()
 	tr := New(clk)
 	for i := 0; i < 5; i++ {
-		tr.Record("p", "m", false, 503, "x")
+		tr.Record("p", "m", false, 503, errs.M("proxy.transport_op", "read", "x"))
 	}
 	clk.Advance(Window + time.Minute)
 	if len(tr.Degraded("p")) != 0 || len(tr.RecentFailures("p")) != 0 {
@@ -43,7 +45,7 @@ func TestWindowRollsOff(t *testing.T) {
 	}
 	// Partially aged: failures 9 minutes ago still count, new successes dilute them.
 	for i := 0; i < 4; i++ {
-		tr.Record("p", "m", false, 503, "x")
+		tr.Record("p", "m", false, 503, errs.M("proxy.transport_op", "read", "x"))
 	}
 	clk.Advance(9 * time.Minute)
 	if len(tr.Degraded("p")) != 1 {
@@ -58,7 +60,7 @@ func TestWindowRollsOff(t *testing.T) {
 func TestModelsBounded(t *testing.T) {
 	tr := New(clockwork.NewFakeClock())
 	for i := 0; i < maxModels+50; i++ {
-		tr.Record("p", string(rune('a'+i%26))+time.Duration(i).String(), true, 200, "")
+		tr.Record("p", string(rune('a'+i%26))+time.Duration(i).String(), true, 200, errs.Msg{})
 	}
 	if n := len(tr.provs["p"].models); n > maxModels {
 		t.Fatalf("%d models kept", n)

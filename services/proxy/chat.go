@@ -97,9 +97,9 @@ func (e *Engine) run(ctx context.Context, w http.ResponseWriter, c *call) *errs.
 		tk.Done(*verdict)
 		ok := verdict.Status >= 200 && verdict.Status < 300
 		if !verdict.ClientAbort {
-			msg := ""
+			var msg errs.Msg
 			if perr != nil {
-				msg = perr.Msg.String()
+				msg = perr.Msg
 			}
 			e.opt.Health.Record(p.Name, c.t.model, ok, verdict.Status, msg)
 		}

@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -35,6 +34,7 @@ type providerModels struct {
 	fetchedAt time.Time
 	lastTry   time.Time
 	err       string
+	cause     *FetchError
 }
 
 // Inventory discovers which models each provider serves by asking its /models endpoint, at start,
@@ -165,11 +165,11 @@ func (i *Inventory) Refresh(ctx context.Context, p *catalog.ProviderEntry) error
 		pm.lastTry = now
 		if err != nil {
 			pm.ok = false
-			pm.err = err.Error()
+			pm.err, pm.cause = err.Error(), AsFetchError(err)
 			i.log.Warn("model discovery failed", "provider", p.Name, "error", err)
 			return nil, err
 		}
-		pm.names, pm.ok, pm.everOK, pm.err, pm.fetchedAt = names, true, true, "", now
+		pm.names, pm.ok, pm.everOK, pm.err, pm.cause, pm.fetchedAt = names, true, true, "", nil, now
 		pm.set = make(map[string]struct{}, len(names))
 		for _, n := range names {
 			pm.set[n] = struct{}{}
@@ -250,6 +250,7 @@ type Status struct {
 	Models    int
 	FetchedAt time.Time
 	Error     string
+	Cause     *FetchError // Error in parts; nil when the last refresh worked
 }
 
 // ProviderStatus returns the discovery state of one provider.
@@ -260,12 +261,12 @@ func (i *Inventory) ProviderStatus(provider string) (Status, bool) {
 	if pm == nil {
 		return Status{}, false
 	}
-	return Status{OK: pm.ok, EverOK: pm.everOK, Models: len(pm.names), FetchedAt: pm.fetchedAt, Error: pm.err}, true
+	return Status{OK: pm.ok, EverOK: pm.everOK, Models: len(pm.names), FetchedAt: pm.fetchedAt, Error: pm.err, Cause: pm.cause}, true
 }
 
 func (i *Inventory) fetch(ctx context.Context, p *catalog.ProviderEntry) ([]string, error) {
 	if len(p.Conns) == 0 {
-		return nil, fmt.Errorf("no usable connection")
+		return nil, &FetchError{Kind: "no_connection"}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
@@ -290,15 +291,15 @@ func FetchModels(ctx context.Context, client *http.Client, p *catalog.ProviderEn
 	setAuth(req.Header, p, c)
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("list models: %w", err)
+		return nil, transportFetchError(err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
-		return nil, fmt.Errorf("list models: read: %w", err)
+		return nil, transportFetchError(err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("list models: upstream answered HTTP %d: %s", resp.StatusCode, snippet([]byte(scrub(string(body), c))))
+		return nil, &FetchError{Kind: "status", Status: resp.StatusCode, Excerpt: snippet([]byte(scrub(string(body), c)))}
 	}
 	var doc struct {
 		Data []struct {
@@ -306,7 +307,7 @@ func FetchModels(ctx context.Context, client *http.Client, p *catalog.ProviderEn
 		} `json:"data"`
 	}
 	if err := json.Unmarshal(body, &doc); err != nil {
-		return nil, fmt.Errorf("list models: not a model list: %w", err)
+		return nil, &FetchError{Kind: "not_a_list", Err: err}
 	}
 	names := make([]string, 0, len(doc.Data))
 	for _, d := range doc.Data {

@@ -15,6 +15,8 @@ type TestResult struct {
 	Models    int    `json:"models"`
 	LatencyMS int64  `json:"latency_ms"`
 	Message   string `json:"message"`
+	// Cause is a failure in parts the dashboard can translate; nil when OK.
+	Cause *FetchError `json:"-"`
 }
 
 // TestConnection lists the upstream's models with one connection's credential, whether or not the
@@ -40,8 +42,9 @@ func (e *Engine) TestConnection(ctx context.Context, id int64) (TestResult, erro
 	if err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			res.Message = "the upstream did not answer within 20 s"
+			res.Cause = &FetchError{Kind: "timeout", Err: err}
 		} else {
-			res.Message = err.Error()
+			res.Message, res.Cause = err.Error(), AsFetchError(err)
 		}
 		return res, nil
 	}

@@ -1,0 +1,151 @@
+package db
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// RequestLogRow is one row of request_log.
+type RequestLogRow struct {
+	ID           int64  `db:"id"`
+	RequestID    string `db:"request_id"`
+	At           int64  `db:"at"`
+	ClientKeyID  int64  `db:"client_key_id"`
+	Surface      string `db:"surface"`
+	Model        string `db:"model"`
+	Provider     string `db:"provider"`
+	ConnectionID int64  `db:"connection_id"`
+	Connection   string `db:"connection"`
+	Status       int    `db:"status"`
+	ErrorCode    string `db:"error_code"`
+	ErrorMsg     string `db:"error_msg"`
+	Attempts     int    `db:"attempts"`
+	Retries      int    `db:"retries"`
+	Failovers    int    `db:"failovers"`
+	LatencyUS    int64  `db:"latency_us"` // microseconds
+	TTFTUS       int64  `db:"ttft_us"`
+	Stream       bool   `db:"stream"`
+	Complete     bool   `db:"complete"`
+	InputTokens  int64  `db:"input_tokens"`
+	OutputTokens int64  `db:"output_tokens"`
+	Chain        string `db:"chain"`
+	Skipped      string `db:"skipped"`
+}
+
+const requestLogCols = `id, request_id, at, client_key_id, surface, model, provider, connection_id, connection, status,
+	error_code, error_msg, attempts, retries, failovers, latency_us, ttft_us, stream, complete, input_tokens,
+	output_tokens, chain, skipped`
+
+// InsertRequestLog stores finished requests; their ids are given by the caller.
+func InsertRequestLog(ctx context.Context, q Querier, rows []RequestLogRow) error {
+	for _, r := range rows {
+		if _, err := q.ExecContext(ctx, `INSERT INTO request_log (`+requestLogCols+`)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			r.ID, r.RequestID, r.At, r.ClientKeyID, r.Surface, r.Model, r.Provider, r.ConnectionID, r.Connection, r.Status,
+			r.ErrorCode, r.ErrorMsg, r.Attempts, r.Retries, r.Failovers, r.LatencyUS, r.TTFTUS, r.Stream, r.Complete,
+			r.InputTokens, r.OutputTokens, r.Chain, r.Skipped); err != nil {
+			return fmt.Errorf("insert request log %d: %w", r.ID, err)
+		}
+	}
+	return nil
+}
+
+// RequestLogFilter selects rows of the request log; zero fields match everything.
+type RequestLogFilter struct {
+	StatusMin, StatusMax int  // inclusive status range; 0 = no bound
+	Errors               bool // only requests answered with an error (status ≥ 400 or an error code)
+	Provider             string
+	Model                string
+	Surface              string
+	ClientKeyID          int64
+	Since, Until         int64 // unix ms, Since inclusive, Until exclusive; 0 = no bound
+	Before               int64 // only ids below this (the next page); 0 = from the newest
+	Limit                int
+}
+
+// ListRequestLog returns the rows the filter selects, newest first.
+func ListRequestLog(ctx context.Context, q Querier, f RequestLogFilter) ([]RequestLogRow, error) {
+	var where []string
+	var args []any
+	add := func(cond string, arg any) {
+		where = append(where, cond)
+		args = append(args, arg)
+	}
+	if f.StatusMin > 0 {
+		add("status >= ?", f.StatusMin)
+	}
+	if f.StatusMax > 0 {
+		add("status <= ?", f.StatusMax)
+	}
+	if f.Errors {
+		where = append(where, "(status >= 400 OR error_code <> '')")
+	}
+	if f.Provider != "" {
+		add("provider = ?", f.Provider)
+	}
+	if f.Model != "" {
+		add("model = ?", f.Model)
+	}
+	if f.Surface != "" {
+		add("surface = ?", f.Surface)
+	}
+	if f.ClientKeyID != 0 {
+		add("client_key_id = ?", f.ClientKeyID)
+	}
+	if f.Since > 0 {
+		add("at >= ?", f.Since)
+	}
+	if f.Until > 0 {
+		add("at < ?", f.Until)
+	}
+	if f.Before > 0 {
+		add("id < ?", f.Before)
+	}
+	query := `SELECT ` + requestLogCols + ` FROM request_log`
+	if len(where) > 0 {
+		query += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	query += ` ORDER BY id DESC LIMIT ?`
+	args = append(args, f.Limit)
+	var out []RequestLogRow
+	if err := q.SelectContext(ctx, &out, query, args...); err != nil {
+		return nil, fmt.Errorf("list request log: %w", err)
+	}
+	return out, nil
+}
+
+// GetRequestLog returns one row by id.
+func GetRequestLog(ctx context.Context, q Querier, id int64) (RequestLogRow, error) {
+	var r RequestLogRow
+	err := q.GetContext(ctx, &r, `SELECT `+requestLogCols+` FROM request_log WHERE id = ?`, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, ErrNotFound
+	}
+	if err != nil {
+		return r, fmt.Errorf("get request log %d: %w", id, err)
+	}
+	return r, nil
+}
+
+// MaxRequestLogID is the newest id, 0 when the log is empty.
+func MaxRequestLogID(ctx context.Context, q Querier) (int64, error) {
+	var id sql.NullInt64
+	if err := q.GetContext(ctx, &id, `SELECT MAX(id) FROM request_log`); err != nil {
+		return 0, fmt.Errorf("max request log id: %w", err)
+	}
+	return id.Int64, nil
+}
+
+// PruneRequestLog deletes rows older than before (unix ms) and all but the newest keep rows.
+func PruneRequestLog(ctx context.Context, q Querier, before int64, keep int64) error {
+	if _, err := q.ExecContext(ctx, `DELETE FROM request_log WHERE at < ?`, before); err != nil {
+		return fmt.Errorf("prune request log by age: %w", err)
+	}
+	if _, err := q.ExecContext(ctx, `DELETE FROM request_log WHERE id <= (SELECT MAX(id) FROM request_log) - ?`, keep); err != nil {
+		return fmt.Errorf("prune request log by count: %w", err)
+	}
+	return nil
+}

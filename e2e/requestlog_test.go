@@ -1,0 +1,221 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"switchyard/e2e/testenv"
+)
+
+type loggedRequest struct {
+	ID           int64  `json:"id"`
+	RequestID    string `json:"request_id"`
+	Time         string `json:"time"`
+	ClientKeyID  int64  `json:"client_key_id"`
+	ClientKey    string `json:"client_key"`
+	Surface      string `json:"surface"`
+	Model        string `json:"model"`
+	Provider     string `json:"provider"`
+	Connection   string `json:"connection"`
+	Status       int    `json:"status"`
+	ErrorCode    string `json:"error_code"`
+	Error        string `json:"error"`
+	AttemptCount int    `json:"attempt_count"`
+	Failovers    int    `json:"failovers"`
+	InputTokens  int64  `json:"input_tokens"`
+	OutputTokens int64  `json:"output_tokens"`
+	Attempts     []struct {
+		Connection string `json:"connection"`
+		Kind       string `json:"kind"`
+		Status     int    `json:"status"`
+		Reason     string `json:"reason"`
+		DurationMS *int64 `json:"duration_ms"`
+	} `json:"attempts"`
+	Skipped []struct {
+		Connection string `json:"connection"`
+		Reason     string `json:"reason"`
+		Detail     string `json:"detail"`
+	} `json:"skipped"`
+}
+
+func requestLog(t *testing.T, e *testenv.Env, query string) []loggedRequest {
+	t.Helper()
+	var out struct{ Items []loggedRequest }
+	if code := e.API("GET", "/api/requests"+query, nil, &out); code != 200 {
+		t.Fatalf("GET /api/requests%s: %d", query, code)
+	}
+	return out.Items
+}
+
+// TestRequestLogAPI: every client request is logged off the request path with who asked, what
+// the engine did and how it ended; a failed-over request shows its attempt chain, a later one
+// the connection it skipped; filters select, newest first; no secret appears.
+func TestRequestLogAPI(t *testing.T) {
+	up := testenv.NewFakeUpstream(t, testenv.ByKey(map[string]http.HandlerFunc{
+		"sk-first-SECRET": testenv.Status(429, map[string]string{"Retry-After": "60"},
+			`{"error":{"message":"Rate limit reached for sk-first-SECRET","type":"requests"}}`),
+		"sk-second-SECRET": testenv.JSONAnswer(testenv.CompletionJSON),
+	}))
+	e := testenv.New(t)
+	e.AddProvider("up", up.URL+"/v1")
+	e.AddConnection("up", "first", "sk-first-SECRET", 0)
+	e.AddConnection("up", "second", "sk-second-SECRET", 1)
+	key := e.NewKey()
+	e.WaitModels(key, "up/gpt-test")
+	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0}}, 200)
+
+	if r := e.Chat(context.Background(), key, testenv.ChatBody); r.StatusCode != 200 {
+		t.Fatalf("failover request: %d %s", r.StatusCode, testenv.ReadAll(t, r))
+	} else {
+		testenv.ReadAll(t, r)
+	}
+	if r := e.Chat(context.Background(), key, testenv.ChatBody); r.StatusCode != 200 {
+		t.Fatalf("second request: %d", r.StatusCode)
+	} else {
+		testenv.ReadAll(t, r)
+	}
+	if r := e.Chat(context.Background(), "sk-sy-not-a-key", testenv.ChatBody); r.StatusCode != 401 {
+		t.Fatalf("bad key: %d", r.StatusCode)
+	} else {
+		testenv.ReadAll(t, r)
+	}
+	if r := e.Chat(context.Background(), key, `{"model":"up/nope","messages":[]}`); r.StatusCode != 404 {
+		t.Fatalf("unknown model: %d", r.StatusCode)
+	} else {
+		testenv.ReadAll(t, r)
+	}
+
+	all := requestLog(t, e, "")
+	if len(all) < 5 { // the four requests above and WaitModels' model lists
+		t.Fatalf("%d logged requests, want at least 5: %+v", len(all), all)
+	}
+	for i := 1; i < len(all); i++ {
+		if all[i].ID >= all[i-1].ID {
+			t.Fatalf("not newest first: %d after %d", all[i].ID, all[i-1].ID)
+		}
+	}
+	chats := requestLog(t, e, "?surface=/v1/chat/completions")
+	if len(chats) != 4 {
+		t.Fatalf("%d chat requests logged, want 4", len(chats))
+	}
+	notFound, refused, second, failover := chats[0], chats[1], chats[2], chats[3]
+	if failover.Status != 200 || failover.Provider != "up" || failover.Model != "gpt-test" || failover.Connection != "second" ||
+		failover.AttemptCount != 2 || failover.Failovers != 1 || failover.ClientKey != "test" || failover.ClientKeyID == 0 ||
+		failover.InputTokens != 3 || failover.OutputTokens != 2 || failover.RequestID == "" {
+		t.Fatalf("failed-over request: %+v", failover)
+	}
+	if _, err := time.Parse(time.RFC3339, failover.Time); err != nil {
+		t.Fatalf("time %q: %v", failover.Time, err)
+	}
+	if second.Connection != "second" || second.AttemptCount != 1 {
+		t.Fatalf("second request: %+v", second)
+	}
+	if refused.Status != 401 || refused.ErrorCode != "invalid_api_key" || refused.ClientKeyID != 0 || refused.Error == "" {
+		t.Fatalf("refused request: %+v", refused)
+	}
+	if notFound.Status != 404 || notFound.ErrorCode != "model_not_found" || !strings.Contains(notFound.Error, "up/nope") {
+		t.Fatalf("unknown model: %+v", notFound)
+	}
+
+	var detail loggedRequest
+	if code := e.API("GET", fmt.Sprintf("/api/requests/%d", failover.ID), nil, &detail); code != 200 {
+		t.Fatalf("detail: %d", code)
+	}
+	if len(detail.Attempts) != 2 {
+		t.Fatalf("attempts %+v, want two", detail.Attempts)
+	}
+	a0, a1 := detail.Attempts[0], detail.Attempts[1]
+	if a0.Connection != "first" || a0.Kind != "first" || a0.Status != 429 || a0.Reason != "rate_limit" || a0.DurationMS == nil ||
+		a1.Connection != "second" || a1.Kind != "failover" || a1.Status != 200 || a1.Reason != "" {
+		t.Fatalf("attempt chain %+v", detail.Attempts)
+	}
+	if code := e.API("GET", fmt.Sprintf("/api/requests/%d", second.ID), nil, &detail); code != 200 ||
+		len(detail.Skipped) != 1 || detail.Skipped[0].Connection != "first" || detail.Skipped[0].Reason != "connection_cooldown" ||
+		detail.Skipped[0].Detail != "rate_limit" {
+		t.Fatalf("skipped connections of the second request: %d %+v", code, detail.Skipped)
+	}
+
+	for _, c := range []struct {
+		query string
+		want  int
+	}{
+		{"?status=error&surface=/v1/chat/completions", 2},
+		{"?status=4xx&surface=/v1/chat/completions", 2},
+		{"?status=404", 1},
+		{"?status=2xx&provider=up&model=gpt-test", 2},
+		{fmt.Sprintf("?key=%d&surface=/v1/chat/completions", failover.ClientKeyID), 3},
+		{"?provider=nobody", 0},
+		{"?surface=/v1/chat/completions&limit=1", 1},
+		{fmt.Sprintf("?surface=/v1/chat/completions&before=%d", second.ID), 1},
+		{"?until=" + time.Now().Add(-time.Hour).UTC().Format(time.RFC3339), 0},
+	} {
+		if got := requestLog(t, e, c.query); len(got) != c.want {
+			t.Errorf("%s: %d requests, want %d", c.query, len(got), c.want)
+		}
+	}
+	for _, q := range []string{"?status=abc", "?since=yesterday", "?limit=0", "?key=x"} {
+		var out map[string]any
+		if code := e.API("GET", "/api/requests"+q, nil, &out); code != 422 {
+			t.Errorf("%s: %d, want 422", q, code)
+		}
+	}
+	if code := e.API("GET", "/api/requests/999999", nil, nil); code != 404 {
+		t.Errorf("unknown id: %d", code)
+	}
+	// An upstream that echoes the credential in its error: the log keeps the message, redacted.
+	echo := testenv.NewFakeUpstream(t, testenv.Status(500, nil, `{"error":{"message":"bad key sk-echo-SECRET"}}`))
+	e.AddProvider("echo", echo.URL+"/v1")
+	e.AddConnection("echo", "main", "sk-echo-SECRET", 0)
+	e.WaitModels(key, "echo/gpt-test")
+	if r := e.Chat(context.Background(), key, `{"model":"echo/gpt-test","messages":[]}`); r.StatusCode != 500 {
+		t.Fatalf("echo: %d", r.StatusCode)
+	} else {
+		testenv.ReadAll(t, r)
+	}
+	failed := requestLog(t, e, "?provider=echo&status=5xx")
+	if len(failed) != 1 || !strings.Contains(failed[0].Error, "bad key [redacted]") {
+		t.Fatalf("the failed request's message: %+v", failed)
+	}
+	raw := e.MustAPI("GET", "/api/requests", nil, 200)
+	failedDetail := e.MustAPI("GET", fmt.Sprintf("/api/requests/%d", failed[0].ID), nil, 200)
+	if s := fmt.Sprint(raw, failedDetail); strings.Contains(s, "SECRET") || strings.Contains(s, key) {
+		t.Fatal("a credential appears in the request log")
+	}
+
+	// The log survives a restart.
+	e.Restart()
+	if got := requestLog(t, e, "?surface=/v1/chat/completions&provider=up"); len(got) != 2 || got[1].ID != failover.ID {
+		t.Fatalf("after a restart: %d requests", len(got))
+	}
+}
+
+// TestRequestLogRetention: rows older than the retention are pruned; with a retention of 0 days
+// nothing is kept while the charts still count.
+func TestRequestLogRetention(t *testing.T) {
+	e, _, key := setupOne(t, testenv.JSONAnswer(testenv.CompletionJSON))
+	testenv.ReadAll(t, e.Chat(context.Background(), key, testenv.ChatBody))
+	if n := len(requestLog(t, e, "?surface=/v1/chat/completions")); n != 1 {
+		t.Fatalf("%d rows", n)
+	}
+	e.Clock.Advance(8 * 24 * time.Hour) // past the default 7 days
+	testenv.ReadAll(t, e.Chat(context.Background(), key, testenv.ChatBody))
+	got := requestLog(t, e, "?surface=/v1/chat/completions")
+	if len(got) != 1 {
+		t.Fatalf("%d rows after the retention passed, want only the new one", len(got))
+	}
+
+	off, _, key2 := setupOne(t, testenv.JSONAnswer(testenv.CompletionJSON))
+	off.Args = []string{"--request-log-days", "0"}
+	off.Restart()
+	testenv.ReadAll(t, off.Chat(context.Background(), key2, testenv.ChatBody))
+	if n := len(requestLog(t, off, "")); n != 0 {
+		t.Fatalf("a retention of 0 days kept %d rows", n)
+	}
+	if u := off.App.Traffic.KeyUsage(off.Clock.Now().Add(-time.Hour)); len(u) == 0 {
+		t.Fatal("with the log off the traffic was not counted")
+	}
+}

@@ -1,0 +1,441 @@
+// Package traffic keeps what client requests did: the request log (one row per finished request,
+// with its attempt chain and the connections left out) and per-minute aggregates (requests,
+// errors by class, latency and time-to-first-token percentiles, tokens) per provider and client
+// key for the dashboard's charts. The request path only hands an entry over (never blocking);
+// one background runner writes batches to SQLite, prunes by the retention, and the aggregates
+// are loaded again at start so the charts survive a restart. Bodies are never kept.
+package traffic
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/jonboulle/clockwork"
+
+	"switchyard/db"
+	"switchyard/services/errs"
+)
+
+// Entry is one finished client request: never a body, a header or a credential.
+type Entry struct {
+	ID           int64
+	RequestID    string
+	At           time.Time
+	ClientKeyID  int64 // 0 when no key authenticated
+	Surface      string
+	Model        string
+	Provider     string
+	ConnectionID int64
+	Connection   string
+	Status       int
+	ErrorCode    string
+	// Error is what the client was told when the request failed (its key is "" otherwise).
+	Error        errs.Msg
+	Attempts     int
+	Retries      int
+	Failovers    int
+	Latency      time.Duration
+	TTFT         time.Duration
+	Stream       bool
+	Complete     bool
+	InputTokens  int64
+	OutputTokens int64
+	Chain        []Attempt
+	Skipped      []Skip
+}
+
+// Attempt is one upstream call of a request.
+type Attempt struct {
+	ConnectionID int64         `json:"connection_id"`
+	Connection   string        `json:"connection"`
+	Kind         string        `json:"kind"` // first, retry or failover
+	Status       int           `json:"status"`
+	Reason       string        `json:"reason,omitempty"`
+	Duration     time.Duration `json:"duration"`
+}
+
+// Skip is a connection the request left out, and why.
+type Skip struct {
+	Connection  string `json:"connection"`
+	Reason      string `json:"reason"` // connection_cooldown, model_lockout or terminal
+	Detail      string `json:"detail,omitempty"`
+	Target      string `json:"target,omitempty"`
+	SecondsLeft int64  `json:"seconds_left"`
+}
+
+// Options configures the service.
+type Options struct {
+	DB    *db.DB
+	Clock clockwork.Clock
+	Log   *slog.Logger
+	// Redact removes credentials from texts that came from an upstream; nil = none.
+	Redact func(string) string
+	// Retention is how long request log rows are kept; 0 keeps none (the aggregates are kept
+	// either way).
+	Retention time.Duration
+	// MaxRows bounds the request log; the oldest rows go first. Default 100,000.
+	MaxRows int64
+	// FlushInterval is how often pending entries are written. Default 1 s.
+	FlushInterval time.Duration
+	// Buffer is how many entries may wait for the runner; more are dropped (and counted)
+	// rather than slowing a request. Default 4,096.
+	Buffer int
+}
+
+// Service is the request log and the traffic aggregates.
+type Service struct {
+	opt     Options
+	in      chan item
+	dropped atomic.Int64
+
+	// Owned by the runner.
+	nextID    int64
+	pending   []*Entry
+	lastPrune time.Time
+
+	mu      sync.Mutex // guards minutes and dirty
+	minutes map[int64]map[dim]*cell
+	dirty   map[cellKey]struct{}
+}
+
+// item is an entry or a request to write everything before it (sync).
+type item struct {
+	e    *Entry
+	sync chan error
+}
+
+// New loads the newest request id and the last day of aggregates.
+func New(ctx context.Context, opt Options) (*Service, error) {
+	if opt.MaxRows <= 0 {
+		opt.MaxRows = 100_000
+	}
+	if opt.FlushInterval <= 0 {
+		opt.FlushInterval = time.Second
+	}
+	if opt.Buffer <= 0 {
+		opt.Buffer = 4096
+	}
+	if opt.Redact == nil {
+		opt.Redact = func(s string) string { return s }
+	}
+	if opt.Clock == nil {
+		opt.Clock = clockwork.NewRealClock()
+	}
+	s := &Service{opt: opt, in: make(chan item, opt.Buffer), minutes: map[int64]map[dim]*cell{}, dirty: map[cellKey]struct{}{}}
+	last, err := db.MaxRequestLogID(ctx, opt.DB.R)
+	if err != nil {
+		return nil, err
+	}
+	s.nextID = last + 1
+	rows, err := db.ListTrafficMinutes(ctx, opt.DB.R, s.now().Unix()/60-keepMinutes)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range rows {
+		c := &cell{}
+		if err := json.Unmarshal([]byte(r.Data), c); err != nil {
+			opt.Log.Warn("skip unreadable traffic aggregate", "minute", r.Minute, "error", err)
+			continue
+		}
+		s.cells(r.Minute)[dim{Provider: r.Provider, KeyID: r.KeyID}] = c
+	}
+	return s, nil
+}
+
+func (s *Service) now() time.Time { return s.opt.Clock.Now() }
+
+// Record hands a finished request over. It never blocks: when the runner is behind by Buffer
+// entries, the entry is dropped and counted.
+func (s *Service) Record(e Entry) {
+	select {
+	case s.in <- item{e: &e}:
+	default:
+		s.dropped.Add(1)
+	}
+}
+
+// Dropped is how many entries were dropped because the runner was behind.
+func (s *Service) Dropped() int64 { return s.dropped.Load() }
+
+// Run takes entries in, aggregates them and writes them in batches until ctx ends; then it
+// writes what is left.
+func (s *Service) Run(ctx context.Context) {
+	t := time.NewTicker(s.opt.FlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			final := context.WithoutCancel(ctx)
+		drain:
+			for {
+				select {
+				case it := <-s.in:
+					s.take(final, it)
+				default:
+					break drain
+				}
+			}
+			_ = s.flush(final)
+			return
+		case it := <-s.in:
+			s.take(ctx, it)
+		case <-t.C:
+			_ = s.flush(ctx)
+		}
+	}
+}
+
+func (s *Service) take(ctx context.Context, it item) {
+	if it.e != nil {
+		s.ingest(it.e)
+		if len(s.pending) >= 256 {
+			_ = s.flush(ctx)
+		}
+	}
+	if it.sync != nil {
+		it.sync <- s.flush(ctx)
+	}
+}
+
+// Sync returns once every entry recorded before it is written (or ctx ends).
+func (s *Service) Sync(ctx context.Context) error {
+	done := make(chan error, 1)
+	select {
+	case s.in <- item{sync: done}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// ingest gives the entry its id and adds it to the aggregates.
+func (s *Service) ingest(e *Entry) {
+	e.ID = s.nextID
+	s.nextID++
+	s.pending = append(s.pending, e)
+	m := e.At.Unix() / 60
+	if m < s.now().Unix()/60-keepMinutes {
+		return // too old for the charts
+	}
+	d := dim{Provider: e.Provider, KeyID: e.ClientKeyID}
+	s.mu.Lock()
+	byDim := s.cells(m)
+	c := byDim[d]
+	if c == nil {
+		c = &cell{}
+		byDim[d] = c
+	}
+	c.add(e)
+	s.dirty[cellKey{Minute: m, dim: d}] = struct{}{}
+	s.mu.Unlock()
+}
+
+// cells returns the cells of a minute, creating the map; callers hold mu (or own s alone).
+func (s *Service) cells(m int64) map[dim]*cell {
+	byDim := s.minutes[m]
+	if byDim == nil {
+		byDim = map[dim]*cell{}
+		s.minutes[m] = byDim
+	}
+	return byDim
+}
+
+// flush writes the pending entries and the changed aggregates in one transaction, then prunes
+// what the retention lets go (at most once a minute).
+func (s *Service) flush(ctx context.Context) error {
+	if n := s.dropped.Swap(0); n > 0 {
+		s.opt.Log.Warn("request log fell behind; entries dropped", "dropped", n)
+	}
+	var rows []db.RequestLogRow
+	if s.opt.Retention > 0 {
+		rows = make([]db.RequestLogRow, 0, len(s.pending))
+		for _, e := range s.pending {
+			rows = append(rows, s.row(e))
+		}
+	}
+	s.pending = s.pending[:0]
+	s.mu.Lock()
+	minutes := make([]db.TrafficMinute, 0, len(s.dirty))
+	for k := range s.dirty {
+		c := s.minutes[k.Minute][k.dim]
+		if c == nil {
+			continue
+		}
+		b, err := json.Marshal(c)
+		if err != nil {
+			continue
+		}
+		minutes = append(minutes, db.TrafficMinute{Minute: k.Minute, Provider: k.Provider, KeyID: k.KeyID, Data: string(b)})
+	}
+	clear(s.dirty)
+	s.mu.Unlock()
+	now := s.now()
+	prune := now.Sub(s.lastPrune) >= time.Minute
+	if len(rows) == 0 && len(minutes) == 0 && !prune {
+		return nil
+	}
+	err := s.opt.DB.WithTx(ctx, func(tx *sqlx.Tx) error {
+		if err := db.InsertRequestLog(ctx, tx, rows); err != nil {
+			return err
+		}
+		if err := db.UpsertTrafficMinutes(ctx, tx, minutes); err != nil {
+			return err
+		}
+		if !prune {
+			return nil
+		}
+		before := now.Add(-s.opt.Retention).UnixMilli()
+		if s.opt.Retention == 0 {
+			before = math.MaxInt64 // the log is off: nothing stays
+		}
+		if err := db.PruneRequestLog(ctx, tx, before, s.opt.MaxRows); err != nil {
+			return err
+		}
+		return db.PruneTrafficMinutes(ctx, tx, now.Unix()/60-2*24*60)
+	})
+	if err != nil {
+		s.opt.Log.Error("write request log", "error", err, "entries", len(rows))
+		return fmt.Errorf("write request log: %w", err)
+	}
+	if prune {
+		s.lastPrune = now
+		s.forgetOld(now)
+	}
+	return nil
+}
+
+// forgetOld drops in-memory aggregates older than keepMinutes.
+func (s *Service) forgetOld(now time.Time) {
+	oldest := now.Unix()/60 - keepMinutes
+	s.mu.Lock()
+	for m := range s.minutes {
+		if m < oldest {
+			delete(s.minutes, m)
+		}
+	}
+	s.mu.Unlock()
+}
+
+func (s *Service) row(e *Entry) db.RequestLogRow {
+	chain, _ := json.Marshal(nonNil(e.Chain))
+	skipped, _ := json.Marshal(nonNil(e.Skipped))
+	return db.RequestLogRow{ID: e.ID, RequestID: e.RequestID, At: e.At.UnixMilli(), ClientKeyID: e.ClientKeyID,
+		Surface: e.Surface, Model: e.Model, Provider: e.Provider, ConnectionID: e.ConnectionID, Connection: e.Connection,
+		Status: e.Status, ErrorCode: e.ErrorCode, ErrorMsg: encodeMsg(e.Error, s.opt.Redact), Attempts: e.Attempts,
+		Retries: e.Retries, Failovers: e.Failovers, LatencyUS: e.Latency.Microseconds(), TTFTUS: e.TTFT.Microseconds(),
+		Stream: e.Stream, Complete: e.Complete, InputTokens: e.InputTokens, OutputTokens: e.OutputTokens,
+		Chain: string(chain), Skipped: string(skipped)}
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+func entryOf(r db.RequestLogRow) Entry {
+	e := Entry{ID: r.ID, RequestID: r.RequestID, At: time.UnixMilli(r.At), ClientKeyID: r.ClientKeyID, Surface: r.Surface,
+		Model: r.Model, Provider: r.Provider, ConnectionID: r.ConnectionID, Connection: r.Connection, Status: r.Status,
+		ErrorCode: r.ErrorCode, Error: decodeMsg(r.ErrorMsg), Attempts: r.Attempts, Retries: r.Retries,
+		Failovers: r.Failovers, Latency: time.Duration(r.LatencyUS) * time.Microsecond,
+		TTFT: time.Duration(r.TTFTUS) * time.Microsecond, Stream: r.Stream, Complete: r.Complete,
+		InputTokens: r.InputTokens, OutputTokens: r.OutputTokens}
+	_ = json.Unmarshal([]byte(r.Chain), &e.Chain)
+	_ = json.Unmarshal([]byte(r.Skipped), &e.Skipped)
+	return e
+}
+
+// Filter selects requests of the log; zero fields match everything.
+type Filter struct {
+	// Status is a class ("2xx", "3xx", "4xx", "5xx"), "error" (every failed request) or one
+	// status ("429"); "" = any.
+	Status   string
+	Provider string
+	Model    string
+	Surface  string
+	KeyID    int64
+	Since    time.Time
+	Until    time.Time
+	Before   int64 // the next page: ids below this
+	Limit    int   // 1–500, default 100
+}
+
+// StatusFilters are the status classes a Filter accepts besides a single status.
+var StatusFilters = []string{"error", "2xx", "3xx", "4xx", "5xx", "429"}
+
+// List returns the logged requests the filter selects, newest first, after writing what is
+// pending (so a request that just finished is listed).
+func (s *Service) List(ctx context.Context, f Filter) ([]Entry, error) {
+	s.syncSoon(ctx)
+	q := db.RequestLogFilter{Provider: f.Provider, Model: f.Model, Surface: f.Surface, ClientKeyID: f.KeyID,
+		Before: f.Before, Limit: f.Limit}
+	if q.Limit <= 0 || q.Limit > 500 {
+		q.Limit = 100
+	}
+	switch f.Status {
+	case "":
+	case "error":
+		q.Errors = true
+	case "2xx", "3xx", "4xx", "5xx":
+		lo := int(f.Status[0]-'0') * 100
+		q.StatusMin, q.StatusMax = lo, lo+99
+	default:
+		var n int
+		if _, err := fmt.Sscanf(f.Status, "%d", &n); err != nil || n < 100 || n > 599 {
+			return nil, errs.Field("status", "err.one_of", "error, 2xx, 3xx, 4xx, 5xx, 100–599")
+		}
+		q.StatusMin, q.StatusMax = n, n
+	}
+	if !f.Since.IsZero() {
+		q.Since = f.Since.UnixMilli()
+	}
+	if !f.Until.IsZero() {
+		q.Until = f.Until.UnixMilli()
+	}
+	rows, err := db.ListRequestLog(ctx, s.opt.DB.R, q)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Entry, len(rows))
+	for i, r := range rows {
+		out[i] = entryOf(r)
+	}
+	return out, nil
+}
+
+// Get returns one logged request.
+func (s *Service) Get(ctx context.Context, id int64) (Entry, error) {
+	s.syncSoon(ctx)
+	r, err := db.GetRequestLog(ctx, s.opt.DB.R, id)
+	if err == db.ErrNotFound {
+		return Entry{}, errs.New(errs.NotFound, "err.request_not_found", id)
+	}
+	if err != nil {
+		return Entry{}, err
+	}
+	return entryOf(r), nil
+}
+
+// Keeping reports whether the request log keeps rows at all (its retention is above zero).
+func (s *Service) Keeping() bool { return s.opt.Retention > 0 }
+
+// syncSoon writes what is pending, waiting at most two seconds: a reader then sees the
+// requests that just finished, and never hangs on a stopped runner.
+func (s *Service) syncSoon(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_ = s.Sync(ctx)
+}

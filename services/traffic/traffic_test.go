@@ -1,0 +1,207 @@
+package traffic
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"switchyard/db"
+	"switchyard/services/errs"
+)
+
+func openDB(t *testing.T) *db.DB {
+	t.Helper()
+	d, err := db.Open(filepath.Join(t.TempDir(), "t.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+func newService(t *testing.T, d *db.DB, clk clockwork.Clock, opt Options) *Service {
+	t.Helper()
+	opt.DB, opt.Clock, opt.Log = d, clk, slog.New(slog.NewTextHandler(io.Discard, nil))
+	s, err := New(context.Background(), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// run starts the runner and returns a stop function that waits for it.
+func run(s *Service) func() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); s.Run(ctx) }()
+	return func() { cancel(); <-done }
+}
+
+func TestHistogramQuantiles(t *testing.T) {
+	var h hist
+	if h.quantile(0.5) != 0 {
+		t.Fatal("empty histogram must give 0")
+	}
+	for i := 0; i < 90; i++ {
+		h.add(40 * time.Millisecond) // bucket (30, 50]
+	}
+	for i := 0; i < 10; i++ {
+		h.add(4 * time.Second) // bucket (3000, 5000]
+	}
+	if p50 := h.quantile(0.5); p50 <= 30*time.Millisecond || p50 > 50*time.Millisecond {
+		t.Errorf("p50 %v, want within (30 ms, 50 ms]", p50)
+	}
+	if p95 := h.quantile(0.95); p95 <= 3*time.Second || p95 > 5*time.Second {
+		t.Errorf("p95 %v, want within (3 s, 5 s]", p95)
+	}
+	var slow hist
+	slow.add(time.Hour)
+	if q := slow.quantile(1); q < 10*time.Minute {
+		t.Errorf("beyond the last bound: %v", q)
+	}
+}
+
+func TestClassOf(t *testing.T) {
+	cases := []struct {
+		name   string
+		status int
+		code   string
+		want   Class
+		bad    bool
+	}{
+		{"ok", 200, "", 0, false},
+		{"refused", 404, "model_not_found", ClassClient, true},
+		{"rate limited", 429, "all_connections_cooling", ClassRateLimited, true},
+		{"upstream", 502, "upstream_error", ClassServer, true},
+		{"client gone", 499, "client_closed", ClassAborted, true},
+		{"stream broke after 200", 200, "client_closed", ClassAborted, true},
+	}
+	for _, c := range cases {
+		got, bad := ClassOf(c.status, c.code)
+		if bad != c.bad || bad && got != c.want {
+			t.Errorf("%s: %v %v", c.name, got, bad)
+		}
+	}
+}
+
+// TestRecordAggregatesAndPersists: entries land in the series of their minute, per provider and
+// key, and the aggregates and the log are loaded again by a new service on the same database.
+func TestRecordAggregatesAndPersists(t *testing.T) {
+	d := openDB(t)
+	clk := clockwork.NewFakeClockAt(time.Date(2025, 3, 4, 10, 30, 20, 0, time.UTC))
+	s := newService(t, d, clk, Options{Retention: 24 * time.Hour})
+	stop := run(s)
+	at := clk.Now()
+	s.Record(Entry{At: at.Add(-10 * time.Minute), Surface: "/v1/chat/completions", Provider: "a", ClientKeyID: 1, Status: 200,
+		Latency: 100 * time.Millisecond, InputTokens: 10, OutputTokens: 5})
+	s.Record(Entry{At: at, Surface: "/v1/chat/completions", Provider: "a", ClientKeyID: 2, Status: 502, ErrorCode: "upstream_error",
+		Latency: 2 * time.Second, Error: errs.M("proxy.upstream_status", "a", 502, "boom sk-SECRET")})
+	s.Record(Entry{At: at, Surface: "/v1/chat/completions", Provider: "b", ClientKeyID: 1, Status: 429, Stream: true,
+		TTFT: 300 * time.Millisecond, Latency: time.Second})
+	if err := s.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	pts := s.Series(LastHour, nil)
+	if len(pts) != 60 {
+		t.Fatalf("%d points", len(pts))
+	}
+	last, tenAgo := pts[59], pts[49]
+	if last.Requests != 2 || last.Errors[ClassServer] != 1 || last.Errors[ClassRateLimited] != 1 || last.Streams != 1 ||
+		tenAgo.Requests != 1 || tenAgo.In != 10 || tenAgo.Out != 5 {
+		t.Fatalf("last %+v, ten minutes ago %+v", last, tenAgo)
+	}
+	if !last.Start.Equal(time.Date(2025, 3, 4, 10, 30, 0, 0, time.UTC)) {
+		t.Fatalf("the last point starts at %v", last.Start)
+	}
+	onlyA := s.Series(LastHour, func(p string, _ int64) bool { return p == "a" })
+	if onlyA[59].Requests != 1 || onlyA[49].Requests != 1 {
+		t.Fatalf("provider a: %+v %+v", onlyA[59], onlyA[49])
+	}
+	day := s.Series(LastDay, nil)
+	var sum int64
+	for _, p := range day {
+		sum += p.Requests
+	}
+	if len(day) != 96 || sum != 3 {
+		t.Fatalf("day: %d points, %d requests", len(day), sum)
+	}
+	provs, keys := s.Breakdown(LastHour)
+	if len(provs) != 2 || provs[0].Provider != "a" || provs[0].Total.Requests != 2 || len(provs[0].Requests) != 60 ||
+		len(keys) != 2 || keys[0].KeyID != 1 || keys[0].Total.Requests != 2 {
+		t.Fatalf("breakdown %+v %+v", provs, keys)
+	}
+	if u := s.KeyUsage(at.Add(-5 * time.Minute)); u[1].Requests != 1 || u[2].Requests != 1 {
+		t.Fatalf("usage since five minutes ago: %+v", u)
+	}
+	stop()
+
+	again := newService(t, d, clk, Options{Retention: 24 * time.Hour, Redact: func(s string) string { return s }})
+	if got := again.Series(LastHour, nil); got[59].Requests != 2 || got[49].Requests != 1 {
+		t.Fatal("the aggregates did not survive a restart")
+	}
+	stop = run(again)
+	defer stop()
+	list, err := again.List(context.Background(), Filter{})
+	if err != nil || len(list) != 3 || list[0].ID != 3 {
+		t.Fatalf("list after restart: %v %+v", err, list)
+	}
+	if m := list[1].Error; m.Key != "proxy.upstream_status" || len(m.Args) != 3 || m.Args[1] != int64(502) {
+		t.Fatalf("stored message %+v", m)
+	}
+	again.Record(Entry{At: at, Surface: "/v1/models", Status: 200})
+	if list, _ := again.List(context.Background(), Filter{}); len(list) != 4 || list[0].ID != 4 {
+		t.Fatalf("ids do not continue after a restart: %+v", list)
+	}
+}
+
+// TestRecordNeverBlocks: with the runner stopped, Record returns at once and counts what it had
+// to drop.
+func TestRecordNeverBlocks(t *testing.T) {
+	s := newService(t, openDB(t), clockwork.NewFakeClock(), Options{Buffer: 2, Retention: time.Hour})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 10; i++ {
+			s.Record(Entry{Status: 200})
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Record blocked")
+	}
+	if s.Dropped() != 8 {
+		t.Fatalf("dropped %d, want 8", s.Dropped())
+	}
+}
+
+func TestRedactsStoredMessages(t *testing.T) {
+	d := openDB(t)
+	clk := clockwork.NewFakeClock()
+	s := newService(t, d, clk, Options{Retention: time.Hour,
+		Redact: func(s string) string {
+			if s == "key sk-SECRET" {
+				return "key [redacted]"
+			}
+			return s
+		}})
+	stop := run(s)
+	defer stop()
+	s.Record(Entry{At: clk.Now(), Status: 502, Error: errs.M("proxy.unreachable", "p", errs.M("proxy.transport_op", "dial", "key sk-SECRET"))})
+	list, err := s.List(context.Background(), Filter{})
+	if err != nil || len(list) != 1 {
+		t.Fatal(err)
+	}
+	if got := list[0].Error.String(); got != "provider p could not be reached: dial: key [redacted]" {
+		t.Fatalf("stored message %q", got)
+	}
+}

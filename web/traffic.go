@@ -1,0 +1,62 @@
+package web
+
+import (
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"switchyard/services/errs"
+	"switchyard/services/proxy"
+	"switchyard/services/traffic"
+)
+
+// recordRequest hands every finished client request to the request log: who asked (the client
+// key), which surface, what the engine did (provider, connection, attempt chain, skipped
+// connections, tokens, time to first token) and how it ended. It runs inside trace() and outside
+// the client key check, so refused requests are logged too; errors are rendered first, so the
+// status is the one sent. Never a header or a body.
+func recordRequest(rec RequestRecorder, now func() time.Time) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			at, start := now(), time.Now()
+			if err := next(c); err != nil {
+				c.Error(err)
+			}
+			e := traffic.Entry{RequestID: requestIDOf(c), At: at, Surface: c.Path(), Status: c.Response().Status,
+				Latency: time.Since(start)}
+			if tr := proxy.TraceFrom(c.Request().Context()); tr != nil {
+				fromTrace(&e, tr)
+			}
+			if re := requestErrorOf(c); re != nil {
+				e.Error = re.Msg
+				if e.ErrorCode == "" {
+					e.ErrorCode = re.ReasonCode()
+				}
+				if re.Code == errs.ClientClosed {
+					e.Status = errs.StatusOf(errs.ClientClosed) // nothing was sent
+				}
+			}
+			rec.Record(e)
+			return nil
+		}
+	}
+}
+
+// fromTrace copies what the engine noted about a request into its log entry.
+func fromTrace(e *traffic.Entry, tr *proxy.Trace) {
+	e.ClientKeyID, e.ErrorCode, e.Provider, e.Model = tr.ClientKeyID, tr.ErrorCode, tr.Provider, tr.Model
+	e.ConnectionID, e.Attempts, e.Retries, e.Failovers = tr.ConnectionID, tr.Attempts, tr.Retries, tr.Failovers
+	e.Stream, e.Complete, e.TTFT = tr.Stream, tr.Complete, tr.TTFT
+	e.InputTokens, e.OutputTokens = tr.InputTokens, tr.OutputTokens
+	for _, a := range tr.Chain {
+		e.Chain = append(e.Chain, traffic.Attempt{ConnectionID: a.ConnectionID, Connection: a.Connection, Kind: a.Kind,
+			Status: a.Status, Reason: a.Reason, Duration: a.Duration})
+		if a.ConnectionID == tr.ConnectionID {
+			e.Connection = a.Connection
+		}
+	}
+	for _, x := range tr.Skipped {
+		e.Skipped = append(e.Skipped, traffic.Skip{Connection: x.Connection, Reason: x.Reason, Detail: x.Detail,
+			Target: x.Target, SecondsLeft: x.SecondsLeft})
+	}
+}
