@@ -1,0 +1,155 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+
+	"switchyard/services/catalog"
+	"switchyard/services/errs"
+	"switchyard/services/resilience"
+)
+
+// attemptResult is one upstream call: either a response ready to relay, or a failure.
+type attemptResult struct {
+	resp   *http.Response
+	br     *bufio.Reader // for streams: the body, with the first event already read
+	first  []byte        // for streams: the first complete event
+	body   []byte        // for buffered answers: the whole body
+	status int
+	header http.Header
+
+	translated   bool // body is already in the client's format
+	hidden       bool // the error came inside an HTTP 200
+	err          *errs.Error
+	errBody      []byte
+	transport    bool // no (complete) answer
+	localTimeout bool // our own timeout fired
+}
+
+// attempt makes one upstream call. cancel ends ctx; the first-byte timeout uses it when the
+// upstream sends no response headers in time (a local timeout: never retried on the same target).
+func (e *Engine) attempt(ctx context.Context, cancel context.CancelFunc, c *call, conn *catalog.ConnEntry) attemptResult {
+	p := c.t.provider
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.BaseURL+c.path, bytes.NewReader(c.body))
+	if err != nil {
+		return attemptResult{err: &errs.Error{Code: errs.Internal, Msg: errs.M("err.internal"), Err: err}}
+	}
+	req.Header = c.header.Clone()
+	setAuth(req.Header, p, conn)
+	var firstByteLate atomic.Bool
+	firstByte := ms(c.snap.Resilience().Streams.FirstByteTimeoutMS)
+	timer := e.opt.Clock.AfterFunc(firstByte, func() { firstByteLate.Store(true); cancel() })
+	resp, err := e.opt.Client.Do(req)
+	timer.Stop()
+	if err != nil {
+		if firstByteLate.Load() {
+			r := transportFailure(p.Name, context.DeadlineExceeded)
+			r.err.Msg = errs.M("proxy.first_byte_timeout", p.Name, firstByte.String())
+			return r
+		}
+		return transportFailure(p.Name, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+		b = scrubBytes(b, conn)
+		return attemptResult{status: resp.StatusCode, header: resp.Header, errBody: b,
+			err: upstreamError(p.Name, resp.StatusCode, resp.Header, b)}
+	}
+	if c.stream && isEventStream(resp.Header) {
+		br := bufio.NewReaderSize(resp.Body, 4<<10) // longer events are handled (ErrBufferFull)
+		first, rerr := readEvent(br)
+		if rerr != nil && len(bytes.TrimSpace(first)) == 0 {
+			resp.Body.Close()
+			return transportFailure(p.Name, rerr)
+		}
+		if msg, embedded, ok := streamError(first); ok {
+			resp.Body.Close()
+			return hiddenError(p.Name, resp.Header, embedded, []byte(scrub(msg, conn)))
+		}
+		return attemptResult{resp: resp, br: br, first: first, status: resp.StatusCode, header: resp.Header}
+	}
+	b, err := readBody(resp, e.opt.MaxResponseBytes+1)
+	resp.Body.Close()
+	if err != nil {
+		return transportFailure(p.Name, err)
+	}
+	if int64(len(b)) > e.opt.MaxResponseBytes {
+		return attemptResult{status: http.StatusBadGateway, err: fail(errs.Upstream, "upstream_response_too_large", "proxy.response_too_large")}
+	}
+	if !bytes.Contains(b, errorKey) {
+		// no error object possible: skip the parse
+	} else if _, _, _, embedded, ok := resilience.ExtractError(b); ok {
+		return hiddenError(p.Name, resp.Header, embedded, scrubBytes(b, conn))
+	}
+	if c.stream {
+		// A stream was asked for and a plain answer came: the upstream broke the protocol.
+		return protocolFailure(p.Name, resp.Header, scrubBytes(b, conn), "proxy.protocol_not_stream")
+	}
+	if !looksLikeJSON(b) {
+		return protocolFailure(p.Name, resp.Header, scrubBytes(b, conn), "proxy.protocol_not_json")
+	}
+	if c.src != c.dst {
+		tb, err := c.translateBody(b)
+		if err != nil {
+			return protocolFailure(p.Name, resp.Header, scrubBytes(b, conn), "proxy.protocol_not_json")
+		}
+		return attemptResult{resp: resp, body: tb, status: resp.StatusCode, header: resp.Header, translated: true}
+	}
+	return attemptResult{resp: resp, body: b, status: resp.StatusCode, header: resp.Header}
+}
+
+// looksLikeJSON is the cheap check that a success body is a JSON document: its first byte. A
+// web page or a proxy's plain-text notice labelled as JSON fails it.
+func looksLikeJSON(b []byte) bool {
+	b = bytes.TrimLeft(b, " \t\r\n")
+	return len(b) > 0 && (b[0] == '{' || b[0] == '[')
+}
+
+// protocolFailure is a success status with an answer the client's request cannot have come
+// from (no stream for a stream request, no JSON for a JSON request): the upstream's failure,
+// classified as the 502 it amounts to.
+func protocolFailure(provider string, h http.Header, body []byte, key string) attemptResult {
+	e := fail(errs.Upstream, "upstream_protocol_error", key, provider, strings.TrimSpace(snippet(body)))
+	return attemptResult{status: http.StatusBadGateway, header: h, errBody: body, err: e}
+}
+
+var errorKey = []byte(`"error"`)
+
+// readBody reads a whole upstream answer, sized from Content-Length when it is given.
+func readBody(resp *http.Response, limit int64) ([]byte, error) {
+	n := resp.ContentLength
+	if n < 0 || n > limit {
+		n = 4 << 10
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, n+1))
+	_, err := buf.ReadFrom(io.LimitReader(resp.Body, limit))
+	return buf.Bytes(), err
+}
+
+// hiddenError is an error object inside an HTTP 200: treated as the error it is, with its
+// embedded status, else 502.
+func hiddenError(provider string, h http.Header, embedded int, body []byte) attemptResult {
+	status := embedded
+	if status < 400 || status > 599 {
+		status = http.StatusBadGateway
+	}
+	e := upstreamError(provider, status, h, body)
+	e.Reason = "upstream_error_in_200"
+	return attemptResult{status: status, header: h, errBody: body, err: e, hidden: true}
+}
+
+func transportFailure(provider string, err error) attemptResult {
+	r := attemptResult{transport: true, err: fail(errs.Upstream, "upstream_unreachable", "proxy.unreachable", provider, transportText(err))}
+	if errors.Is(err, context.DeadlineExceeded) {
+		r.localTimeout = true
+		r.err.Code, r.err.Reason = errs.Timeout, "upstream_timeout"
+	}
+	return r
+}

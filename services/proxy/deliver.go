@@ -1,0 +1,44 @@
+package proxy
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+
+	"switchyard/services/catalog"
+	"switchyard/services/errs"
+)
+
+// deliver writes a successful attempt to the client.
+func (e *Engine) deliver(ctx context.Context, w http.ResponseWriter, c *call, conn *catalog.ConnEntry, res attemptResult) *errs.Error {
+	h := w.Header()
+	h.Set("X-Switchyard-Provider", c.t.provider.Name)
+	c.trace.Status = res.status
+	if res.body != nil {
+		if ct := res.resp.Header.Get("Content-Type"); ct != "" && !res.translated {
+			h.Set("Content-Type", ct)
+		} else {
+			h.Set("Content-Type", "application/json")
+		}
+		h.Set("Content-Length", strconv.Itoa(len(res.body)))
+		w.WriteHeader(res.status)
+		_, _ = w.Write(res.body)
+		// Send it all now: the request log and metrics run after the handler returns and must
+		// not delay the answer.
+		_ = http.NewResponseController(w).Flush()
+		c.trace.readUsage(res.body)
+		e.opt.Observer.Tokens(c.t.provider.Name, c.trace.MetricModel, c.trace.InputTokens, c.trace.OutputTokens)
+		return nil
+	}
+	defer res.resp.Body.Close()
+	r := c.relay()
+	c.trace.Complete = relayStream(ctx, w, func() { c.commitStream(w) }, res.first, res.br, e.opt.Log, r, c.src, func() {
+		if c.trace.TTFT == 0 {
+			c.trace.TTFT = e.opt.Clock.Since(c.start)
+			e.opt.Observer.FirstToken(c.t.provider.Name, c.trace.TTFT)
+		}
+	})
+	c.trace.InputTokens, c.trace.OutputTokens = r.Usage()
+	e.opt.Observer.Tokens(c.t.provider.Name, c.trace.MetricModel, c.trace.InputTokens, c.trace.OutputTokens)
+	return nil
+}
