@@ -105,7 +105,7 @@ func TestUpstreamProtocolFailuresFailOver(t *testing.T) {
 	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0}}, 200)
 	r := e.Chat(context.Background(), key, testenv.ChatBody)
 	got := testenv.ReadAll(t, r)
-	if r.StatusCode != 502 || gjson.Get(got, "error.code").String() != "upstream_protocol_error" {
+	if r.StatusCode != 502 || gjson.Get(got, "error.code").String() != "server_error" || !strings.Contains(got, "not the expected JSON") {
 		t.Fatalf("single connection: %d %s", r.StatusCode, got)
 	}
 }

@@ -44,7 +44,7 @@ var settingsCards = []settingsCard{
 		"connection_cooldown.api_key.use_upstream_retry_hints",
 		"connection_cooldown.oauth.base_cooldown_ms", "connection_cooldown.oauth.max_backoff_steps",
 		"connection_cooldown.oauth.use_upstream_retry_hints"}},
-	{id: "retry", paths: []string{"retry.max_retries", "retry.initial_backoff_ms", "retry.max_backoff_ms",
+	{id: "retry", paths: []string{"retry.max_retries", "retry.max_attempts", "retry.initial_backoff_ms", "retry.max_backoff_ms",
 		"retry.backoff_factor", "retry.jitter", "retry.retry_on_statuses"}},
 	{id: "circuit-breaker", paths: []string{"circuit_breaker.enabled", "circuit_breaker.scope",
 		"circuit_breaker.failure_threshold", "circuit_breaker.success_threshold", "circuit_breaker.timeout_ms",

@@ -20,9 +20,11 @@ type Excluded struct {
 	SecondsLeft int64  `json:"seconds_left"`
 }
 
-// Diagnostics is shown beside an error when no connection could take the request.
+// Diagnostics is shown beside an error: how many upstream calls the request made, and why
+// connections were left out.
 type Diagnostics struct {
-	Excluded []Excluded `json:"excluded"`
+	Attempts int        `json:"attempts"`
+	Excluded []Excluded `json:"excluded,omitempty"`
 }
 
 // fail builds an engine error.

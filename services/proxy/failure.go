@@ -53,6 +53,9 @@ func (e *Engine) fail(c *call, conn *catalog.ConnEntry, res attemptResult) failu
 	} else if out.RetryAfter > 0 && f.err.RetryAfter == 0 {
 		f.err.RetryAfter = out.RetryAfter
 	}
+	if res.status > 0 && out.Reason != "" {
+		f.err.Reason = string(out.Reason) // the client's code names what went wrong, as classified
+	}
 	e.opt.Log.Info("upstream attempt failed", "provider", c.t.provider.Name, "connection_id", conn.ID,
 		"status", res.status, "reason", out.Reason, "scope", out.Scope, "terminal", out.Terminal, "failover", out.Failover)
 	return f

@@ -97,6 +97,7 @@ func (e *Engine) serve(ctx context.Context, w http.ResponseWriter, raw []byte, i
 	perr = e.run(ctx, w, c)
 	if perr != nil {
 		tr.ErrorCode = perr.ReasonCode()
+		finalError(perr, tr.Attempts)
 	}
 	if perr != nil && c.committed {
 		if !isClientGone(perr) {
@@ -259,4 +260,25 @@ func isMessageStop(ev []byte) bool {
 // includeUsage reads a chat request's stream_options.include_usage.
 func includeUsage(body []byte) bool {
 	return gjsonBool(body, "stream_options.include_usage")
+}
+
+// finalError notes on the error how many upstream calls the request made, and tells the client
+// not to retry once the gateway has retried or failed over itself: a client's own retries must
+// add to the gateway's attempt budget, not multiply it.
+func finalError(e *errs.Error, attempts int) {
+	if attempts == 0 {
+		return
+	}
+	d, _ := e.Diagnostics.(*Diagnostics)
+	if d == nil {
+		d = &Diagnostics{}
+		e.Diagnostics = d
+	}
+	d.Attempts = attempts
+	if status := e.HTTPStatus(); attempts > 1 && (status == http.StatusTooManyRequests || status >= 500) {
+		if e.Header == nil {
+			e.Header = http.Header{}
+		}
+		e.Header.Set("X-Should-Retry", "false")
+	}
 }

@@ -125,6 +125,9 @@ func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*err
 		return &last.result
 	}
 	for retries := 0; ; {
+		if last != nil && c.retry.MaxAttempts > 0 && c.trace.Attempts >= c.retry.MaxAttempts {
+			return e.exhausted(c, conns, last), verdict() // the request's attempt budget is spent
+		}
 		i, spill, excluded := e.pick(c, conns, tried, busy)
 		if len(excluded) > 0 {
 			c.trace.skip(diagnostics(excluded).Excluded)
@@ -319,7 +322,7 @@ func (e *Engine) exhausted(c *call, conns []*catalog.ConnEntry, last *failure) *
 		return unusable
 	}
 	if last != nil {
-		if last.err.RetryAfter == 0 && timed {
+		if timed { // when the gateway can serve again, not the upstream's last hint
 			last.err.RetryAfter = soonest
 		}
 		last.err.Diagnostics = diag
@@ -340,7 +343,13 @@ func (e *Engine) exhausted(c *call, conns []*catalog.ConnEntry, last *failure) *
 		lockedOut.Header, lockedOut.Diagnostics = http.Header{"X-Should-Retry": {"false"}}, diag
 		return lockedOut
 	}
-	cooling := withRetry(fail(errs.RateLimited, "all_connections_cooling", "proxy.all_cooling",
+	// Rate limits and quotas are the client's to wait out (429); server errors, timeouts and
+	// overloads are the provider's outage (503).
+	code := errs.Unavailable
+	if reasons[string(resilience.ReasonRateLimit)] || reasons[string(resilience.ReasonQuotaExhausted)] {
+		code = errs.RateLimited
+	}
+	cooling := withRetry(fail(code, "all_connections_cooling", "proxy.all_cooling",
 		c.t.provider.Name, joinKeys(reasons, "cooldown"), roundUp(soonest)), soonest)
 	cooling.Diagnostics = diag
 	return cooling

@@ -433,6 +433,10 @@ func Classify(in Input) Outcome {
 		// nothing to cool: terminal states are not cooldowns, ScopeNone records nothing
 	case ruleCooldown > 0:
 		out.Cooldown = min(ruleCooldown, MaxResetHint)
+	case restatement != nil && restatement.RetryAfter > 0:
+		// The operator declared when such an answer resets: the connection rests that long, so
+		// the client's Retry-After and the connection's recovery agree.
+		out.Cooldown, out.FromUpstream = min(restatement.RetryAfter, MaxResetHint), true
 	case hintOK:
 		out.Cooldown, out.FromUpstream = hint, true
 	case kind == cdQuota:

@@ -327,9 +327,9 @@ func TestClassifyRestatement(t *testing.T) {
 
 	runClassify(t, []classifyCase{
 		{name: "403 with marker becomes 429 with 60s retry-after", in: Input{Status: 403, Provider: "AgentRouter", Body: `{"error":{"message":"用户额度不足"}}`, Restatements: []Restatement{agentrouter}},
-			want: classifyWant{reason: ReasonQuotaExhausted, scope: ScopeConnection, failover: true, status: 429, retryAfter: time.Minute, rule: "agentrouter-quota", restated: "agentrouter-quota"}},
+			want: classifyWant{reason: ReasonQuotaExhausted, scope: ScopeConnection, failover: true, cooldown: time.Minute, upstream: true, status: 429, retryAfter: time.Minute, rule: "agentrouter-quota", restated: "agentrouter-quota"}},
 		{name: "english marker restated", in: Input{Status: 403, Body: "quota exceeded for this key", Restatements: []Restatement{english}},
-			want: classifyWant{reason: ReasonQuotaExhausted, scope: ScopeConnection, failover: true, status: 429, retryAfter: time.Minute, rule: "gateway-quota", restated: "gateway-quota"}},
+			want: classifyWant{reason: ReasonQuotaExhausted, scope: ScopeConnection, failover: true, cooldown: time.Minute, upstream: true, status: 429, retryAfter: time.Minute, rule: "gateway-quota", restated: "gateway-quota"}},
 		{name: "exclude marker keeps 403", in: Input{Status: 403, Body: "quota exceeded or no access to model x", Restatements: []Restatement{english}},
 			want: classifyWant{reason: ReasonQuotaExhausted, scope: ScopeConnection, failover: true}},
 		{name: "chinese exclude marker keeps permanent 403", in: Input{Status: 403, Provider: "agentrouter", Body: "额度不足，无权访问模型", Restatements: []Restatement{agentrouter}},

@@ -68,6 +68,7 @@ type ProviderOverrides struct {
 // RetryOverrides override retry.* with the same ranges.
 type RetryOverrides struct {
 	MaxRetries       *int      `json:"max_retries,omitempty"`
+	MaxAttempts      *int      `json:"max_attempts,omitempty"`
 	InitialBackoffMS *int64    `json:"initial_backoff_ms,omitempty"`
 	MaxBackoffMS     *int64    `json:"max_backoff_ms,omitempty"`
 	BackoffFactor    *float64  `json:"backoff_factor,omitempty"`
@@ -162,6 +163,7 @@ func (s *Snapshot) RequestQueueValues(o ConnectionOverrides) RequestQueue {
 func (s *Snapshot) RetryFor(p ProviderOverrides) (Retry, map[string]string) {
 	r, src, o := s.values.Retry, s.sourcesUnder("retry."), p.Retry
 	override(&r.MaxRetries, o.MaxRetries, src, "retry.max_retries", SourceProvider)
+	override(&r.MaxAttempts, o.MaxAttempts, src, "retry.max_attempts", SourceProvider)
 	override(&r.InitialBackoffMS, o.InitialBackoffMS, src, "retry.initial_backoff_ms", SourceProvider)
 	override(&r.MaxBackoffMS, o.MaxBackoffMS, src, "retry.max_backoff_ms", SourceProvider)
 	override(&r.BackoffFactor, o.BackoffFactor, src, "retry.backoff_factor", SourceProvider)

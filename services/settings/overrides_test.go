@@ -28,6 +28,7 @@ func TestProviderOverridesInheritance(t *testing.T) {
 	wantSrc := map[string]string{
 		"retry.max_retries": SourceProvider, "retry.retry_on_statuses": SourceProvider, "retry.jitter": SourceEnv,
 		"retry.initial_backoff_ms": SourceDefault, "retry.max_backoff_ms": SourceDefault, "retry.backoff_factor": SourceDefault,
+		"retry.max_attempts": SourceDefault,
 	}
 	if !reflect.DeepEqual(rs, wantSrc) {
 		t.Errorf("retry sources = %v", rs)

@@ -326,6 +326,8 @@ var registry = []*Setting{
 
 	perProvider(num("retry.max_retries", 3, 0, 10, func(r *Resilience) *int { return &r.Retry.MaxRetries }),
 		func(p *ProviderOverrides) **int { return &p.Retry.MaxRetries }),
+	perProvider(num("retry.max_attempts", 6, 1, 100, func(r *Resilience) *int { return &r.Retry.MaxAttempts }),
+		func(p *ProviderOverrides) **int { return &p.Retry.MaxAttempts }),
 	perProvider(ms("retry.initial_backoff_ms", 1_000, 0, 600_000, func(r *Resilience) *int64 { return &r.Retry.InitialBackoffMS }),
 		func(p *ProviderOverrides) **int64 { return &p.Retry.InitialBackoffMS }),
 	perProvider(ms("retry.max_backoff_ms", 30_000, 0, 3_600_000, func(r *Resilience) *int64 { return &r.Retry.MaxBackoffMS }),

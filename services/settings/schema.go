@@ -81,6 +81,9 @@ type CooldownProfile struct {
 type Retry struct {
 	// MaxRetries is the number of retries after the first attempt. Default 3; range 0–10.
 	MaxRetries int `json:"max_retries"`
+	// MaxAttempts is the budget of upstream calls one client request may make across retries and
+	// failover, so a client's own retries add up instead of multiplying. Default 6; range 1–100.
+	MaxAttempts int `json:"max_attempts"`
 	// InitialBackoffMS is the wait before the first retry. Default 1,000; range 0–600,000;
 	// must be ≤ max_backoff_ms.
 	InitialBackoffMS int64 `json:"initial_backoff_ms"`

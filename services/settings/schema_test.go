@@ -16,7 +16,7 @@ const productDocument = `{
   "connection_cooldown": {"max_cooldown_ms": 1800000,
     "oauth":   {"base_cooldown_ms": 5000, "max_backoff_steps": 8, "use_upstream_retry_hints": false},
     "api_key": {"base_cooldown_ms": 3000, "max_backoff_steps": 5, "use_upstream_retry_hints": true}},
-  "retry": {"max_retries": 3, "initial_backoff_ms": 1000, "max_backoff_ms": 30000,
+  "retry": {"max_retries": 3, "max_attempts": 6, "initial_backoff_ms": 1000, "max_backoff_ms": 30000,
     "backoff_factor": 2, "jitter": 0.1, "retry_on_statuses": ["429", "502", "503", "504", "522", "524"]},
   "circuit_breaker": {"enabled": true, "scope": "provider", "failure_threshold": 5,
     "success_threshold": 2, "timeout_ms": 30000, "failure_on_statuses": ["429", "5xx"],
