@@ -14,11 +14,13 @@ type Provider struct {
 	Type       string `db:"type"`
 	BaseURL    string `db:"base_url"`
 	Resilience string `db:"resilience"` // JSON of the per-provider overrides
-	CreatedAt  int64  `db:"created_at"`
-	UpdatedAt  int64  `db:"updated_at"`
+	// ResponsesAPI says the upstream serves the Responses API itself (openai-compatible).
+	ResponsesAPI bool  `db:"responses_api"`
+	CreatedAt    int64 `db:"created_at"`
+	UpdatedAt    int64 `db:"updated_at"`
 }
 
-const providerCols = `id, name, type, base_url, resilience, created_at, updated_at`
+const providerCols = `id, name, type, base_url, resilience, responses_api, created_at, updated_at`
 
 // ListProviders returns every provider ordered by name.
 func ListProviders(ctx context.Context, q Querier) ([]Provider, error) {
@@ -61,8 +63,8 @@ func InsertProvider(ctx context.Context, q Querier, p *Provider) error {
 	if p.Resilience == "" {
 		p.Resilience = "{}"
 	}
-	res, err := q.ExecContext(ctx, `INSERT INTO providers (name, type, base_url, resilience, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?)`, p.Name, p.Type, p.BaseURL, p.Resilience, now, now)
+	res, err := q.ExecContext(ctx, `INSERT INTO providers (name, type, base_url, resilience, responses_api, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`, p.Name, p.Type, p.BaseURL, p.Resilience, p.ResponsesAPI, now, now)
 	if isUniqueViolation(err) {
 		return ErrConflict
 	}
@@ -77,8 +79,8 @@ func InsertProvider(ctx context.Context, q Querier, p *Provider) error {
 // UpdateProvider writes every mutable column of p.
 func UpdateProvider(ctx context.Context, q Querier, p *Provider) error {
 	p.UpdatedAt = nowMS()
-	res, err := q.ExecContext(ctx, `UPDATE providers SET name = ?, type = ?, base_url = ?, resilience = ?, updated_at = ?
-		WHERE id = ?`, p.Name, p.Type, p.BaseURL, p.Resilience, p.UpdatedAt, p.ID)
+	res, err := q.ExecContext(ctx, `UPDATE providers SET name = ?, type = ?, base_url = ?, resilience = ?, responses_api = ?,
+		updated_at = ? WHERE id = ?`, p.Name, p.Type, p.BaseURL, p.Resilience, p.ResponsesAPI, p.UpdatedAt, p.ID)
 	if isUniqueViolation(err) {
 		return ErrConflict
 	}

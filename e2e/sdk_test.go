@@ -25,12 +25,16 @@ import (
 
 const weatherAnswer = "It is 18 °C in Paris."
 
+// weatherThought is the reasoning the fakes show when the request asks for it.
+const weatherThought = "The user wants the weather: call get_weather."
+
 // toolOpenAI is an OpenAI-compatible upstream that plays the tool round.
 func toolOpenAI(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	msgs := gjson.GetBytes(body, "messages").Array()
 	last := msgs[len(msgs)-1]
 	answered := last.Get("role").String() == "tool"
+	thinks := gjson.GetBytes(body, "reasoning_effort").String() != "" && !answered
 	if gjson.GetBytes(body, "stream").Bool() {
 		var events []string
 		chunk := func(delta, finish string) string {
@@ -41,6 +45,9 @@ func toolOpenAI(w http.ResponseWriter, r *http.Request) {
 			return `data: {"id":"chatcmpl-t","object":"chat.completion.chunk","created":1,"model":"gpt-test","choices":[{"index":0,"delta":` + delta + `,"finish_reason":` + f + `}]}`
 		}
 		events = append(events, chunk(`{"role":"assistant","content":""}`, ""))
+		if thinks {
+			events = append(events, chunk(`{"reasoning_content":"`+weatherThought+`"}`, ""))
+		}
 		if answered {
 			events = append(events, chunk(`{"content":"It is 18 °C"}`, ""), chunk(`{"content":" in Paris."}`, ""), chunk(`{}`, "stop"))
 		} else {
@@ -55,6 +62,9 @@ func toolOpenAI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	msg := `{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]}`
+	if thinks {
+		msg = strings.Replace(msg, `"content":null`, `"content":null,"reasoning_content":"`+weatherThought+`"`, 1)
+	}
 	finish := "tool_calls"
 	if answered {
 		msg, finish = `{"role":"assistant","content":"`+weatherAnswer+`"}`, "stop"
@@ -68,10 +78,20 @@ func toolAnthropic(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	msgs := gjson.GetBytes(body, "messages").Array()
 	answered := strings.Contains(msgs[len(msgs)-1].Raw, `"tool_result"`)
+	thinks := gjson.GetBytes(body, "thinking.type").String() == "enabled" && !answered
 	if gjson.GetBytes(body, "stream").Bool() {
 		ev := func(name, data string) string { return "event: " + name + "\ndata: " + data }
 		events := []string{ev("message_start", `{"type":"message_start","message":{"id":"msg_t","type":"message","role":"assistant","model":"claude-test","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":9,"output_tokens":1}}}`)}
 		stop := "tool_use"
+		next := 0
+		if thinks {
+			events = append(events, ev("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}`),
+				ev("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"`+weatherThought+`"}}`),
+				ev("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"sig"}}`),
+				ev("content_block_stop", `{"type":"content_block_stop","index":0}`))
+			next = 1
+		}
+		idx := fmt.Sprint(next)
 		if answered {
 			stop = "end_turn"
 			events = append(events, ev("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`),
@@ -79,10 +99,10 @@ func toolAnthropic(w http.ResponseWriter, r *http.Request) {
 				ev("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":" in Paris."}}`),
 				ev("content_block_stop", `{"type":"content_block_stop","index":0}`))
 		} else {
-			events = append(events, ev("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_1","name":"get_weather","input":{}}}`),
-				ev("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"city\":"}}`),
-				ev("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"\"Paris\"}"}}`),
-				ev("content_block_stop", `{"type":"content_block_stop","index":0}`))
+			events = append(events, ev("content_block_start", `{"type":"content_block_start","index":`+idx+`,"content_block":{"type":"tool_use","id":"toolu_1","name":"get_weather","input":{}}}`),
+				ev("content_block_delta", `{"type":"content_block_delta","index":`+idx+`,"delta":{"type":"input_json_delta","partial_json":"{\"city\":"}}`),
+				ev("content_block_delta", `{"type":"content_block_delta","index":`+idx+`,"delta":{"type":"input_json_delta","partial_json":"\"Paris\"}"}}`),
+				ev("content_block_stop", `{"type":"content_block_stop","index":`+idx+`}`))
 		}
 		events = append(events, ev("message_delta", `{"type":"message_delta","delta":{"stop_reason":"`+stop+`","stop_sequence":null},"usage":{"output_tokens":4}}`),
 			ev("message_stop", `{"type":"message_stop"}`))
@@ -90,6 +110,9 @@ func toolAnthropic(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	content, stop := `[{"type":"tool_use","id":"toolu_1","name":"get_weather","input":{"city":"Paris"}}]`, "tool_use"
+	if thinks {
+		content = `[{"type":"thinking","thinking":"` + weatherThought + `","signature":"sig"},` + content[1:]
+	}
 	if answered {
 		content, stop = `[{"type":"text","text":"`+weatherAnswer+`"}]`, "end_turn"
 	}

@@ -77,6 +77,19 @@ func (p *Proxy) Messages(c echo.Context) error {
 	return nil
 }
 
+// Responses answers POST /v1/responses (OpenAI's Responses API).
+func (p *Proxy) Responses(c echo.Context) error {
+	body, err := p.readBody(c)
+	if err != nil {
+		return err
+	}
+	r := c.Request()
+	if e := p.Engine.Responses(r.Context(), c.Response(), body, r.Header, proxy.TraceFrom(r.Context())); e != nil {
+		return e
+	}
+	return nil
+}
+
 // CountTokens answers POST /v1/messages/count_tokens.
 func (p *Proxy) CountTokens(c echo.Context) error {
 	body, err := p.readBody(c)

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -62,6 +63,9 @@ func (p *Proxy) Models(c echo.Context) error {
 // Model answers GET /v1/models/{id}; the id may contain slashes (provider/model).
 func (p *Proxy) Model(c echo.Context) error {
 	id := strings.TrimPrefix(c.Param("*"), "/")
+	if u, err := url.PathUnescape(id); err == nil { // SDKs escape the slash of provider/model
+		id = u
+	}
 	for _, m := range p.Inventory.List() {
 		if m.ID == id {
 			if wantsAnthropic(c) {

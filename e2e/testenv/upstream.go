@@ -22,6 +22,15 @@ type FakeUpstream struct {
 	chat     http.HandlerFunc
 	// ModelsDown makes GET /models fail with 503.
 	ModelsDown atomic.Bool
+	responses http.HandlerFunc
+}
+
+// ServeResponses makes the upstream answer POST /v1/responses with h (an upstream that serves
+// the Responses API itself).
+func (f *FakeUpstream) ServeResponses(h http.HandlerFunc) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.responses = h
 }
 
 // Recorded is one request the fake upstream received.
@@ -63,6 +72,15 @@ func (f *FakeUpstream) serve(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `{"object":"list","data":[%s]}`, strings.Join(data, ","))
 	case "/v1/chat/completions":
 		f.chat(w, r)
+	case "/v1/responses":
+		f.mu.Lock()
+		h := f.responses
+		f.mu.Unlock()
+		if h == nil {
+			http.NotFound(w, r)
+			return
+		}
+		h(w, r)
 	default:
 		http.NotFound(w, r)
 	}

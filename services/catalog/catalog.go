@@ -138,16 +138,20 @@ type Provider struct {
 	Type       string          `json:"type"`
 	BaseURL    string          `json:"base_url"`
 	Resilience json.RawMessage `json:"resilience"`
-	CreatedAt  int64           `json:"created_at"`
-	UpdatedAt  int64           `json:"updated_at"`
+	// ResponsesAPI: the upstream serves /responses itself (openai-compatible providers; openai
+	// always does), so Responses requests pass through.
+	ResponsesAPI bool  `json:"responses_api"`
+	CreatedAt    int64 `json:"created_at"`
+	UpdatedAt    int64 `json:"updated_at"`
 }
 
 // ProviderInput is a create or partial update; nil fields are left as they are.
 type ProviderInput struct {
-	Name       *string         `json:"name"`
-	Type       *string         `json:"type"`
-	BaseURL    *string         `json:"base_url"`
-	Resilience json.RawMessage `json:"resilience"`
+	Name         *string         `json:"name"`
+	Type         *string         `json:"type"`
+	BaseURL      *string         `json:"base_url"`
+	Resilience   json.RawMessage `json:"resilience"`
+	ResponsesAPI *bool           `json:"responses_api"`
 }
 
 // ProviderOverridesValidator checks a provider's resilience override document and returns it
@@ -156,7 +160,7 @@ type ProviderOverridesValidator func(raw []byte) ([]byte, map[string]errs.Msg)
 
 func providerView(p db.Provider) Provider {
 	return Provider{ID: p.ID, Name: p.Name, Type: p.Type, BaseURL: p.BaseURL,
-		Resilience: json.RawMessage(p.Resilience), CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
+		Resilience: json.RawMessage(p.Resilience), ResponsesAPI: p.ResponsesAPI, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
 }
 
 // ListProviders returns every provider.
@@ -243,6 +247,9 @@ func applyProvider(p *db.Provider, in ProviderInput, create bool, validate Provi
 	}
 	if in.BaseURL != nil {
 		p.BaseURL = strings.TrimRight(strings.TrimSpace(*in.BaseURL), "/")
+	}
+	if in.ResponsesAPI != nil {
+		p.ResponsesAPI = *in.ResponsesAPI
 	}
 	if create || in.Name != nil {
 		if !nameRE.MatchString(p.Name) {

@@ -43,11 +43,13 @@ func (r *Registry) QueueDepthOverrides() bool { return r.depthOverrides }
 
 // ProviderEntry is one provider as the proxy sees it.
 type ProviderEntry struct {
-	ID        int64
-	Name      string
-	Type      string
-	BaseURL   string
-	Overrides json.RawMessage // per-provider resilience overrides, as stored
+	ID      int64
+	Name    string
+	Type    string
+	BaseURL string
+	// ResponsesAPI: the upstream serves /responses itself.
+	ResponsesAPI bool
+	Overrides    json.RawMessage // per-provider resilience overrides, as stored
 	// Resilience is Overrides decoded once, for the request path.
 	Resilience settings.ProviderOverrides
 	// Conns are the enabled connections whose credential could be opened, by priority then id.
@@ -78,7 +80,7 @@ func buildRegistry(provs []db.Provider, conns []db.Connection, open func(db.Conn
 	r := &Registry{byName: make(map[string]*ProviderEntry, len(provs)), conns: make(map[int64]*ConnEntry, len(conns))}
 	byID := make(map[int64]*ProviderEntry, len(provs))
 	for _, p := range provs {
-		e := &ProviderEntry{ID: p.ID, Name: p.Name, Type: p.Type, BaseURL: p.BaseURL,
+		e := &ProviderEntry{ID: p.ID, Name: p.Name, Type: p.Type, BaseURL: p.BaseURL, ResponsesAPI: p.ResponsesAPI,
 			Overrides: json.RawMessage(p.Resilience), rr: new(atomic.Uint64),
 			Resilience: settings.ParseProviderOverrides([]byte(p.Resilience))}
 		if old != nil {

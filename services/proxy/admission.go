@@ -210,9 +210,14 @@ func (c *call) commitStream(w http.ResponseWriter) {
 // writeStreamError ends a committed event stream with the error as an error event in the
 // client's format.
 func writeStreamError(w http.ResponseWriter, src Format, e *errs.Error) {
-	if src == FormatMessages {
+	switch src {
+	case FormatMessages:
 		_, _ = w.Write([]byte("event: error\ndata: " + string(AnthropicErrorBody(e)) + "\n\n"))
-	} else {
+	case FormatResponses:
+		body, _ := json.Marshal(map[string]any{"type": "error", "code": e.ReasonCode(), "message": e.Msg.String(), "param": nil,
+			"sequence_number": 0})
+		_, _ = w.Write([]byte("event: error\ndata: " + string(body) + "\n\n"))
+	default:
 		body, _ := json.Marshal(map[string]map[string]string{"error": {"message": e.Msg.String(), "type": OpenAIType(e), "code": e.ReasonCode()}})
 		_, _ = w.Write([]byte("data: " + string(body) + "\n\n"))
 	}

@@ -127,7 +127,11 @@ func relayStream(ctx context.Context, w http.ResponseWriter, commit func(), firs
 			if err != io.EOF {
 				log.Warn("upstream stream broke", "error", err)
 			}
-			_, _ = w.Write(incompleteEvent(src))
+			if ic, ok := r.(interface{ Incomplete([]byte) []byte }); ok {
+				_, _ = w.Write(ic.Incomplete(nil))
+			} else {
+				_, _ = w.Write(incompleteEvent(src))
+			}
 			_ = rc.Flush()
 			return false
 		}

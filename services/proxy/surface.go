@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -9,6 +11,8 @@ import (
 	"switchyard/services/errs"
 	"switchyard/services/proxy/translate"
 	"switchyard/services/settings"
+
+	"github.com/tidwall/gjson"
 )
 
 // Format is a wire format: what a client speaks, or what an upstream answers in.
@@ -16,8 +20,9 @@ type Format int
 
 // The wire formats.
 const (
-	FormatChat     Format = iota // OpenAI chat completions
-	FormatMessages               // Anthropic messages
+	FormatChat      Format = iota // OpenAI chat completions
+	FormatMessages                // Anthropic messages
+	FormatResponses               // OpenAI Responses
 )
 
 // wireOf is the format a provider's upstream speaks.
@@ -41,6 +46,18 @@ func (e *Engine) Chat(ctx context.Context, w http.ResponseWriter, raw []byte, in
 // format, whatever the provider speaks.
 func (e *Engine) Messages(ctx context.Context, w http.ResponseWriter, raw []byte, in http.Header, tr *Trace) *errs.Error {
 	return e.serve(ctx, w, raw, in, tr, FormatMessages, false)
+}
+
+// Responses forwards an OpenAI Responses request: natively to providers that serve the
+// Responses API (openai, and openai-compatible ones that say so), translated through chat
+// completions to every other.
+func (e *Engine) Responses(ctx context.Context, w http.ResponseWriter, raw []byte, in http.Header, tr *Trace) *errs.Error {
+	return e.serve(ctx, w, raw, in, tr, FormatResponses, false)
+}
+
+// nativeResponses reports whether a provider serves the Responses API itself.
+func nativeResponses(p *catalog.ProviderEntry) bool {
+	return p.Type == catalog.TypeOpenAI || (p.Type == catalog.TypeOpenAICompatible && p.ResponsesAPI)
 }
 
 // CountTokens forwards POST /v1/messages/count_tokens to an Anthropic provider.
@@ -113,6 +130,13 @@ func (e *Engine) serve(ctx context.Context, w http.ResponseWriter, raw []byte, i
 func (e *Engine) prepare(t target, req Request, in http.Header, tr *Trace, src Format, countTokens bool) (*call, *errs.Error) {
 	c := &call{trace: tr, start: e.opt.Clock.Now(), t: t, stream: req.Stream, snap: e.opt.Settings.Snapshot(),
 		src: src, dst: wireOf(t.provider.Type), countTokens: countTokens}
+	if src == FormatResponses {
+		if nativeResponses(t.provider) {
+			c.dst = FormatResponses
+		} else if gjson.GetBytes(req.Body, "previous_response_id").String() != "" {
+			return nil, errInvalid("unsupported_parameter", "proxy.previous_response_unsupported", t.provider.Name, t.provider.Type)
+		}
+	}
 	switch {
 	case countTokens && c.dst != FormatMessages:
 		return nil, errInvalid("unsupported_operation", "proxy.count_tokens_unsupported", t.provider.Name, t.provider.Type)
@@ -120,28 +144,17 @@ func (e *Engine) prepare(t target, req Request, in http.Header, tr *Trace, src F
 		c.path = "/v1/messages/count_tokens"
 	case c.dst == FormatMessages:
 		c.path = "/v1/messages"
+	case c.dst == FormatResponses:
+		c.path = "/responses"
 	default:
 		c.path = "/chat/completions"
 	}
 	body := req.Body
 	if c.src != c.dst {
-		target := translate.Target{MaxCompletionTokens: t.provider.Type == catalog.TypeOpenAI}
-		var tx translate.Request
 		var err error
-		if c.src == FormatChat {
-			tx, err = translate.ChatToMessages(body, target)
-			c.includeUsage = includeUsage(body)
-		} else {
-			tx, err = translate.MessagesToChat(body, target)
-		}
-		if err != nil {
+		if body, err = e.translateRequest(c, body); err != nil {
 			return nil, errInvalid("invalid_request", "proxy.body_translate", err.Error())
 		}
-		if len(tx.Dropped) > 0 {
-			e.opt.Log.Debug("fields the provider's format cannot carry were dropped", "provider", t.provider.Name,
-				"fields", strings.Join(tx.Dropped, ","))
-		}
-		body = tx.Body
 	}
 	var err error
 	if c.body, err = withModel(body, t.model); err != nil {
@@ -158,6 +171,43 @@ func (e *Engine) prepare(t target, req Request, in http.Header, tr *Trace, src F
 		}
 	}
 	return c, nil
+}
+
+// translateRequest turns the client's body into the upstream's format. A Responses request goes
+// through chat completions (and on to messages for an Anthropic provider).
+func (e *Engine) translateRequest(c *call, body []byte) ([]byte, error) {
+	target := translate.Target{MaxCompletionTokens: c.t.provider.Type == catalog.TypeOpenAI}
+	var dropped []string
+	step := func(f func([]byte, translate.Target) (translate.Request, error)) error {
+		tx, err := f(body, target)
+		if err != nil {
+			return err
+		}
+		body, dropped = tx.Body, append(dropped, tx.Dropped...)
+		return nil
+	}
+	var err error
+	switch c.src {
+	case FormatChat:
+		c.includeUsage = includeUsage(body)
+		err = step(translate.ChatToMessages)
+	case FormatMessages:
+		err = step(translate.MessagesToChat)
+	case FormatResponses:
+		c.echo = translate.EchoOf(body)
+		err = step(translate.ResponsesToChat)
+		if err == nil && c.dst == FormatMessages {
+			err = step(translate.ChatToMessages)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(dropped) > 0 {
+		e.opt.Log.Debug("fields the provider's format cannot carry were dropped", "provider", c.t.provider.Name,
+			"fields", strings.Join(dropped, ","))
+	}
+	return body, nil
 }
 
 // upstreamHeader is what the upstream gets of the client's headers: content negotiation, the
@@ -206,13 +256,21 @@ type streamRelay interface {
 func (c *call) relay() streamRelay {
 	switch {
 	case c.src == c.dst && c.dst == FormatChat:
-		return &passthrough{terminal: hasDone}
+		return &passthrough{terminal: hasDone, incomplete: incompleteEvt}
+	case c.src == c.dst && c.dst == FormatMessages:
+		return &passthrough{terminal: isMessageStop, incomplete: incompleteMessagesEvt}
 	case c.src == c.dst:
-		return &passthrough{terminal: isMessageStop}
+		return &passthrough{terminal: isResponsesTerminal, sequenced: true}
 	case c.src == FormatChat:
 		return &translate.MessagesToChatStream{IncludeUsage: c.includeUsage, Created: c.start.Unix()}
+	case c.src == FormatMessages:
+		return translate.NewChatToMessagesStream()
 	}
-	return translate.NewChatToMessagesStream()
+	out := &translate.ChatToResponsesStream{Echo: c.echo, Created: c.start.Unix()}
+	if c.dst == FormatMessages {
+		return &chained{first: &translate.MessagesToChatStream{IncludeUsage: true, Created: c.start.Unix()}, then: out}
+	}
+	return out
 }
 
 // translateBody turns a buffered upstream answer into the client's format.
@@ -222,20 +280,41 @@ func (c *call) translateBody(b []byte) ([]byte, error) {
 		return b, nil
 	case c.src == FormatChat:
 		return translate.MessagesResponseToChat(b, c.start.Unix())
+	case c.src == FormatMessages:
+		return translate.ChatResponseToMessages(b)
 	}
-	return translate.ChatResponseToMessages(b)
+	if c.dst == FormatMessages {
+		chat, err := translate.MessagesResponseToChat(b, c.start.Unix())
+		if err != nil {
+			return nil, err
+		}
+		b = chat
+	}
+	return translate.ChatResponseToResponses(b, c.echo)
 }
 
 // passthrough relays events as they came, ending each with its blank line.
 type passthrough struct {
-	terminal func(ev []byte) bool
-	done     bool
-	in, out  int64
+	terminal   func(ev []byte) bool
+	incomplete []byte // the error event closing a broken stream (unsequenced formats)
+	done       bool
+	in, out    int64
+	// sequenced: the format numbers its events (Responses); the last number is kept so an
+	// error event closing a broken stream continues the sequence.
+	sequenced bool
+	seq       int64
 }
 
 func (p *passthrough) Event(dst, ev []byte) []byte {
 	if p.terminal(ev) {
 		p.done = true
+	}
+	if p.sequenced {
+		if _, data := translate.ParseEvent(ev); len(data) > 0 {
+			if n := gjson.GetBytes(data, "sequence_number"); n.Exists() {
+				p.seq = n.Int() + 1
+			}
+		}
 	}
 	if in, out, inOK, outOK := usageOf(ev); inOK || outOK {
 		if inOK {
@@ -248,8 +327,51 @@ func (p *passthrough) Event(dst, ev []byte) []byte {
 	return append(dst, terminate(ev)...)
 }
 
-func (p *passthrough) Done() bool             { return p.done }
+func (p *passthrough) Done() bool { return p.done }
+
+// Incomplete closes a broken Responses stream with an error event that continues the sequence.
+func (p *passthrough) Incomplete(dst []byte) []byte {
+	if !p.sequenced {
+		return append(dst, p.incomplete...)
+	}
+	return append(dst, fmt.Sprintf("event: error\ndata: {\"type\":\"error\",\"code\":\"stream_incomplete\","+
+		"\"message\":\"the upstream stream ended before it was complete\",\"param\":null,\"sequence_number\":%d}\n\n", p.seq)...)
+}
 func (p *passthrough) Usage() (in, out int64) { return p.in, p.out }
+
+// isResponsesTerminal reports whether a Responses event ends the stream.
+func isResponsesTerminal(ev []byte) bool {
+	name, data := translate.ParseEvent(ev)
+	if name == "" {
+		name = gjson.GetBytes(data, "type").String()
+	}
+	return name == "response.completed" || name == "response.failed" || name == "response.incomplete"
+}
+
+// chained runs two stream translations one after the other: an Anthropic stream through chat
+// completion chunks into Responses events. Each intermediate event is passed on at once.
+type chained struct {
+	first *translate.MessagesToChatStream
+	then  *translate.ChatToResponsesStream
+	mid   []byte
+}
+
+func (c *chained) Event(dst, ev []byte) []byte {
+	c.mid = c.first.Event(c.mid[:0], ev)
+	for rest := c.mid; len(rest) > 0; {
+		i := bytes.Index(rest, []byte("\n\n"))
+		if i < 0 {
+			break
+		}
+		dst = c.then.Event(dst, rest[:i+2])
+		rest = rest[i+2:]
+	}
+	return dst
+}
+
+func (c *chained) Done() bool                   { return c.then.Done() }
+func (c *chained) Usage() (in, out int64)       { return c.then.Usage() }
+func (c *chained) Incomplete(dst []byte) []byte { return c.then.Incomplete(dst) }
 
 // isMessageStop reports whether an Anthropic event is the stream's last.
 func isMessageStop(ev []byte) bool {

@@ -13,10 +13,10 @@ import (
 func ServedSurfaces(providerType string) []string {
 	if isAnthropic(providerType) {
 		// Native on messages and count_tokens; chat completions through translation.
-		return []string{"/v1/messages", "/v1/messages/count_tokens", "/v1/chat/completions"}
+		return []string{"/v1/messages", "/v1/messages/count_tokens", "/v1/chat/completions", "/v1/responses"}
 	}
-	// Native on chat completions; messages through translation.
-	return []string{"/v1/chat/completions", "/v1/messages"}
+	// Native on chat completions (and Responses for openai); the rest through translation.
+	return []string{"/v1/chat/completions", "/v1/messages", "/v1/responses"}
 }
 
 // FetchError is why a provider's model list could not be fetched, in parts a reader's language

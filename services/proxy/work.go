@@ -13,6 +13,7 @@ import (
 
 	"switchyard/services/catalog"
 	"switchyard/services/errs"
+	"switchyard/services/proxy/translate"
 	"switchyard/services/resilience"
 	"switchyard/services/settings"
 )
@@ -36,6 +37,8 @@ type call struct {
 	countTokens bool
 	// includeUsage is the chat client's stream_options.include_usage (for translated streams).
 	includeUsage bool
+	// echo is what a translated Responses answer repeats of its request.
+	echo translate.ResponsesEcho
 	// committed is set once stream headers went out (a heartbeat while queued); from then on
 	// errors are written as stream error events.
 	committed bool

@@ -28,18 +28,20 @@ func testDB(t *testing.T, version int) (*db.DB, []int64) {
 	if _, err := d.MigrateTo(ctx, version); err != nil {
 		t.Fatal(err)
 	}
-	provs, err := db.ListProviders(ctx, d.W)
-	if err != nil {
+	// An older schema may lack today's provider columns: read only the id.
+	var providerID int64
+	if err := d.W.GetContext(ctx, &providerID, `SELECT id FROM providers WHERE name = 'anthropic'`); err != nil {
 		t.Fatal(err)
 	}
-	i := slices.IndexFunc(provs, func(p db.Provider) bool { return p.Name == "anthropic" })
 	var ids []int64
 	for _, name := range []string{"a", "b"} {
-		c := db.Connection{ProviderID: provs[i].ID, Name: name, AuthType: "api_key", Secret: []byte{1}, Enabled: true}
-		if err := db.InsertConnection(ctx, d.W, &c); err != nil {
+		res, err := d.W.ExecContext(ctx, `INSERT INTO provider_connections (provider_id, name, auth_type, secret, created_at, updated_at)
+			VALUES (?, ?, 'api_key', x'01', 1, 1)`, providerID, name)
+		if err != nil {
 			t.Fatal(err)
 		}
-		ids = append(ids, c.ID)
+		id, _ := res.LastInsertId()
+		ids = append(ids, id)
 	}
 	return d, ids
 }

@@ -109,3 +109,25 @@ func FuzzParseEvent(f *testing.F) {
 		_ = data
 	})
 }
+
+// FuzzResponses: the Responses translators never panic; what they write is valid JSON or
+// well-formed events.
+func FuzzResponsesTranslation(f *testing.F) {
+	seedDir(f, "responses_request", ".json")
+	seedDir(f, "responses_stream", ".sse")
+	f.Add([]byte(`{"input":[{"type":"function_call_output","output":[{"type":"input_text","text":"x"}]},{"role":"assistant","content":7}]}`))
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		if r, err := ResponsesToChat(doc, Target{}); err == nil && !json.Valid(r.Body) {
+			t.Fatalf("invalid request %s", r.Body)
+		}
+		if out, err := ChatResponseToResponses(doc, EchoOf(doc)); err == nil && !json.Valid(out) {
+			t.Fatalf("invalid answer %s", out)
+		}
+		s := &ChatToResponsesStream{Echo: EchoOf(nil)}
+		var out []byte
+		for _, ev := range splitEvents(doc) {
+			out = s.Event(out, ev)
+		}
+		checkEvents(t, s.Incomplete(out), true)
+	})
+}

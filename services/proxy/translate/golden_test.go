@@ -152,3 +152,32 @@ func sorted(list []string) []string {
 	}
 	return list
 }
+
+func TestResponsesRequestToChat(t *testing.T) {
+	cases(t, "responses_request", ".json", func(t *testing.T, in []byte) []byte {
+		r, err := ResponsesToChat(in, Target{})
+		r.Dropped = sorted(r.Dropped)
+		return requestGolden(t, r, err)
+	})
+}
+
+func TestChatResponseToResponses(t *testing.T) {
+	cases(t, "responses_answer", ".json", func(t *testing.T, in []byte) []byte {
+		out, err := ChatResponseToResponses(in, EchoOf([]byte(`{"instructions":"Be brief.","store":false}`)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return indent(t, out)
+	})
+}
+
+func TestChatStreamToResponses(t *testing.T) {
+	cases(t, "responses_stream", ".sse", func(t *testing.T, in []byte) []byte {
+		s := &ChatToResponsesStream{Echo: EchoOf(nil), Created: 1700000000}
+		var out []byte
+		for _, ev := range splitEvents(in) {
+			out = s.Event(out, ev)
+		}
+		return s.Incomplete(out)
+	})
+}

@@ -1,0 +1,246 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	oopt "github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
+	"github.com/tidwall/gjson"
+
+	"switchyard/e2e/testenv"
+)
+
+// nativeResponses is an upstream that serves the Responses API itself and plays the tool round:
+// a function call (with a reasoning item when asked), then the answer.
+func nativeResponses(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	items := gjson.GetBytes(body, "input").Array()
+	answered := len(items) > 0 && items[len(items)-1].Get("type").String() == "function_call_output"
+	var output []string
+	if !answered && gjson.GetBytes(body, "reasoning.effort").Exists() {
+		output = append(output, `{"type":"reasoning","id":"rs_n","summary":[{"type":"summary_text","text":"`+weatherThought+`"}]}`)
+	}
+	if answered {
+		output = append(output, `{"type":"message","id":"msg_n","status":"completed","role":"assistant","content":[{"type":"output_text","text":"`+weatherAnswer+`","annotations":[]}]}`)
+	} else {
+		output = append(output, `{"type":"function_call","id":"fc_n","call_id":"call_n","name":"get_weather","arguments":"{\"city\":\"Paris\"}","status":"completed"}`)
+	}
+	resp := `{"id":"resp_native","object":"response","created_at":1,"status":"completed","model":"gpt-native","output":[` +
+		strings.Join(output, ",") + `],"usage":{"input_tokens":9,"input_tokens_details":{"cached_tokens":0},"output_tokens":4,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":13}}`
+	if !gjson.GetBytes(body, "stream").Bool() {
+		testenv.JSONAnswer(resp)(w, r)
+		return
+	}
+	seq := 0
+	ev := func(typ, fields string) string {
+		s := fmt.Sprintf("event: %s\ndata: {\"type\":%q,\"sequence_number\":%d,%s}", typ, typ, seq, fields)
+		seq++
+		return s
+	}
+	inProgress := strings.Replace(strings.Replace(resp, `"completed"`, `"in_progress"`, 1), strings.Join(output, ","), "", 1)
+	events := []string{ev("response.created", `"response":`+inProgress), ev("response.in_progress", `"response":`+inProgress)}
+	for i, item := range output {
+		events = append(events, ev("response.output_item.added", fmt.Sprintf(`"output_index":%d,"item":%s`, i, item)))
+		if strings.Contains(item, `"output_text"`) {
+			events = append(events, ev("response.output_text.delta", fmt.Sprintf(`"item_id":"msg_n","output_index":%d,"content_index":0,"delta":%q`, i, weatherAnswer)))
+		}
+		events = append(events, ev("response.output_item.done", fmt.Sprintf(`"output_index":%d,"item":%s`, i, item)))
+	}
+	events = append(events, ev("response.completed", `"response":`+resp))
+	testenv.SSEAnswer(events, -1)(w, r)
+}
+
+// responsesGateway adds to sdkGateway a native provider ("native", type openai, model
+// gpt-native) whose upstream serves the Responses API.
+func responsesGateway(t *testing.T) (*testenv.Env, string) {
+	t.Helper()
+	e, key := sdkGateway(t)
+	native := testenv.NewFakeUpstream(t, toolOpenAI, "gpt-native")
+	native.ServeResponses(nativeResponses)
+	e.AddProviderOfType("native", "openai", native.URL+"/v1")
+	e.AddConnection("native", "main", "sk-native", 0)
+	e.WaitModels(key, "native/gpt-native")
+	return e, key
+}
+
+// TestResponsesSDKReachesEveryProvider drives the official OpenAI SDK's Responses API through a
+// whole tool round with reasoning, buffered and streamed: natively to an OpenAI provider,
+// translated to an OpenAI-compatible one and to an Anthropic one.
+func TestResponsesSDKReachesEveryProvider(t *testing.T) {
+	e, key := responsesGateway(t)
+	client := openai.NewClient(oopt.WithBaseURL(e.Base+"/v1/"), oopt.WithAPIKey(key), oopt.WithMaxRetries(0))
+	ctx := context.Background()
+	tool := responses.ToolParamOfFunction("get_weather", map[string]any{"type": "object",
+		"properties": map[string]any{"city": map[string]any{"type": "string"}}}, false)
+	for _, model := range []string{"native/gpt-native", "up/gpt-test", "anthropic/claude-test"} {
+		for _, stream := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/stream=%v", model, stream), func(t *testing.T) {
+				params := responses.ResponseNewParams{Model: model, Tools: []responses.ToolUnionParam{tool},
+					Input:     responses.ResponseNewParamsInputUnion{OfString: openai.String("Weather in Paris?")},
+					Reasoning: openai.ReasoningParam{Effort: openai.ReasoningEffortMedium}}
+				first := runResponse(t, client, ctx, params, stream)
+				var call responses.ResponseOutputItemUnion
+				reasoned := false
+				for _, it := range first.Output {
+					switch it.Type {
+					case "function_call":
+						call = it
+					case "reasoning":
+						reasoned = len(it.Summary) == 1 && it.Summary[0].Text == weatherThought
+					}
+				}
+				if call.Name != "get_weather" || gjson.Get(call.Arguments.OfString, "city").String() != "Paris" || call.CallID == "" || !reasoned {
+					t.Fatalf("first answer: %s", first.RawJSON())
+				}
+				out := responses.ResponseInputItemParamOfFunctionCallOutput("18 °C")
+				out.OfFunctionCallOutput.CallID = openai.String(call.CallID)
+				params.Input = responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{
+					responses.ResponseInputItemParamOfMessage("Weather in Paris?", responses.EasyInputMessageRoleUser),
+					responses.ResponseInputItemParamOfFunctionCall(call.Arguments.OfString, call.CallID, call.Name),
+					out}}
+				final := runResponse(t, client, ctx, params, stream)
+				if final.OutputText() != weatherAnswer || final.Status != "completed" || final.Usage.TotalTokens == 0 {
+					t.Fatalf("final answer: %s", final.RawJSON())
+				}
+			})
+		}
+	}
+}
+
+// runResponse makes one Responses call; streamed, it checks the event sequence and returns the
+// answer of response.completed.
+func runResponse(t *testing.T, client openai.Client, ctx context.Context, params responses.ResponseNewParams, stream bool) *responses.Response {
+	t.Helper()
+	if !stream {
+		r, err := client.Responses.New(ctx, params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	st := client.Responses.NewStreaming(ctx, params)
+	var types []string
+	var final *responses.Response
+	next := int64(0)
+	for st.Next() {
+		ev := st.Current()
+		if ev.SequenceNumber != next {
+			t.Fatalf("event %s has sequence number %d, want %d", ev.Type, ev.SequenceNumber, next)
+		}
+		next++
+		types = append(types, ev.Type)
+		if ev.Type == "response.completed" {
+			r := ev.Response
+			final = &r
+		}
+	}
+	if err := st.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if final == nil || types[0] != "response.created" || types[len(types)-1] != "response.completed" {
+		t.Fatalf("events %v", types)
+	}
+	return final
+}
+
+// codexRequest is the shape of what Codex CLI sends on wire_api = "responses": instructions,
+// developer and environment messages, its tools, reasoning with summaries, store off, streamed.
+const codexRequest = `{"model":"%s","instructions":"You are Codex, based on GPT-5. You are running as a coding agent in the Codex CLI on a user's computer.",
+"input":[{"type":"message","role":"developer","content":[{"type":"input_text","text":"<permissions instructions>Filesystem sandboxing: workspace-write.</permissions instructions>"}]},
+{"type":"message","role":"user","content":[{"type":"input_text","text":"<environment_context>\n  <cwd>/repo</cwd>\n  <shell>bash</shell>\n</environment_context>"}]},
+{"type":"message","role":"user","content":[{"type":"input_text","text":"What is the weather in Paris?"}]}],
+"tools":[{"type":"function","name":"shell","description":"Runs a shell command and returns its output.","strict":false,"parameters":{"type":"object","properties":{"command":{"type":"array","items":{"type":"string"}},"workdir":{"type":"string"},"timeout_ms":{"type":"number"}},"required":["command"],"additionalProperties":false}},
+{"type":"function","name":"get_weather","description":"Current weather","strict":false,"parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}},
+{"type":"web_search"}],
+"tool_choice":"auto","parallel_tool_calls":false,"reasoning":{"effort":"medium","summary":"auto"},"store":false,"stream":true,
+"include":["reasoning.encrypted_content"],"prompt_cache_key":"019a6c3e-7f3b-7d31-b0c4-4c9a8f6f2a11","text":{"verbosity":"medium"}}`
+
+// Codex CLI's request, replayed as it sends it, gets a stream Codex accepts from every kind of
+// provider: lifecycle events in order, numbered without gaps, items added before they are done,
+// and response.completed with usage last.
+func TestCodexRequestIsServed(t *testing.T) {
+	e, key := responsesGateway(t)
+	for _, model := range []string{"native/gpt-native", "up/gpt-test", "anthropic/claude-test"} {
+		t.Run(model, func(t *testing.T) {
+			r := e.Post(context.Background(), "/v1/responses", key, fmt.Sprintf(codexRequest, model), nil)
+			names, data := sseEvents(t, r)
+			if r.StatusCode != 200 || len(names) < 4 || names[0] != "response.created" || names[len(names)-1] != "response.completed" {
+				t.Fatalf("%d events %v", r.StatusCode, names)
+			}
+			open := map[int64]bool{}
+			for i, d := range data {
+				if gjson.Get(d, "sequence_number").Int() != int64(i) || gjson.Get(d, "type").String() != names[i] {
+					t.Fatalf("event %d: %s %s", i, names[i], d)
+				}
+				idx := gjson.Get(d, "output_index").Int()
+				switch names[i] {
+				case "response.output_item.added":
+					open[idx] = true
+				case "response.output_item.done":
+					if !open[idx] {
+						t.Fatalf("item %d done before it was added", idx)
+					}
+					delete(open, idx)
+				}
+			}
+			last := data[len(data)-1]
+			if len(open) != 0 || gjson.Get(last, "response.usage.total_tokens").Int() == 0 ||
+				gjson.Get(last, `response.output.#(type=="function_call").name`).String() != "get_weather" {
+				t.Fatalf("completed: %s (open items %v)", last, open)
+			}
+		})
+	}
+}
+
+// previous_response_id needs a provider that keeps responses: refused clearly when the request
+// is translated, passed on when it is native.
+func TestPreviousResponseID(t *testing.T) {
+	e, key := responsesGateway(t)
+	r := e.Post(context.Background(), "/v1/responses", key, `{"model":"up/gpt-test","input":"hi","previous_response_id":"resp_1"}`, nil)
+	body := testenv.ReadAll(t, r)
+	if r.StatusCode != 400 || gjson.Get(body, "error.code").String() != "unsupported_parameter" ||
+		gjson.Get(body, "error.type").String() != "invalid_request_error" || !strings.Contains(body, "previous_response_id") {
+		t.Fatalf("translated: %d %s", r.StatusCode, body)
+	}
+	r = e.Post(context.Background(), "/v1/responses", key, `{"model":"native/gpt-native","input":"hi","previous_response_id":"resp_1"}`, nil)
+	if body := testenv.ReadAll(t, r); r.StatusCode != 200 || gjson.Get(body, "object").String() != "response" {
+		t.Fatalf("native: %d %s", r.StatusCode, body)
+	}
+}
+
+// A translated Responses stream that breaks ends with an error event that continues the
+// sequence, never silently.
+func TestBrokenResponsesStreamEndsWithError(t *testing.T) {
+	up := testenv.NewFakeUpstream(t, testenv.SSEAnswer(testenv.SSEChunks, 2))
+	e := testenv.New(t)
+	e.AddProvider("up", up.URL+"/v1")
+	e.AddConnection("up", "main", "sk-up", 0)
+	key := e.NewKey()
+	e.WaitModels(key, "up/gpt-test")
+	r := e.Post(context.Background(), "/v1/responses", key, `{"model":"up/gpt-test","input":"hi","stream":true}`, nil)
+	names, data := sseEvents(t, r)
+	last := data[len(data)-1]
+	if names[len(names)-1] != "error" || gjson.Get(last, "code").String() != "stream_incomplete" ||
+		gjson.Get(last, "sequence_number").Int() != int64(len(data)-1) {
+		t.Fatalf("events %v %v", names, data)
+	}
+}
+
+// models.retrieve works through the SDK.
+func TestModelsRetrieve(t *testing.T) {
+	e, key := sdkGateway(t)
+	client := openai.NewClient(oopt.WithBaseURL(e.Base+"/v1/"), oopt.WithAPIKey(key), oopt.WithMaxRetries(0))
+	m, err := client.Models.Get(context.Background(), "up/gpt-test")
+	if err != nil || m.ID != "up/gpt-test" || m.OwnedBy != "up" {
+		t.Fatalf("retrieve: %+v %v", m, err)
+	}
+	if _, err := client.Models.Get(context.Background(), "up/nope"); err == nil {
+		t.Fatal("an unknown model was found")
+	}
+}
