@@ -22,7 +22,7 @@ type FakeUpstream struct {
 	chat     http.HandlerFunc
 	// ModelsDown makes GET /models fail with 503.
 	ModelsDown atomic.Bool
-	responses http.HandlerFunc
+	responses  http.HandlerFunc
 }
 
 // ServeResponses makes the upstream answer POST /v1/responses with h (an upstream that serves
