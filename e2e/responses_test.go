@@ -244,3 +244,34 @@ func TestModelsRetrieve(t *testing.T) {
 		t.Fatal("an unknown model was found")
 	}
 }
+
+// The Responses flag of an openai-compatible provider is set in the dashboard's provider form
+// and in the API, and makes /v1/responses pass through.
+func TestResponsesFlagOnTheProvider(t *testing.T) {
+	up := testenv.NewFakeUpstream(t, toolOpenAI)
+	up.ServeResponses(nativeResponses)
+	e := testenv.New(t)
+	c := e.Login()
+	code, _ := testenv.Fetch(t, c, http.MethodPost, e.Base+"/providers", map[string][]string{"name": {"vllm"},
+		"type": {"openai-compatible"}, "base_url": {up.URL + "/v1"}, "responses_api": {"true"}}, nil)
+	if code != http.StatusOK {
+		t.Fatalf("create: %d", code)
+	}
+	p := e.MustAPI("GET", fmt.Sprintf("/api/providers/%d", e.ProviderID("vllm")), nil, 200)
+	if p["responses_api"] != true {
+		t.Fatalf("provider %v", p)
+	}
+	e.AddConnection("vllm", "main", "sk-v", 0)
+	key := e.NewKey()
+	e.WaitModels(key, "vllm/gpt-test")
+	r := e.Post(context.Background(), "/v1/responses", key, `{"model":"vllm/gpt-test","input":"hi"}`, nil)
+	if body := testenv.ReadAll(t, r); r.StatusCode != 200 || gjson.Get(body, "id").String() != "resp_native" {
+		t.Fatalf("native: %d %s", r.StatusCode, body)
+	}
+	e.MustAPI("PATCH", fmt.Sprintf("/api/providers/%d", e.ProviderID("vllm")), map[string]any{"responses_api": false}, 200)
+	r = e.Post(context.Background(), "/v1/responses", key, `{"model":"vllm/gpt-test","input":"hi"}`, nil)
+	if body := testenv.ReadAll(t, r); r.StatusCode != 200 || gjson.Get(body, "id").String() == "resp_native" ||
+		gjson.Get(body, "object").String() != "response" {
+		t.Fatalf("translated: %d %s", r.StatusCode, body)
+	}
+}

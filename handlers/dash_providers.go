@@ -210,8 +210,9 @@ func (d *Dashboard) ProvidersPage(c echo.Context) error {
 // CreateProvider answers POST /providers.
 func (d *Dashboard) CreateProvider(c echo.Context) error {
 	f := views.ProviderForm{Name: strings.TrimSpace(c.FormValue("name")), Type: c.FormValue("type"),
-		BaseURL: strings.TrimSpace(c.FormValue("base_url"))}
-	p, err := d.Catalog.CreateProvider(ctx(c), catalog.ProviderInput{Name: &f.Name, Type: &f.Type, BaseURL: &f.BaseURL}, nil)
+		BaseURL: strings.TrimSpace(c.FormValue("base_url")), ResponsesAPI: c.FormValue("responses_api") == "true"}
+	p, err := d.Catalog.CreateProvider(ctx(c), catalog.ProviderInput{Name: &f.Name, Type: &f.Type, BaseURL: &f.BaseURL,
+		ResponsesAPI: &f.ResponsesAPI}, nil)
 	if err != nil {
 		fields, form, ok := formErrors(ctx(c), err, providerFields...)
 		if !ok {
@@ -240,7 +241,7 @@ func (d *Dashboard) EditProviderPage(c echo.Context) error {
 		return d.missing(c, err, "/providers")
 	}
 	return Render(c, http.StatusOK, views.ProviderEditPage(d.providerEditModel(c, p,
-		views.ProviderForm{Type: p.Type, BaseURL: p.BaseURL})))
+		views.ProviderForm{Type: p.Type, BaseURL: p.BaseURL, ResponsesAPI: p.ResponsesAPI})))
 }
 
 func (d *Dashboard) providerEditModel(c echo.Context, p catalog.Provider, f views.ProviderForm) views.ProviderEditModel {
@@ -259,8 +260,10 @@ func (d *Dashboard) UpdateProvider(c echo.Context) error {
 	if err != nil {
 		return d.missing(c, err, "/providers")
 	}
-	f := views.ProviderForm{Type: c.FormValue("type"), BaseURL: strings.TrimSpace(c.FormValue("base_url"))}
-	p, err := d.Catalog.UpdateProvider(ctx(c), id, catalog.ProviderInput{Type: &f.Type, BaseURL: &f.BaseURL}, nil)
+	f := views.ProviderForm{Type: c.FormValue("type"), BaseURL: strings.TrimSpace(c.FormValue("base_url")),
+		ResponsesAPI: c.FormValue("responses_api") == "true"}
+	p, err := d.Catalog.UpdateProvider(ctx(c), id, catalog.ProviderInput{Type: &f.Type, BaseURL: &f.BaseURL,
+		ResponsesAPI: &f.ResponsesAPI}, nil)
 	if err != nil {
 		fields, form, ok := formErrors(ctx(c), err, providerFields...)
 		if !ok {
