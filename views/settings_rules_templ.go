@@ -1227,8 +1227,15 @@ func ruleInput(f ruleField) templ.Component {
 
 // optionLabel is the text of a rule select's option: the value itself, or a word for "none".
 func optionLabel(ctx context.Context, field, value string) string {
-	if value == "" {
+	switch {
+	case value == "":
 		return i18n.T(ctx, "rule."+field+".none")
+	case field == "reason":
+		return i18n.T(ctx, "state.reason."+value)
+	case field == "terminal":
+		return i18n.T(ctx, "state.conn."+value)
+	case field == "scope":
+		return i18n.T(ctx, "rule.scope."+value)
 	}
 	return value
 }
@@ -1240,9 +1247,9 @@ func errorRuleSummary(ctx context.Context, r ErrorRuleForm) string {
 		parts = append(parts, r.Statuses)
 	}
 	parts = append(parts, markerParts(ctx, r.BodyMarkers, r.ExcludeMarkers, r.HeaderMatches)...)
-	effect := r.Reason + ", " + r.Scope
+	effect := optionLabel(ctx, "reason", r.Reason) + ", " + optionLabel(ctx, "scope", r.Scope)
 	if r.Terminal != "" {
-		effect += ", " + r.Terminal
+		effect += ", " + optionLabel(ctx, "terminal", r.Terminal)
 	}
 	if ms, err := strconv.ParseInt(r.CooldownMS, 10, 64); err == nil && ms > 0 {
 		effect += ", " + HumanMS(ctx, ms)
