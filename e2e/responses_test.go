@@ -275,3 +275,22 @@ func TestResponsesFlagOnTheProvider(t *testing.T) {
 		t.Fatalf("translated: %d %s", r.StatusCode, body)
 	}
 }
+
+// A WebSocket upgrade on /v1/responses is refused plainly, pointing the client at HTTP POST.
+func TestResponsesWebSocketIsRefused(t *testing.T) {
+	e, key := sdkGateway(t)
+	req, _ := http.NewRequest("GET", e.Base+"/v1/responses", nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "websocket")
+	req.Header.Set("Sec-WebSocket-Version", "13")
+	req.Header.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+	r, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := testenv.ReadAll(t, r)
+	if r.StatusCode != 405 || r.Header.Get("Allow") != "POST" || gjson.Get(body, "error.code").String() != "websocket_unsupported" {
+		t.Fatalf("%d %v %s", r.StatusCode, r.Header, body)
+	}
+}

@@ -90,6 +90,15 @@ func (p *Proxy) Responses(c echo.Context) error {
 	return nil
 }
 
+// ResponsesSocket answers GET /v1/responses, the WebSocket transport some Responses clients try
+// first: refused plainly (no upgrade), so they use HTTP POST, which is served.
+func (p *Proxy) ResponsesSocket(c echo.Context) error {
+	c.Response().Header().Set("Allow", http.MethodPost)
+	e := errs.New(errs.Invalid, "proxy.websocket_unsupported")
+	e.Status, e.Reason = http.StatusMethodNotAllowed, "websocket_unsupported"
+	return e
+}
+
 // CountTokens answers POST /v1/messages/count_tokens.
 func (p *Proxy) CountTokens(c echo.Context) error {
 	body, err := p.readBody(c)

@@ -28,6 +28,7 @@ func routes(e *echo.Echo, d Deps, files *assets) []Route {
 	add(v1, "/v1", "client", http.MethodPost, "/chat/completions", d.Proxy.Chat, observe(d.Metrics, "/v1/chat/completions"))
 	add(v1, "/v1", "client", http.MethodPost, "/messages", d.Proxy.Messages, observe(d.Metrics, "/v1/messages"))
 	add(v1, "/v1", "client", http.MethodPost, "/responses", d.Proxy.Responses, observe(d.Metrics, "/v1/responses"))
+	add(v1, "/v1", "client", http.MethodGet, "/responses", d.Proxy.ResponsesSocket, observe(d.Metrics, "/v1/responses"))
 	add(v1, "/v1", "client", http.MethodPost, "/messages/count_tokens", d.Proxy.CountTokens, observe(d.Metrics, "/v1/messages/count_tokens"))
 	add(v1, "/v1", "client", http.MethodGet, "/models", d.Proxy.Models, observe(d.Metrics, "/v1/models"))
 	add(v1, "/v1", "client", http.MethodGet, "/models/*", d.Proxy.Model, observe(d.Metrics, "/v1/models/{id}"))
