@@ -35,11 +35,14 @@ func testDB(t *testing.T, version int) (*db.DB, []int64) {
 	i := slices.IndexFunc(provs, func(p db.Provider) bool { return p.Name == "anthropic" })
 	var ids []int64
 	for _, name := range []string{"a", "b"} {
-		c := db.Connection{ProviderID: provs[i].ID, Name: name, AuthType: "api_key", Secret: []byte{1}, Enabled: true}
-		if err := db.InsertConnection(ctx, d.W, &c); err != nil {
+		// The columns of the first schema, so the rows fit a database at any version.
+		res, err := d.W.ExecContext(ctx, `INSERT INTO provider_connections (provider_id, name, auth_type, secret, created_at, updated_at)
+			VALUES (?, ?, 'api_key', x'01', 1, 1)`, provs[i].ID, name)
+		if err != nil {
 			t.Fatal(err)
 		}
-		ids = append(ids, c.ID)
+		id, _ := res.LastInsertId()
+		ids = append(ids, id)
 	}
 	return d, ids
 }
@@ -208,4 +211,42 @@ func lockoutEqual(a, b resilience.Lockout) bool {
 	eq := a.ExpiresAt.Equal(b.ExpiresAt)
 	a.ExpiresAt, b.ExpiresAt = time.Time{}, time.Time{}
 	return eq && a == b
+}
+
+// Lane and usage records round-trip, go with their connection, and an empty lane deletes its row.
+func TestLaneAndUsageRecords(t *testing.T) {
+	ctx := context.Background()
+	d, ids := testDB(t, -1)
+	s := NewSQLite(d, quiet)
+	at := time.UnixMilli(1_700_000_000_123).UTC()
+	lane := resilience.LaneState{ConnectionID: ids[0], AcceptedAt: at, Until: at.Add(time.Hour), Window: at.Add(59 * time.Minute),
+		ResetResult: resilience.ResetAlreadyUsed, ResetNextAvailable: at.Add(48 * time.Hour)}
+	usage := resilience.AccountUsage{ConnectionID: ids[1], FiveHour: &resilience.UsageWindow{Utilization: 42.5, ResetsAt: at.Add(time.Hour)},
+		SevenDay: &resilience.UsageWindow{Utilization: 7, ResetsAt: at.Add(96 * time.Hour)}, PolledAt: at, UpdatedAt: at}
+	s.Put(LaneRecord(lane))
+	s.Put(UsageRecord(usage))
+	if err := s.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := LoadResilience(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Lanes) != 1 || !got.Lanes[0].Until.Equal(lane.Until) || got.Lanes[0].ResetResult != lane.ResetResult ||
+		!got.Lanes[0].ResetNextAvailable.Equal(lane.ResetNextAvailable) {
+		t.Fatalf("lanes %+v", got.Lanes)
+	}
+	if len(got.Usage) != 1 || got.Usage[0].FiveHour.Utilization != 42.5 || !got.Usage[0].SevenDay.ResetsAt.Equal(usage.SevenDay.ResetsAt) {
+		t.Fatalf("usage %+v", got.Usage)
+	}
+	s.Put(LaneRecord(resilience.LaneState{ConnectionID: ids[0]}))
+	if err := db.DeleteConnection(ctx, d.W, ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ = LoadResilience(ctx, s); len(got.Lanes) != 0 || len(got.Usage) != 0 {
+		t.Fatalf("left over: %+v %+v", got.Lanes, got.Usage)
+	}
 }
