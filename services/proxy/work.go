@@ -39,6 +39,8 @@ type call struct {
 	// committed is set once stream headers went out (a heartbeat while queued); from then on
 	// errors are written as stream error events.
 	committed bool
+	// claude is what calls on Claude subscription accounts need (oauth.go).
+	claude claudeCall
 }
 
 // failure is a failed attempt, classified.
@@ -183,7 +185,7 @@ func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*err
 		actx, cancel := context.WithCancel(ctx)
 		var execTimedOut atomic.Bool
 		backstop := e.opt.Clock.AfterFunc(adm.deadline, func() { execTimedOut.Store(true); cancel() })
-		res := e.attempt(actx, cancel, c, conn)
+		res := e.attemptOn(actx, cancel, w, c, conn, began.Add(adm.deadline))
 		backstop.Stop()
 		step.Status, step.Duration = res.status, e.opt.Clock.Since(began)
 		if res.err == nil && !execTimedOut.Load() {
@@ -228,7 +230,7 @@ func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*err
 // queue only when every eligible connection is full, and then on the first of them. spill says
 // the connection was picked for its free slot, which admission then takes without waiting.
 func (e *Engine) pick(c *call, conns []*catalog.ConnEntry, tried, busy []bool) (i int, spill bool, excluded []exclusion) {
-	var full []int
+	var full, later []int
 	for i, conn := range conns {
 		if tried[i] {
 			continue
@@ -238,11 +240,16 @@ func (e *Engine) pick(c *call, conns []*catalog.ConnEntry, tried, busy []bool) (
 			continue
 		}
 		ok, x := e.eligible(c, conn)
+		if ok && e.deferred(c, conn) {
+			later = append(later, i)
+			continue
+		}
 		if ok {
 			return i, len(conns) > 1, excluded
 		}
 		excluded = append(excluded, x)
 	}
+	full = append(full, later...) // accounts at their usage wall that may still serve, last
 	for _, i := range full {
 		ok, x := e.eligible(c, conns[i])
 		if ok {
@@ -261,6 +268,9 @@ func (e *Engine) eligible(c *call, conn *catalog.ConnEntry) (bool, exclusion) {
 	}
 	if ok, why := e.opt.Cooldowns.Check(conn.ID); !ok {
 		return false, exclusion{conn: conn, why: why}
+	}
+	if x, held := e.quotaHeld(conn); held {
+		return false, x
 	}
 	return true, exclusion{}
 }
@@ -282,6 +292,7 @@ func (e *Engine) atCap(c *call, conn *catalog.ConnEntry) bool {
 type exclusion struct {
 	conn    *catalog.ConnEntry
 	lockout *resilience.Lockout // set when the model is locked out on this connection
+	quota   bool                // set when the account is at its usage wall (quota_window)
 	why     resilience.Exclusion
 }
 
@@ -355,6 +366,8 @@ func (e *Engine) excludedNow(c *call, conns []*catalog.ConnEntry) []exclusion {
 			out = append(out, x)
 		} else if ok, why := e.opt.Cooldowns.Peek(conn.ID); !ok {
 			out = append(out, exclusion{conn: conn, why: why})
+		} else if x, held := e.quotaHeld(conn); held {
+			out = append(out, x)
 		}
 	}
 	return out
@@ -379,6 +392,8 @@ func diagnostics(all []exclusion) *Diagnostics {
 		switch {
 		case x.lockout != nil:
 			d.Reason, d.Target = "model_lockout", x.lockout.Target
+		case x.quota:
+			d.Reason, d.Detail = quotaWindow, "usage_threshold"
 		case x.why.Status != resilience.StatusCooling:
 			d.Reason, d.Detail, d.SecondsLeft = "terminal", string(x.why.Status), 0
 		}
