@@ -46,7 +46,9 @@ type FakeClaude struct {
 	RefreshHold atomic.Pointer[chan struct{}]
 	// Reset answers the limit reset: "reset", "already_used", "not_offered" (the usage check
 	// offers none), "control" or "error".
-	Reset       atomic.Value
+	Reset atomic.Value
+	// ResetChecks counts the usage checks of a limit reset; ResetClaims the claims.
+	ResetChecks atomic.Int64
 	ResetClaims atomic.Int64
 	// Messages answers POST /v1/messages and /v1/messages/count_tokens.
 	Messages http.HandlerFunc
@@ -276,6 +278,7 @@ func (f *FakeClaude) serveUsage(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	if r.URL.Query().Get("at_wall") == "1" {
+		f.ResetChecks.Add(1)
 		switch f.Reset.Load() {
 		case "already_used":
 			io.WriteString(w, `{"juniper_tide":{"arm":"reset","available":false,"next_available_at":"2099-01-01T00:00:00Z"}}`)
