@@ -40,7 +40,7 @@ func TestClaudeCodePassthrough(t *testing.T) {
 	}
 	h := got.Header
 	want := map[string]string{"User-Agent": "claude-cli/2.1.300 (external, cli)", "X-App": "cli", "Anthropic-Version": "2023-06-01",
-		"Anthropic-Beta": "interleaved-thinking-2025-05-14,context-1m-2025-08-07,claude-code-20250219,oauth-2025-04-20",
+		"Anthropic-Beta":           "interleaved-thinking-2025-05-14,context-1m-2025-08-07,claude-code-20250219,oauth-2025-04-20",
 		"X-Claude-Code-Session-Id": "cc-session-1", "Anthropic-Dangerous-Direct-Browser-Access": "true", "X-Stainless-Retry-Count": "0"}
 	for k, v := range want {
 		if h.Get(k) != v {

@@ -38,7 +38,9 @@ func connState(e *testenv.Env, id int64) map[string]any {
 	return nil
 }
 
-func bearerOf(r testenv.Recorded) string { return strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ") }
+func bearerOf(r testenv.Recorded) string {
+	return strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+}
 
 // Signing in through the admin API: start gives an authorize address with PKCE (S256), complete
 // takes CODE#STATE and answers the connection with the account's email and never a token. The
