@@ -211,6 +211,7 @@ func TestClaudeFiftyRequestsOneRefresh(t *testing.T) {
 	f.ExpiresIn.Store(60) // inside the refresh margin at once
 	e.AddClaudeAccount(f, "ada@example.com")
 	f.ExpiresIn.Store(8 * 3600)
+	e.Clock.Advance(30 * time.Second) // a token issued moments ago is not refreshed at once
 	var wg sync.WaitGroup
 	statuses := make([]int, 50)
 	for i := range 50 {

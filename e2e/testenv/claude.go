@@ -116,6 +116,15 @@ func (f *FakeClaude) Revoke(token string) {
 	f.revoked[token] = true
 }
 
+// RevokeAll makes the messages API refuse every access token issued so far.
+func (f *FakeClaude) RevokeAll() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for t := range f.access {
+		f.revoked[t] = true
+	}
+}
+
 // AccountOf names the account of a request's bearer token ("" when it has none of ours).
 func (f *FakeClaude) AccountOf(r *http.Request) string {
 	f.mu.Lock()

@@ -28,6 +28,10 @@ const MaxStrikes = 3
 // Refresh back-off: after a failed refresh the next is tried no sooner than StrikeBackoff <<
 // (strikes-1); a 429 without Retry-After waits DefaultRetryAfter.
 const (
+	// MinRefreshGap keeps a token issued moments ago from being refreshed again ahead of its
+	// expiry: a token that lives less than the refresh margin would otherwise be refreshed on
+	// every use. A 401 or an expired token still refreshes at once.
+	MinRefreshGap     = 30 * time.Second
 	StrikeBackoff     = 30 * time.Second
 	DefaultRetryAfter = 60 * time.Second
 	// refreshTimeout bounds one refresh call. It runs detached from the request that needed it:
@@ -239,7 +243,7 @@ func (s *Service) token(ctx context.Context, conn *catalog.ConnEntry, rejected s
 	case rejected != "" && rejected != cur: // another request refreshed meanwhile
 		s.mu.Unlock()
 		return cur, nil
-	case rejected == "" && a.flight == nil && now.Before(exp.Add(-margin)):
+	case rejected == "" && a.flight == nil && (now.Before(exp.Add(-margin)) || valid && now.Before(a.cred.RefreshedAt.Add(MinRefreshGap))):
 		s.mu.Unlock()
 		return cur, nil
 	case a.flight == nil && (a.state.Expired || now.Before(a.state.RetryAt)):
@@ -442,6 +446,9 @@ func (s *Service) startDue() (time.Time, bool) {
 			continue
 		}
 		due := a.cred.ExpiresAt.Add(-margin)
+		if gap := a.cred.RefreshedAt.Add(MinRefreshGap); gap.After(due) && gap.Before(a.cred.ExpiresAt) {
+			due = gap
+		}
 		if a.state.RetryAt.After(due) {
 			due = a.state.RetryAt
 		}

@@ -417,6 +417,7 @@ func TestConcurrentRequestsShareOneRefresh(t *testing.T) {
 	h := newHarness(t)
 	h.fake.expiresIn = 60
 	conn, _ := h.signIn("ada@example.com")
+	h.clock.Advance(MinRefreshGap)
 	hold := make(chan struct{})
 	h.fake.mu.Lock()
 	h.fake.hold = hold
