@@ -389,7 +389,8 @@ func buildWeb(cfg Config, st storage, c core, r *resilienceState, e engine, acco
 		Settings: settingsH,
 		Proxy:    &handlers.Proxy{Engine: e.engine, Inventory: e.inventory, MaxBodyBytes: cfg.MaxBodyMiB << 20},
 		Dashboard: &handlers.Dashboard{Auth: c.auth, Sessions: sessions, Catalog: c.catalog, Keys: c.keys, Tester: e.engine,
-			Inventory: e.inventory, Settings: settingsH, Ops: opsSvc, Traffic: tr, ValidateConnectionOverrides: settings.CheckConnectionOverrides},
+			Inventory: e.inventory, Settings: settingsH, Ops: opsSvc, Traffic: tr, ValidateConnectionOverrides: settings.CheckConnectionOverrides,
+			Claude: accounts},
 		SessionsAPI: &handlers.SessionsAPI{Svc: c.sessions}, TrustedProxies: cfg.TrustedProxies, ReadTimeout: readTimeout(cfg),
 		Claude: &handlers.ClaudeAccounts{Svc: accounts},
 	})

@@ -325,3 +325,32 @@ func TestOAuthSettingsDocument(t *testing.T) {
 		t.Fatalf("after restart %v", doc)
 	}
 }
+
+// The Claude accounts card saves the OAuth document in place and refuses bad values at their
+// field, saving nothing.
+func TestClaudeOAuthCard(t *testing.T) {
+	s := newSettingsSite(t)
+	form := cardForm(t, s.get(t, "/settings"), "claude-oauth")
+	if form["claude.betas"][0] != "claude-code-20250219 oauth-2025-04-20" || form["claude.token_url"][0] != "https://platform.claude.com/v1/oauth/token" {
+		t.Fatalf("card form %v", form)
+	}
+	form["claude.cli_version"] = []string{"2.2.0"}
+	form["claude.betas"] = []string{"claude-code-20250219, oauth-2025-04-20 interleaved-thinking-2025-05-14"}
+	code, body := s.post(t, "/settings/claude-oauth", form, true)
+	if code != http.StatusOK || !strings.Contains(body, "saved-note") {
+		t.Fatalf("save: %d %.300s", code, body)
+	}
+	doc := s.get(t, "/api/settings/oauth")
+	if !strings.Contains(doc, `"cli_version":"2.2.0"`) || !strings.Contains(doc, `"interleaved-thinking-2025-05-14"]`) ||
+		!strings.Contains(doc, `"claude.cli_version":"persisted"`) || !strings.Contains(doc, `"claude.token_url":"default"`) {
+		t.Fatalf("document %s", doc)
+	}
+	form["claude.usage_url"] = []string{"ftp://nowhere"}
+	code, body = s.post(t, "/settings/claude-oauth", form, true)
+	if code != http.StatusUnprocessableEntity || !strings.Contains(body, "http or https") {
+		t.Fatalf("refusal: %d %.300s", code, body)
+	}
+	if after := s.get(t, "/api/settings/oauth"); after != doc {
+		t.Fatal("a refused save changed the document")
+	}
+}

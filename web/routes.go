@@ -90,6 +90,9 @@ func routes(e *echo.Echo, d Deps, files *assets) []Route {
 	page(http.MethodPost, "/providers/:id/reset-breaker", d.Dashboard.ResetBreaker)
 
 	page(http.MethodPost, "/connections", d.Dashboard.CreateConnection)
+	page(http.MethodPost, "/oauth/claude/start", d.Dashboard.StartClaudeSignIn)
+	page(http.MethodPost, "/oauth/claude/complete", d.Dashboard.CompleteClaudeSignIn)
+	page(http.MethodPost, "/oauth/claude/setup-token", d.Dashboard.AddClaudeSetupToken)
 	page(http.MethodGet, "/connections/:id/edit", d.Dashboard.EditConnectionPage)
 	page(http.MethodPost, "/connections/:id/edit", d.Dashboard.UpdateConnection)
 	page(http.MethodPost, "/connections/:id/delete", d.Dashboard.DeleteConnection)
