@@ -45,7 +45,7 @@ func (d *Dashboard) providersModel(c echo.Context) (views.ProvidersModel, error)
 		byProvider[cn.ProviderID] = append(byProvider[cn.ProviderID], row)
 	}
 	m := views.ProvidersModel{
-		Shell:          d.shell(c, "providers", i18n.T(ctx(c), "providers.title"), "/providers"),
+		Shell:           d.shell(c, "providers", i18n.T(ctx(c), "providers.title"), "/providers"),
 		Types:           providerTypes(ctx(c)),
 		ProviderForm:    views.ProviderForm{Type: catalog.TypeOpenAICompatible},
 		ConnectionForm:  views.ConnectionForm{Enabled: true},
