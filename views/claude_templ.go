@@ -143,7 +143,7 @@ func claudeCard(providers []string, f ClaudeForm) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		} else if f.AuthURL == "" {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 6, "<form method=\"post\" action=\"/oauth/claude/start\" class=\"stack\" id=\"claude-start-form\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 6, "<form method=\"post\" action=\"/oauth/claude/start#add-claude\" class=\"stack\" id=\"claude-start-form\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -242,7 +242,7 @@ func claudeCard(providers []string, f ClaudeForm) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, "</li></ol><form method=\"post\" action=\"/oauth/claude/complete\" class=\"stack\" novalidate autocomplete=\"off\" id=\"claude-complete-form\"><input type=\"hidden\" name=\"auth_url\" value=\"")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, "</li></ol><form method=\"post\" action=\"/oauth/claude/complete#add-claude\" class=\"stack\" novalidate autocomplete=\"off\" id=\"claude-complete-form\"><input type=\"hidden\" name=\"auth_url\" value=\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -319,7 +319,7 @@ func claudeCard(providers []string, f ClaudeForm) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 23, "</summary><form method=\"post\" action=\"/oauth/claude/setup-token\" class=\"stack\" novalidate autocomplete=\"off\" id=\"claude-setup-form\"><p class=\"field-hint\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 23, "</summary><form method=\"post\" action=\"/oauth/claude/setup-token#add-claude\" class=\"stack\" novalidate autocomplete=\"off\" id=\"claude-setup-form\"><p class=\"field-hint\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
