@@ -354,3 +354,35 @@ func TestClaudeOAuthCard(t *testing.T) {
 		t.Fatal("a refused save changed the document")
 	}
 }
+
+// The lane and limit-reset switches are per Claude account, off by default, and refused on API
+// keys; an OAuth connection's kind and credential do not change through PATCH.
+func TestClaudeConnectionToggles(t *testing.T) {
+	e, f, _ := claudeSetup(t, nil)
+	id := e.AddClaudeAccount(f, "ada@example.com")
+	conn := e.MustAPI("GET", "/api/connections/"+itoa(id), nil, 200)
+	if conn["low_priority_lane"] != false || conn["limit_reset"] != false {
+		t.Fatalf("defaults %v", conn)
+	}
+	conn = e.MustAPI("PATCH", "/api/connections/"+itoa(id), map[string]any{"low_priority_lane": true, "limit_reset": true}, 200)
+	if conn["low_priority_lane"] != true || conn["limit_reset"] != true {
+		t.Fatalf("after PATCH %v", conn)
+	}
+	if lane := connState(e, id)["lane"].(map[string]any); lane["enabled"] != true || lane["limit_reset"] != true || lane["state"] != "idle" {
+		t.Fatalf("lane %v", lane)
+	}
+	e.Restart()
+	if conn = e.MustAPI("GET", "/api/connections/"+itoa(id), nil, 200); conn["low_priority_lane"] != true {
+		t.Fatal("the switch did not survive a restart")
+	}
+	e.MustAPI("PATCH", "/api/connections/"+itoa(id), map[string]any{"auth_type": "api_key"}, 422)
+	e.MustAPI("PATCH", "/api/connections/"+itoa(id), map[string]any{"api_key": "sk-whatever-1234"}, 422)
+	up := testenv.NewFakeUpstream(t, testenv.JSONAnswer(testenv.CompletionJSON))
+	e.AddProvider("up", up.URL+"/v1")
+	key := e.AddConnection("up", "k", "sk-k", 0)
+	out := e.MustAPI("PATCH", "/api/connections/"+itoa(key), map[string]any{"low_priority_lane": true}, 422)
+	if !strings.Contains(fmt.Sprint(out), "low_priority_lane") {
+		t.Fatalf("refusal %v", out)
+	}
+	e.MustAPI("POST", "/api/connections", map[string]any{"provider": "up", "name": "o", "auth_type": "oauth", "setup_token": "sk-ant-oat01-x"}, 422)
+}
