@@ -56,6 +56,8 @@ type App struct {
 	draining atomic.Bool
 	runners  runners
 	served   chan error
+	// accounts refreshes tokens in goroutines of its own, waited for before the database closes.
+	accounts *oauth.Service
 }
 
 // Start opens the database, builds every service and starts serving on cfg.Addr.
@@ -89,7 +91,7 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 		return nil, err
 	}
 
-	a := &App{DB: st.db, Log: log, Inventory: eng.inventory, State: res.store, Traffic: tr, served: make(chan error, 1)}
+	a := &App{DB: st.db, Log: log, Inventory: eng.inventory, State: res.store, Traffic: tr, served: make(chan error, 1), accounts: accounts}
 	a.Echo, a.Routes, err = buildWeb(cfg, st, core, res, eng, accounts, tr, clock, &a.draining, log)
 	if err != nil {
 		return nil, err
@@ -158,6 +160,7 @@ func (a *App) Shutdown(grace time.Duration) error {
 		err = errors.Join(err, serr)
 	}
 	a.runners.stop()
+	a.accounts.Wait() // a refresh started by the last background work commits its token pair first
 	return errors.Join(err, a.DB.Close())
 }
 

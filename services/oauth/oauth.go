@@ -407,6 +407,10 @@ func (s *Service) State(id int64) (TokenState, bool) {
 		Refreshing: a.flight != nil}, true
 }
 
+// Wait returns once every refresh in flight has ended (each commits or gives up within 30 s).
+// The app calls it after its background work stopped, before it closes the database.
+func (s *Service) Wait() { s.wg.Wait() }
+
 // RunRefresher refreshes every account ahead of its expiry (by the refresh margin) so requests
 // rarely wait, until ctx ends; then it waits for the refreshes in flight to commit.
 func (s *Service) RunRefresher(ctx context.Context) {
@@ -416,7 +420,9 @@ func (s *Service) RunRefresher(ctx context.Context) {
 		var timer clockwork.Timer
 		var tick <-chan time.Time
 		if ok {
-			timer = s.opt.Clock.NewTimer(max(due.Sub(s.opt.Clock.Now()), 0))
+			if timer, ok = timerAt(s.opt.Clock, due); !ok {
+				continue
+			}
 			tick = timer.Chan()
 		}
 		select {
@@ -432,6 +438,19 @@ func (s *Service) RunRefresher(ctx context.Context) {
 			timer.Stop()
 		}
 	}
+}
+
+// timerAt returns a timer firing at t. When the clock jumped while the timer was being set (a
+// duration read before the jump would be counted from after it), it returns false and the
+// caller looks at its work again.
+func timerAt(clock clockwork.Clock, t time.Time) (clockwork.Timer, bool) {
+	now := clock.Now()
+	timer := clock.NewTimer(max(t.Sub(now), 0))
+	if clock.Since(now) > 10*time.Millisecond {
+		timer.Stop()
+		return nil, false
+	}
+	return timer, true
 }
 
 // startDue starts the refresh of every account that is due and returns when the next one is.

@@ -47,11 +47,12 @@ type fakeClaude struct {
 	hold       chan struct{}                 // when set, refresh answers wait for it to close
 	expiresIn  int64
 	bodies     []map[string]string
+	other      http.Handler // answers every path but the token endpoint's
 }
 
-func newFakeClaude(t *testing.T) *fakeClaude {
+func newFakeClaude(t *testing.T, other http.Handler) *fakeClaude {
 	f := &fakeClaude{t: t, challenges: map[string]string{}, codes: map[string]string{}, refresh: map[string]string{},
-		used: map[string]bool{}, expiresIn: 28800}
+		used: map[string]bool{}, expiresIn: 28800, other: other}
 	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.Close)
 	return f
@@ -78,6 +79,10 @@ func (f *fakeClaude) authorize(authURL, email string) string {
 }
 
 func (f *fakeClaude) serve(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/v1/oauth/token" && f.other != nil {
+		f.other.ServeHTTP(w, r)
+		return
+	}
 	var body map[string]string
 	if r.Header.Get("Content-Type") != "application/json" || json.NewDecoder(r.Body).Decode(&body) != nil {
 		w.WriteHeader(400)
@@ -186,7 +191,10 @@ type harness struct {
 	opts    *settings.OAuthService
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t *testing.T) *harness { return newHarnessWith(t, nil) }
+
+// newHarnessWith is newHarness with other answering the fake's paths besides the token endpoint.
+func newHarnessWith(t *testing.T, other http.Handler) *harness {
 	t.Helper()
 	ctx := context.Background()
 	d, err := db.Open(filepath.Join(t.TempDir(), "t.db"))
@@ -206,7 +214,7 @@ func newHarness(t *testing.T) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fake := newFakeClaude(t)
+	fake := newFakeClaude(t, other)
 	env := map[string]string{"SWITCHYARD_CLAUDE_TOKEN_URL": fake.URL + "/v1/oauth/token", "SWITCHYARD_CLAUDE_USAGE_URL": fake.URL + "/api/oauth/usage"}
 	opts, err := settings.NewOAuth(ctx, &memStore{m: map[string]string{}}, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, nil)
 	if err != nil {
@@ -573,19 +581,19 @@ func TestRefresherRunsAheadOfExpiry(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for h.stored(conn.ID).Rev != 2 {
 		if time.Now().After(deadline) {
-			t.Fatal("the refresher never refreshed")
+			st, _ := h.svc.State(conn.ID)
+			t.Fatalf("the refresher never refreshed: refreshes %d, state %+v, now %v", h.fake.refreshes.Load(), st, h.clock.Now())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 }
 
 func TestUsagePollerAndLimitReset(t *testing.T) {
-	h := newHarness(t)
+	var h *harness
 	var polls atomic.Int64
 	var reset atomic.Value // what the limit reset answers
 	reset.Store("available")
 	mux := http.NewServeMux()
-	mux.HandleFunc("/v1/oauth/token", h.fake.serve)
 	mux.HandleFunc("/api/oauth/usage", func(w http.ResponseWriter, r *http.Request) {
 		if !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer sk-ant-oat01-") || r.Header.Get("anthropic-beta") != "oauth-2025-04-20" ||
 			!strings.HasPrefix(r.Header.Get("User-Agent"), "claude-cli/") {
@@ -620,7 +628,7 @@ func TestUsagePollerAndLimitReset(t *testing.T) {
 		}
 		io.WriteString(w, `{"result":"reset"}`)
 	})
-	h.fake.Config.Handler = mux
+	h = newHarnessWith(t, mux)
 	conn, _ := h.signIn("ada@example.com")
 
 	ctx, cancel := context.WithCancel(context.Background())

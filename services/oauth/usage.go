@@ -43,19 +43,22 @@ func (s *Service) RunUsagePoller(ctx context.Context) {
 			last[c.ID] = s.opt.Clock.Now()
 			s.pollOne(ctx, c)
 		}
-		next, have := time.Duration(0), false
+		var next time.Time // when the next account is due
 		for _, c := range s.pollable() {
-			if d := last[c.ID].Add(interval).Sub(s.opt.Clock.Now()); !have || d < next {
-				next, have = d, true
+			if at := last[c.ID].Add(interval); next.IsZero() || at.Before(next) {
+				next = at
 			}
 		}
-		if have && next <= 0 {
+		if !next.IsZero() && !s.opt.Clock.Now().Before(next) {
 			continue // due already (the clock moved while polling)
 		}
 		var timer clockwork.Timer
 		var tick <-chan time.Time
-		if have {
-			timer = s.opt.Clock.NewTimer(next)
+		if !next.IsZero() {
+			var set bool
+			if timer, set = timerAt(s.opt.Clock, next); !set {
+				continue
+			}
 			tick = timer.Chan()
 		}
 		select {
