@@ -25,6 +25,7 @@ import (
 	"switchyard/services/clientkeys"
 	"switchyard/services/health"
 	"switchyard/services/metrics"
+	"switchyard/services/oauth"
 	"switchyard/services/ops"
 	"switchyard/services/proxy"
 	"switchyard/services/resilience"
@@ -55,6 +56,8 @@ type App struct {
 	draining atomic.Bool
 	runners  runners
 	served   chan error
+	// accounts refreshes tokens in goroutines of its own, waited for before the database closes.
+	accounts *oauth.Service
 }
 
 // Start opens the database, builds every service and starts serving on cfg.Addr.
@@ -78,14 +81,18 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 	if err != nil {
 		return nil, err
 	}
-	eng := buildEngine(clock, core, res, log)
+	accounts, err := buildAccounts(ctx, clock, core, res, log)
+	if err != nil {
+		return nil, err
+	}
+	eng := buildEngine(clock, core, res, accounts, log)
 	tr, err := buildTraffic(ctx, cfg, clock, st, core, log)
 	if err != nil {
 		return nil, err
 	}
 
-	a := &App{DB: st.db, Log: log, Inventory: eng.inventory, State: res.store, Traffic: tr, served: make(chan error, 1)}
-	a.Echo, a.Routes, err = buildWeb(cfg, st, core, res, eng, tr, clock, &a.draining, log)
+	a := &App{DB: st.db, Log: log, Inventory: eng.inventory, State: res.store, Traffic: tr, served: make(chan error, 1), accounts: accounts}
+	a.Echo, a.Routes, err = buildWeb(cfg, st, core, res, eng, accounts, tr, clock, &a.draining, log)
 	if err != nil {
 		return nil, err
 	}
@@ -100,6 +107,8 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 	})
 	a.runners.add("client key last use", func(ctx context.Context) { core.keys.Run(ctx, 5*time.Second) })
 	a.runners.add("request log", tr.Run)
+	a.runners.add("token refresher", accounts.RunRefresher)
+	a.runners.add("usage poller", accounts.RunUsagePoller)
 
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -151,6 +160,7 @@ func (a *App) Shutdown(grace time.Duration) error {
 		err = errors.Join(err, serr)
 	}
 	a.runners.stop()
+	a.accounts.Wait() // a refresh started by the last background work commits its token pair first
 	return errors.Join(err, a.DB.Close())
 }
 
@@ -197,6 +207,8 @@ type core struct {
 	keys     *clientkeys.Service
 	settings *settings.Service
 	sessions *sessions.Service
+	// oauthSettings are the OAuth client settings (GET/PATCH /api/settings/oauth).
+	oauthSettings *settings.OAuthService
 }
 
 func buildCore(ctx context.Context, cfg Config, st storage, lookupEnv func(string) (string, bool), log *slog.Logger) (core, error) {
@@ -224,6 +236,13 @@ func buildCore(ctx context.Context, cfg Config, st storage, lookupEnv func(strin
 	for _, w := range setSvc.Warnings() {
 		log.Warn(w)
 	}
+	oauthSettings, err := settings.NewOAuth(ctx, kv, lookupEnv, time.Now)
+	if err != nil {
+		return core{}, err
+	}
+	for _, w := range oauthSettings.Warnings() {
+		log.Warn(w)
+	}
 	sess, warnings, err := sessions.New(ctx, st.db, kv, clockOf(cfg).Now)
 	if err != nil {
 		return core{}, err
@@ -231,7 +250,7 @@ func buildCore(ctx context.Context, cfg Config, st storage, lookupEnv func(strin
 	for _, w := range warnings {
 		log.Warn(w)
 	}
-	return core{auth: authSvc, catalog: cat, keys: keys, settings: setSvc, sessions: sess}, nil
+	return core{auth: authSvc, catalog: cat, keys: keys, settings: setSvc, sessions: sess, oauthSettings: oauthSettings}, nil
 }
 
 // resilienceState are the in-memory state tables, loaded from the state store and written
@@ -246,6 +265,9 @@ type resilienceState struct {
 	semaphores *resilience.Semaphores
 	health     *health.Tracker
 	metrics    *metrics.Metrics
+	// lanes and usage are the Claude usage-wall tables.
+	lanes *resilience.Lanes
+	usage *resilience.Usage
 }
 
 func buildResilience(ctx context.Context, clock clockwork.Clock, st storage, c core, log *slog.Logger) (*resilienceState, error) {
@@ -282,6 +304,10 @@ func buildResilience(ctx context.Context, clock clockwork.Clock, st storage, c c
 		}
 	})
 	r.semaphores = resilience.NewSemaphores(clock)
+	r.lanes = resilience.NewLanes(clock, func(s resilience.LaneState) { store.Put(statestore.LaneRecord(s)) })
+	r.lanes.Load(saved.Lanes)
+	r.usage = resilience.NewUsage(clock, func(u resilience.AccountUsage) { store.Put(statestore.UsageRecord(u)) })
+	r.usage.Load(saved.Usage)
 	c.catalog.OnNewCredentials(func(ctx context.Context, id int64) error {
 		r.cooldowns.Clear(id, true)
 		// The answer tells the operator the connection is usable again: commit that first.
@@ -295,8 +321,22 @@ func buildResilience(ctx context.Context, clock clockwork.Clock, st storage, c c
 		r.lockouts.ForgetConnection(id)
 		r.queues.Forget(id)
 		r.semaphores.Forget(id)
+		r.lanes.Forget(id)
+		r.usage.Forget(id)
 	})
 	return r, nil
+}
+
+// buildAccounts is the Claude account service: sign-in, token refresh, usage polls and limit
+// resets. It follows the catalog: new accounts and new credentials are taken at every change.
+func buildAccounts(ctx context.Context, clock clockwork.Clock, c core, r *resilienceState, log *slog.Logger) (*oauth.Service, error) {
+	svc, err := oauth.New(ctx, oauth.Options{Catalog: c.catalog, Settings: c.oauthSettings,
+		Client: &http.Client{Transport: proxy.NewTransport()}, Clock: clock, Log: log, Store: r.store, Expire: r.cooldowns, Usage: r.usage})
+	if err != nil {
+		return nil, err
+	}
+	c.catalog.OnChange(svc.Sync)
+	return svc, nil
 }
 
 // lockoutConfig is the model lockout setting in the engine's terms.
@@ -313,13 +353,15 @@ type engine struct {
 	inventory *proxy.Inventory
 }
 
-func buildEngine(clock clockwork.Clock, c core, r *resilienceState, log *slog.Logger) engine {
+func buildEngine(clock clockwork.Clock, c core, r *resilienceState, accounts *oauth.Service, log *slog.Logger) engine {
 	client := &http.Client{Transport: proxy.NewTransport()}
 	inv := proxy.NewInventory(client, c.catalog.Registry, log, clock)
+	inv.Tokens = accounts
 	c.catalog.OnChange(func(*catalog.Registry) { inv.Kick() })
 	e := proxy.New(proxy.Options{Catalog: c.catalog, Inventory: inv, Client: client, Log: log,
 		Settings: c.settings, Cooldowns: r.cooldowns, Breakers: r.breakers, Gate: r.gate, Health: r.health, Lockouts: r.lockouts,
-		Queues: r.queues, Semaphores: r.semaphores, Clock: clock, Observer: r.metrics})
+		Queues: r.queues, Semaphores: r.semaphores, Clock: clock, Observer: r.metrics,
+		Accounts: accounts, Lanes: r.lanes, Usage: r.usage, OAuthSettings: c.oauthSettings})
 	e.RegisterGauges(r.metrics)
 	return engine{engine: e, inventory: inv}
 }
@@ -331,12 +373,13 @@ func buildTraffic(ctx context.Context, cfg Config, clock clockwork.Clock, st sto
 		Retention: time.Duration(cfg.RequestLogDays) * 24 * time.Hour, MaxRows: cfg.RequestLogRows})
 }
 
-func buildWeb(cfg Config, st storage, c core, r *resilienceState, e engine, tr *traffic.Service, clock clockwork.Clock,
-	draining *atomic.Bool, log *slog.Logger) (*echo.Echo, []web.Route, error) {
+func buildWeb(cfg Config, st storage, c core, r *resilienceState, e engine, accounts *oauth.Service, tr *traffic.Service,
+	clock clockwork.Clock, draining *atomic.Bool, log *slog.Logger) (*echo.Echo, []web.Route, error) {
 	opsSvc := &ops.Service{Catalog: c.catalog, Discovery: e.inventory, Cooldowns: r.cooldowns, Breakers: r.breakers,
-		Lockouts: r.lockouts, Queues: r.queues, Semaphores: r.semaphores, Health: r.health, Store: r.store}
+		Lockouts: r.lockouts, Queues: r.queues, Semaphores: r.semaphores, Health: r.health, Store: r.store,
+		Accounts: accounts, Lanes: r.lanes, Usage: r.usage, OAuthSettings: c.oauthSettings}
 	sessions := web.NewSessions(c.sessions, log)
-	settingsH := &handlers.Settings{Svc: c.settings, Providers: c.catalog}
+	settingsH := &handlers.Settings{Svc: c.settings, OAuth: c.oauthSettings, Providers: c.catalog}
 	return web.New(web.Deps{
 		Log: log, Auth: c.auth, Keys: c.keys, Sessions: sessions, Static: static.FS, Metrics: r.metrics,
 		Traffic: tr, Now: clock.Now,
@@ -349,7 +392,9 @@ func buildWeb(cfg Config, st storage, c core, r *resilienceState, e engine, tr *
 		Settings: settingsH,
 		Proxy:    &handlers.Proxy{Engine: e.engine, Inventory: e.inventory, MaxBodyBytes: cfg.MaxBodyMiB << 20},
 		Dashboard: &handlers.Dashboard{Auth: c.auth, Sessions: sessions, Catalog: c.catalog, Keys: c.keys, Tester: e.engine,
-			Inventory: e.inventory, Settings: settingsH, Ops: opsSvc, Traffic: tr, ValidateConnectionOverrides: settings.CheckConnectionOverrides},
+			Inventory: e.inventory, Settings: settingsH, Ops: opsSvc, Traffic: tr, ValidateConnectionOverrides: settings.CheckConnectionOverrides,
+			Claude: accounts},
 		SessionsAPI: &handlers.SessionsAPI{Svc: c.sessions}, TrustedProxies: cfg.TrustedProxies, ReadTimeout: readTimeout(cfg),
+		Claude: &handlers.ClaudeAccounts{Svc: accounts},
 	})
 }

@@ -18,11 +18,15 @@ type Connection struct {
 	MaxConcurrent sql.NullInt64 `db:"max_concurrent"`
 	Overrides     string        `db:"overrides"` // JSON of the per-connection overrides
 	Enabled       bool          `db:"enabled"`
-	CreatedAt     int64         `db:"created_at"`
-	UpdatedAt     int64         `db:"updated_at"`
+	// LowPriorityLane and LimitReset are the Claude subscription toggles (OAuth connections).
+	LowPriorityLane bool  `db:"low_priority_lane"`
+	LimitReset      bool  `db:"limit_reset"`
+	CreatedAt       int64 `db:"created_at"`
+	UpdatedAt       int64 `db:"updated_at"`
 }
 
-const connectionCols = `id, provider_id, name, auth_type, secret, priority, max_concurrent, overrides, enabled, created_at, updated_at`
+const connectionCols = `id, provider_id, name, auth_type, secret, priority, max_concurrent, overrides, enabled,
+	low_priority_lane, limit_reset, created_at, updated_at`
 
 // ListConnections returns every connection ordered by provider, priority and id.
 func ListConnections(ctx context.Context, q Querier) ([]Connection, error) {
@@ -54,9 +58,11 @@ func InsertConnection(ctx context.Context, q Querier, c *Connection) error {
 		c.Overrides = "{}"
 	}
 	res, err := q.ExecContext(ctx, `INSERT INTO provider_connections
-		(provider_id, name, auth_type, secret, priority, max_concurrent, overrides, enabled, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		c.ProviderID, c.Name, c.AuthType, c.Secret, c.Priority, c.MaxConcurrent, c.Overrides, c.Enabled, now, now)
+		(provider_id, name, auth_type, secret, priority, max_concurrent, overrides, enabled, low_priority_lane, limit_reset,
+		 created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		c.ProviderID, c.Name, c.AuthType, c.Secret, c.Priority, c.MaxConcurrent, c.Overrides, c.Enabled, c.LowPriorityLane,
+		c.LimitReset, now, now)
 	if isUniqueViolation(err) {
 		return ErrConflict
 	}
@@ -72,13 +78,25 @@ func InsertConnection(ctx context.Context, q Querier, c *Connection) error {
 func UpdateConnection(ctx context.Context, q Querier, c *Connection) error {
 	c.UpdatedAt = nowMS()
 	res, err := q.ExecContext(ctx, `UPDATE provider_connections SET provider_id = ?, name = ?, auth_type = ?, secret = ?,
-		priority = ?, max_concurrent = ?, overrides = ?, enabled = ?, updated_at = ? WHERE id = ?`,
-		c.ProviderID, c.Name, c.AuthType, c.Secret, c.Priority, c.MaxConcurrent, c.Overrides, c.Enabled, c.UpdatedAt, c.ID)
+		priority = ?, max_concurrent = ?, overrides = ?, enabled = ?, low_priority_lane = ?, limit_reset = ?, updated_at = ?
+		WHERE id = ?`,
+		c.ProviderID, c.Name, c.AuthType, c.Secret, c.Priority, c.MaxConcurrent, c.Overrides, c.Enabled, c.LowPriorityLane,
+		c.LimitReset, c.UpdatedAt, c.ID)
 	if isUniqueViolation(err) {
 		return ErrConflict
 	}
 	if err != nil {
 		return fmt.Errorf("update connection %d: %w", c.ID, err)
+	}
+	return mustAffect(res, "connection")
+}
+
+// UpdateConnectionSecret replaces only the sealed credential of a connection (a rotated OAuth
+// token pair), leaving every other column as it is.
+func UpdateConnectionSecret(ctx context.Context, q Querier, id int64, secret []byte) error {
+	res, err := q.ExecContext(ctx, `UPDATE provider_connections SET secret = ?, updated_at = ? WHERE id = ?`, secret, nowMS(), id)
+	if err != nil {
+		return fmt.Errorf("update connection %d secret: %w", id, err)
 	}
 	return mustAffect(res, "connection")
 }

@@ -17,7 +17,7 @@ import (
 
 // settingsCardIDs are the settings page's cards in page order.
 var settingsCardIDs = []string{"request-queue", "connection-cooldown", "retry", "circuit-breaker", "provider-overrides",
-	"combo-cooldown-wait", "quota-share", "provider-cooldown", "model-lockout", "claude-low-priority", "streams", "discovery",
+	"combo-cooldown-wait", "quota-share", "provider-cooldown", "model-lockout", "claude-low-priority", "claude-oauth", "streams", "discovery",
 	"error-rules"}
 
 // settingsSite is a logged-in client of a fresh gateway with the helpers the card tests share.

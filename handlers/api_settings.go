@@ -11,6 +11,8 @@ import (
 // Settings serves the resilience settings API and the settings cards.
 type Settings struct {
 	Svc *settings.Service
+	// OAuth is the OAuth client settings document and its card.
+	OAuth *settings.OAuthService
 	// Providers backs the per-provider overrides card; nil leaves that card empty.
 	Providers ProviderCatalog
 }
@@ -36,4 +38,25 @@ func (s *Settings) Patch(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, s.Svc.Effective())
+}
+
+// GetOAuth answers GET /api/settings/oauth: every OAuth client setting and its layer.
+func (s *Settings) GetOAuth(c echo.Context) error {
+	return c.JSON(http.StatusOK, s.OAuth.Snapshot().Document())
+}
+
+// PatchOAuth answers PATCH /api/settings/oauth, as strict as PATCH /api/settings/resilience.
+func (s *Settings) PatchOAuth(c echo.Context) error {
+	raw, err := readAdminBody(c)
+	if err != nil {
+		return err
+	}
+	if e := strictJSON(raw); e != nil && e.Reason != "bad_json" {
+		return e
+	}
+	snap, err := s.OAuth.Patch(ctx(c), raw)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, snap.Document())
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -18,7 +19,8 @@ import (
 )
 
 // connectionFields are the fields of the connection forms, for placing service errors.
-var connectionFields = []string{"provider", "name", "api_key", "priority", "max_concurrent", "enabled"}
+var connectionFields = []string{"provider", "name", "api_key", "priority", "max_concurrent", "enabled", "setup_token",
+	"low_priority_lane", "limit_reset"}
 
 // connectionForm reads the connection form. The API key goes into in only, never into the
 // form model, so it cannot be rendered back. On create, empty numbers mean the defaults; on
@@ -94,7 +96,8 @@ func (d *Dashboard) EditConnectionPage(c echo.Context) error {
 	if err != nil {
 		return d.missing(c, err, "/providers")
 	}
-	f := views.ConnectionForm{Provider: conn.Provider, Name: conn.Name, Priority: strconv.Itoa(conn.Priority), Enabled: conn.Enabled}
+	f := views.ConnectionForm{Provider: conn.Provider, Name: conn.Name, Priority: strconv.Itoa(conn.Priority), Enabled: conn.Enabled,
+		LowPriorityLane: conn.LowPriorityLane, LimitReset: conn.LimitReset}
 	if conn.MaxConcurrent != nil {
 		f.MaxConcurrent = strconv.Itoa(*conn.MaxConcurrent)
 	}
@@ -116,8 +119,9 @@ func (d *Dashboard) connectionEditModel(c echo.Context, conn catalog.Connection,
 	path := "/connections/" + c.Param("id") + "/edit"
 	return views.ConnectionEditModel{
 		Shell: d.shell(c, "providers", i18n.T(ctx(c), "connections.edit_title", conn.Provider, conn.Name), path),
-		ID:    conn.ID, Provider: conn.Provider, Name: conn.Name, Form: f,
-		Queue: d.queueFields(c, conn, typed, qerrs)}
+		ID:    conn.ID, Provider: conn.Provider, Name: conn.Name, Form: f, AuthType: conn.AuthType,
+		SetupToken: conn.Account != nil && conn.Account.SetupToken,
+		Queue:      d.queueFields(c, conn, typed, qerrs)}
 }
 
 // queueOverride is one per-connection request queue field of the edit form.
@@ -240,6 +244,13 @@ func (d *Dashboard) UpdateConnection(c echo.Context) error {
 		return d.missing(c, err, "/providers")
 	}
 	f, in := connectionForm(c, false)
+	if old.AuthType == catalog.AuthOAuth {
+		f.LowPriorityLane, f.LimitReset = c.FormValue("low_priority_lane") == "true", c.FormValue("limit_reset") == "true"
+		in.LowPriorityLane, in.LimitReset = &f.LowPriorityLane, &f.LimitReset
+		if token := c.FormValue("setup_token"); token != "" {
+			in.SetupToken = &token
+		}
+	}
 	overrides, typed, qerrs := readQueueOverrides(c, settings.ParseConnectionOverrides(old.Overrides))
 	if len(f.Errors) == 0 && len(qerrs) == 0 {
 		raw, err := json.Marshal(overrides)
@@ -345,7 +356,7 @@ func isTerminal(status string) bool {
 }
 
 // connectionState turns a connection's state into its view.
-func connectionState(reg *catalog.Registry, v ops.ConnectionState) views.ConnectionState {
+func connectionState(reg *catalog.Registry, v ops.ConnectionState, now time.Time) views.ConnectionState {
 	s := views.ConnectionState{ID: v.ID, Name: v.Name, Enabled: true, Status: v.Status, RemainingMS: v.RemainingMS,
 		Reason: v.Reason, BackoffLevel: v.BackoffLevel, ErrorCode: v.ErrorCode,
 		Queue: views.QueueNumbers{Executing: v.Queue.Executing, Waiting: v.Queue.Waiting, Rejected: v.Queue.Rejected,
@@ -356,6 +367,7 @@ func connectionState(reg *catalog.Registry, v ops.ConnectionState) views.Connect
 	if e, ok := reg.Connection(v.ID); ok {
 		s.Enabled, s.Broken = e.Enabled, e.Broken != ""
 	}
+	s.Claude = claudeView(v, now)
 	return s
 }
 

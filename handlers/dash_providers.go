@@ -39,14 +39,18 @@ func (d *Dashboard) providersModel(c echo.Context) (views.ProvidersModel, error)
 		}
 		row := views.ConnectionRow{ID: cn.ID, Name: cn.Name, AuthType: cn.AuthType, Priority: cn.Priority,
 			MaxConcurrent: cn.MaxConcurrent, State: st}
+		if cn.Account != nil {
+			row.Account, row.SetupToken = cn.Account.Email, cn.Account.SetupToken
+		}
 		byProvider[cn.ProviderID] = append(byProvider[cn.ProviderID], row)
 	}
 	m := views.ProvidersModel{
-		Shell:          d.shell(c, "providers", i18n.T(ctx(c), "providers.title"), "/providers"),
-		Types:          providerTypes(ctx(c)),
-		ProviderForm:   views.ProviderForm{Type: catalog.TypeOpenAICompatible},
-		ConnectionForm: views.ConnectionForm{Enabled: true},
-		Version:        live.version,
+		Shell:           d.shell(c, "providers", i18n.T(ctx(c), "providers.title"), "/providers"),
+		Types:           providerTypes(ctx(c)),
+		ProviderForm:    views.ProviderForm{Type: catalog.TypeOpenAICompatible},
+		ConnectionForm:  views.ConnectionForm{Enabled: true},
+		Version:         live.version,
+		ClaudeProviders: d.claudeProviders(),
 	}
 	for _, p := range provs {
 		st, ok := live.providers[p.Name]
@@ -93,7 +97,7 @@ func (d *Dashboard) liveState(c echo.Context) live {
 		}
 	}
 	for _, v := range d.Ops.ConnectionStates() {
-		st := connectionState(reg, v)
+		st := connectionState(reg, v, now)
 		st.Lockouts = lockouts[v.ID]
 		l.conns[v.ID] = st
 		l.orderedConns = append(l.orderedConns, st)
@@ -123,6 +127,18 @@ func liveVersion(provs []views.ProviderState, conns []views.ConnectionState) str
 	cs := make([]connShape, len(conns))
 	for i, c := range conns {
 		c.RemainingMS = min(c.RemainingMS, 1)
+		if c.Claude != nil { // only whether a countdown is still ahead
+			cl := *c.Claude
+			cl.SkippedInMS, cl.TokenExpiresInMS, cl.Lane.UntilInMS = min(cl.SkippedInMS, 1), min(cl.TokenExpiresInMS, 1), min(cl.Lane.UntilInMS, 1)
+			for _, b := range []**views.UsageBar{&cl.FiveHour, &cl.SevenDay} {
+				if *b != nil {
+					bb := **b
+					bb.ResetsInMS = min(bb.ResetsInMS, 1)
+					*b = &bb
+				}
+			}
+			c.Claude = &cl
+		}
 		ls := make([]views.ConnLockout, len(c.Lockouts))
 		for j, l := range c.Lockouts {
 			l.RemainingMS = 0

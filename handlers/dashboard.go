@@ -41,6 +41,8 @@ type Dashboard struct {
 	Traffic *traffic.Service
 	// ValidateConnectionOverrides checks a connection's override document.
 	ValidateConnectionOverrides catalog.ConnectionOverridesValidator
+	// Claude signs Claude subscription accounts in.
+	Claude ClaudeSignIn
 }
 
 // Home answers GET /: what needs attention, then what traffic is doing (?range=hour|day), then

@@ -22,6 +22,40 @@ type settingsCard struct {
 	// link is where the card's explanation links to (text card.<id>.link); "" for none.
 	link   string
 	custom customCard
+	// oauth marks a card of the OAuth client settings document (PATCH /api/settings/oauth)
+	// rather than the resilience one.
+	oauth bool
+}
+
+// settingValues are a document's effective values and their layers (*settings.Snapshot,
+// *settings.OAuthSnapshot).
+type settingValues interface {
+	Value(path string) any
+	Source(path string) string
+}
+
+// values is the snapshot of the document a card edits.
+func (s *Settings) values(card settingsCard) settingValues {
+	if card.oauth {
+		return s.OAuth.Snapshot()
+	}
+	return s.Svc.Snapshot()
+}
+
+// apply saves a card's changes to its document and returns the values after the save.
+func (s *Settings) apply(c echo.Context, card settingsCard, ch *settings.Changes) (settingValues, error) {
+	if card.oauth {
+		snap, err := s.OAuth.Apply(ctx(c), ch)
+		if err != nil {
+			return nil, err
+		}
+		return snap, nil
+	}
+	snap, err := s.Svc.Apply(ctx(c), ch)
+	if err != nil {
+		return nil, err
+	}
+	return snap, nil
 }
 
 // customCard draws and saves a card that the generic one cannot.
@@ -63,7 +97,10 @@ var settingsCards = []settingsCard{
 		"model_lockout.max_backoff_steps", "model_lockout.families"}},
 	{id: "claude-low-priority", paths: []string{"claude_low_priority.slow_retry_after_default_ms",
 		"claude_low_priority.slow_max_wait_default_ms", "claude_low_priority.lane_cooloff_ms",
-		"claude_low_priority.limit_reset_error_backoff_ms"}},
+		"claude_low_priority.limit_reset_error_backoff_ms"}, link: "/providers#add-claude"},
+	{id: "claude-oauth", oauth: true, link: "/providers#add-claude", paths: []string{"claude.authorize_url", "claude.token_url",
+		"claude.usage_url", "claude.client_id", "claude.scopes", "claude.redirect_uri", "claude.cli_version", "claude.betas",
+		"claude.refresh_margin_ms", "claude.usage_poll_interval_ms", "claude.usage_threshold"}},
 	{id: "streams", paths: []string{"streams.connect_timeout_ms", "streams.first_byte_timeout_ms",
 		"streams.readiness_timeout_ms", "streams.idle_timeout_ms", "streams.throughput_watchdog.enabled",
 		"streams.throughput_watchdog.warmup_ms", "streams.throughput_watchdog.window_ms",
@@ -87,7 +124,7 @@ func (s *Settings) SettingsPage(c echo.Context) error {
 			}
 			return s.renderSettingsPage(c, http.StatusOK, card.id, comp)
 		}
-		m := cardModel(card, s.Svc.Snapshot(), nil, nil)
+		m := cardModel(card, s.values(card), nil, nil)
 		m.Meta.Saved = true
 		return s.renderSettingsPage(c, http.StatusOK, card.id, views.SettingsCard(m))
 	}
@@ -97,7 +134,6 @@ func (s *Settings) SettingsPage(c echo.Context) error {
 // renderSettingsPage draws the whole page; the card with id shown is drawn as given (a card
 // just saved or refused), every other from the effective settings.
 func (s *Settings) renderSettingsPage(c echo.Context, status int, shown string, comp templ.Component) error {
-	snap := s.Svc.Snapshot()
 	m := views.SettingsModel{Shell: pageShell(c, nil, "settings", i18n.T(ctx(c), "settings.title"), "/settings")}
 	for _, card := range settingsCards {
 		m.CardIDs = append(m.CardIDs, card.id)
@@ -111,7 +147,7 @@ func (s *Settings) renderSettingsPage(c echo.Context, status int, shown string, 
 			}
 			m.Cards = append(m.Cards, cc)
 		default:
-			m.Cards = append(m.Cards, views.SettingsCard(cardModel(card, snap, nil, nil)))
+			m.Cards = append(m.Cards, views.SettingsCard(cardModel(card, s.values(card), nil, nil)))
 		}
 	}
 	return Render(c, status, views.SettingsPage(m))
@@ -131,9 +167,9 @@ func (s *Settings) saveCard(card settingsCard) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		snap := s.Svc.Snapshot()
+		snap := s.values(card)
 		changes, inputs := settings.ReadForm(snap, card.paths, form)
-		saved, err := s.Svc.Apply(ctx(c), changes)
+		saved, err := s.apply(c, card, changes)
 		if err == nil {
 			if !isHTMX(c) {
 				return c.Redirect(http.StatusSeeOther, "/settings?saved="+card.id+"#card-"+card.id)
@@ -156,7 +192,7 @@ func (s *Settings) saveCard(card settingsCard) echo.HandlerFunc {
 // save held) or else its effective value, its source, and its error. Fields below a sub-section
 // of the card's settings (connection_cooldown.oauth.*) form a group titled
 // settings.group.<sub-section>.
-func cardModel(card settingsCard, snap *settings.Snapshot, inputs map[string]settings.Input,
+func cardModel(card settingsCard, snap settingValues, inputs map[string]settings.Input,
 	fieldErrs map[string]string) views.SettingsCardModel {
 	m := views.SettingsCardModel{Meta: views.CardMeta{ID: card.id}, Link: card.link}
 	for _, p := range card.paths {

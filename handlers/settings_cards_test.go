@@ -15,7 +15,7 @@ import (
 // Every setting of the registry has a label and a help text in both catalogs (and every option
 // of a select its label), so that adding a setting to a card needs no more than its path.
 func TestSettingsRegistryHasTexts(t *testing.T) {
-	for _, st := range settings.All() {
+	for _, st := range append(settings.All(), settings.OAuthSettings()...) {
 		keys := []string{st.LabelKey(), st.HelpKey()}
 		for _, o := range st.Options() {
 			keys = append(keys, st.OptionKey(o))

@@ -27,6 +27,8 @@ func settingField(st *settings.Setting, in settings.Input, source, errText strin
 		f.Codes = st.Kind() == settings.KindCodes
 	case settings.KindFamilies:
 		f.Kind, f.Rows = views.FieldText, 4
+	case settings.KindText, settings.KindWords:
+		f.Kind = views.FieldLine
 	default:
 		f.Kind = views.FieldNumber
 		f.Min, f.Max, f.Ranged = st.Range()

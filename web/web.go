@@ -46,6 +46,8 @@ type Deps struct {
 	// SessionsAPI ends dashboard sessions and edits their lifetimes.
 	SessionsAPI *handlers.SessionsAPI
 	Requests    *handlers.Requests
+	// Claude signs Claude subscription accounts in.
+	Claude *handlers.ClaudeAccounts
 }
 
 // RequestRecorder takes a finished client request (services/traffic); it must never block.

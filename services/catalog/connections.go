@@ -26,8 +26,13 @@ type Connection struct {
 	MaxConcurrent *int            `json:"max_concurrent"`
 	Overrides     json.RawMessage `json:"overrides"`
 	Enabled       bool            `json:"enabled"`
-	CreatedAt     int64           `json:"created_at"`
-	UpdatedAt     int64           `json:"updated_at"`
+	// LowPriorityLane and LimitReset are the Claude subscription toggles of an OAuth connection.
+	LowPriorityLane bool `json:"low_priority_lane"`
+	LimitReset      bool `json:"limit_reset"`
+	// Account is the subscription account of an OAuth connection; nil for API keys.
+	Account   *AccountView `json:"account,omitempty"`
+	CreatedAt int64        `json:"created_at"`
+	UpdatedAt int64        `json:"updated_at"`
 }
 
 // OptionalInt distinguishes "absent" from "null" in a partial update.
@@ -61,6 +66,11 @@ type ConnectionInput struct {
 	MaxConcurrent OptionalInt     `json:"max_concurrent"`
 	Overrides     json.RawMessage `json:"overrides"`
 	Enabled       *bool           `json:"enabled"`
+	// SetupToken is a pasted Claude setup token (sk-ant-oat01-…): the credential of an OAuth
+	// connection that is never refreshed.
+	SetupToken      *string `json:"setup_token"`
+	LowPriorityLane *bool   `json:"low_priority_lane"`
+	LimitReset      *bool   `json:"limit_reset"`
 }
 
 // ConnectionOverridesValidator checks a connection's override document and returns it in
@@ -70,10 +80,17 @@ type ConnectionOverridesValidator func(raw []byte) ([]byte, map[string]errs.Msg)
 func (s *Service) connectionView(c db.Connection, provider string) Connection {
 	v := Connection{ID: c.ID, ProviderID: c.ProviderID, Provider: provider, Name: c.Name, AuthType: c.AuthType,
 		HasAPIKey: len(c.Secret) > 0, Priority: c.Priority, Overrides: json.RawMessage(c.Overrides),
-		Enabled: c.Enabled, CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt}
+		Enabled: c.Enabled, LowPriorityLane: c.LowPriorityLane, LimitReset: c.LimitReset, CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt}
 	if c.MaxConcurrent.Valid {
 		n := int(c.MaxConcurrent.Int64)
 		v.MaxConcurrent = &n
+	}
+	if c.AuthType == AuthOAuth {
+		v.Account = &AccountView{}
+		if cred, err := s.openOAuth(c); err == nil {
+			a := cred.Account
+			v.Account = &AccountView{Email: a.Email, Organization: a.OrganizationName, Plan: a.Plan, SetupToken: cred.SetupToken()}
+		}
 	}
 	return v
 }
@@ -122,7 +139,7 @@ func (s *Service) CreateConnection(ctx context.Context, in ConnectionInput, vali
 	var out Connection
 	err := s.db.WithTx(ctx, func(tx *sqlx.Tx) error {
 		c := db.Connection{AuthType: AuthAPIKey, Enabled: true}
-		prov, apiKey, err := s.applyConnection(ctx, tx, &c, in, true, validate)
+		prov, secret, err := s.applyConnection(ctx, tx, &c, in, true, validate)
 		if err != nil {
 			return err
 		}
@@ -130,7 +147,7 @@ func (s *Service) CreateConnection(ctx context.Context, in ConnectionInput, vali
 		if err := db.InsertConnection(ctx, tx, &c); err != nil {
 			return mapDBErr(err, "name", "err.connection_exists")
 		}
-		c.Secret = s.box.Seal([]byte(apiKey), connectionAAD(c.ID))
+		c.Secret = s.box.Seal(secret, connectionAAD(c.ID))
 		if err := db.UpdateConnection(ctx, tx, &c); err != nil {
 			return err
 		}
@@ -148,6 +165,7 @@ func (s *Service) UpdateConnection(ctx context.Context, id int64, in ConnectionI
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out Connection
+	newCreds := false
 	err := s.db.WithTx(ctx, func(tx *sqlx.Tx) error {
 		c, err := db.GetConnection(ctx, tx, id)
 		if errors.Is(err, db.ErrNotFound) {
@@ -156,12 +174,13 @@ func (s *Service) UpdateConnection(ctx context.Context, id int64, in ConnectionI
 		if err != nil {
 			return err
 		}
-		prov, apiKey, err := s.applyConnection(ctx, tx, &c, in, false, validate)
+		prov, secret, err := s.applyConnection(ctx, tx, &c, in, false, validate)
 		if err != nil {
 			return err
 		}
-		if in.APIKey != nil {
-			c.Secret = s.box.Seal([]byte(apiKey), connectionAAD(c.ID))
+		if secret != nil {
+			c.Secret = s.box.Seal(secret, connectionAAD(c.ID))
+			newCreds = true
 		}
 		if err := db.UpdateConnection(ctx, tx, &c); err != nil {
 			return mapDBErr(err, "name", "err.connection_exists")
@@ -175,7 +194,7 @@ func (s *Service) UpdateConnection(ctx context.Context, id int64, in ConnectionI
 	if err := s.rebuild(ctx); err != nil {
 		return Connection{}, err
 	}
-	if in.APIKey != nil {
+	if newCreds {
 		// After the rebuild, so no request can fail with the old key once the state is cleared.
 		for _, fn := range s.newCreds {
 			if err := fn(ctx, id); err != nil {
@@ -202,24 +221,22 @@ func (s *Service) DeleteConnection(ctx context.Context, id int64) error {
 }
 
 func (s *Service) applyConnection(ctx context.Context, q db.Querier, c *db.Connection, in ConnectionInput, create bool,
-	validate ConnectionOverridesValidator) (db.Provider, string, error) {
+	validate ConnectionOverridesValidator) (prov db.Provider, secret []byte, err error) {
 	fields := map[string]errs.Msg{}
-	var prov db.Provider
-	var err error
 	switch {
 	case in.Provider != nil:
 		prov, err = db.GetProviderByName(ctx, q, strings.TrimSpace(*in.Provider))
 		if errors.Is(err, db.ErrNotFound) {
 			fields["provider"] = errs.M("err.no_provider")
 		} else if err != nil {
-			return prov, "", err
+			return prov, nil, err
 		}
 		c.ProviderID = prov.ID
 	case create:
 		fields["provider"] = errs.M("err.required")
 	default:
 		if prov, err = db.GetProvider(ctx, q, c.ProviderID); err != nil {
-			return prov, "", err
+			return prov, nil, err
 		}
 	}
 	if in.Name != nil {
@@ -229,14 +246,24 @@ func (s *Service) applyConnection(ctx context.Context, q db.Querier, c *db.Conne
 		fields["name"] = errs.M("err.name_required")
 	}
 	if in.AuthType != nil {
-		c.AuthType = *in.AuthType
+		switch {
+		case *in.AuthType != AuthAPIKey && *in.AuthType != AuthOAuth:
+			fields["auth_type"] = errs.M("err.auth_type")
+		case !create && *in.AuthType != c.AuthType:
+			fields["auth_type"] = errs.M("err.auth_type_fixed")
+		default:
+			c.AuthType = *in.AuthType
+		}
 	}
-	if c.AuthType != AuthAPIKey {
-		fields["auth_type"] = errs.M("err.auth_type")
+	oauth := c.AuthType == AuthOAuth
+	if oauth && prov.ID != 0 && prov.Type != TypeAnthropic {
+		fields["auth_type"] = errs.M("err.oauth_provider")
 	}
-	var apiKey string
-	if in.APIKey != nil {
-		apiKey = strings.TrimSpace(*in.APIKey)
+	switch {
+	case in.APIKey != nil && oauth:
+		fields["api_key"] = errs.M("err.api_key_oauth")
+	case in.APIKey != nil:
+		apiKey := strings.TrimSpace(*in.APIKey)
 		switch {
 		case apiKey == "":
 			fields["api_key"] = errs.M("err.required")
@@ -245,9 +272,42 @@ func (s *Service) applyConnection(ctx context.Context, q db.Querier, c *db.Conne
 			fields["api_key"] = errs.M("err.api_key_control")
 		case strings.IndexFunc(apiKey, unicode.IsSpace) >= 0:
 			fields["api_key"] = errs.M("err.api_key")
+		default:
+			secret = []byte(apiKey)
 		}
-	} else if create {
+	case create && !oauth:
 		fields["api_key"] = errs.M("err.required")
+	}
+	switch {
+	case in.SetupToken != nil && !oauth:
+		fields["setup_token"] = errs.M("err.claude_only")
+	case in.SetupToken != nil:
+		token := strings.TrimSpace(*in.SetupToken)
+		if m, bad := checkSetupToken(token); bad {
+			fields["setup_token"] = m
+			break
+		}
+		cred := OAuthCredential{AccessToken: Secret(token), Rev: 1}
+		if !create {
+			if old, err := s.openOAuth(*c); err == nil {
+				cred.Rev = old.Rev + 1
+			}
+		}
+		secret = encodeOAuth(cred)
+	case create && oauth:
+		fields["setup_token"] = errs.M("err.required")
+	}
+	if in.LowPriorityLane != nil {
+		if *in.LowPriorityLane && !oauth {
+			fields["low_priority_lane"] = errs.M("err.claude_only")
+		}
+		c.LowPriorityLane = *in.LowPriorityLane
+	}
+	if in.LimitReset != nil {
+		if *in.LimitReset && !oauth {
+			fields["limit_reset"] = errs.M("err.claude_only")
+		}
+		c.LimitReset = *in.LimitReset
 	}
 	if in.Priority != nil {
 		if *in.Priority < 0 || *in.Priority > 1000 {
@@ -286,7 +346,7 @@ func (s *Service) applyConnection(ctx context.Context, q db.Querier, c *db.Conne
 		}
 	}
 	if len(fields) > 0 {
-		return prov, "", errs.Fields(fields)
+		return prov, nil, errs.Fields(fields)
 	}
-	return prov, apiKey, nil
+	return prov, secret, nil
 }

@@ -73,6 +73,13 @@ type ConnEntry struct {
 	Enabled  bool
 	// Broken says why the connection cannot be used (e.g. its secret no longer opens); "" if fine.
 	Broken string
+	// OAuth is the credential of an OAuth connection as stored when the registry was built (a
+	// refresh since may have rotated it: the engine asks the token holder); nil for API keys.
+	// APIKey then holds its access token.
+	OAuth *OAuthCredential
+	// LowPriorityLane and LimitReset are the Claude subscription toggles.
+	LowPriorityLane bool
+	LimitReset      bool
 }
 
 func buildRegistry(provs []db.Provider, conns []db.Connection, open func(db.Connection) (string, error),
@@ -99,11 +106,18 @@ func buildRegistry(provs []db.Provider, conns []db.Connection, open func(db.Conn
 		}
 		ce := &ConnEntry{ID: c.ID, ProviderID: c.ProviderID, Provider: p.Name, Name: c.Name, AuthType: c.AuthType,
 			Priority: c.Priority, Overrides: json.RawMessage(c.Overrides), Enabled: c.Enabled,
-			Settings: settings.ParseConnectionOverrides([]byte(c.Overrides))}
+			Settings:        settings.ParseConnectionOverrides([]byte(c.Overrides)),
+			LowPriorityLane: c.LowPriorityLane, LimitReset: c.LimitReset}
 		if c.MaxConcurrent.Valid {
 			ce.MaxConcurrent = int(c.MaxConcurrent.Int64)
 		}
 		key, err := open(c)
+		if err == nil && c.AuthType == AuthOAuth {
+			var cred OAuthCredential
+			if cred, err = decodeOAuth([]byte(key)); err == nil {
+				ce.OAuth, key = &cred, cred.AccessToken.Reveal()
+			}
+		}
 		if err != nil {
 			ce.Broken = "credential cannot be decrypted; re-enter the API key"
 			log.Warn("connection credential unusable", "connection_id", c.ID, "provider", p.Name, "error", err)

@@ -43,6 +43,12 @@ type Service struct {
 	Semaphores *resilience.Semaphores
 	Health     *health.Tracker
 	Store      Syncer
+	// Accounts, Lanes, Usage and OAuthSettings describe Claude subscription accounts; nil
+	// leaves their token, usage and lane out of the views.
+	Accounts      TokenStates
+	Lanes         *resilience.Lanes
+	Usage         *resilience.Usage
+	OAuthSettings OAuthSettings
 }
 
 // ConnectionState is one connection's live state; never secrets.
@@ -60,6 +66,12 @@ type ConnectionState struct {
 	ErrorCode    int        `json:"error_code"`
 	LastErrorAt  *time.Time `json:"last_error_at"`
 	Queue        Queue      `json:"queue"`
+	// AuthType is api_key or oauth; the Claude account's usage windows, token and lane follow
+	// for oauth connections.
+	AuthType string      `json:"auth_type"`
+	Usage    *UsageState `json:"usage,omitempty"`
+	Token    *TokenState `json:"token,omitempty"`
+	Lane     *LaneState  `json:"lane,omitempty"`
 }
 
 // Queue is a connection's live queue and quota-share numbers.
@@ -114,6 +126,8 @@ func (s *Service) connectionState(reg *catalog.Registry, now time.Time, provider
 		at := st.LastErrorAt.UTC()
 		v.LastErrorAt = &at
 	}
+	v.AuthType = c.AuthType
+	s.claude(&v, c, now)
 	return v
 }
 

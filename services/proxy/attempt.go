@@ -30,18 +30,22 @@ type attemptResult struct {
 	errBody      []byte
 	transport    bool // no (complete) answer
 	localTimeout bool // our own timeout fired
+	noToken      bool // no usable token for the account: nothing was sent
 }
 
 // attempt makes one upstream call. cancel ends ctx; the first-byte timeout uses it when the
 // upstream sends no response headers in time (a local timeout: never retried on the same target).
 func (e *Engine) attempt(ctx context.Context, cancel context.CancelFunc, c *call, conn *catalog.ConnEntry) attemptResult {
 	p := c.t.provider
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.BaseURL+c.path, bytes.NewReader(c.body))
+	body, header, nores := e.outgoing(ctx, c, conn)
+	if nores != nil {
+		return *nores
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.BaseURL+c.path, bytes.NewReader(body))
 	if err != nil {
 		return attemptResult{err: &errs.Error{Code: errs.Internal, Msg: errs.M("err.internal"), Err: err}}
 	}
-	req.Header = c.header.Clone()
-	setAuth(req.Header, p, conn)
+	req.Header = header
 	var firstByteLate atomic.Bool
 	firstByte := ms(c.snap.Resilience().Streams.FirstByteTimeoutMS)
 	timer := e.opt.Clock.AfterFunc(firstByte, func() { firstByteLate.Store(true); cancel() })

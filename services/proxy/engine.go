@@ -49,6 +49,15 @@ type Options struct {
 	Semaphores *resilience.Semaphores
 	Clock      clockwork.Clock
 	Observer   Observer // nil = none
+	// Accounts serves the bearer tokens of Claude subscription (OAuth) connections, their usage
+	// polls and limit resets; nil leaves OAuth connections without a credential.
+	Accounts Accounts
+	// Lanes and Usage are the usage-wall tables of Claude accounts; nil turns the low-priority
+	// lane and the skipping of accounts at their wall off.
+	Lanes *resilience.Lanes
+	Usage *resilience.Usage
+	// OAuthSettings gives the Claude client settings (version, betas, usage threshold).
+	OAuthSettings OAuthSettingsSource
 	// MaxResponseBytes bounds a buffered (non-streaming) upstream answer. Default 64 MiB.
 	MaxResponseBytes int64
 }

@@ -12,6 +12,9 @@ import (
 // fail classifies a failed attempt, applies it to the connection's state and says whether the
 // request may go on elsewhere or be retried.
 func (e *Engine) fail(c *call, conn *catalog.ConnEntry, res attemptResult) failure {
+	if res.noToken {
+		return tokenFailure(res)
+	}
 	r := c.snap.Resilience()
 	status := res.status
 	if res.hidden {

@@ -28,6 +28,7 @@ func (e *Engine) RegisterGauges(m GaugeRegistrar) {
 			st := e.opt.Cooldowns.Get(c.id).Status(e.opt.Cooldowns.Now())
 			return []string{c.provider, c.name, string(st)}, 1
 		}))
+	e.registerClaudeGauges(m)
 	m.RegisterStateGauge("switchyard_queue_depth", "Requests waiting for a connection (queue and quota-share line).",
 		[]string{"provider", "connection"}, perConnection(func(c connectionRef) ([]string, float64) {
 			return []string{c.provider, c.name}, float64(e.waiting(c.id))

@@ -45,6 +45,9 @@ type Inventory struct {
 	log    *slog.Logger
 	clock  clockwork.Clock
 
+	// Tokens gives OAuth connections their bearer token; set it before Run (nil: none).
+	Tokens TokenSource
+
 	mu         sync.RWMutex
 	byProvider map[string]*providerModels
 	sf         singleflight.Group
@@ -273,7 +276,7 @@ func (i *Inventory) fetch(ctx context.Context, p *catalog.ProviderEntry) ([]stri
 	var lastErr error
 	// Any working credential will do; try them in priority order.
 	for _, c := range p.Conns {
-		names, err := FetchModels(ctx, i.client, p, c)
+		names, err := FetchModels(ctx, i.client, p, c, i.Tokens)
 		if err == nil {
 			return names, nil
 		}
@@ -283,12 +286,15 @@ func (i *Inventory) fetch(ctx context.Context, p *catalog.ProviderEntry) ([]stri
 }
 
 // FetchModels asks one provider, with one connection's credential, which models it serves.
-func FetchModels(ctx context.Context, client *http.Client, p *catalog.ProviderEntry, c *catalog.ConnEntry) ([]string, error) {
+// tokens gives an OAuth connection its bearer token (nil: the registry's copy).
+func FetchModels(ctx context.Context, client *http.Client, p *catalog.ProviderEntry, c *catalog.ConnEntry, tokens TokenSource) ([]string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, modelsURL(p), nil)
 	if err != nil {
 		return nil, err
 	}
-	setAuth(req.Header, p, c)
+	if err := authorize(ctx, req.Header, p, c, tokens); err != nil {
+		return nil, &FetchError{Kind: "transport", Err: err}
+	}
 	resp, err := client.Do(req)
 	if err != nil {
 		return nil, transportFetchError(err)

@@ -18,6 +18,8 @@ type Request struct {
 	Body   []byte
 	Model  string
 	Stream bool
+	// Raw is the body exactly as the client sent it, for forwarding it byte for byte.
+	Raw []byte
 }
 
 // DecodeRequest validates the JSON body of a chat completions or messages request and extracts
@@ -50,7 +52,7 @@ func DecodeRequest(body []byte) (Request, *errs.Error) {
 	if model == "" {
 		return Request{}, errInvalid("invalid_request", "proxy.model_empty")
 	}
-	req := Request{Body: trimmed, Model: model}
+	req := Request{Body: trimmed, Model: model, Raw: body}
 	if st := gjson.GetBytes(trimmed, "stream"); st.Exists() {
 		switch st.Type {
 		case gjson.True:

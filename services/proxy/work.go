@@ -42,6 +42,8 @@ type call struct {
 	// committed is set once stream headers went out (a heartbeat while queued); from then on
 	// errors are written as stream error events.
 	committed bool
+	// claude is what calls on Claude subscription accounts need (oauth.go).
+	claude claudeCall
 }
 
 // failure is a failed attempt, classified.
@@ -189,7 +191,7 @@ func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*err
 		actx, cancel := context.WithCancel(ctx)
 		var execTimedOut atomic.Bool
 		backstop := e.opt.Clock.AfterFunc(adm.deadline, func() { execTimedOut.Store(true); cancel() })
-		res := e.attempt(actx, cancel, c, conn)
+		res := e.attemptOn(actx, cancel, w, c, conn, began.Add(adm.deadline))
 		backstop.Stop()
 		step.Status, step.Duration = res.status, e.opt.Clock.Since(began)
 		if res.err == nil && !execTimedOut.Load() {
@@ -234,7 +236,7 @@ func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*err
 // queue only when every eligible connection is full, and then on the first of them. spill says
 // the connection was picked for its free slot, which admission then takes without waiting.
 func (e *Engine) pick(c *call, conns []*catalog.ConnEntry, tried, busy []bool) (i int, spill bool, excluded []exclusion) {
-	var full []int
+	var full, later []int
 	for i, conn := range conns {
 		if tried[i] {
 			continue
@@ -244,11 +246,16 @@ func (e *Engine) pick(c *call, conns []*catalog.ConnEntry, tried, busy []bool) (
 			continue
 		}
 		ok, x := e.eligible(c, conn)
+		if ok && e.deferred(c, conn) {
+			later = append(later, i)
+			continue
+		}
 		if ok {
 			return i, len(conns) > 1, excluded
 		}
 		excluded = append(excluded, x)
 	}
+	full = append(full, later...) // accounts at their usage wall that may still serve, last
 	for _, i := range full {
 		ok, x := e.eligible(c, conns[i])
 		if ok {
@@ -267,6 +274,9 @@ func (e *Engine) eligible(c *call, conn *catalog.ConnEntry) (bool, exclusion) {
 	}
 	if ok, why := e.opt.Cooldowns.Check(conn.ID); !ok {
 		return false, exclusion{conn: conn, why: why}
+	}
+	if x, held := e.quotaHeld(conn); held {
+		return false, x
 	}
 	return true, exclusion{}
 }
@@ -288,6 +298,7 @@ func (e *Engine) atCap(c *call, conn *catalog.ConnEntry) bool {
 type exclusion struct {
 	conn    *catalog.ConnEntry
 	lockout *resilience.Lockout // set when the model is locked out on this connection
+	quota   bool                // set when the account is at its usage wall (quota_window)
 	why     resilience.Exclusion
 }
 
@@ -348,14 +359,28 @@ func (e *Engine) exhausted(c *call, conns []*catalog.ConnEntry, last *failure) *
 	}
 	// Rate limits and quotas are the client's to wait out (429); server errors, timeouts and
 	// overloads are the provider's outage (503).
-	code := errs.Unavailable
-	if reasons[string(resilience.ReasonRateLimit)] || reasons[string(resilience.ReasonQuotaExhausted)] {
-		code = errs.RateLimited
+	code := errs.RateLimited
+	if outage(reasons) {
+		code = errs.Unavailable
 	}
 	cooling := withRetry(fail(code, "all_connections_cooling", "proxy.all_cooling",
 		c.t.provider.Name, joinKeys(reasons, "cooldown"), roundUp(soonest)), soonest)
 	cooling.Diagnostics = diag
 	return cooling
+}
+
+// outage reports whether every connection cools for the provider's own trouble (server errors,
+// overload), rather than for the account's limits (rate limits, quotas, usage windows).
+func outage(reasons map[string]bool) bool {
+	if len(reasons) == 0 {
+		return false
+	}
+	for r := range reasons {
+		if r != string(resilience.ReasonServerError) && r != string(resilience.ReasonModelCapacity) {
+			return false
+		}
+	}
+	return true
 }
 
 // excludedNow lists the connections that cannot take the request right now (without taking a
@@ -367,6 +392,8 @@ func (e *Engine) excludedNow(c *call, conns []*catalog.ConnEntry) []exclusion {
 			out = append(out, x)
 		} else if ok, why := e.opt.Cooldowns.Peek(conn.ID); !ok {
 			out = append(out, exclusion{conn: conn, why: why})
+		} else if x, held := e.quotaHeld(conn); held {
+			out = append(out, x)
 		}
 	}
 	return out
@@ -391,6 +418,8 @@ func diagnostics(all []exclusion) *Diagnostics {
 		switch {
 		case x.lockout != nil:
 			d.Reason, d.Target = "model_lockout", x.lockout.Target
+		case x.quota:
+			d.Reason, d.Detail = quotaWindow, "usage_threshold"
 		case x.why.Status != resilience.StatusCooling:
 			d.Reason, d.Detail, d.SecondsLeft = "terminal", string(x.why.Status), 0
 		}

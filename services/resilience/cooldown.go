@@ -299,3 +299,20 @@ func (c *Cooldowns) All() []ConnState {
 
 // Now is the cooldown table's clock.
 func (c *Cooldowns) Now() time.Time { return c.clock.Now() }
+
+// MarkExpired puts a connection into the expired state for good (no probes): its credential is
+// known to be dead (an OAuth refresh token refused or failing three times in a row). New
+// credentials or an operator's reset clear it.
+func (c *Cooldowns) MarkExpired(id int64, message string) {
+	now := c.clock.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.states[id]
+	if s == nil {
+		s = &ConnState{ConnectionID: id}
+		c.states[id] = s
+	}
+	s.Terminal, s.Until, s.NextProbe, s.FromUpstream, s.Probes = TerminalExpired, time.Time{}, time.Time{}, false, ExpiredProbes
+	s.LastError, s.LastErrorType, s.ErrorCode, s.LastErrorAt = message, ReasonAuthError, 401, now
+	c.persist(*s)
+}

@@ -34,11 +34,11 @@ func (c *Changes) Fail(key string, m errs.Msg) { c.problems.add(key, m) }
 
 // parsePatch reads a partial settings document. A JSON null removes the saved value of a
 // setting, or of every setting in a section.
-func parsePatch(raw []byte) *Changes {
+func parsePatch(sc *schema, raw []byte) *Changes {
 	ch := NewChanges()
 	flat := map[string]json.RawMessage{}
-	flatten(raw, "", flat, ch.problems)
-	for p, v := range decodeValues(flat, ch.problems) {
+	flatten(sc, raw, "", flat, ch.problems)
+	for p, v := range decodeValues(sc, flat, ch.problems) {
 		ch.values[p] = v
 	}
 	return ch
@@ -46,7 +46,7 @@ func parsePatch(raw []byte) *Changes {
 
 // flatten walks a (partial) document into setting path → raw JSON. A null section expands to
 // a null for every setting below it.
-func flatten(raw []byte, prefix string, out map[string]json.RawMessage, fe fieldErrors) {
+func flatten(sc *schema, raw []byte, prefix string, out map[string]json.RawMessage, fe fieldErrors) {
 	obj, problem := decodeObject(raw)
 	if problem != nil {
 		if prefix == "" && problem.Key == "err.json_object" {
@@ -63,16 +63,16 @@ func flatten(raw []byte, prefix string, out map[string]json.RawMessage, fe field
 		switch {
 		case strings.Contains(k, "."):
 			fe.add(p, errs.M("err.unknown_setting"))
-		case byPath[p] != nil:
+		case sc.byPath[p] != nil:
 			out[p] = v
-		case sections[p] && isNull(v):
-			for _, s := range registry {
+		case sc.sections[p] && isNull(v):
+			for _, s := range sc.list {
 				if strings.HasPrefix(s.path, p+".") {
 					out[s.path] = v
 				}
 			}
-		case sections[p]:
-			flatten(v, p, out, fe)
+		case sc.sections[p]:
+			flatten(sc, v, p, out, fe)
 		default:
 			fe.add(p, errs.M("err.unknown_setting"))
 		}
@@ -115,14 +115,14 @@ func isNull(raw json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(raw),
 
 // decodeValues decodes each flattened value; a nil value marks a JSON null. Values that cannot
 // be decoded are reported in fe and left out.
-func decodeValues(flat map[string]json.RawMessage, fe fieldErrors) map[string]any {
+func decodeValues(sc *schema, flat map[string]json.RawMessage, fe fieldErrors) map[string]any {
 	out := make(map[string]any, len(flat))
 	for p, raw := range flat {
 		if isNull(raw) {
 			out[p] = nil
 			continue
 		}
-		v, problem := byPath[p].decode(raw)
+		v, problem := sc.byPath[p].decode(raw)
 		if problem != nil {
 			fe.add(p, *problem)
 			continue

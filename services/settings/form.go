@@ -61,13 +61,18 @@ func (s *Setting) Parse(in Input) (v any, shown Input, problem *errs.Msg) {
 	return s.parse(in)
 }
 
+// Values are a document's effective values by path (*Snapshot, *OAuthSnapshot).
+type Values interface {
+	Value(path string) any
+}
+
 // ReadForm reads the settings at paths from a posted form into changes: each value that
 // differs from the effective one in snap (a value left alone keeps its layer), and a problem
 // for each field that cannot be read. inputs holds each field as the form should show it again.
-func ReadForm(snap *Snapshot, paths []string, form map[string][]string) (ch *Changes, inputs map[string]Input) {
+func ReadForm(snap Values, paths []string, form map[string][]string) (ch *Changes, inputs map[string]Input) {
 	ch, inputs = NewChanges(), make(map[string]Input, len(paths))
 	for _, p := range paths {
-		s, ok := byPath[p]
+		s, ok := Lookup(p)
 		if !ok {
 			ch.Fail(p, errs.M("err.unknown_setting"))
 			continue

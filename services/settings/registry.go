@@ -37,6 +37,8 @@ const (
 	KindCodes                // a list of status codes 100–599
 	KindFamilies             // model quota families, edited as lines "provider: family = pattern, …"
 	KindRules                // a list of rules, edited by a card of its own
+	KindText                 // one line of text (an address, an identifier, a version)
+	KindWords                // a list of words (scopes, beta names), edited as one line
 )
 
 // Setting is one entry of the registry: a setting described once. Its path names it in the
@@ -53,8 +55,8 @@ type Setting struct {
 	suggestions []string // offered when adding to a status list
 	aliases     []string // extra env variable names, consulted after the canonical one
 
-	get      func(*Resilience) any
-	set      func(*Resilience, any)
+	get      func(doc any) any // doc is a pointer to the setting's document (*Resilience, *OAuth)
+	set      func(doc any, v any)
 	accepts  func(any) bool                         // whether a value has the setting's Go type
 	decode   func(json.RawMessage) (any, *errs.Msg) // a JSON value of a patch
 	parseEnv func(string) (any, *errs.Msg)          // an environment variable's text
@@ -118,14 +120,14 @@ func (s *Setting) alias(names ...string) *Setting {
 
 // newSetting builds an entry of Go type T from a field accessor, a validator, an env parser and
 // its form codec (nil input and parse for settings a card of their own edits).
-func newSetting[T any](path string, kind Kind, def T, field func(*Resilience) *T, check func(string, T, fieldErrors),
+func newSetting[D, T any](path string, kind Kind, def T, field func(*D) *T, check func(string, T, fieldErrors),
 	parseEnv func(string) (T, *errs.Msg), input func(T) Input, parse func(Input) (T, Input, *errs.Msg)) *Setting {
 	s := &Setting{
 		path: path,
 		kind: kind,
 		def:  def,
-		get:  func(r *Resilience) any { return *field(r) },
-		set:  func(r *Resilience, v any) { *field(r) = v.(T) },
+		get:  func(d any) any { return *field(d.(*D)) },
+		set:  func(d any, v any) { *field(d.(*D)) = v.(T) },
 		accepts: func(v any) bool {
 			_, ok := v.(T)
 			return ok
@@ -186,7 +188,7 @@ func msg(key string, args ...any) *errs.Msg {
 	return &m
 }
 
-func ranged[T number](kind Kind, path string, def, lo, hi T, field func(*Resilience) *T) *Setting {
+func ranged[D any, T number](kind Kind, path string, def, lo, hi T, field func(*D) *T) *Setting {
 	s := newSetting(path, kind, def, field, scalar(between(lo, hi)), envNumber[T],
 		func(v T) Input { return Input{Text: formatNumber(v)} },
 		func(in Input) (T, Input, *errs.Msg) {
@@ -198,16 +200,16 @@ func ranged[T number](kind Kind, path string, def, lo, hi T, field func(*Resilie
 }
 
 // num is a count or fraction with its range.
-func num[T number](path string, def, lo, hi T, field func(*Resilience) *T) *Setting {
+func num[D any, T number](path string, def, lo, hi T, field func(*D) *T) *Setting {
 	return ranged(KindNumber, path, def, lo, hi, field)
 }
 
 // ms is a duration in milliseconds with its range.
-func ms(path string, def, lo, hi int64, field func(*Resilience) *int64) *Setting {
+func ms[D any](path string, def, lo, hi int64, field func(*D) *int64) *Setting {
 	return ranged(KindDuration, path, def, lo, hi, field)
 }
 
-func flag(path string, def bool, field func(*Resilience) *bool) *Setting {
+func flag[D any](path string, def bool, field func(*D) *bool) *Setting {
 	return newSetting(path, KindToggle, def, field, func(string, bool, fieldErrors) {},
 		func(text string) (bool, *errs.Msg) {
 			b, err := strconv.ParseBool(strings.TrimSpace(text))
@@ -220,7 +222,7 @@ func flag(path string, def bool, field func(*Resilience) *bool) *Setting {
 		parseToggle)
 }
 
-func enum(path, def string, allowed []string, field func(*Resilience) *string) *Setting {
+func enum[D any](path, def string, allowed []string, field func(*D) *string) *Setting {
 	s := newSetting(path, KindSelect, def, field, scalar(oneOf(allowed)),
 		func(text string) (string, *errs.Msg) { return strings.TrimSpace(text), nil },
 		func(v string) Input { return Input{Text: v} },
@@ -235,14 +237,14 @@ func enum(path, def string, allowed []string, field func(*Resilience) *string) *
 // statusSuggestions are offered for the status lists of retry and the breaker.
 var statusSuggestions = []string{"408", "429", "500", "502", "503", "504", "522", "524", "529", "5xx", "4xx"}
 
-func statusList(path string, def []string, field func(*Resilience) *[]string) *Setting {
+func statusList[D any](path string, def []string, field func(*D) *[]string) *Setting {
 	s := newSetting(path, KindStatuses, def, field, scalar(checkStatusPatterns), splitList,
 		func(v []string) Input { return Input{List: slices.Clone(v)} }, parseStatuses)
 	s.suggestions = statusSuggestions
 	return s
 }
 
-func codeList(path string, def []int, field func(*Resilience) *[]int) *Setting {
+func codeList[D any](path string, def []int, field func(*D) *[]int) *Setting {
 	s := newSetting(path, KindCodes, def, field, scalar(checkCodes),
 		func(text string) ([]int, *errs.Msg) {
 			parts, _ := splitList(text)
@@ -267,7 +269,7 @@ func codeList(path string, def []int, field func(*Resilience) *[]int) *Setting {
 	return s
 }
 
-func families(path string, field func(*Resilience) *map[string]map[string][]string) *Setting {
+func families[D any](path string, field func(*D) *map[string]map[string][]string) *Setting {
 	return newSetting(path, KindFamilies, map[string]map[string][]string{}, field, checkFamilies,
 		func(text string) (map[string]map[string][]string, *errs.Msg) {
 			v := map[string]map[string][]string{}
@@ -282,7 +284,7 @@ func families(path string, field func(*Resilience) *map[string]map[string][]stri
 
 // ruleList is a list of rules; from the environment it is read as a JSON array. Its card reads
 // each rule's fields itself (ParseWhole, ParseCodes, ParseLines).
-func ruleList[T any](path string, field func(*Resilience) *[]T, check func(string, []T, fieldErrors)) *Setting {
+func ruleList[D, T any](path string, field func(*D) *[]T, check func(string, []T, fieldErrors)) *Setting {
 	return newSetting(path, KindRules, []T{}, field, check, func(text string) ([]T, *errs.Msg) {
 		var v []T
 		if err := strictUnmarshal([]byte(text), &v); err != nil {
@@ -405,12 +407,29 @@ var registry = []*Setting{
 }
 
 // byPath and sections index the registry; both are read-only after init.
-var byPath, sections = indexRegistry()
+var byPath, sections = indexRegistry(registry)
 
-func indexRegistry() (map[string]*Setting, map[string]bool) {
-	idx := make(map[string]*Setting, len(registry))
+// schema is one settings document: its settings in document order, indexed by path, the key
+// its saved values live under and its cross-field rules. The resilience document and the OAuth
+// document (oauth.go) are both read, layered, validated and saved by the same code through it.
+type schema struct {
+	key      string // the key_value key of the saved values
+	list     []*Setting
+	byPath   map[string]*Setting
+	sections map[string]bool
+	newDoc   func() any // a pointer to an empty document
+	cross    func(doc any, fe fieldErrors) []crossCheck
+}
+
+// resilienceSchema is the resilience document (GET/PATCH /api/settings/resilience).
+var resilienceSchema = &schema{key: StoreKey, list: registry, byPath: byPath, sections: sections,
+	newDoc: func() any { return new(Resilience) },
+	cross:  func(doc any, fe fieldErrors) []crossCheck { return checkCross(doc.(*Resilience), fe) }}
+
+func indexRegistry(list []*Setting) (map[string]*Setting, map[string]bool) {
+	idx := make(map[string]*Setting, len(list))
 	secs := map[string]bool{}
-	for _, s := range registry {
+	for _, s := range list {
 		idx[s.path] = s
 		for j := strings.IndexByte(s.path, '.'); j >= 0; j = nextDot(s.path, j) {
 			secs[s.path[:j]] = true
@@ -427,9 +446,13 @@ func nextDot(s string, after int) int {
 	return after + 1 + i
 }
 
-// Lookup returns the setting at path.
+// Lookup returns the setting at path, of the resilience or the OAuth document (their paths
+// never collide).
 func Lookup(path string) (*Setting, bool) {
-	s, ok := byPath[path]
+	if s, ok := byPath[path]; ok {
+		return s, true
+	}
+	s, ok := oauthSchema.byPath[path]
 	return s, ok
 }
 

@@ -56,53 +56,67 @@ func New(ctx context.Context, store Store, lookupEnv func(string) (string, bool)
 	if now == nil {
 		now = time.Now
 	}
-	env, err := loadEnv(lookupEnv)
+	s := &Service{store: store, now: now}
+	var doc any
+	var sources map[string]string
+	var rev int64
+	var err error
+	s.env, s.persisted, s.warnings, doc, sources, rev, err = load(ctx, resilienceSchema, store, lookupEnv)
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{store: store, now: now, env: env, persisted: map[string]any{}}
-	raw, ok, err := store.GetValue(ctx, StoreKey)
-	if err != nil {
-		return nil, fmt.Errorf("settings: load %s: %w", StoreKey, err)
-	}
-	if ok {
-		s.loadPersisted([]byte(raw))
-	}
-	var rev int64
-	if rs, ok := store.(revisionStore); ok {
-		if rev, err = rs.Revision(ctx, StoreKey); err != nil {
-			return nil, fmt.Errorf("settings: load revision: %w", err)
-		}
-	}
-	values, sources := build(s.env, s.persisted)
-	s.snap.Store(newSnapshot(values, sources, rev, now()))
+	s.snap.Store(newSnapshot(*doc.(*Resilience), sources, rev, now()))
 	return s, nil
 }
 
-// loadPersisted keeps every saved setting that still exists and validates, alone and together.
-func (s *Service) loadPersisted(raw []byte) {
+// load reads a document's environment and saved values and builds its effective values.
+func load(ctx context.Context, sc *schema, store Store, lookupEnv func(string) (string, bool)) (env, persisted map[string]any,
+	warnings []string, doc any, sources map[string]string, rev int64, err error) {
+	if env, err = loadEnv(sc, lookupEnv); err != nil {
+		return nil, nil, nil, nil, nil, 0, err
+	}
+	persisted = map[string]any{}
+	raw, ok, err := store.GetValue(ctx, sc.key)
+	if err != nil {
+		return nil, nil, nil, nil, nil, 0, fmt.Errorf("settings: load %s: %w", sc.key, err)
+	}
+	if ok {
+		warnings = loadPersisted(sc, env, persisted, []byte(raw))
+	}
+	if rs, ok := store.(revisionStore); ok {
+		if rev, err = rs.Revision(ctx, sc.key); err != nil {
+			return nil, nil, nil, nil, nil, 0, fmt.Errorf("settings: load revision: %w", err)
+		}
+	}
+	doc, sources = build(sc, env, persisted)
+	return env, persisted, warnings, doc, sources, rev, nil
+}
+
+// loadPersisted keeps in persisted every saved setting that still exists and validates, alone
+// and together, and returns what it had to ignore.
+func loadPersisted(sc *schema, env, persisted map[string]any, raw []byte) (warnings []string) {
 	fe := fieldErrors{}
 	flat := map[string]json.RawMessage{}
-	flatten(raw, "", flat, fe)
-	for p, v := range decodeValues(flat, fe) {
+	flatten(sc, raw, "", flat, fe)
+	for p, v := range decodeValues(sc, flat, fe) {
 		if v == nil {
 			continue
 		}
 		own := fieldErrors{}
-		if byPath[p].check(p, v, own); len(own) > 0 {
+		if sc.byPath[p].check(p, v, own); len(own) > 0 {
 			fe.merge(own)
 			continue
 		}
-		s.persisted[p] = v
+		persisted[p] = v
 	}
 	for dropped := true; dropped; {
 		dropped = false
-		r, _ := build(s.env, s.persisted)
+		doc, _ := build(sc, env, persisted)
 		cross := fieldErrors{}
-		for _, c := range checkCross(&r, cross) {
+		for _, c := range sc.cross(doc, cross) {
 			for _, p := range c.paths {
-				if _, ok := s.persisted[p]; ok {
-					delete(s.persisted, p)
+				if _, ok := persisted[p]; ok {
+					delete(persisted, p)
 					dropped = true
 				}
 			}
@@ -110,8 +124,9 @@ func (s *Service) loadPersisted(raw []byte) {
 		fe.merge(cross)
 	}
 	for _, k := range slices.Sorted(maps.Keys(fe)) {
-		s.warnings = append(s.warnings, fmt.Sprintf("%s: saved value ignored: %s: %s", StoreKey, k, fe[k]))
+		warnings = append(warnings, fmt.Sprintf("%s: saved value ignored: %s: %s", sc.key, k, fe[k]))
 	}
+	return warnings
 }
 
 // Warnings lists the saved values New had to ignore, for the caller to log.
@@ -135,7 +150,7 @@ func (s *Service) OnChange(fn func(*Snapshot)) {
 // JSON null removes the saved value of a setting (or of every setting in a section), reverting
 // it to the environment or default.
 func (s *Service) Patch(ctx context.Context, raw []byte) (*Snapshot, error) {
-	return s.Apply(ctx, parsePatch(raw))
+	return s.Apply(ctx, parsePatch(resilienceSchema, raw))
 }
 
 // Apply validates changes and saves them. Problems met while reading them, unknown settings,
@@ -145,20 +160,40 @@ func (s *Service) Patch(ctx context.Context, raw []byte) (*Snapshot, error) {
 func (s *Service) Apply(ctx context.Context, ch *Changes) (*Snapshot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	next, values, sources, rev, changed, err := apply(ctx, resilienceSchema, s.store, s.env, s.persisted, ch)
+	if err != nil {
+		return nil, err
+	}
+	if !changed {
+		return s.snap.Load(), nil
+	}
+	s.persisted = next
+	snap := newSnapshot(*values.(*Resilience), sources, rev, s.now())
+	s.snap.Store(snap)
+	for _, fn := range s.listeners {
+		fn(snap)
+	}
+	return snap, nil
+}
 
+// apply validates changes against a document's saved values and, when they change something,
+// saves the new values (next) and returns them with the effective document they make. Every
+// problem is reported in one *errs.Error and then nothing is saved.
+func apply(ctx context.Context, sc *schema, store Store, env, persisted map[string]any, ch *Changes) (next map[string]any,
+	doc any, sources map[string]string, rev int64, changed bool, err error) {
 	fe := fieldErrors{}
 	fe.merge(ch.problems)
-	next := maps.Clone(s.persisted)
+	next = maps.Clone(persisted)
 	for _, p := range slices.Sorted(maps.Keys(ch.values)) {
 		v := ch.values[p]
-		st, ok := byPath[p]
+		st, ok := sc.byPath[p]
 		switch {
 		case !ok:
 			fe.add(p, errs.M("err.unknown_setting"))
 		case v == nil:
 			delete(next, p)
 		case !st.accepts(v):
-			return nil, errs.Internalf("settings: %s cannot hold a %T", p, v)
+			return nil, nil, nil, 0, false, errs.Internalf("settings: %s cannot hold a %T", p, v)
 		default:
 			own := fieldErrors{}
 			if st.check(p, v, own); len(own) > 0 {
@@ -168,39 +203,34 @@ func (s *Service) Apply(ctx context.Context, ch *Changes) (*Snapshot, error) {
 			next[p] = v
 		}
 	}
-	values, sources := build(s.env, next)
-	checkCross(&values, fe)
+	doc, sources = build(sc, env, next)
+	sc.cross(doc, fe)
 	if err := fe.err(); err != nil {
-		return nil, err
+		return nil, nil, nil, 0, false, err
 	}
-
-	doc, err := marshalPersisted(next)
+	text, err := marshalPersisted(next)
 	if err != nil {
-		return nil, fmt.Errorf("settings: encode: %w", err)
+		return nil, nil, nil, 0, false, fmt.Errorf("settings: encode: %w", err)
 	}
-	if old, _ := marshalPersisted(s.persisted); old == doc {
-		return s.snap.Load(), nil
+	if old, _ := marshalPersisted(persisted); old == text {
+		return nil, nil, nil, 0, false, nil
 	}
-	rev, err := s.store.SaveRevision(ctx, StoreKey, doc)
-	if err != nil {
-		return nil, fmt.Errorf("settings: save %s: %w", StoreKey, err)
+	if rev, err = store.SaveRevision(ctx, sc.key, text); err != nil {
+		return nil, nil, nil, 0, false, fmt.Errorf("settings: save %s: %w", sc.key, err)
 	}
-	s.persisted = next
-	snap := newSnapshot(values, sources, rev, s.now())
-	s.snap.Store(snap)
-	for _, fn := range s.listeners {
-		fn(snap)
-	}
-	return snap, nil
+	return next, doc, sources, rev, true, nil
 }
 
 // loadEnv reads every setting's canonical variable, then its aliases; the first one set wins.
 // Problems are keyed by the variable's name (cross-field ones by the setting's path).
-func loadEnv(lookup func(string) (string, bool)) (map[string]any, error) {
+func loadEnv(sc *schema, lookup func(string) (string, bool)) (map[string]any, error) {
+	if lookup == nil {
+		lookup = func(string) (string, bool) { return "", false }
+	}
 	vals := map[string]any{}
 	setBy := map[string]string{} // setting path → variable name
 	fe := fieldErrors{}
-	for _, st := range registry {
+	for _, st := range sc.list {
 		for _, name := range st.EnvNames() {
 			text, ok := lookup(name)
 			if !ok {
@@ -226,9 +256,9 @@ func loadEnv(lookup func(string) (string, bool)) (map[string]any, error) {
 		}
 	}
 	if len(fe) == 0 {
-		r, _ := build(vals, nil)
+		doc, _ := build(sc, vals, nil)
 		cross := fieldErrors{}
-		for _, c := range checkCross(&r, cross) {
+		for _, c := range sc.cross(doc, cross) {
 			var names []string
 			for _, p := range c.paths {
 				if n, ok := setBy[p]; ok {
@@ -244,11 +274,12 @@ func loadEnv(lookup func(string) (string, bool)) (map[string]any, error) {
 	return vals, nil
 }
 
-// build merges the layers over the defaults and records each setting's source.
-func build(env, persisted map[string]any) (Resilience, map[string]string) {
-	var r Resilience
-	sources := make(map[string]string, len(registry))
-	for _, st := range registry {
+// build merges the layers over the defaults into a new document (a pointer) and records each
+// setting's source.
+func build(sc *schema, env, persisted map[string]any) (any, map[string]string) {
+	r := sc.newDoc()
+	sources := make(map[string]string, len(sc.list))
+	for _, st := range sc.list {
 		v, src := st.def, SourceDefault
 		if ev, ok := env[st.path]; ok {
 			v, src = ev, SourceEnv
@@ -256,7 +287,7 @@ func build(env, persisted map[string]any) (Resilience, map[string]string) {
 		if pv, ok := persisted[st.path]; ok {
 			v, src = pv, SourcePersisted
 		}
-		st.set(&r, cloneValue(v))
+		st.set(r, cloneValue(v))
 		sources[st.path] = src
 	}
 	return r, sources

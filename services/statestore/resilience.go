@@ -39,14 +39,30 @@ func LockoutRecord(k resilience.LockoutKey, l *resilience.Lockout) Record {
 	return r
 }
 
+// LaneRecord is the record of a connection's Claude lane; nothing left to remember deletes it.
+func LaneRecord(st resilience.LaneState) Record {
+	r := Record{Kind: ClaudeLane, Key: strconv.FormatInt(st.ConnectionID, 10), ConnectionID: st.ConnectionID}
+	if !st.Empty() {
+		r.Value = st
+	}
+	return r
+}
+
+// UsageRecord is the record of a subscription account's usage windows.
+func UsageRecord(u resilience.AccountUsage) Record {
+	return Record{Kind: ClaudeUsage, Key: strconv.FormatInt(u.ConnectionID, 10), ConnectionID: u.ConnectionID, Value: u}
+}
+
 // Resilience is the stored resilience state, as loaded at start.
 type Resilience struct {
 	Connections []resilience.ConnState
 	Breakers    []resilience.BreakerState
 	Lockouts    []resilience.Lockout
+	Lanes       []resilience.LaneState
+	Usage       []resilience.AccountUsage
 }
 
-// LoadResilience reads every stored connection state, breaker and lockout.
+// LoadResilience reads every stored connection state, breaker, lockout, lane and usage reading.
 func LoadResilience(ctx context.Context, s Store) (Resilience, error) {
 	var out Resilience
 	var err error
@@ -56,6 +72,12 @@ func LoadResilience(ctx context.Context, s Store) (Resilience, error) {
 	if out.Breakers, err = LoadAll[resilience.BreakerState](ctx, s, Breaker); err != nil {
 		return out, err
 	}
-	out.Lockouts, err = LoadAll[resilience.Lockout](ctx, s, ModelLockout)
+	if out.Lockouts, err = LoadAll[resilience.Lockout](ctx, s, ModelLockout); err != nil {
+		return out, err
+	}
+	if out.Lanes, err = LoadAll[resilience.LaneState](ctx, s, ClaudeLane); err != nil {
+		return out, err
+	}
+	out.Usage, err = LoadAll[resilience.AccountUsage](ctx, s, ClaudeUsage)
 	return out, err
 }

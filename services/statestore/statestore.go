@@ -19,6 +19,9 @@ const (
 	Connection   Kind = "connection"    // resilience.ConnState by connection id
 	Breaker      Kind = "breaker"       // resilience.BreakerState by provider/model
 	ModelLockout Kind = "model_lockout" // resilience.Lockout by provider/connection/target
+	ClaudeLane   Kind = "claude_lane"   // resilience.LaneState by connection id
+	ClaudeUsage  Kind = "claude_usage"  // resilience.AccountUsage by connection id
+	OAuthRefresh Kind = "oauth_refresh" // oauth.RefreshState (strikes, back-off) by connection id
 )
 
 // Record is one piece of state.

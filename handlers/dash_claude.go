@@ -1,0 +1,98 @@
+package handlers
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"switchyard/i18n"
+	"switchyard/services/catalog"
+	"switchyard/views"
+)
+
+// claudeFields are the fields of the Claude account forms, for placing service errors.
+var claudeFields = []string{"provider", "code", "name", "setup_token"}
+
+// claudeProviders lists the providers a Claude account can be added to (type anthropic).
+func (d *Dashboard) claudeProviders() []string {
+	var out []string
+	for _, p := range d.Catalog.Registry().Providers() {
+		if p.Type == catalog.TypeAnthropic {
+			out = append(out, p.Name)
+		}
+	}
+	return out
+}
+
+// renderClaude answers a Claude account form that needs the page again: the providers page
+// with the Claude card as given (422 when something was refused).
+func (d *Dashboard) renderClaude(c echo.Context, status int, f views.ClaudeForm) error {
+	m, err := d.providersModel(c)
+	if err != nil {
+		return err
+	}
+	m.Claude = f
+	return Render(c, status, views.ProvidersPage(m))
+}
+
+// StartClaudeSignIn answers POST /oauth/claude/start: the providers page with the sign-in's
+// second step, the address to sign in at and the field for the code Claude shows.
+func (d *Dashboard) StartClaudeSignIn(c echo.Context) error {
+	f := views.ClaudeForm{Provider: strings.TrimSpace(c.FormValue("provider"))}
+	si, err := d.Claude.Start(f.Provider)
+	if err != nil {
+		fields, form, ok := formErrors(ctx(c), err, claudeFields...)
+		if !ok {
+			return err
+		}
+		f.Errors, f.Error = fields, form
+		return d.renderClaude(c, http.StatusUnprocessableEntity, f)
+	}
+	f.AuthURL = si.AuthURL
+	return d.renderClaude(c, http.StatusOK, f)
+}
+
+// CompleteClaudeSignIn answers POST /oauth/claude/complete with the pasted CODE#STATE (or the
+// callback address): the account's connection is added, or updated when it is there already.
+func (d *Dashboard) CompleteClaudeSignIn(c echo.Context) error {
+	f := views.ClaudeForm{AuthURL: strings.TrimSpace(c.FormValue("auth_url"))}
+	conn, created, err := d.Claude.Complete(ctx(c), c.FormValue("code"))
+	if err != nil {
+		fields, form, ok := formErrors(ctx(c), err, claudeFields...)
+		if !ok {
+			return err
+		}
+		f.Errors, f.Error = fields, form
+		return d.renderClaude(c, http.StatusUnprocessableEntity, f)
+	}
+	key := "claude.added"
+	if !created {
+		key = "claude.updated"
+	}
+	d.flash(c, "success", i18n.T(ctx(c), key, conn.Name, conn.Provider))
+	return seeOther(c, "/providers#conn-"+strconv.FormatInt(conn.ID, 10))
+}
+
+// AddClaudeSetupToken answers POST /oauth/claude/setup-token: a Claude account from a pasted
+// long-lived setup token (claude setup-token), never refreshed.
+func (d *Dashboard) AddClaudeSetupToken(c echo.Context) error {
+	f := views.ClaudeForm{Provider: strings.TrimSpace(c.FormValue("provider")), Name: strings.TrimSpace(c.FormValue("name"))}
+	if f.Provider == "" {
+		f.Provider = catalog.TypeAnthropic
+	}
+	token, oauth := c.FormValue("setup_token"), catalog.AuthOAuth
+	conn, err := d.Catalog.CreateConnection(ctx(c), catalog.ConnectionInput{Provider: &f.Provider, Name: &f.Name, AuthType: &oauth,
+		SetupToken: &token}, d.ValidateConnectionOverrides)
+	if err != nil {
+		fields, form, ok := formErrors(ctx(c), err, claudeFields...)
+		if !ok {
+			return err
+		}
+		f.Errors, f.Error, f.SetupOpen = fields, form, true
+		return d.renderClaude(c, http.StatusUnprocessableEntity, f)
+	}
+	d.flash(c, "success", i18n.T(ctx(c), "claude.added", conn.Name, conn.Provider))
+	return seeOther(c, "/providers#conn-"+strconv.FormatInt(conn.ID, 10))
+}

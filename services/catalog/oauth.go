@@ -1,0 +1,247 @@
+package catalog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/jmoiron/sqlx"
+
+	"switchyard/db"
+	"switchyard/services/errs"
+)
+
+// OAuthCredential is what an OAuth connection holds: its tokens and the account they belong to.
+// It is sealed into the connection's secret like an API key; the tokens print as placeholders.
+type OAuthCredential struct {
+	AccessToken Secret
+	// RefreshToken is "" for a pasted setup token, which lives long and is never refreshed.
+	RefreshToken Secret
+	// ExpiresAt is when the access token stops working; zero when unknown (setup tokens).
+	ExpiresAt time.Time
+	// RefreshedAt is when the pair was issued: the sign-in or the last refresh.
+	RefreshedAt time.Time
+	Account     OAuthAccount
+	// Rev counts the credentials stored for the connection; a refresh stores Rev+1 only over
+	// Rev, so a sign-in that happened meanwhile is never overwritten by an older refresh.
+	Rev int64
+}
+
+// SetupToken reports whether the credential is a pasted long-lived token without refresh.
+func (c OAuthCredential) SetupToken() bool { return c.RefreshToken == "" }
+
+// OAuthAccount is the subscription account behind an OAuth connection; none of it is secret.
+type OAuthAccount struct {
+	UUID             string `json:"uuid,omitempty"`
+	Email            string `json:"email,omitempty"`
+	OrganizationUUID string `json:"organization_uuid,omitempty"`
+	OrganizationName string `json:"organization_name,omitempty"`
+	// Plan is the subscription as the token endpoint names it (e.g. claude_max); "" if unknown.
+	Plan string `json:"plan,omitempty"`
+}
+
+// sealedOAuth is the stored form of an OAuthCredential, the plaintext that is sealed.
+type sealedOAuth struct {
+	AccessToken  string       `json:"access_token"`
+	RefreshToken string       `json:"refresh_token,omitempty"`
+	ExpiresAt    int64        `json:"expires_at,omitempty"`   // unix ms
+	RefreshedAt  int64        `json:"refreshed_at,omitempty"` // unix ms
+	Account      OAuthAccount `json:"account"`
+	Rev          int64        `json:"rev"`
+}
+
+func encodeOAuth(c OAuthCredential) []byte {
+	s := sealedOAuth{AccessToken: c.AccessToken.Reveal(), RefreshToken: c.RefreshToken.Reveal(), Account: c.Account, Rev: c.Rev}
+	if !c.ExpiresAt.IsZero() {
+		s.ExpiresAt = c.ExpiresAt.UnixMilli()
+	}
+	if !c.RefreshedAt.IsZero() {
+		s.RefreshedAt = c.RefreshedAt.UnixMilli()
+	}
+	b, _ := json.Marshal(s) // plain strings and numbers: cannot fail
+	return b
+}
+
+func decodeOAuth(b []byte) (OAuthCredential, error) {
+	var s sealedOAuth
+	if err := json.Unmarshal(b, &s); err != nil {
+		return OAuthCredential{}, fmt.Errorf("decode oauth credential: %w", err)
+	}
+	c := OAuthCredential{AccessToken: Secret(s.AccessToken), RefreshToken: Secret(s.RefreshToken), Account: s.Account, Rev: s.Rev}
+	if s.ExpiresAt > 0 {
+		c.ExpiresAt = time.UnixMilli(s.ExpiresAt)
+	}
+	if s.RefreshedAt > 0 {
+		c.RefreshedAt = time.UnixMilli(s.RefreshedAt)
+	}
+	return c, nil
+}
+
+// AccountView is what the admin API shows of an OAuth connection's account; never a token.
+type AccountView struct {
+	Email        string `json:"email,omitempty"`
+	Organization string `json:"organization,omitempty"`
+	Plan         string `json:"plan,omitempty"`
+	// SetupToken is set for a pasted long-lived token (no refresh, no account details).
+	SetupToken bool `json:"setup_token"`
+}
+
+// openOAuth reads the credential of an OAuth connection row.
+func (s *Service) openOAuth(c db.Connection) (OAuthCredential, error) {
+	plain, err := s.box.Open(c.Secret, connectionAAD(c.ID))
+	if err != nil {
+		return OAuthCredential{}, err
+	}
+	return decodeOAuth(plain)
+}
+
+// setupTokenPrefix starts every Claude setup token (claude setup-token).
+const setupTokenPrefix = "sk-ant-oat"
+
+// checkSetupToken says what is wrong with a pasted setup token, if anything.
+func checkSetupToken(t string) (errs.Msg, bool) {
+	switch {
+	case t == "":
+		return errs.M("err.required"), true
+	case strings.IndexFunc(t, unicode.IsControl) >= 0, strings.IndexFunc(t, unicode.IsSpace) >= 0:
+		return errs.M("err.api_key"), true
+	case !strings.HasPrefix(t, setupTokenPrefix):
+		return errs.M("err.setup_token"), true
+	}
+	return errs.Msg{}, false
+}
+
+// SaveOAuthAccount stores a signed-in account on a provider (of type anthropic): when one of the
+// provider's OAuth connections already belongs to the same account it gets the new credential
+// (signing in again never duplicates a connection, and clears a terminal state such as expired);
+// otherwise a new connection named name is created (name-2, name-3, … when taken). created
+// reports which happened.
+func (s *Service) SaveOAuthAccount(ctx context.Context, provider, name string, cred OAuthCredential) (Connection, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out Connection
+	var existing int64
+	err := s.db.WithTx(ctx, func(tx *sqlx.Tx) error {
+		prov, err := db.GetProviderByName(ctx, tx, provider)
+		if errors.Is(err, db.ErrNotFound) {
+			return errs.Field("provider", "err.no_provider")
+		}
+		if err != nil {
+			return err
+		}
+		if prov.Type != TypeAnthropic {
+			return errs.Field("provider", "err.oauth_provider")
+		}
+		rows, err := db.ListConnections(ctx, tx)
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			if r.ProviderID != prov.ID || r.AuthType != AuthOAuth || cred.Account.UUID == "" {
+				continue
+			}
+			old, err := s.openOAuth(r)
+			if err != nil || old.Account.UUID != cred.Account.UUID {
+				continue
+			}
+			cred.Rev = old.Rev + 1
+			r.Secret = s.box.Seal(encodeOAuth(cred), connectionAAD(r.ID))
+			if err := db.UpdateConnection(ctx, tx, &r); err != nil {
+				return err
+			}
+			existing, out = r.ID, s.connectionView(r, prov.Name)
+			return nil
+		}
+		c := db.Connection{ProviderID: prov.ID, AuthType: AuthOAuth, Enabled: true, Secret: []byte{0}}
+		base := strings.TrimSpace(name)
+		if base == "" {
+			base = "claude"
+		}
+		if len(base) > 90 {
+			base = base[:90]
+		}
+		for i := 1; ; i++ {
+			c.Name = base
+			if i > 1 {
+				c.Name = fmt.Sprintf("%s-%d", base, i)
+			}
+			err := db.InsertConnection(ctx, tx, &c)
+			if errors.Is(err, db.ErrConflict) && i < 100 {
+				continue
+			}
+			if err != nil {
+				return mapDBErr(err, "name", "err.connection_exists")
+			}
+			break
+		}
+		cred.Rev = 1
+		c.Secret = s.box.Seal(encodeOAuth(cred), connectionAAD(c.ID))
+		if err := db.UpdateConnection(ctx, tx, &c); err != nil {
+			return err
+		}
+		out = s.connectionView(c, prov.Name)
+		return nil
+	})
+	if err != nil {
+		return Connection{}, false, err
+	}
+	if err := s.rebuild(ctx); err != nil {
+		return Connection{}, false, err
+	}
+	if existing != 0 {
+		for _, fn := range s.newCreds {
+			if err := fn(ctx, existing); err != nil {
+				return Connection{}, false, err
+			}
+		}
+	}
+	return out, existing == 0, nil
+}
+
+// ErrStaleCredential is returned by StoreRefreshed when the connection's credential changed
+// since the refresh began (a new sign-in, or the connection is gone).
+var ErrStaleCredential = errors.New("the connection's credential changed meanwhile")
+
+// StoreRefreshed commits a refreshed token pair of an OAuth connection, as revision prev+1, only
+// while the stored credential is still revision prev of the same account. It returns once the
+// pair is committed, so nothing uses a rotated token that a crash could lose. The registry is
+// not rebuilt: the token holder serves the new pair, and the next rebuild reads it back.
+func (s *Service) StoreRefreshed(ctx context.Context, id, prev int64, cred OAuthCredential) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.db.WithTx(ctx, func(tx *sqlx.Tx) error {
+		row, err := db.GetConnection(ctx, tx, id)
+		if errors.Is(err, db.ErrNotFound) {
+			return ErrStaleCredential
+		}
+		if err != nil {
+			return err
+		}
+		old, err := s.openOAuth(row)
+		if err != nil || row.AuthType != AuthOAuth || old.Rev != prev || old.Account.UUID != cred.Account.UUID {
+			return ErrStaleCredential
+		}
+		cred.Rev = prev + 1
+		return db.UpdateConnectionSecret(ctx, tx, id, s.box.Seal(encodeOAuth(cred), connectionAAD(id)))
+	})
+}
+
+// OAuthCredential reads the stored credential of an OAuth connection from the database (not the
+// registry, which may hold an older pair).
+func (s *Service) OAuthCredential(ctx context.Context, id int64) (OAuthCredential, error) {
+	row, err := db.GetConnection(ctx, s.db.W, id)
+	if errors.Is(err, db.ErrNotFound) {
+		return OAuthCredential{}, errs.New(errs.NotFound, "err.connection_not_found", id)
+	}
+	if err != nil {
+		return OAuthCredential{}, err
+	}
+	if row.AuthType != AuthOAuth {
+		return OAuthCredential{}, errs.New(errs.Invalid, "err.not_oauth", id)
+	}
+	return s.openOAuth(row)
+}

@@ -1,0 +1,303 @@
+package oauth
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/oauth2"
+
+	"switchyard/services/catalog"
+	"switchyard/services/errs"
+	"switchyard/services/settings"
+)
+
+// SignInTTL is how long a started sign-in waits for its code.
+const SignInTTL = 10 * time.Minute
+
+// maxPending bounds the sign-ins waiting for their code; the oldest goes first.
+const maxPending = 64
+
+// pendingSignIn is a started sign-in: the PKCE verifier stays here, server-side, until the code
+// comes back (once).
+type pendingSignIn struct {
+	verifier string
+	provider string
+	expires  time.Time
+	started  time.Time
+}
+
+// SignIn is what Start answers: the address to open and the state that ties the code to it.
+type SignIn struct {
+	AuthURL   string    `json:"auth_url"`
+	State     string    `json:"state"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// Start begins a Claude sign-in for provider ("" = anthropic): authorization code with PKCE
+// (S256). The browser opens AuthURL; Claude's page then shows CODE#STATE to paste back.
+func (s *Service) Start(provider string) (SignIn, error) {
+	provider = strings.TrimSpace(provider)
+	if provider == "" {
+		provider = catalog.TypeAnthropic
+	}
+	p, ok := s.opt.Catalog.Registry().Provider(provider)
+	switch {
+	case !ok:
+		return SignIn{}, errs.Field("provider", "err.no_provider")
+	case p.Type != catalog.TypeAnthropic:
+		return SignIn{}, errs.Field("provider", "err.oauth_provider")
+	}
+	cfg := s.opt.Settings.Snapshot().Claude()
+	verifier := oauth2.GenerateVerifier()
+	state := randomState()
+	now := s.opt.Clock.Now()
+	conf := oauthConfig(cfg)
+	// code=true asks Claude's page to show the code for pasting; prompt=login lets several
+	// accounts sign in one after another, each with its own refresh token family.
+	authURL := conf.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier),
+		oauth2.SetAuthURLParam("code", "true"), oauth2.SetAuthURLParam("prompt", "login"))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sweepLocked(now)
+	if len(s.pending) >= maxPending {
+		var oldest string
+		for k, p := range s.pending {
+			if oldest == "" || p.started.Before(s.pending[oldest].started) {
+				oldest = k
+			}
+		}
+		delete(s.pending, oldest)
+	}
+	s.pending[state] = pendingSignIn{verifier: verifier, provider: provider, expires: now.Add(SignInTTL), started: now}
+	return SignIn{AuthURL: authURL, State: state, ExpiresAt: now.Add(SignInTTL)}, nil
+}
+
+func oauthConfig(cfg settings.ClaudeOAuth) *oauth2.Config {
+	return &oauth2.Config{ClientID: cfg.ClientID, RedirectURL: cfg.RedirectURI, Scopes: cfg.Scopes,
+		Endpoint: oauth2.Endpoint{AuthURL: cfg.AuthorizeURL, TokenURL: cfg.TokenURL}}
+}
+
+func randomState() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func (s *Service) sweepLocked(now time.Time) {
+	for k, p := range s.pending {
+		if !now.Before(p.expires) {
+			delete(s.pending, k)
+		}
+	}
+}
+
+// Complete finishes a sign-in with what the person pasted: CODE#STATE, or the whole callback
+// address (…?code=CODE&state=STATE). The state must be one Start gave out within SignInTTL, and
+// is used once. The account's connection is created, or, when the account is already there,
+// updated in place. created reports which.
+func (s *Service) Complete(ctx context.Context, pasted string) (catalog.Connection, bool, error) {
+	code, state := parsePasted(pasted)
+	switch {
+	case code == "":
+		return catalog.Connection{}, false, errs.Field("code", "oauth.code_missing")
+	case state == "":
+		return catalog.Connection{}, false, errs.Field("code", "oauth.state_missing")
+	}
+	now := s.opt.Clock.Now()
+	s.mu.Lock()
+	p, ok := s.pending[state]
+	delete(s.pending, state) // single use, whatever happens next
+	s.mu.Unlock()
+	switch {
+	case !ok:
+		return catalog.Connection{}, false, errs.Field("code", "oauth.state_unknown")
+	case !now.Before(p.expires):
+		return catalog.Connection{}, false, errs.Field("code", "oauth.state_expired")
+	}
+	cfg := s.opt.Settings.Snapshot().Claude()
+	res, err := s.exchange(ctx, cfg, map[string]string{"grant_type": "authorization_code", "code": code, "state": state,
+		"client_id": cfg.ClientID, "redirect_uri": cfg.RedirectURI, "code_verifier": p.verifier})
+	if err != nil {
+		s.opt.Log.Warn("sign-in code exchange failed", "provider", p.provider, "error", err)
+		return catalog.Connection{}, false, errs.Wrap(err, errs.Upstream, "oauth.exchange_failed", err.Error())
+	}
+	if res.RefreshToken == "" {
+		return catalog.Connection{}, false, errs.New(errs.Upstream, "oauth.exchange_failed", "the answer has no refresh token")
+	}
+	cred := res.credential(now, catalog.OAuthCredential{})
+	conn, created, err := s.opt.Catalog.SaveOAuthAccount(ctx, p.provider, cred.Account.Email, cred)
+	if err != nil {
+		return catalog.Connection{}, false, err
+	}
+	s.opt.Log.Info("Claude account signed in", "provider", p.provider, "connection_id", conn.ID, "created", created)
+	return conn, created, nil
+}
+
+// parsePasted reads CODE#STATE, or a callback address carrying code and state.
+func parsePasted(in string) (code, state string) {
+	in = strings.TrimSpace(in)
+	if u, err := url.Parse(in); err == nil && u.Scheme != "" && u.Host != "" {
+		q := u.Query()
+		code, state = q.Get("code"), q.Get("state")
+		if state == "" && u.Fragment != "" { // some pages show …?code=CODE#STATE
+			state = u.Fragment
+		}
+		return strings.TrimSpace(code), strings.TrimSpace(state)
+	}
+	code, state, _ = strings.Cut(in, "#")
+	return strings.TrimSpace(code), strings.TrimSpace(state)
+}
+
+// tokenAnswer is the token endpoint's answer to a code exchange or a refresh.
+type tokenAnswer struct {
+	AccessToken  string `json:"access_token"`
+	RefreshToken string `json:"refresh_token"`
+	ExpiresIn    int64  `json:"expires_in"`
+	Account      struct {
+		UUID  string `json:"uuid"`
+		Email string `json:"email_address"`
+	} `json:"account"`
+	Organization struct {
+		UUID string `json:"uuid"`
+		Name string `json:"name"`
+		Type string `json:"organization_type"`
+	} `json:"organization"`
+	SubscriptionType string `json:"subscription_type"`
+}
+
+// credential is the answer as the credential that follows prev (a refresh keeps the account
+// and, when the answer rotates none, the refresh token).
+func (t tokenAnswer) credential(now time.Time, prev catalog.OAuthCredential) catalog.OAuthCredential {
+	c := catalog.OAuthCredential{AccessToken: catalog.Secret(t.AccessToken), RefreshToken: catalog.Secret(t.RefreshToken),
+		RefreshedAt: now, Account: prev.Account}
+	if c.RefreshToken == "" {
+		c.RefreshToken = prev.RefreshToken
+	}
+	if t.ExpiresIn > 0 {
+		c.ExpiresAt = now.Add(time.Duration(t.ExpiresIn) * time.Second)
+	} else {
+		c.ExpiresAt = now.Add(time.Hour)
+	}
+	a := &c.Account
+	if t.Account.UUID != "" {
+		a.UUID, a.Email = t.Account.UUID, t.Account.Email
+	}
+	if t.Organization.UUID != "" {
+		a.OrganizationUUID, a.OrganizationName = t.Organization.UUID, t.Organization.Name
+	}
+	if plan := firstNonEmpty(t.Organization.Type, t.SubscriptionType); plan != "" {
+		a.Plan = plan
+	}
+	return c
+}
+
+func firstNonEmpty(v ...string) string {
+	for _, s := range v {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// tokenError is a refused token call: its status, the OAuth error code and Retry-After.
+type tokenError struct {
+	status     int
+	code       string
+	message    string
+	retryAfter time.Duration
+}
+
+func (e *tokenError) Error() string {
+	text := "token endpoint answered HTTP " + strconv.Itoa(e.status)
+	if e.code != "" {
+		text += ": " + e.code
+	}
+	if e.message != "" {
+		text += ": " + e.message
+	}
+	return text
+}
+
+// exchange posts one token request. Claude's token endpoint takes JSON bodies, not the form
+// encoding of RFC 6749 that oauth2.Config.Exchange and its TokenSource send, so this small
+// exchange is ours; x/oauth2 still makes the PKCE verifier, challenge and authorize address.
+func (s *Service) exchange(ctx context.Context, cfg settings.ClaudeOAuth, body map[string]string) (tokenAnswer, error) {
+	b, _ := json.Marshal(body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cfg.TokenURL, bytes.NewReader(b))
+	if err != nil {
+		return tokenAnswer{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("anthropic-beta", oauthBeta)
+	req.Header.Set("User-Agent", userAgent(cfg))
+	resp, err := s.opt.Client.Do(req)
+	if err != nil {
+		return tokenAnswer{}, fmt.Errorf("token endpoint: %w", err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return tokenAnswer{}, fmt.Errorf("token endpoint: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		te := &tokenError{status: resp.StatusCode, retryAfter: retryAfter(resp.Header.Get("Retry-After"), s.opt.Clock.Now())}
+		var e struct {
+			Error            any    `json:"error"`
+			ErrorDescription string `json:"error_description"`
+		}
+		if json.Unmarshal(raw, &e) == nil {
+			switch v := e.Error.(type) {
+			case string:
+				te.code, te.message = v, e.ErrorDescription
+			case map[string]any: // Anthropic's own error shape
+				te.code, _ = v["type"].(string)
+				te.message, _ = v["message"].(string)
+			}
+		}
+		if len(te.message) > 200 {
+			te.message = te.message[:200]
+		}
+		return tokenAnswer{}, te
+	}
+	var t tokenAnswer
+	if err := json.Unmarshal(raw, &t); err != nil || t.AccessToken == "" {
+		return tokenAnswer{}, fmt.Errorf("token endpoint: the answer has no access token")
+	}
+	return t, nil
+}
+
+func retryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.ParseFloat(v, 64); err == nil && n > 0 && n < 86400*30 {
+		return time.Duration(n * float64(time.Second))
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// oauthBeta is the beta every call to Anthropic's account endpoints carries.
+const oauthBeta = "oauth-2025-04-20"
+
+// UserAgent is Claude Code's User-Agent for the configured version.
+func UserAgent(cfg settings.ClaudeOAuth) string { return userAgent(cfg) }
+
+func userAgent(cfg settings.ClaudeOAuth) string {
+	return "claude-cli/" + cfg.CLIVersion + " (external, cli)"
+}

@@ -1,0 +1,486 @@
+// Package oauth owns Claude subscription accounts: the sign-in (authorization code with PKCE and
+// paste-back), the token holder that refreshes without ever burning a single-use refresh token,
+// the usage poller and the limit reset call. The engine asks it for a connection's bearer token
+// and waits, at most, for the refresh in flight; every other call here runs off the request path.
+package oauth
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"switchyard/services/catalog"
+	"switchyard/services/errs"
+	"switchyard/services/resilience"
+	"switchyard/services/settings"
+	"switchyard/services/statestore"
+)
+
+// MaxStrikes failed refreshes in a row make an account expired.
+const MaxStrikes = 3
+
+// Refresh back-off: after a failed refresh the next is tried no sooner than StrikeBackoff <<
+// (strikes-1); a 429 without Retry-After waits DefaultRetryAfter.
+const (
+	// MinRefreshGap keeps a token issued moments ago from being refreshed again ahead of its
+	// expiry: a token that lives less than the refresh margin would otherwise be refreshed on
+	// every use. A 401 or an expired token still refreshes at once.
+	MinRefreshGap     = 30 * time.Second
+	StrikeBackoff     = 30 * time.Second
+	DefaultRetryAfter = 60 * time.Second
+	// refreshTimeout bounds one refresh call. It runs detached from the request that needed it:
+	// a client leaving must never cut a refresh whose answer carries the only valid token pair.
+	refreshTimeout = 30 * time.Second
+)
+
+// Catalog is what the service needs of the catalog.
+type Catalog interface {
+	Registry() *catalog.Registry
+	SaveOAuthAccount(ctx context.Context, provider, name string, cred catalog.OAuthCredential) (catalog.Connection, bool, error)
+	StoreRefreshed(ctx context.Context, id, prev int64, cred catalog.OAuthCredential) error
+	OAuthCredential(ctx context.Context, id int64) (catalog.OAuthCredential, error)
+}
+
+// Settings gives the current OAuth client settings.
+type Settings interface {
+	Snapshot() *settings.OAuthSnapshot
+}
+
+// Expirer puts a connection into the expired state for good (resilience.Cooldowns).
+type Expirer interface {
+	MarkExpired(id int64, message string)
+}
+
+// Options configures a Service.
+type Options struct {
+	Catalog  Catalog
+	Settings Settings
+	Client   *http.Client
+	Clock    clockwork.Clock
+	Log      *slog.Logger
+	// Store persists the refresh state (strikes, back-off); nil keeps it in memory only.
+	Store statestore.Store
+	// Expire marks an account expired when its refresh token is dead.
+	Expire Expirer
+	// Usage receives the usage poller's readings.
+	Usage *resilience.Usage
+}
+
+// RefreshState is what the refresher remembers of an account besides its tokens.
+type RefreshState struct {
+	ConnectionID int64 `json:"connection_id"`
+	// Strikes counts failed refreshes in a row; MaxStrikes make the account expired.
+	Strikes   int       `json:"strikes,omitempty"`
+	LastError string    `json:"last_error,omitempty"`
+	LastTry   time.Time `json:"last_try,omitzero"`
+	// RetryAt: no refresh before (a 429's Retry-After, or the back-off after a strike).
+	RetryAt time.Time `json:"retry_at,omitzero"`
+	// Expired is set once the refresh token is known to be dead.
+	Expired bool `json:"expired,omitempty"`
+	// Rev is the credential revision the state belongs to; new credentials start afresh.
+	Rev int64 `json:"rev,omitempty"`
+}
+
+func (r RefreshState) empty() bool {
+	return r.Strikes == 0 && r.LastError == "" && r.RetryAt.IsZero() && !r.Expired
+}
+
+// account is one OAuth connection's live credential.
+type account struct {
+	cred    catalog.OAuthCredential
+	state   RefreshState
+	flight  *flight
+	pending *catalog.OAuthCredential // a refreshed pair whose commit failed: committed before anything else
+}
+
+// flight is one refresh in progress; done closes when it ended.
+type flight struct {
+	done  chan struct{}
+	token string
+	err   error
+}
+
+// Service is the token holder, the sign-in flow, the usage poller and the limit reset client.
+type Service struct {
+	opt Options
+
+	mu       sync.Mutex
+	accounts map[int64]*account
+	pending  map[string]pendingSignIn
+	wake     chan struct{} // the refresher recomputes its next due time
+	changed  chan struct{} // the usage poller looks at the accounts again
+	polls    chan int64    // accounts to poll soon (after a 429)
+	wg       sync.WaitGroup
+}
+
+// New builds the service and loads the persisted refresh state.
+func New(ctx context.Context, opt Options) (*Service, error) {
+	if opt.Clock == nil {
+		opt.Clock = clockwork.NewRealClock()
+	}
+	if opt.Log == nil {
+		opt.Log = slog.New(slog.DiscardHandler)
+	}
+	s := &Service{opt: opt, accounts: map[int64]*account{}, pending: map[string]pendingSignIn{},
+		wake: make(chan struct{}, 1), changed: make(chan struct{}, 1), polls: make(chan int64, 64)}
+	if opt.Store != nil {
+		states, err := statestore.LoadAll[RefreshState](ctx, opt.Store, statestore.OAuthRefresh)
+		if err != nil {
+			return nil, err
+		}
+		for _, st := range states {
+			s.accounts[st.ConnectionID] = &account{state: st}
+		}
+	}
+	s.Sync(opt.Catalog.Registry())
+	return s, nil
+}
+
+// Sync takes the registry's OAuth connections: new ones, and new credentials of known ones (a
+// sign-in again, a new setup token), which start with a clean refresh state. A pair this
+// service refreshed is newer than the registry's copy and is kept. Deleted connections go.
+func (s *Service) Sync(reg *catalog.Registry) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := map[int64]bool{}
+	for _, p := range reg.Providers() {
+		for _, c := range reg.ConnectionsOf(p.ID) {
+			if c.OAuth == nil {
+				continue
+			}
+			seen[c.ID] = true
+			a := s.accounts[c.ID]
+			switch {
+			case a == nil:
+				s.accounts[c.ID] = &account{cred: *c.OAuth, state: RefreshState{ConnectionID: c.ID, Rev: c.OAuth.Rev}}
+			case a.cred.Rev == 0 && a.state.Rev == c.OAuth.Rev: // loaded refresh state of this credential
+				a.cred = *c.OAuth
+			case c.OAuth.Rev > a.cred.Rev:
+				newCreds := a.cred.Rev != 0 || a.state.Rev != c.OAuth.Rev
+				a.cred, a.pending = *c.OAuth, nil
+				if newCreds {
+					a.state = RefreshState{ConnectionID: c.ID, Rev: c.OAuth.Rev}
+					s.persistState(a.state)
+				}
+			}
+		}
+	}
+	for id, a := range s.accounts {
+		if !seen[id] && a.flight == nil {
+			delete(s.accounts, id)
+		}
+	}
+	s.kick()
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Service) kick() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Service) persistState(st RefreshState) {
+	if s.opt.Store == nil {
+		return
+	}
+	r := statestore.Record{Kind: statestore.OAuthRefresh, Key: strconv.FormatInt(st.ConnectionID, 10), ConnectionID: st.ConnectionID}
+	if !st.empty() {
+		r.Value = st
+	}
+	s.opt.Store.Put(r)
+}
+
+// ErrNoToken says that an OAuth connection has no usable access token now: its refresh failed
+// (or waits for a back-off) and the last token expired, or the account is expired.
+var ErrNoToken = errors.New("no usable access token")
+
+// Token returns the connection's access token. A token within the refresh margin of its expiry
+// is refreshed first; concurrent callers wait for the one refresh in flight. While a refresh
+// cannot be made (back-off, a failure) a token that has not expired yet is still returned.
+func (s *Service) Token(ctx context.Context, conn *catalog.ConnEntry) (string, error) {
+	return s.token(ctx, conn, "")
+}
+
+// TokenRejected is called when the upstream answered 401 to token: it refreshes once, unless
+// another request already got a newer token, and returns the token to try again with.
+func (s *Service) TokenRejected(ctx context.Context, conn *catalog.ConnEntry, rejected string) (string, error) {
+	return s.token(ctx, conn, rejected)
+}
+
+func (s *Service) token(ctx context.Context, conn *catalog.ConnEntry, rejected string) (string, error) {
+	now := s.opt.Clock.Now()
+	margin := time.Duration(s.opt.Settings.Snapshot().Claude().RefreshMarginMS) * time.Millisecond
+	s.mu.Lock()
+	a := s.accounts[conn.ID]
+	if a == nil {
+		if conn.OAuth == nil {
+			s.mu.Unlock()
+			return "", ErrNoToken
+		}
+		a = &account{cred: *conn.OAuth, state: RefreshState{ConnectionID: conn.ID, Rev: conn.OAuth.Rev}}
+		s.accounts[conn.ID] = a
+	}
+	cur, exp := a.cred.AccessToken.Reveal(), a.cred.ExpiresAt
+	valid := exp.IsZero() || now.Before(exp)
+	switch {
+	case a.cred.SetupToken():
+		s.mu.Unlock()
+		if rejected != "" {
+			return "", ErrNoToken // nothing to refresh
+		}
+		return cur, nil
+	case rejected != "" && rejected != cur: // another request refreshed meanwhile
+		s.mu.Unlock()
+		return cur, nil
+	case rejected == "" && a.flight == nil && (now.Before(exp.Add(-margin)) || valid && now.Before(a.cred.RefreshedAt.Add(MinRefreshGap))):
+		s.mu.Unlock()
+		return cur, nil
+	case a.flight == nil && (a.state.Expired || now.Before(a.state.RetryAt)):
+		s.mu.Unlock()
+		if valid && rejected == "" {
+			return cur, nil
+		}
+		return "", ErrNoToken
+	}
+	f := s.startLocked(conn.ID, a)
+	s.mu.Unlock()
+	select {
+	case <-f.done:
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	if f.err == nil {
+		return f.token, nil
+	}
+	if rejected == "" && (exp.IsZero() || s.opt.Clock.Now().Before(exp)) {
+		return cur, nil // the refresh failed, but the token still works for now
+	}
+	return "", ErrNoToken
+}
+
+// startLocked starts the account's refresh, or returns the one in flight. s.mu is held.
+func (s *Service) startLocked(id int64, a *account) *flight {
+	if a.flight != nil {
+		return a.flight
+	}
+	f := &flight{done: make(chan struct{})}
+	a.flight = f
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), refreshTimeout)
+		defer cancel()
+		f.token, f.err = s.refresh(ctx, id)
+		s.mu.Lock()
+		a.flight = nil
+		s.mu.Unlock()
+		close(f.done)
+		s.kick()
+	}()
+	return f
+}
+
+// refresh makes one refresh of account id and returns the new access token. The rotated pair is
+// committed to the database before this returns, so no request uses a token that a crash could
+// lose; a pair whose commit failed is held and committed first on the next try.
+func (s *Service) refresh(ctx context.Context, id int64) (string, error) {
+	s.mu.Lock()
+	a := s.accounts[id]
+	if a == nil {
+		s.mu.Unlock()
+		return "", ErrNoToken
+	}
+	cred, pending := a.cred, a.pending
+	s.mu.Unlock()
+	if pending != nil {
+		return s.commit(ctx, id, cred, *pending)
+	}
+	cfg := s.opt.Settings.Snapshot().Claude()
+	now := s.opt.Clock.Now()
+	res, err := s.exchange(ctx, cfg, map[string]string{"grant_type": "refresh_token",
+		"refresh_token": cred.RefreshToken.Reveal(), "client_id": cfg.ClientID})
+	if err != nil {
+		s.failed(id, cred.Rev, err, now)
+		return "", err
+	}
+	next := res.credential(now, cred)
+	return s.commit(ctx, id, cred, next)
+}
+
+// commit stores next over cred and, once committed, hands it to every caller.
+func (s *Service) commit(ctx context.Context, id int64, cred, next catalog.OAuthCredential) (string, error) {
+	err := s.opt.Catalog.StoreRefreshed(ctx, id, cred.Rev, next)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.accounts[id]
+	if a == nil {
+		return "", ErrNoToken
+	}
+	switch {
+	case errors.Is(err, catalog.ErrStaleCredential):
+		// A sign-in replaced the credential meanwhile: it wins; the registry brings it.
+		a.pending = nil
+		s.opt.Log.Info("refreshed token discarded: the connection signed in again meanwhile", "connection_id", id)
+		return "", ErrNoToken
+	case err != nil:
+		a.pending = &next
+		s.opt.Log.Error("could not commit a refreshed token pair; holding it to commit before anything else", "connection_id", id, "error", err)
+		return "", err
+	}
+	next.Rev = cred.Rev + 1
+	a.cred, a.pending = next, nil
+	a.state = RefreshState{ConnectionID: id, Rev: next.Rev, LastTry: s.opt.Clock.Now()}
+	s.persistState(a.state)
+	s.opt.Log.Info("access token refreshed", "connection_id", id, "expires_at", next.ExpiresAt)
+	return next.AccessToken.Reveal(), nil
+}
+
+// failed counts a failed refresh: a 429 waits its Retry-After without a strike; invalid_grant
+// expires the account at once; anything else is a strike, and MaxStrikes in a row expire it.
+func (s *Service) failed(id, rev int64, err error, now time.Time) {
+	var te *tokenError
+	errors.As(err, &te)
+	s.mu.Lock()
+	a := s.accounts[id]
+	if a == nil || a.cred.Rev != rev {
+		s.mu.Unlock()
+		return
+	}
+	st := &a.state
+	st.LastTry, st.LastError = now, err.Error()
+	switch {
+	case te != nil && te.status == http.StatusTooManyRequests:
+		wait := te.retryAfter
+		if wait <= 0 {
+			wait = DefaultRetryAfter
+		}
+		st.RetryAt = now.Add(wait)
+	case te != nil && te.code == "invalid_grant":
+		st.Expired, st.Strikes = true, max(st.Strikes, MaxStrikes)
+	default:
+		st.Strikes++
+		st.RetryAt = now.Add(StrikeBackoff << min(st.Strikes-1, 10))
+		st.Expired = st.Strikes >= MaxStrikes
+	}
+	snapshot := *st
+	s.persistState(snapshot)
+	s.mu.Unlock()
+	s.opt.Log.Warn("token refresh failed", "connection_id", id, "strikes", snapshot.Strikes, "expired", snapshot.Expired, "error", err)
+	if snapshot.Expired && s.opt.Expire != nil {
+		s.opt.Expire.MarkExpired(id, errs.M("oauth.refresh_dead", err.Error()).String())
+	}
+}
+
+// TokenState is what the dashboard shows of an account's token.
+type TokenState struct {
+	ExpiresAt   time.Time
+	RefreshedAt time.Time
+	Strikes     int
+	LastError   string
+	RetryAt     time.Time
+	Expired     bool
+	SetupToken  bool
+	Refreshing  bool
+}
+
+// State returns an OAuth connection's token state; ok is false for other connections.
+func (s *Service) State(id int64) (TokenState, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.accounts[id]
+	if a == nil || a.cred.AccessToken == "" {
+		return TokenState{}, false
+	}
+	return TokenState{ExpiresAt: a.cred.ExpiresAt, RefreshedAt: a.cred.RefreshedAt, Strikes: a.state.Strikes,
+		LastError: a.state.LastError, RetryAt: a.state.RetryAt, Expired: a.state.Expired, SetupToken: a.cred.SetupToken(),
+		Refreshing: a.flight != nil}, true
+}
+
+// Wait returns once every refresh in flight has ended (each commits or gives up within 30 s).
+// The app calls it after its background work stopped, before it closes the database.
+func (s *Service) Wait() { s.wg.Wait() }
+
+// RunRefresher refreshes every account ahead of its expiry (by the refresh margin) so requests
+// rarely wait, until ctx ends; then it waits for the refreshes in flight to commit.
+func (s *Service) RunRefresher(ctx context.Context) {
+	defer s.wg.Wait()
+	for {
+		due, ok := s.startDue()
+		var timer clockwork.Timer
+		var tick <-chan time.Time
+		if ok {
+			if timer, ok = timerAt(s.opt.Clock, due); !ok {
+				continue
+			}
+			tick = timer.Chan()
+		}
+		select {
+		case <-ctx.Done():
+			if timer != nil {
+				timer.Stop()
+			}
+			return
+		case <-s.wake:
+		case <-tick:
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+	}
+}
+
+// timerAt returns a timer firing at t. When the clock jumped while the timer was being set (a
+// duration read before the jump would be counted from after it), it returns false and the
+// caller looks at its work again.
+func timerAt(clock clockwork.Clock, t time.Time) (clockwork.Timer, bool) {
+	now := clock.Now()
+	timer := clock.NewTimer(max(t.Sub(now), 0))
+	if clock.Since(now) > 10*time.Millisecond {
+		timer.Stop()
+		return nil, false
+	}
+	return timer, true
+}
+
+// startDue starts the refresh of every account that is due and returns when the next one is.
+func (s *Service) startDue() (time.Time, bool) {
+	now := s.opt.Clock.Now()
+	margin := time.Duration(s.opt.Settings.Snapshot().Claude().RefreshMarginMS) * time.Millisecond
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var next time.Time
+	for id, a := range s.accounts {
+		if a.cred.AccessToken == "" || a.cred.SetupToken() || a.state.Expired || a.flight != nil {
+			continue
+		}
+		due := a.cred.ExpiresAt.Add(-margin)
+		if gap := a.cred.RefreshedAt.Add(MinRefreshGap); gap.After(due) && gap.Before(a.cred.ExpiresAt) {
+			due = gap
+		}
+		if a.state.RetryAt.After(due) {
+			due = a.state.RetryAt
+		}
+		if a.pending != nil && !now.Before(a.state.RetryAt) {
+			due = now
+		}
+		if !now.Before(due) {
+			s.startLocked(id, a)
+			continue
+		}
+		if next.IsZero() || due.Before(next) {
+			next = due
+		}
+	}
+	return next, !next.IsZero()
+}

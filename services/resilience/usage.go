@@ -1,0 +1,288 @@
+package resilience
+
+import (
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+)
+
+// Unified is what one Anthropic response says about a subscription account's usage wall, read
+// from its anthropic-ratelimit-unified-* headers. Times are the announced resets; utilisations
+// are percent (the headers give fractions 0–1).
+type Unified struct {
+	// Present is set when the response carried any unified header.
+	Present bool
+	// Status is anthropic-ratelimit-unified-status: allowed, allowed_warning or rejected.
+	Status string
+	// Reset is anthropic-ratelimit-unified-reset: when the limit that applies resets.
+	Reset time.Time
+	// Claim is anthropic-ratelimit-unified-representative-claim: five_hour, seven_day, …
+	Claim              string
+	FiveHour, SevenDay WindowReading
+	// SlowOffer is -slow-offer (treatment: the account may enter the low-priority lane).
+	SlowOffer string
+	// SlowStatus is -slow-status: active, not_needed, slot_busy, weekly_limit,
+	// budget_exhausted, ineligible or off.
+	SlowStatus string
+	// SlowRetryAfter and SlowMaxWait are -slow-retry-after and -slow-max-wait; 0 = not given.
+	SlowRetryAfter, SlowMaxWait time.Duration
+	// BudgetReset is -slow-budget-reset: when the lane's own allowance resets.
+	BudgetReset time.Time
+	// OverageInUse is -overage-in-use: paid extra usage is serving the account.
+	OverageInUse bool
+}
+
+// WindowReading is one usage window as a response reported it.
+type WindowReading struct {
+	Known       bool // the response gave a utilisation for the window
+	Utilization float64
+	ResetsAt    time.Time
+	Status      string // -5h-status / -7d-status
+}
+
+// Rejected reports whether the response is the usage wall: the unified status is rejected.
+func (u Unified) Rejected() bool { return strings.EqualFold(u.Status, "rejected") }
+
+// FiveHourClaim reports whether the limit hit is the 5-hour one (the representative claim, or,
+// without one, the 5-hour window's own status).
+func (u Unified) FiveHourClaim() bool {
+	if u.Claim != "" {
+		return u.Claim == "five_hour"
+	}
+	return strings.EqualFold(u.FiveHour.Status, "rejected") || !strings.EqualFold(u.SevenDay.Status, "rejected")
+}
+
+const unifiedPrefix = "Anthropic-Ratelimit-Unified-"
+
+// ParseUnified reads the unified headers of a response; anything malformed is left out.
+func ParseUnified(h http.Header) Unified {
+	var u Unified
+	get := func(name string) string {
+		v := strings.TrimSpace(h.Get(unifiedPrefix + name))
+		if v != "" {
+			u.Present = true
+		}
+		return v
+	}
+	u.Status = get("Status")
+	u.Reset = epoch(get("Reset"))
+	u.Claim = get("Representative-Claim")
+	u.FiveHour = window(get("5h-Utilization"), get("5h-Reset"), get("5h-Status"))
+	u.SevenDay = window(get("7d-Utilization"), get("7d-Reset"), get("7d-Status"))
+	u.SlowOffer = get("Slow-Offer")
+	u.SlowStatus = get("Slow-Status")
+	u.SlowRetryAfter = seconds(get("Slow-Retry-After"))
+	u.SlowMaxWait = seconds(get("Slow-Max-Wait"))
+	u.BudgetReset = epoch(get("Slow-Budget-Reset"))
+	u.OverageInUse = strings.EqualFold(get("Overage-In-Use"), "true")
+	return u
+}
+
+func window(util, reset, status string) WindowReading {
+	w := WindowReading{ResetsAt: epoch(reset), Status: status}
+	if f, err := strconv.ParseFloat(util, 64); err == nil && f >= 0 && !math.IsInf(f, 0) {
+		w.Known, w.Utilization = true, math.Min(f, 1)*100
+	}
+	return w
+}
+
+// epoch reads unix seconds (the unified headers' timestamps); zero when absent or malformed.
+func epoch(s string) time.Time {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f <= 0 || f > 1e12 {
+		return time.Time{}
+	}
+	return time.UnixMilli(int64(f * 1000))
+}
+
+func seconds(s string) time.Duration {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f < 0 || f > 1e7 {
+		return 0
+	}
+	return time.Duration(f * float64(time.Second))
+}
+
+// UsageWindow is one window of a subscription account: the share used (percent) and when it
+// resets.
+type UsageWindow struct {
+	Utilization float64   `json:"utilization"`
+	ResetsAt    time.Time `json:"resets_at,omitzero"`
+}
+
+// AccountUsage is what is known of an account's 5-hour and weekly windows, from the usage API
+// and from the unified headers of its responses (whichever came last).
+type AccountUsage struct {
+	ConnectionID int64        `json:"connection_id"`
+	FiveHour     *UsageWindow `json:"five_hour,omitempty"`
+	SevenDay     *UsageWindow `json:"seven_day,omitempty"`
+	// UpdatedAt is when a reading last arrived; PolledAt when the usage API last answered.
+	UpdatedAt time.Time `json:"updated_at,omitzero"`
+	PolledAt  time.Time `json:"polled_at,omitzero"`
+	// PollError is why the last poll failed; "" after a good one.
+	PollError string `json:"poll_error,omitempty"`
+}
+
+// Usage holds every subscription account's usage windows in memory; changes go to a persist
+// hook (the state store), so a restart still knows which account is at its wall.
+type Usage struct {
+	clock   clockwork.Clock
+	persist func(AccountUsage)
+
+	mu sync.RWMutex
+	m  map[int64]*AccountUsage
+}
+
+// NewUsage builds the table; persist (may be nil) must not block.
+func NewUsage(clock clockwork.Clock, persist func(AccountUsage)) *Usage {
+	if persist == nil {
+		persist = func(AccountUsage) {}
+	}
+	return &Usage{clock: clock, persist: persist, m: map[int64]*AccountUsage{}}
+}
+
+// Load installs readings read at start.
+func (u *Usage) Load(list []AccountUsage) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, a := range list {
+		u.m[a.ConnectionID] = &a
+	}
+}
+
+func (u *Usage) entry(id int64) *AccountUsage {
+	a := u.m[id]
+	if a == nil {
+		a = &AccountUsage{ConnectionID: id}
+		u.m[id] = a
+	}
+	return a
+}
+
+// Polled records an answer of the usage API (nil for a window it did not report).
+func (u *Usage) Polled(id int64, five, seven *UsageWindow) {
+	now := u.clock.Now()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	a := u.entry(id)
+	a.FiveHour, a.SevenDay, a.UpdatedAt, a.PolledAt, a.PollError = five, seven, now, now, ""
+	u.persist(*a)
+}
+
+// PollFailed records why the usage API could not be read; the last readings stay.
+func (u *Usage) PollFailed(id int64, why string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	a := u.entry(id)
+	if a.PollError == why {
+		return
+	}
+	a.PollError = why
+	u.persist(*a)
+}
+
+// Observe applies the unified headers of a response: each window the response reports, and on
+// the wall (status rejected) the claimed window as full until the announced reset. It reports
+// whether anything changed.
+func (u *Usage) Observe(id int64, s Unified) bool {
+	if !s.Present {
+		return false
+	}
+	now := u.clock.Now()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	a := u.entry(id)
+	before := *a
+	set := func(dst **UsageWindow, r WindowReading) {
+		if r.Known {
+			w := UsageWindow{Utilization: r.Utilization, ResetsAt: r.ResetsAt}
+			if w.ResetsAt.IsZero() && *dst != nil {
+				w.ResetsAt = (*dst).ResetsAt
+			}
+			*dst = &w
+		}
+	}
+	set(&a.FiveHour, s.FiveHour)
+	set(&a.SevenDay, s.SevenDay)
+	if s.Rejected() && !s.Reset.IsZero() {
+		full := &UsageWindow{Utilization: 100, ResetsAt: s.Reset}
+		if s.FiveHourClaim() {
+			a.FiveHour = full
+		} else {
+			a.SevenDay = full
+		}
+	}
+	if sameWindow(before.FiveHour, a.FiveHour) && sameWindow(before.SevenDay, a.SevenDay) {
+		return false
+	}
+	a.UpdatedAt = now
+	u.persist(*a)
+	return true
+}
+
+func sameWindow(a, b *UsageWindow) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Utilization == b.Utilization && a.ResetsAt.Equal(b.ResetsAt)
+}
+
+// Get returns an account's usage as it stands now: a window whose reset has passed starts again
+// at 0 %.
+func (u *Usage) Get(id int64) (AccountUsage, bool) {
+	now := u.clock.Now()
+	u.mu.RLock()
+	defer u.mu.RUnlock()
+	a, ok := u.m[id]
+	if !ok {
+		return AccountUsage{ConnectionID: id}, false
+	}
+	out := *a
+	out.FiveHour, out.SevenDay = current(a.FiveHour, now), current(a.SevenDay, now)
+	return out, true
+}
+
+func current(w *UsageWindow, now time.Time) *UsageWindow {
+	if w == nil {
+		return nil
+	}
+	if !w.ResetsAt.IsZero() && !now.Before(w.ResetsAt) {
+		return &UsageWindow{}
+	}
+	c := *w
+	return &c
+}
+
+// AtWall reports whether an account has used threshold percent or more of a window that has not
+// reset yet, and until when it stays there. An account without known resets is never held.
+func (u *Usage) AtWall(id int64, threshold float64) (bool, time.Time) {
+	now := u.clock.Now()
+	u.mu.RLock()
+	defer u.mu.RUnlock()
+	a, ok := u.m[id]
+	if !ok {
+		return false, time.Time{}
+	}
+	var until time.Time
+	for _, w := range []*UsageWindow{a.FiveHour, a.SevenDay} {
+		if w != nil && w.Utilization >= threshold && now.Before(w.ResetsAt) && w.ResetsAt.After(until) {
+			until = w.ResetsAt
+		}
+	}
+	return !until.IsZero(), until
+}
+
+// Forget drops a deleted connection's readings.
+func (u *Usage) Forget(id int64) {
+	u.mu.Lock()
+	delete(u.m, id)
+	u.mu.Unlock()
+}
+
+// Now is the table's clock.
+func (u *Usage) Now() time.Time { return u.clock.Now() }

@@ -1,0 +1,254 @@
+package settings
+
+import (
+	"context"
+	"maps"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"switchyard/services/errs"
+)
+
+// OAuthStoreKey is the key_value key holding the operator's saved OAuth client settings.
+const OAuthStoreKey = "settings.oauth"
+
+// OAuth is the OAuth client settings document of GET/PATCH /api/settings/oauth: one section
+// per provider kind. It is read, layered (default < env < persisted), validated and saved
+// exactly like the resilience document; every leaf is described once in oauthRegistry.
+type OAuth struct {
+	// Claude configures Claude (Anthropic) subscription accounts.
+	Claude ClaudeOAuth `json:"claude"`
+}
+
+// ClaudeOAuth are the parameters of Claude sign-in and of calls made with subscription tokens.
+// Anthropic moves these endpoints from time to time, so each one is a setting.
+type ClaudeOAuth struct {
+	// AuthorizeURL is where the browser signs in. Default https://claude.ai/oauth/authorize.
+	AuthorizeURL string `json:"authorize_url"`
+	// TokenURL exchanges codes and refreshes tokens (JSON bodies). Default
+	// https://platform.claude.com/v1/oauth/token.
+	TokenURL string `json:"token_url"`
+	// UsageURL answers the account's 5-hour and weekly utilisation. Default
+	// https://api.anthropic.com/api/oauth/usage.
+	UsageURL string `json:"usage_url"`
+	// ClientID is Claude Code's public OAuth client. Default 9d1c250a-e61b-44d9-88ed-5944d1962f5e.
+	ClientID string `json:"client_id"`
+	// Scopes are asked for at sign-in. Default user:profile user:inference
+	// user:sessions:claude_code user:mcp_servers user:file_upload.
+	Scopes []string `json:"scopes"`
+	// RedirectURI is the page that shows CODE#STATE for pasting back. Default
+	// https://platform.claude.com/oauth/code/callback.
+	RedirectURI string `json:"redirect_uri"`
+	// CLIVersion is the Claude Code version the gateway names in its User-Agent; new models are
+	// refused to old versions, so keep it current. Default 2.1.291.
+	CLIVersion string `json:"cli_version"`
+	// Betas are added to anthropic-beta on every call with a subscription token. Default
+	// claude-code-20250219, oauth-2025-04-20.
+	Betas []string `json:"betas"`
+	// RefreshMarginMS refreshes an access token this long before it expires. Default 300,000
+	// (5 min); range 0–3,600,000.
+	RefreshMarginMS int64 `json:"refresh_margin_ms"`
+	// UsagePollIntervalMS is how often each account's usage is asked for. Default 300,000
+	// (5 min); range 30,000–86,400,000.
+	UsagePollIntervalMS int64 `json:"usage_poll_interval_ms"`
+	// UsageThreshold is the utilisation (percent of the 5-hour or weekly window) at or above
+	// which an account is skipped until the window resets. Default 100; range 1–100.
+	UsageThreshold float64 `json:"usage_threshold"`
+}
+
+var (
+	cliVersionRE = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+$`)
+	wordRE       = regexp.MustCompile(`^[A-Za-z0-9:._\-]+$`)
+)
+
+// oauthRegistry holds every OAuth client setting, in document order.
+var oauthRegistry = []*Setting{
+	text("claude.authorize_url", "https://claude.ai/oauth/authorize", checkURL, func(o *OAuth) *string { return &o.Claude.AuthorizeURL }),
+	text("claude.token_url", "https://platform.claude.com/v1/oauth/token", checkURL, func(o *OAuth) *string { return &o.Claude.TokenURL }),
+	text("claude.usage_url", "https://api.anthropic.com/api/oauth/usage", checkURL, func(o *OAuth) *string { return &o.Claude.UsageURL }),
+	text("claude.client_id", "9d1c250a-e61b-44d9-88ed-5944d1962f5e", checkWord, func(o *OAuth) *string { return &o.Claude.ClientID }),
+	words("claude.scopes", []string{"user:profile", "user:inference", "user:sessions:claude_code", "user:mcp_servers", "user:file_upload"},
+		func(o *OAuth) *[]string { return &o.Claude.Scopes }),
+	text("claude.redirect_uri", "https://platform.claude.com/oauth/code/callback", checkURL, func(o *OAuth) *string { return &o.Claude.RedirectURI }),
+	text("claude.cli_version", "2.1.291", checkCLIVersion, func(o *OAuth) *string { return &o.Claude.CLIVersion }),
+	words("claude.betas", []string{"claude-code-20250219", "oauth-2025-04-20"}, func(o *OAuth) *[]string { return &o.Claude.Betas }),
+	ms("claude.refresh_margin_ms", 300_000, 0, 3_600_000, func(o *OAuth) *int64 { return &o.Claude.RefreshMarginMS }),
+	ms("claude.usage_poll_interval_ms", 300_000, 30_000, 86_400_000, func(o *OAuth) *int64 { return &o.Claude.UsagePollIntervalMS }),
+	num("claude.usage_threshold", 100.0, 1, 100, func(o *OAuth) *float64 { return &o.Claude.UsageThreshold }),
+}
+
+var oauthByPath, oauthSections = indexRegistry(oauthRegistry)
+
+// oauthSchema is the OAuth document (GET/PATCH /api/settings/oauth).
+var oauthSchema = &schema{key: OAuthStoreKey, list: oauthRegistry, byPath: oauthByPath, sections: oauthSections,
+	newDoc: func() any { return new(OAuth) },
+	cross:  func(any, fieldErrors) []crossCheck { return nil }}
+
+// OAuthSettings returns every OAuth client setting, in document order.
+func OAuthSettings() []*Setting { return slices.Clone(oauthRegistry) }
+
+// text is a one-line string setting with a validator.
+func text[D any](path, def string, check func(string) *errs.Msg, field func(*D) *string) *Setting {
+	return newSetting(path, KindText, def, field, scalar(check),
+		func(t string) (string, *errs.Msg) { return strings.TrimSpace(t), nil },
+		func(v string) Input { return Input{Text: v} },
+		func(in Input) (string, Input, *errs.Msg) {
+			t := strings.TrimSpace(in.Text)
+			return t, Input{Text: t}, nil
+		})
+}
+
+// words is a list of tokens (scopes, beta names), written on a form and in the environment
+// separated by spaces or commas.
+func words[D any](path string, def []string, field func(*D) *[]string) *Setting {
+	split := func(t string) []string {
+		out := []string{}
+		for _, w := range tokenSepRE.Split(strings.TrimSpace(t), -1) {
+			if w != "" && !slices.Contains(out, w) {
+				out = append(out, w)
+			}
+		}
+		return out
+	}
+	return newSetting(path, KindWords, def, field, scalar(checkWords),
+		func(t string) ([]string, *errs.Msg) { return split(t), nil },
+		func(v []string) Input { return Input{Text: strings.Join(v, " ")} },
+		func(in Input) ([]string, Input, *errs.Msg) {
+			v := split(in.Text)
+			return v, Input{Text: strings.Join(v, " ")}, nil
+		})
+}
+
+func checkURL(s string) *errs.Msg {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Fragment != "" {
+		return msg("err.url")
+	}
+	return nil
+}
+
+func checkWord(s string) *errs.Msg {
+	if !wordRE.MatchString(s) {
+		return msg("err.word")
+	}
+	return nil
+}
+
+func checkWords(list []string) *errs.Msg {
+	if len(list) == 0 {
+		return msg("err.not_empty")
+	}
+	for _, w := range list {
+		if !wordRE.MatchString(w) {
+			return msg("err.word_in_list", w)
+		}
+	}
+	return nil
+}
+
+func checkCLIVersion(s string) *errs.Msg {
+	if !cliVersionRE.MatchString(s) {
+		return msg("err.cli_version")
+	}
+	return nil
+}
+
+// OAuthService owns the OAuth client settings: it validates and saves patches and publishes an
+// immutable OAuthSnapshot after each save, like Service does for the resilience document.
+type OAuthService struct {
+	store    Store
+	now      func() time.Time
+	env      map[string]any
+	warnings []string
+
+	snap atomic.Pointer[OAuthSnapshot]
+
+	mu        sync.Mutex
+	persisted map[string]any // guarded by mu
+}
+
+// NewOAuth reads the environment (SWITCHYARD_CLAUDE_TOKEN_URL, …) and the saved document. An
+// invalid environment value is an error; saved values that are invalid are skipped and
+// reported by Warnings.
+func NewOAuth(ctx context.Context, store Store, lookupEnv func(string) (string, bool), now func() time.Time) (*OAuthService, error) {
+	if now == nil {
+		now = time.Now
+	}
+	s := &OAuthService{store: store, now: now}
+	var doc any
+	var sources map[string]string
+	var rev int64
+	var err error
+	s.env, s.persisted, s.warnings, doc, sources, rev, err = load(ctx, oauthSchema, store, lookupEnv)
+	if err != nil {
+		return nil, err
+	}
+	s.snap.Store(&OAuthSnapshot{values: *doc.(*OAuth), sources: sources, revision: rev})
+	return s, nil
+}
+
+// Warnings lists the saved values NewOAuth had to ignore, for the caller to log.
+func (s *OAuthService) Warnings() []string { return slices.Clone(s.warnings) }
+
+// Snapshot returns the current settings; lock-free.
+func (s *OAuthService) Snapshot() *OAuthSnapshot { return s.snap.Load() }
+
+// Patch applies a partial document (PATCH /api/settings/oauth); see Service.Apply.
+func (s *OAuthService) Patch(ctx context.Context, raw []byte) (*OAuthSnapshot, error) {
+	return s.Apply(ctx, parsePatch(oauthSchema, raw))
+}
+
+// Apply validates changes and saves all of them or nothing (see Service.Apply).
+func (s *OAuthService) Apply(ctx context.Context, ch *Changes) (*OAuthSnapshot, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	next, doc, sources, rev, changed, err := apply(ctx, oauthSchema, s.store, s.env, s.persisted, ch)
+	if err != nil {
+		return nil, err
+	}
+	if !changed {
+		return s.snap.Load(), nil
+	}
+	s.persisted = next
+	snap := &OAuthSnapshot{values: *doc.(*OAuth), sources: sources, revision: rev}
+	s.snap.Store(snap)
+	return snap, nil
+}
+
+// OAuthSnapshot is an immutable view of the effective OAuth client settings.
+type OAuthSnapshot struct {
+	values   OAuth
+	sources  map[string]string
+	revision int64
+}
+
+// Claude returns the effective Claude settings (its slices are shared: do not modify them).
+func (s *OAuthSnapshot) Claude() ClaudeOAuth { return s.values.Claude }
+
+// Value is the effective value of the setting at path, or nil for an unknown path.
+func (s *OAuthSnapshot) Value(path string) any {
+	if st, ok := oauthByPath[path]; ok {
+		return st.get(&s.values)
+	}
+	return nil
+}
+
+// Source names the layer a setting's value came from, or "" for an unknown path.
+func (s *OAuthSnapshot) Source(path string) string { return s.sources[path] }
+
+// OAuthDocument is the JSON view of GET /api/settings/oauth.
+type OAuthDocument struct {
+	Values   OAuth             `json:"values"`
+	Sources  map[string]string `json:"sources"`
+	Revision int64             `json:"revision"`
+}
+
+// Document returns the snapshot as an OAuthDocument.
+func (s *OAuthSnapshot) Document() OAuthDocument {
+	return OAuthDocument{Values: s.values, Sources: maps.Clone(s.sources), Revision: s.revision}
+}
