@@ -56,7 +56,9 @@
 // BENCH_SWITCHYARD_ARGS="" (extra flags for experiments, e.g. "--log-level warn" to measure the
 // request log's share; the report is then not the production-defaults one),
 // BENCH_SURFACES=json-large-0ms,sse-20x10ms (the chat scenarios whose traffic shape the messages and
-// Responses rows repeat; "none" leaves them out).
+// Responses rows repeat; "none" leaves them out and configures the chat provider alone),
+// BENCH_SWITCHYARD_BIN="" (a prebuilt binary instead of building this tree: with BENCH_SURFACES=none
+// it compares two builds, an older one included, under the same harness).
 //
 // Output: a Markdown report on stdout and in docs/bench/latest.md, the raw numbers in
 // docs/bench/latest.json.
@@ -742,6 +744,7 @@ type benchProc struct {
 // the sum of every thread's run time from /proc/<pid>/task/*/schedstat (nanoseconds).
 type benchCPU struct {
 	ticks   int64
+	uticks  int64 // utime alone: the process's own code, the rest (stime) is the kernel's work for it
 	schedNS int64
 }
 
@@ -753,7 +756,7 @@ func (p *benchProc) cpu() benchCPU {
 			if len(f) > 12 { // f[0] is field 3 (state); utime is field 14, stime 15
 				u, _ := strconv.ParseInt(f[11], 10, 64)
 				s, _ := strconv.ParseInt(f[12], 10, 64)
-				c.ticks = u + s
+				c.ticks, c.uticks = u+s, u
 			}
 		}
 	}
@@ -994,9 +997,10 @@ func benchAdmin(t testing.TB, base, method, path string, body any, want int) map
 }
 
 // benchConfigure creates the openai-compatible provider "bench", points the built-in "anthropic"
-// and "openai" providers at the upstream (openai: native Responses), gives each a connection and
-// creates a client key; it waits until the gateway lists every model of the three.
-func benchConfigure(t testing.TB, base, upstream string) string {
+// and "openai" providers at the upstream (openai: native Responses) unless surfaces is false,
+// gives each a connection and creates a client key; it waits until the gateway lists every model
+// of the providers.
+func benchConfigure(t testing.TB, base, upstream string, surfaces bool) string {
 	t.Helper()
 	benchAdmin(t, base, "POST", "/api/providers", map[string]any{"name": "bench", "type": "openai-compatible",
 		"base_url": upstream + "/v1"}, 201)
@@ -1009,17 +1013,24 @@ func benchConfigure(t testing.TB, base, upstream string) string {
 			ids[name] = strconv.FormatInt(int64(id), 10)
 		}
 	}
-	for _, p := range []struct{ name, typ, baseURL string }{
+	providers := []struct{ name, typ, baseURL string }{
 		{"anthropic", "anthropic", upstream}, // Anthropic's base URL has no /v1: the gateway adds /v1/messages
 		{"openai", "openai", upstream + "/v1"},
-	} {
+	}
+	conns := []struct{ provider, key string }{{"bench", benchUpstreamKey}, {"anthropic", benchAnthropicKey}, {"openai", benchOpenAIKey}}
+	want := [][]byte{[]byte(`"bench/sse-slow"`), []byte(`"bench/json-large-50ms"`), []byte(`"anthropic/claude-sse-slow"`),
+		[]byte(`"anthropic/claude-json-large-50ms"`), []byte(`"openai/gpt-sse-slow"`), []byte(`"openai/gpt-json-large-50ms"`)}
+	if !surfaces { // the chat rows alone, as before the surfaces were measured (and as an older build can serve)
+		providers, conns, want = nil, conns[:1], want[:2]
+	}
+	for _, p := range providers {
 		if ids[p.name] == "" {
 			benchAdmin(t, base, "POST", "/api/providers", map[string]any{"name": p.name, "type": p.typ, "base_url": p.baseURL}, 201)
 		} else {
 			benchAdmin(t, base, "PATCH", "/api/providers/"+ids[p.name], map[string]any{"base_url": p.baseURL}, 200)
 		}
 	}
-	for _, c := range []struct{ provider, key string }{{"bench", benchUpstreamKey}, {"anthropic", benchAnthropicKey}, {"openai", benchOpenAIKey}} {
+	for _, c := range conns {
 		benchAdmin(t, base, "POST", "/api/connections", map[string]any{"provider": c.provider, "name": "main",
 			"auth_type": "api_key", "api_key": c.key, "priority": 0}, 201)
 	}
@@ -1027,8 +1038,6 @@ func benchConfigure(t testing.TB, base, upstream string) string {
 	if key == "" {
 		t.Fatal("no client key returned")
 	}
-	want := [][]byte{[]byte(`"bench/sse-slow"`), []byte(`"bench/json-large-50ms"`), []byte(`"anthropic/claude-sse-slow"`),
-		[]byte(`"anthropic/claude-json-large-50ms"`), []byte(`"openai/gpt-sse-slow"`), []byte(`"openai/gpt-json-large-50ms"`)}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		req, _ := http.NewRequest("GET", base+"/v1/models", nil)
@@ -1464,6 +1473,7 @@ type benchRun struct {
 	Lost      int      `json:"events_lost,omitempty"`
 	Merged    int      `json:"events_merged,omitempty"`
 	CPUTicks  int64    `json:"cpu_ticks,omitempty"`
+	CPUUser   int64    `json:"cpu_user_ticks,omitempty"`
 	CPUns     int64    `json:"cpu_sched_ns,omitempty"`
 }
 
@@ -1519,7 +1529,7 @@ func (tg *benchTarget) attack(rq benchReq, rate int, d time.Duration) benchRun {
 	if tg.proc != nil {
 		time.Sleep(50 * time.Millisecond) // the request log line is written after the answer
 		after := tg.proc.cpu()
-		run.CPUTicks, run.CPUns = after.ticks-before.ticks, after.schedNS-before.schedNS
+		run.CPUTicks, run.CPUns, run.CPUUser = after.ticks-before.ticks, after.schedNS-before.schedNS, after.uticks-before.uticks
 	}
 	if span := last.Sub(first); span > 0 && run.Requests > 1 {
 		run.SentRate = float64(run.Requests-1) / span.Seconds()
@@ -1657,6 +1667,7 @@ type benchTargetResult struct {
 	Requests    int        `json:"requests"`
 	Errors      int        `json:"errors"`
 	CPUusPerReq float64    `json:"cpu_us_per_request,omitempty"`
+	UserUsReq   float64    `json:"cpu_user_us_per_request,omitempty"`
 	SchedUsReq  float64    `json:"cpu_sched_us_per_request,omitempty"`
 	Streams     int        `json:"streams,omitempty"`
 	StreamsOK   int        `json:"streams_ok,omitempty"`
@@ -1844,7 +1855,12 @@ func TestBench(t *testing.T) {
 	dir := t.TempDir()
 
 	t.Log("building switchyard")
-	bin, version := benchBuild(t, dir)
+	bin, version := os.Getenv("BENCH_SWITCHYARD_BIN"), ""
+	if bin == "" {
+		bin, version = benchBuild(t, dir)
+	} else {
+		version = "prebuilt " + filepath.Base(bin)
+	}
 	rep := &benchReport{Machine: benchMachineInfo(version), Config: cfg, PeakRSSMB: map[string]float64{},
 		PeakRSSAllMB: map[string]float64{}}
 	tick := 1e6 / float64(rep.Machine.ClkTck) // µs per clock tick
@@ -1855,7 +1871,7 @@ func TestBench(t *testing.T) {
 	bare.name = "bare"
 	sy, logPath := benchStartSwitchyard(t, bin, dir, cfg.ProxyProcs)
 	syURL := "http://" + sy.addr
-	key := benchConfigure(t, syURL, upURL)
+	key := benchConfigure(t, syURL, upURL, len(cfg.SurfaceModels) > 0)
 	t.Logf("upstream %s, bare proxy %s, switchyard %s (pids %d, %d, %d)", up.addr, bare.addr, sy.addr, up.pid, bare.pid, sy.pid)
 
 	targets := []*benchTarget{
@@ -2039,7 +2055,7 @@ func benchSummarise(res *benchScenarioResult) {
 	direct := res.Targets["direct"]
 	for name, tr := range res.Targets {
 		var p50, p90, p99, t50, t90, t99, a50, a90, a99, at50, at90, at99 []float64
-		var ticks, ns int64
+		var ticks, uticks, ns int64
 		for r, run := range tr.Runs {
 			p50, p90, p99 = append(p50, run.P50us), append(p90, run.P90us), append(p99, run.P99us)
 			t50, t90, t99 = append(t50, run.TTFT50us), append(t90, run.TTFT90us), append(t99, run.TTFT99us)
@@ -2053,6 +2069,7 @@ func benchSummarise(res *benchScenarioResult) {
 			tr.Lost += run.Lost
 			tr.Merged += run.Merged
 			ticks += run.CPUTicks
+			uticks += run.CPUUser
 			ns += run.CPUns
 		}
 		tr.Latency = benchTrio{benchMedian(p50), benchMedian(p90), benchMedian(p99)}
@@ -2066,6 +2083,7 @@ func benchSummarise(res *benchScenarioResult) {
 			}
 			if tr.Requests > 0 {
 				tr.CPUusPerReq = float64(ticks) * res.clkPerTick / float64(tr.Requests)
+				tr.UserUsReq = float64(uticks) * res.clkPerTick / float64(tr.Requests)
 				tr.SchedUsReq = float64(ns) / 1e3 / float64(tr.Requests)
 			}
 		}
@@ -2455,14 +2473,14 @@ func benchMarkdown(rep *benchReport) string {
 			y.StreamsOK, y.Streams, y.Lost, y.Merged)
 	}
 
-	b.WriteString("\n## CPU per request (µs of proxy process CPU)\n\n| Scenario | Bare proxy | Switchyard | Switchyard − bare | Ratio |\n|---|---|---|---|---|\n")
+	b.WriteString("\n## CPU per request (µs of proxy process CPU)\n\n| Scenario | Bare proxy | Switchyard | Switchyard − bare | Ratio | User time: bare / Switchyard |\n|---|---|---|---|---|---|\n")
 	for _, s := range rep.Scenarios {
 		if s.Native != "" {
 			continue
 		}
 		bb, y := s.Targets["bare"], s.Targets["switchyard"]
-		fmt.Fprintf(&b, "| %s | %.1f (%.1f) | %.1f (%.1f) | %+.1f | %s |\n", s.Name, bb.CPUusPerReq, bb.SchedUsReq,
-			y.CPUusPerReq, y.SchedUsReq, y.CPUusPerReq-bb.CPUusPerReq, benchRatio(s.CPURatio))
+		fmt.Fprintf(&b, "| %s | %.1f (%.1f) | %.1f (%.1f) | %+.1f | %s | %.1f / %.1f |\n", s.Name, bb.CPUusPerReq, bb.SchedUsReq,
+			y.CPUusPerReq, y.SchedUsReq, y.CPUusPerReq-bb.CPUusPerReq, benchRatio(s.CPURatio), bb.UserUsReq, y.UserUsReq)
 	}
 
 	b.WriteString("\n## Translation (µs; each translated row is measured in the rounds of the native row with the same upstream work and shares its direct runs)\n\n")
@@ -2576,7 +2594,7 @@ func BenchmarkBenchGateway(b *testing.B) {
 	})
 	b.Cleanup(func() { gw.Shutdown(5 * time.Second) })
 	syURL := "http://" + gw.Addr
-	key := benchConfigure(b, syURL, upURL)
+	key := benchConfigure(b, syURL, upURL, true)
 
 	// Chat completions natively ("bare/json-large-0ms", "switchyard/json-large-0ms"), then the
 	// other surfaces, natively ("switchyard/messages/…") and translated ("switchyard/messages-to-chat/…").
