@@ -5,15 +5,33 @@
 // TestBench builds the real switchyard binary and starts three separate processes, each with its
 // own /proc CPU and memory accounting, all on 127.0.0.1 with ports chosen by the kernel:
 //
-//   - upstream:   a fake OpenAI-compatible server (this test binary re-executed with
-//     SWITCHYARD_BENCH_ROLE=upstream): GET /v1/models and POST /v1/chat/completions, behaviour
-//     chosen by the model name (JSON of ~0.5 KB or ~10 KB after 0 or 50 ms; SSE with 20 chunks
-//     10 ms apart plus [DONE]; slow SSE for the concurrent-stream test);
+//   - upstream:   a fake upstream (this test binary re-executed with SWITCHYARD_BENCH_ROLE=upstream)
+//     serving OpenAI's POST /v1/chat/completions and POST /v1/responses and Anthropic's POST
+//     /v1/messages, behaviour chosen by the model name (JSON of ~0.5 KB or ~10 KB after 0 or 50 ms;
+//     SSE with 20 content chunks 10 ms apart, then the format's end: [DONE]; content_block_stop,
+//     message_delta, message_stop; or the Responses …done events and response.completed, every
+//     event numbered; slow SSE for the concurrent-stream test). GET /v1/models lists a different
+//     set of names per credential: plain for the bearer key of the openai-compatible provider
+//     "bench", "claude-…" in Anthropic's shape for x-api-key (the built-in provider "anthropic"),
+//     "gpt-…" for the bearer key of the built-in provider "openai" (native Responses), so every
+//     model name resolves to one provider;
 //   - bareproxy:  net/http/httputil.ReverseProxy with a tuned transport (FlushInterval -1), the
 //     floor any Go gateway pays (SWITCHYARD_BENCH_ROLE=bareproxy);
 //   - switchyard: the binary with its production defaults (log level info, text format, request
-//     log on, written to a file), configured through its admin API: one provider pointing at the
-//     upstream, one connection, one client key.
+//     log on, written to a file), configured through its admin API: provider "bench"
+//     (openai-compatible) created, the built-in "anthropic" and "openai" providers patched to the
+//     upstream, one connection each, one client key.
+//
+// Client surfaces: besides the chat completion rows, /v1/messages and /v1/responses are measured
+// natively (direct and the bare proxy send the same request to the same upstream path) and
+// translated: messages → openai-compatible and Responses → openai-compatible (upstream chat
+// completions), chat completions → anthropic (upstream messages). A translated row runs in the
+// rounds of the native row with the same upstream work (the chat row, or messages/…), shares its
+// direct runs and is compared with its Switchyard numbers: added p50 ≤ 1.2 ×, added TTFT ≤ native
+// + 100 µs. Streams are checked in the client's format: the 20 chunks in order, each in its own
+// event, the terminal event last ([DONE], message_stop, response.completed), event names matching
+// the data's type and Responses sequence numbers in order; a native stream must also carry every
+// event of the upstream's.
 //
 // vegeta drives them open-loop at fixed rates in interleaved rounds (direct, bare proxy,
 // Switchyard, rotating the order each round). Each process is stopped when the test ends and dies
@@ -36,7 +54,11 @@
 // BENCH_LOADGEN_PROCS=0 (leave), BENCH_OUT_DIR=../docs/bench (relative to bench/), BENCH_STRICT=0 (1 = a missed target
 // fails the test), BENCH_MAXRATE_REFINE=2 (bisection steps after the first failing rate),
 // BENCH_SWITCHYARD_ARGS="" (extra flags for experiments, e.g. "--log-level warn" to measure the
-// request log's share; the report is then not the production-defaults one).
+// request log's share; the report is then not the production-defaults one),
+// BENCH_SURFACES=json-large-0ms,sse-20x10ms (the chat scenarios whose traffic shape the messages and
+// Responses rows repeat; "none" leaves them out and configures the chat provider alone),
+// BENCH_SWITCHYARD_BIN="" (a prebuilt binary instead of building this tree: with BENCH_SURFACES=none
+// it compares two builds, an older one included, under the same harness).
 //
 // Output: a Markdown report on stdout and in docs/bench/latest.md, the raw numbers in
 // docs/bench/latest.json.
@@ -46,6 +68,9 @@
 //
 //	go test -tags bench -run '^$' -bench BenchmarkBenchGateway -benchtime 5000x -cpuprofile cpu.out ./bench
 //	go tool pprof -tagfocus role=switchyard -top cpu.out
+//
+// Its sub-benchmarks: bare|switchyard/<model> (chat completions), bare|switchyard/messages|responses/<model>
+// (native) and switchyard/messages-to-chat|responses-to-chat|chat-to-messages/<model> (translated).
 package bench
 
 import (
@@ -88,10 +113,69 @@ const (
 	benchUpstreamEnv = "SWITCHYARD_BENCH_UPSTREAM"
 	benchSlowGapEnv  = "SWITCHYARD_BENCH_SLOW_GAP"
 	benchAdminToken  = "bench-admin-token-0123456789abcdef"
-	benchChunks      = 20 // content chunks per stream; every stream also ends with [DONE]
+	benchChunks      = 20 // content chunks per stream; every stream also ends with its terminal event
 	benchMaxP99      = 50 * time.Millisecond
 	benchMaxErrRate  = 0.001
+
+	// The upstream credentials of the three providers; the fake upstream lists a different set of
+	// model names for each, so every model name resolves to exactly one provider.
+	benchUpstreamKey  = "sk-bench-upstream-0123456789"     // openai-compatible provider "bench"
+	benchAnthropicKey = "sk-ant-bench-upstream-0123456789" // built-in provider "anthropic" (x-api-key)
+	benchOpenAIKey    = "sk-bench-openai-0123456789"       // built-in provider "openai" (native Responses)
 )
+
+// benchFormat is a wire format: what a client sends, and what the upstream is asked.
+type benchFormat int
+
+const (
+	benchChat      benchFormat = iota // OpenAI chat completions
+	benchMessages                     // Anthropic messages
+	benchResponses                    // OpenAI Responses
+)
+
+func (f benchFormat) String() string {
+	switch f {
+	case benchMessages:
+		return "messages"
+	case benchResponses:
+		return "responses"
+	}
+	return "chat"
+}
+
+// path is the format's endpoint, on the upstream and on the gateway alike.
+func (f benchFormat) path() string {
+	switch f {
+	case benchMessages:
+		return "/v1/messages"
+	case benchResponses:
+		return "/v1/responses"
+	}
+	return "/v1/chat/completions"
+}
+
+// prefix is the upstream's model name prefix for the provider that speaks the format to it:
+// chat completions to "bench" (openai-compatible), messages to "anthropic", Responses to "openai".
+func (f benchFormat) prefix() string {
+	switch f {
+	case benchMessages:
+		return "claude-"
+	case benchResponses:
+		return "gpt-"
+	}
+	return ""
+}
+
+// providerType is the Switchyard provider type that speaks the format to the upstream.
+func (f benchFormat) providerType() string {
+	switch f {
+	case benchMessages:
+		return "anthropic"
+	case benchResponses:
+		return "openai"
+	}
+	return "openai-compatible"
+}
 
 // ---------------------------------------------------------------------------------------------
 // Configuration
@@ -120,6 +204,7 @@ type benchConfig struct {
 	OutDir          string        `json:"-"`
 	SwitchyardArgs  string        `json:"switchyard_extra_args,omitempty"`
 	Strict          bool          `json:"strict"`
+	SurfaceModels   []string      `json:"surface_scenarios"`
 }
 
 func benchLoadConfig(t *testing.T) benchConfig {
@@ -150,6 +235,20 @@ func benchLoadConfig(t *testing.T) benchConfig {
 	}
 	if v := os.Getenv("BENCH_OUT_DIR"); v != "" {
 		c.OutDir = v
+	}
+	c.SurfaceModels = []string{"json-large-0ms", "sse-20x10ms"}
+	if v, ok := os.LookupEnv("BENCH_SURFACES"); ok {
+		c.SurfaceModels = nil
+		for _, m := range strings.Split(v, ",") {
+			m = strings.TrimSpace(m)
+			if m == "" || m == "none" {
+				continue
+			}
+			if !slices.Contains([]string{"json-small-0ms", "json-large-0ms", "json-small-50ms", "json-large-50ms", "sse-20x10ms"}, m) {
+				t.Fatalf("BENCH_SURFACES=%q: %q is not one of the chat scenarios", v, m)
+			}
+			c.SurfaceModels = append(c.SurfaceModels, m)
+		}
 	}
 	return c
 }
@@ -213,13 +312,33 @@ func benchBehaviors(slowGap time.Duration) map[string]benchBehavior {
 	}
 }
 
-// benchScenario is one measured traffic shape; Model selects the upstream's behaviour.
+// benchScenario is one measured traffic shape: Model selects the upstream's behaviour and Wire
+// the format the upstream is asked in (direct, bare proxy and the gateway's native row speak it).
+// Via lists the client formats the gateway translates into Wire, measured in the same rounds
+// against the same direct runs.
 type benchScenario struct {
 	Name   string
 	Model  string
 	Stream bool
 	Rate   int
-	Size   int // expected JSON answer bytes
+	Size   int // the upstream's JSON answer bytes
+	Wire   benchFormat
+	Via    []benchFormat
+}
+
+// model is the model name the requests of the scenario carry.
+func (sc benchScenario) model() string { return sc.Wire.prefix() + sc.Model }
+
+// benchRowName names a result row: the chat rows keep their scenario names, the others say
+// which format the client speaks and, when the gateway translates, which one the upstream does.
+func benchRowName(client, wire benchFormat, model string) string {
+	switch {
+	case client == wire && wire == benchChat:
+		return model
+	case client == wire:
+		return wire.String() + "/" + model
+	}
+	return client.String() + "→" + wire.String() + "/" + model
 }
 
 func benchScenarios(c benchConfig) []benchScenario {
@@ -228,8 +347,34 @@ func benchScenarios(c benchConfig) []benchScenario {
 	for _, m := range []string{"json-small-0ms", "json-large-0ms", "json-small-50ms", "json-large-50ms"} {
 		out = append(out, benchScenario{Name: m, Model: m, Rate: c.JSONRate, Size: b[m].size})
 	}
-	return append(out, benchScenario{Name: "sse-20x10ms", Model: "sse-20x10ms", Stream: true, Rate: c.StreamRate})
+	out = append(out, benchScenario{Name: "sse-20x10ms", Model: "sse-20x10ms", Stream: true, Rate: c.StreamRate})
+	// The client surfaces: messages and Responses natively, and translated both ways.
+	for _, m := range c.SurfaceModels {
+		for i := range out {
+			if out[i].Model == m && out[i].Wire == benchChat {
+				out[i].Via = []benchFormat{benchMessages, benchResponses}
+			}
+		}
+	}
+	for _, w := range []benchFormat{benchMessages, benchResponses} {
+		for _, m := range c.SurfaceModels {
+			sc := benchScenario{Name: benchRowName(w, w, m), Model: m, Rate: c.JSONRate, Size: b[m].size, Wire: w}
+			if b[m].chunks > 0 {
+				sc.Stream, sc.Rate = true, c.StreamRate
+			}
+			if w == benchMessages {
+				sc.Via = []benchFormat{benchChat}
+			}
+			out = append(out, sc)
+		}
+	}
+	return out
 }
+
+const (
+	benchSystemPrompt = "You are a concise assistant."
+	benchUserPrompt   = "Summarise the benefits of connection pooling in one short paragraph."
+)
 
 // benchRequestBody is the client's chat request: the same bytes for every target.
 func benchRequestBody(model string, stream bool) []byte {
@@ -237,29 +382,124 @@ func benchRequestBody(model string, stream bool) []byte {
 	if stream {
 		s = `,"stream":true`
 	}
-	return []byte(`{"model":"` + model + `","messages":[{"role":"system","content":"You are a concise assistant."},` +
-		`{"role":"user","content":"Summarise the benefits of connection pooling in one short paragraph."}],"temperature":0.2` + s + `}`)
+	return []byte(`{"model":"` + model + `","messages":[{"role":"system","content":"` + benchSystemPrompt + `"},` +
+		`{"role":"user","content":"` + benchUserPrompt + `"}],"temperature":0.2` + s + `}`)
 }
 
-// benchCompletion is a chat completion of exactly size bytes.
-func benchCompletion(model string, size int) []byte {
-	head := `{"id":"chatcmpl-bench","object":"chat.completion","created":1700000000,"model":"` + model +
-		`","choices":[{"index":0,"message":{"role":"assistant","content":"`
-	tail := `"},"finish_reason":"stop"}],"usage":{"prompt_tokens":31,"completion_tokens":120,"total_tokens":151}}`
+// benchClientBody is the same request in the client's format.
+func benchClientBody(f benchFormat, model string, stream bool) []byte {
+	s := ""
+	if stream {
+		s = `,"stream":true`
+	}
+	switch f {
+	case benchMessages:
+		return []byte(`{"model":"` + model + `","max_tokens":1024,"system":"` + benchSystemPrompt + `",` +
+			`"messages":[{"role":"user","content":"` + benchUserPrompt + `"}],"temperature":0.2` + s + `}`)
+	case benchResponses:
+		return []byte(`{"model":"` + model + `","instructions":"` + benchSystemPrompt + `",` +
+			`"input":[{"role":"user","content":"` + benchUserPrompt + `"}],"temperature":0.2,"store":false` + s + `}`)
+	}
+	return benchRequestBody(model, stream)
+}
+
+// benchFill builds head + filler + tail of exactly size bytes (at least one filler byte) and
+// returns the filler too.
+func benchFill(head, tail string, size int) ([]byte, string) {
 	n := max(size-len(head)-len(tail), 1)
 	filler := strings.Repeat("lorem ipsum dolor sit amet ", n/27+1)[:n]
-	return []byte(head + filler + tail)
+	return []byte(head + filler + tail), filler
 }
 
-// benchChunk is SSE content chunk i; its content starts with the two-digit index so the client
-// can tell lost, duplicated, reordered or merged events apart.
+// benchAnswer is the upstream's JSON answer in format f, exactly size bytes, and its text.
+func benchAnswer(f benchFormat, model string, size int) ([]byte, string) {
+	switch f {
+	case benchMessages:
+		return benchFill(`{"id":"msg_bench","type":"message","role":"assistant","model":"`+model+
+			`","content":[{"type":"text","text":"`,
+			`"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":31,"output_tokens":120}}`, size)
+	case benchResponses:
+		return benchFill(`{"id":"resp_bench","object":"response","created_at":1700000000,"status":"completed","model":"`+model+
+			`","output":[{"type":"message","id":"msg_bench","status":"completed","role":"assistant",`+
+			`"content":[{"type":"output_text","annotations":[],"text":"`,
+			`"}]}],"usage":{"input_tokens":31,"output_tokens":120,"total_tokens":151}}`, size)
+	}
+	return benchFill(`{"id":"chatcmpl-bench","object":"chat.completion","created":1700000000,"model":"`+model+
+		`","choices":[{"index":0,"message":{"role":"assistant","content":"`,
+		`"},"finish_reason":"stop"}],"usage":{"prompt_tokens":31,"completion_tokens":120,"total_tokens":151}}`, size)
+}
+
+// benchChunkText is the text of content chunk i: it starts with the two-digit index so the
+// client can tell lost, duplicated, reordered or merged chunks apart.
+func benchChunkText(i int) string { return fmt.Sprintf("c%02d lorem ipsum ", i) }
+
+// benchChunk is SSE content chunk i of a chat completion stream.
 func benchChunk(model string, i int, last bool) []byte {
 	finish := "null"
 	if last {
 		finish = `"stop"`
 	}
 	return fmt.Appendf(nil, `data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1700000000,"model":"%s",`+
-		`"choices":[{"index":0,"delta":{"content":"c%02d lorem ipsum "},"finish_reason":%s}]}`+"\n\n", model, i, finish)
+		`"choices":[{"index":0,"delta":{"content":"%s"},"finish_reason":%s}]}`+"\n\n", model, benchChunkText(i), finish)
+}
+
+// benchEvents is an upstream stream in format f with n content chunks; first is the index of the
+// first content chunk (the chunks after it are sent gap apart, everything else at once).
+func benchEvents(f benchFormat, model string, n int) (events [][]byte, first int) {
+	named := func(name, data string) []byte { return []byte("event: " + name + "\ndata: " + data + "\n\n") }
+	switch f {
+	case benchMessages:
+		events = append(events,
+			named("message_start", `{"type":"message_start","message":{"id":"msg_bench","type":"message","role":"assistant",`+
+				`"model":"`+model+`","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":31,"output_tokens":1}}}`),
+			named("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`))
+		first = len(events)
+		for i := range n {
+			events = append(events, named("content_block_delta",
+				`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"`+benchChunkText(i)+`"}}`))
+		}
+		return append(events,
+			named("content_block_stop", `{"type":"content_block_stop","index":0}`),
+			named("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":120}}`),
+			named("message_stop", `{"type":"message_stop"}`)), first
+	case benchResponses:
+		seq := 0
+		ev := func(typ, fields string) []byte {
+			b := named(typ, fmt.Sprintf(`{"type":%q,"sequence_number":%d,%s}`, typ, seq, fields))
+			seq++
+			return b
+		}
+		resp := func(status, output, usage string) string {
+			return `"response":{"id":"resp_bench","object":"response","created_at":1700000000,"status":"` + status +
+				`","model":"` + model + `","output":[` + output + `],"usage":` + usage + `}`
+		}
+		item := `"item_id":"msg_bench","output_index":0,"content_index":0`
+		var text strings.Builder
+		for i := range n {
+			text.WriteString(benchChunkText(i))
+		}
+		msg := `{"type":"message","id":"msg_bench","status":"completed","role":"assistant","content":[` +
+			`{"type":"output_text","annotations":[],"text":"` + text.String() + `"}]}`
+		events = append(events,
+			ev("response.created", resp("in_progress", "", "null")),
+			ev("response.in_progress", resp("in_progress", "", "null")),
+			ev("response.output_item.added", `"output_index":0,"item":{"type":"message","id":"msg_bench","status":"in_progress",`+
+				`"role":"assistant","content":[]}`),
+			ev("response.content_part.added", item+`,"part":{"type":"output_text","annotations":[],"text":""}`))
+		first = len(events)
+		for i := range n {
+			events = append(events, ev("response.output_text.delta", item+`,"delta":"`+benchChunkText(i)+`","logprobs":[]`))
+		}
+		return append(events,
+			ev("response.output_text.done", item+`,"text":"`+text.String()+`","logprobs":[]`),
+			ev("response.content_part.done", item+`,"part":{"type":"output_text","annotations":[],"text":"`+text.String()+`"}`),
+			ev("response.output_item.done", `"output_index":0,"item":`+msg),
+			ev("response.completed", resp("completed", msg, `{"input_tokens":31,"output_tokens":120,"total_tokens":151}`))), first
+	}
+	for i := range n {
+		events = append(events, benchChunk(model, i, i == n-1))
+	}
+	return append(events, []byte("data: [DONE]\n\n")), 0
 }
 
 // benchModelOf finds the model string in a request body without a full JSON decode.
@@ -284,76 +524,126 @@ func benchModelOf(body []byte) string {
 	return string(rest[:j])
 }
 
-// benchUpstreamHandler is the fake OpenAI-compatible upstream.
+// benchUpstreamAnswer is what the fake upstream does for one model name in one format.
+type benchUpstreamAnswer struct {
+	b      benchBehavior
+	body   []byte   // JSON answer
+	events [][]byte // SSE events
+	first  int      // index of the first content chunk in events
+}
+
+// benchUpstreamHandler is the fake upstream: OpenAI's chat completions and Responses and
+// Anthropic's messages, each with its own model names (benchFormat.prefix), and the model list
+// each provider's credential gets.
 func benchUpstreamHandler(slowGap time.Duration) http.Handler {
 	behaviors := benchBehaviors(slowGap)
-	bodies := map[string][]byte{}
-	chunks := map[string][][]byte{}
+	answers := map[benchFormat]map[string]*benchUpstreamAnswer{}
+	lists := map[benchFormat][]byte{}
 	var names []string
-	for m, b := range behaviors {
+	for m := range behaviors {
 		names = append(names, m)
-		if b.chunks > 0 {
-			for i := range b.chunks {
-				chunks[m] = append(chunks[m], benchChunk(m, i, i == b.chunks-1))
-			}
-			chunks[m] = append(chunks[m], []byte("data: [DONE]\n\n"))
-		} else {
-			bodies[m] = benchCompletion(m, b.size)
-		}
 	}
 	slices.Sort(names)
-	var models bytes.Buffer
-	models.WriteString(`{"object":"list","data":[`)
-	for i, m := range names {
-		if i > 0 {
-			models.WriteByte(',')
+	for _, f := range []benchFormat{benchChat, benchMessages, benchResponses} {
+		answers[f] = map[string]*benchUpstreamAnswer{}
+		var list bytes.Buffer
+		if f == benchMessages {
+			list.WriteString(`{"data":[`)
+		} else {
+			list.WriteString(`{"object":"list","data":[`)
 		}
-		fmt.Fprintf(&models, `{"id":%q,"object":"model","created":1700000000,"owned_by":"bench"}`, m)
+		for i, m := range names {
+			b, model := behaviors[m], f.prefix()+m
+			a := &benchUpstreamAnswer{b: b}
+			if b.chunks > 0 {
+				a.events, a.first = benchEvents(f, model, b.chunks)
+			} else {
+				a.body, _ = benchAnswer(f, model, b.size)
+			}
+			answers[f][model] = a
+			if i > 0 {
+				list.WriteByte(',')
+			}
+			if f == benchMessages {
+				fmt.Fprintf(&list, `{"type":"model","id":%q,"display_name":%q,"created_at":"2025-01-01T00:00:00Z"}`, model, m)
+			} else {
+				fmt.Fprintf(&list, `{"id":%q,"object":"model","created":1700000000,"owned_by":"bench"}`, model)
+			}
+		}
+		if f == benchMessages {
+			fmt.Fprintf(&list, `],"has_more":false,"first_id":%q,"last_id":%q}`, f.prefix()+names[0], f.prefix()+names[len(names)-1])
+		} else {
+			list.WriteString(`]}`)
+		}
+		lists[f] = list.Bytes()
 	}
-	models.WriteString(`]}`)
-	modelList := models.Bytes()
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
+		f := benchChat
+		switch {
+		case r.Header.Get("x-api-key") == benchAnthropicKey && r.Header.Get("anthropic-version") != "":
+			f = benchMessages
+		case r.Header.Get("Authorization") == "Bearer "+benchOpenAIKey:
+			f = benchResponses
+		}
 		w.Header().Set("Content-Type", "application/json")
-		w.Write(modelList)
+		w.Write(lists[f])
 	})
-	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+	for _, f := range []benchFormat{benchChat, benchMessages, benchResponses} {
+		mux.HandleFunc("POST "+f.path(), benchServe(f, answers[f]))
+	}
+	return mux
+}
+
+// benchServe answers one format's POST: the JSON answer after the behaviour's delay, or the
+// stream with its content chunks gap apart.
+func benchServe(f benchFormat, answers map[string]*benchUpstreamAnswer) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(r.Body)
 		if err != nil {
 			return
 		}
 		model := benchModelOf(body)
-		b, ok := behaviors[model]
+		a, ok := answers[model]
+		if f == benchMessages && r.Header.Get("anthropic-version") == "" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			io.WriteString(w, `{"type":"error","error":{"type":"invalid_request_error","message":"anthropic-version: header is required"}}`)
+			return
+		}
 		if !ok {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusNotFound)
-			fmt.Fprintf(w, `{"error":{"message":"unknown model %q","type":"invalid_request_error","code":"model_not_found"}}`, model)
+			if f == benchMessages {
+				fmt.Fprintf(w, `{"type":"error","error":{"type":"not_found_error","message":"model: %s"}}`, model)
+			} else {
+				fmt.Fprintf(w, `{"error":{"message":"unknown model %q","type":"invalid_request_error","code":"model_not_found"}}`, model)
+			}
 			return
 		}
-		if !benchSleep(r.Context(), b.delay) {
+		if !benchSleep(r.Context(), a.b.delay) {
 			return
 		}
-		if b.chunks == 0 {
+		if a.b.chunks == 0 {
 			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("Content-Length", strconv.Itoa(len(bodies[model])))
-			w.Write(bodies[model])
+			w.Header().Set("Content-Length", strconv.Itoa(len(a.body)))
+			w.Write(a.body)
 			return
 		}
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.Header().Set("Cache-Control", "no-cache")
 		rc := http.NewResponseController(w)
-		for i, ch := range chunks[model] {
-			if i > 0 && i < b.chunks && !benchSleep(r.Context(), b.gap) {
+		for i, ev := range a.events {
+			if i > a.first && i < a.first+a.b.chunks && !benchSleep(r.Context(), a.b.gap) {
 				return
 			}
-			if _, err := w.Write(ch); err != nil {
+			if _, err := w.Write(ev); err != nil {
 				return
 			}
 			rc.Flush()
 		}
-	})
-	return mux
+	}
 }
 
 func benchSleep(ctx context.Context, d time.Duration) bool {
@@ -454,6 +744,7 @@ type benchProc struct {
 // the sum of every thread's run time from /proc/<pid>/task/*/schedstat (nanoseconds).
 type benchCPU struct {
 	ticks   int64
+	uticks  int64 // utime alone: the process's own code, the rest (stime) is the kernel's work for it
 	schedNS int64
 }
 
@@ -465,7 +756,7 @@ func (p *benchProc) cpu() benchCPU {
 			if len(f) > 12 { // f[0] is field 3 (state); utime is field 14, stime 15
 				u, _ := strconv.ParseInt(f[11], 10, 64)
 				s, _ := strconv.ParseInt(f[12], 10, 64)
-				c.ticks = u + s
+				c.ticks, c.uticks = u+s, u
 			}
 		}
 	}
@@ -683,8 +974,12 @@ func benchStartSwitchyard(t *testing.T, bin, dir string, procs int) (*benchProc,
 // benchAdmin calls Switchyard's admin API.
 func benchAdmin(t testing.TB, base, method, path string, body any, want int) map[string]any {
 	t.Helper()
-	b, _ := json.Marshal(body)
-	req, _ := http.NewRequest(method, base+path, bytes.NewReader(b))
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, base+path, rd)
 	req.Header.Set("Authorization", "Bearer "+benchAdminToken)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
@@ -701,14 +996,44 @@ func benchAdmin(t testing.TB, base, method, path string, body any, want int) map
 	return out
 }
 
-// benchConfigure creates the provider, its connection and a client key; it waits until the
-// gateway lists every model of the upstream.
-func benchConfigure(t testing.TB, base, upstream string) string {
+// benchConfigure creates the openai-compatible provider "bench", points the built-in "anthropic"
+// and "openai" providers at the upstream (openai: native Responses) unless surfaces is false,
+// gives each a connection and creates a client key; it waits until the gateway lists every model
+// of the providers.
+func benchConfigure(t testing.TB, base, upstream string, surfaces bool) string {
 	t.Helper()
 	benchAdmin(t, base, "POST", "/api/providers", map[string]any{"name": "bench", "type": "openai-compatible",
 		"base_url": upstream + "/v1"}, 201)
-	benchAdmin(t, base, "POST", "/api/connections", map[string]any{"provider": "bench", "name": "main",
-		"auth_type": "api_key", "api_key": "sk-bench-upstream-0123456789", "priority": 0}, 201)
+	ids := map[string]string{}
+	items, _ := benchAdmin(t, base, "GET", "/api/providers", nil, 200)["items"].([]any)
+	for _, it := range items {
+		if p, ok := it.(map[string]any); ok {
+			name, _ := p["name"].(string)
+			id, _ := p["id"].(float64)
+			ids[name] = strconv.FormatInt(int64(id), 10)
+		}
+	}
+	providers := []struct{ name, typ, baseURL string }{
+		{"anthropic", "anthropic", upstream}, // Anthropic's base URL has no /v1: the gateway adds /v1/messages
+		{"openai", "openai", upstream + "/v1"},
+	}
+	conns := []struct{ provider, key string }{{"bench", benchUpstreamKey}, {"anthropic", benchAnthropicKey}, {"openai", benchOpenAIKey}}
+	want := [][]byte{[]byte(`"bench/sse-slow"`), []byte(`"bench/json-large-50ms"`), []byte(`"anthropic/claude-sse-slow"`),
+		[]byte(`"anthropic/claude-json-large-50ms"`), []byte(`"openai/gpt-sse-slow"`), []byte(`"openai/gpt-json-large-50ms"`)}
+	if !surfaces { // the chat rows alone, as before the surfaces were measured (and as an older build can serve)
+		providers, conns, want = nil, conns[:1], want[:2]
+	}
+	for _, p := range providers {
+		if ids[p.name] == "" {
+			benchAdmin(t, base, "POST", "/api/providers", map[string]any{"name": p.name, "type": p.typ, "base_url": p.baseURL}, 201)
+		} else {
+			benchAdmin(t, base, "PATCH", "/api/providers/"+ids[p.name], map[string]any{"base_url": p.baseURL}, 200)
+		}
+	}
+	for _, c := range conns {
+		benchAdmin(t, base, "POST", "/api/connections", map[string]any{"provider": c.provider, "name": "main",
+			"auth_type": "api_key", "api_key": c.key, "priority": 0}, 201)
+	}
 	key, _ := benchAdmin(t, base, "POST", "/api/keys", map[string]any{"name": "bench"}, 201)["key"].(string)
 	if key == "" {
 		t.Fatal("no client key returned")
@@ -717,15 +1042,16 @@ func benchConfigure(t testing.TB, base, upstream string) string {
 	for {
 		req, _ := http.NewRequest("GET", base+"/v1/models", nil)
 		req.Header.Set("Authorization", "Bearer "+key)
+		var b []byte
 		if resp, err := http.DefaultClient.Do(req); err == nil {
-			b, _ := io.ReadAll(resp.Body)
+			b, _ = io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if bytes.Contains(b, []byte(`sse-slow"`)) && bytes.Contains(b, []byte(`json-large-50ms"`)) {
+			if !slices.ContainsFunc(want, func(w []byte) bool { return !bytes.Contains(b, w) }) {
 				return key
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("switchyard never listed the upstream's models")
+			t.Fatalf("switchyard never listed every model of the upstream: %s", b)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -758,13 +1084,22 @@ func benchScrape(base string) map[string]float64 {
 
 // benchStreamStat is what the client saw of one response body.
 type benchStreamStat struct {
-	ttft     time.Duration // to the first complete data event
-	events   int           // data events, [DONE] included
-	merged   int           // events with more than one data line
-	disorder int           // content chunks not in 00, 01, … order
-	done     bool          // the last event was [DONE]
+	ttft      time.Duration // to the first content chunk
+	events    int           // SSE events, the terminal one included
+	chunks    int           // content chunks received (a merged event counts each chunk in it)
+	merged    int           // events with more than one data line, or more than one chunk in one event
+	disorder  int           // content chunks not in c00, c01, … order, and events after the terminal one
+	malformed int           // events that break the format (no event name where it needs one, a name that
+	// is not the data's type, a stream not opened by message_start, a sequence number out of order)
+	done     bool // the terminal event ([DONE], message_stop, response.completed) was seen
 	bytes    int
 	complete bool // the body ended with EOF
+}
+
+// intact reports whether a stream carried every chunk once, in order, in its own event, in a
+// well-formed stream that ended with its terminal event.
+func (s benchStreamStat) intact() bool {
+	return s.complete && s.done && s.chunks == benchChunks && s.merged == 0 && s.disorder == 0 && s.malformed == 0
 }
 
 // benchRecorder collects the body statistics of one run.
@@ -780,7 +1115,9 @@ type benchRecorder struct {
 	merged  int
 	lost    int
 	sample  string
-	want    int // expected JSON size
+	want    int         // expected JSON size
+	wantEv  int         // expected events per stream (0: not checked; translated streams have their own)
+	format  benchFormat // of the answers
 }
 
 func (r *benchRecorder) add(s benchStreamStat, sse bool) {
@@ -802,37 +1139,45 @@ func (r *benchRecorder) add(s benchStreamStat, sse bool) {
 	r.streams++
 	r.events += s.events
 	r.merged += s.merged
-	if s.events < benchChunks+1 {
-		r.lost += benchChunks + 1 - s.events
+	lost := max(benchChunks-s.chunks, 0)
+	if !s.done {
+		lost++ // the terminal event
 	}
-	if s.events > 0 {
+	if r.wantEv > 0 {
+		lost = max(lost, r.wantEv-s.events)
+	}
+	r.lost += lost
+	if s.chunks > 0 {
 		r.ttft = append(r.ttft, s.ttft)
 	}
-	if s.complete && s.done && s.events == benchChunks+1 && s.merged == 0 && s.disorder == 0 {
+	if s.intact() && (r.wantEv == 0 || s.events == r.wantEv) {
 		r.okSt++
 	} else if s.complete {
 		r.badBody++
 		if r.sample == "" {
-			r.sample = fmt.Sprintf("stream: %d events, %d merged, %d out of order, done=%v, complete=%v",
-				s.events, s.merged, s.disorder, s.done, s.complete)
+			r.sample = fmt.Sprintf("%s stream: %d events, %d chunks, %d merged, %d out of order, %d malformed, done=%v, complete=%v",
+				r.format, s.events, s.chunks, s.merged, s.disorder, s.malformed, s.done, s.complete)
 		}
 	}
 }
 
-// benchBody wraps a response body: it counts bytes and, for SSE, parses events as they arrive,
-// timestamping the first data event.
+// benchBody wraps a response body: it counts bytes and, for SSE, parses events as they arrive
+// in the answer's format, timestamping the first content chunk.
 type benchBody struct {
-	rc    io.ReadCloser
-	start time.Time
-	sse   bool
-	rec   *benchRecorder
-	once  sync.Once
+	rc     io.ReadCloser
+	start  time.Time
+	sse    bool
+	format benchFormat
+	rec    *benchRecorder
+	once   sync.Once
 
-	st      benchStreamStat
-	line    []byte
-	dataN   int // data lines in the current event
-	next    int // expected chunk index
-	lastWas string
+	st    benchStreamStat
+	line  []byte
+	name  []byte // the current event's name
+	data  []byte // its first data line
+	dataN int    // data lines in the current event
+	next  int    // expected chunk index
+	seq   int64  // expected sequence number (Responses)
 }
 
 func (b *benchBody) Read(p []byte) (int, error) {
@@ -880,37 +1225,146 @@ func (b *benchBody) scan(p []byte) {
 func (b *benchBody) onLine(line []byte) {
 	if len(line) == 0 { // end of an event
 		if b.dataN > 0 {
-			if b.st.events == 0 {
-				b.st.ttft = time.Since(b.start)
-			}
-			b.st.events++
-			if b.dataN > 1 {
-				b.st.merged++
-			}
-			b.st.done = b.lastWas == "done"
+			b.onEvent()
 		}
-		b.dataN = 0
+		b.dataN, b.name, b.data = 0, b.name[:0], b.data[:0]
 		return
 	}
-	data, ok := bytes.CutPrefix(line, []byte("data:"))
-	if !ok {
+	if v, ok := bytes.CutPrefix(line, []byte("event:")); ok {
+		b.name = append(b.name[:0], bytes.TrimSpace(v)...)
 		return
 	}
-	b.dataN++
-	data = bytes.TrimSpace(data)
-	if string(data) == "[DONE]" {
-		b.lastWas = "done"
-		return
+	if v, ok := bytes.CutPrefix(line, []byte("data:")); ok {
+		b.dataN++
+		if b.dataN == 1 {
+			b.data = append(b.data[:0], bytes.TrimSpace(v)...)
+		}
 	}
-	b.lastWas = "chunk"
-	if i := bytes.Index(data, []byte(`"content":"c`)); i >= 0 && len(data) >= i+14 {
-		if n, err := strconv.Atoi(string(data[i+12 : i+14])); err != nil || n != b.next {
+}
+
+// onEvent checks one complete event in the answer's format.
+func (b *benchBody) onEvent() {
+	if b.st.done {
+		b.st.disorder++ // nothing may follow the terminal event
+	}
+	b.st.events++
+	if b.dataN > 1 {
+		b.st.merged++
+	}
+	data := b.data
+	switch b.format {
+	case benchChat:
+		if string(data) == "[DONE]" {
+			b.st.done = true
+			return
+		}
+		if c, ok := benchJSONString(data, `"content":"`); ok && len(c) > 0 { // role, finish and usage chunks carry none
+			b.chunk(c)
+		}
+	case benchMessages:
+		if !b.named(data) || (b.st.events == 1 && string(b.name) != "message_start") {
+			b.st.malformed++
+		}
+		switch string(b.name) {
+		case "content_block_delta":
+			if c, ok := benchJSONString(data, `"text":"`); ok {
+				b.chunk(c)
+			}
+		case "message_stop":
+			b.st.done = true
+		}
+	case benchResponses:
+		if !b.named(data) {
+			b.st.malformed++
+		}
+		if n, ok := benchJSONInt(data, `"sequence_number":`); !ok || n != b.seq {
+			b.st.malformed++
+			b.seq = n
+		}
+		b.seq++
+		switch string(b.name) {
+		case "response.output_text.delta":
+			if c, ok := benchJSONString(data, `"delta":"`); ok {
+				b.chunk(c)
+			}
+		case "response.completed":
+			b.st.done = true
+		}
+	}
+}
+
+// named reports whether the event has a name and its data the same type (keys may come in any
+// order and nested objects have types of their own, so the pair is looked for anywhere).
+func (b *benchBody) named(data []byte) bool {
+	if len(b.name) == 0 {
+		return false
+	}
+	i := bytes.Index(data, []byte(`"type":"`))
+	for i >= 0 {
+		rest := data[i+len(`"type":"`):]
+		if bytes.HasPrefix(rest, b.name) && len(rest) > len(b.name) && rest[len(b.name)] == '"' {
+			return true
+		}
+		j := bytes.Index(rest, []byte(`"type":"`))
+		if j < 0 {
+			return false
+		}
+		i += len(`"type":"`) + j
+	}
+	return false
+}
+
+// chunk checks one content chunk's text: "cNN lorem ipsum " with NN the next index; several
+// chunks in one event count as merged.
+func (b *benchBody) chunk(c []byte) {
+	if b.st.chunks == 0 {
+		b.st.ttft = time.Since(b.start)
+	}
+	const n = len("c00 lorem ipsum ")
+	if len(c) > n && len(c)%n == 0 {
+		b.st.merged++
+	}
+	for len(c) > 0 {
+		piece := c[:min(n, len(c))]
+		c = c[len(piece):]
+		if len(piece) != n || piece[0] != 'c' || string(piece[3:]) != " lorem ipsum " {
+			b.st.disorder++
+		} else if i, err := strconv.Atoi(string(piece[1:3])); err != nil || i != b.next {
 			b.st.disorder++
 		}
-	} else {
-		b.st.disorder++
+		b.st.chunks++
+		b.next++
 	}
-	b.next++
+}
+
+// benchJSONString finds key (`"name":"`) in a JSON text and returns the string value after it
+// (the harness's texts have no escapes).
+func benchJSONString(data []byte, key string) ([]byte, bool) {
+	i := bytes.Index(data, []byte(key))
+	if i < 0 {
+		return nil, false
+	}
+	rest := data[i+len(key):]
+	j := bytes.IndexByte(rest, '"')
+	if j < 0 {
+		return nil, false
+	}
+	return rest[:j], true
+}
+
+// benchJSONInt finds key (`"name":`) in a JSON text and returns the integer after it.
+func benchJSONInt(data []byte, key string) (int64, bool) {
+	i := bytes.Index(data, []byte(key))
+	if i < 0 {
+		return -1, false
+	}
+	rest := data[i+len(key):]
+	j := 0
+	for j < len(rest) && rest[j] >= '0' && rest[j] <= '9' {
+		j++
+	}
+	n, err := strconv.ParseInt(string(rest[:j]), 10, 64)
+	return n, err == nil
 }
 
 // benchRT wraps every response body of a client in a benchBody for the current recorder.
@@ -929,7 +1383,12 @@ func (rt *benchRT) RoundTrip(req *http.Request) (*http.Response, error) {
 		return resp, nil
 	}
 	sse := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
-	resp.Body = &benchBody{rc: resp.Body, start: start, sse: sse, rec: rt.rec.Load()}
+	rec := rt.rec.Load()
+	var f benchFormat
+	if rec != nil {
+		f = rec.format
+	}
+	resp.Body = &benchBody{rc: resp.Body, start: start, sse: sse, format: f, rec: rec}
 	return resp, nil
 }
 
@@ -963,6 +1422,38 @@ func (tg *benchTarget) header() http.Header {
 	return http.Header{"Content-Type": {"application/json"}, "Authorization": {"Bearer " + tg.key}}
 }
 
+// benchReq is one request shape sent to one target.
+type benchReq struct {
+	Name   string // for vegeta and the log: scenario and client format
+	Path   string
+	Body   []byte
+	Header http.Header
+	Stream bool
+	Format benchFormat // the client's format, which the answer is in
+	Want   int         // JSON answer bytes (0: not checked)
+	Events int         // SSE events per answer when the gateway passes the upstream's through (0: not checked)
+}
+
+// request is what a client speaking format f sends to tg in scenario sc: Anthropic's clients
+// send their key as x-api-key with anthropic-version, the OpenAI ones as a bearer token.
+func (tg *benchTarget) request(sc benchScenario, f benchFormat) benchReq {
+	h := tg.header()
+	if f == benchMessages {
+		h = http.Header{"Content-Type": {"application/json"}, "X-Api-Key": {tg.key}, "Anthropic-Version": {"2023-06-01"}}
+	}
+	name := sc.Name
+	if f != sc.Wire {
+		name = benchRowName(f, sc.Wire, sc.Model)
+	}
+	rq := benchReq{Name: name, Path: f.path(), Body: benchClientBody(f, sc.model(), sc.Stream), Header: h,
+		Stream: sc.Stream, Format: f, Want: sc.Size}
+	if sc.Stream && f == sc.Wire {
+		ev, _ := benchEvents(f, sc.model(), benchChunks)
+		rq.Events = len(ev)
+	}
+	return rq
+}
+
 // benchRun is one vegeta attack on one target.
 type benchRun struct {
 	Requests  int      `json:"requests"`
@@ -982,6 +1473,7 @@ type benchRun struct {
 	Lost      int      `json:"events_lost,omitempty"`
 	Merged    int      `json:"events_merged,omitempty"`
 	CPUTicks  int64    `json:"cpu_ticks,omitempty"`
+	CPUUser   int64    `json:"cpu_user_ticks,omitempty"`
 	CPUns     int64    `json:"cpu_sched_ns,omitempty"`
 }
 
@@ -1003,12 +1495,11 @@ func benchPct(sorted []time.Duration, q float64) time.Duration {
 func benchUs(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
 
 // attack sends sc's request to tg at rate for d, open loop, and measures it.
-func (tg *benchTarget) attack(sc benchScenario, rate int, d time.Duration) benchRun {
-	rec := &benchRecorder{want: sc.Size}
+func (tg *benchTarget) attack(rq benchReq, rate int, d time.Duration) benchRun {
+	rec := &benchRecorder{want: rq.Want, wantEv: rq.Events, format: rq.Format}
 	tg.rt.rec.Store(rec)
 	defer tg.rt.rec.Store(nil)
-	targeter := vegeta.NewStaticTargeter(vegeta.Target{Method: "POST", URL: tg.base + "/v1/chat/completions",
-		Body: benchRequestBody(sc.Model, sc.Stream), Header: tg.header()})
+	targeter := vegeta.NewStaticTargeter(vegeta.Target{Method: "POST", URL: tg.base + rq.Path, Body: rq.Body, Header: rq.Header})
 	atk := vegeta.NewAttacker(vegeta.Client(tg.client), vegeta.MaxBody(0), vegeta.MaxWorkers(4096))
 	var before benchCPU
 	if tg.proc != nil {
@@ -1018,7 +1509,7 @@ func (tg *benchTarget) attack(sc benchScenario, rate int, d time.Duration) bench
 	lat := make([]time.Duration, 0, int(float64(rate)*d.Seconds())+16)
 	var first, last time.Time
 	errs := map[string]bool{}
-	for res := range atk.Attack(targeter, vegeta.Rate{Freq: rate, Per: time.Second}, d, tg.name+"/"+sc.Name) {
+	for res := range atk.Attack(targeter, vegeta.Rate{Freq: rate, Per: time.Second}, d, tg.name+"/"+rq.Name) {
 		run.Requests++
 		lat = append(lat, res.Latency)
 		if first.IsZero() || res.Timestamp.Before(first) {
@@ -1038,7 +1529,7 @@ func (tg *benchTarget) attack(sc benchScenario, rate int, d time.Duration) bench
 	if tg.proc != nil {
 		time.Sleep(50 * time.Millisecond) // the request log line is written after the answer
 		after := tg.proc.cpu()
-		run.CPUTicks, run.CPUns = after.ticks-before.ticks, after.schedNS-before.schedNS
+		run.CPUTicks, run.CPUns, run.CPUUser = after.ticks-before.ticks, after.schedNS-before.schedNS, after.uticks-before.uticks
 	}
 	if span := last.Sub(first); span > 0 && run.Requests > 1 {
 		run.SentRate = float64(run.Requests-1) / span.Seconds()
@@ -1054,7 +1545,7 @@ func (tg *benchTarget) attack(sc benchScenario, rate int, d time.Duration) bench
 		run.Errors += rec.badBody
 		run.ErrSample = append(run.ErrSample, fmt.Sprintf("%d bad bodies, e.g. %s", rec.badBody, rec.sample))
 	}
-	if sc.Stream {
+	if rq.Stream {
 		slices.Sort(rec.ttft)
 		run.TTFT50us, run.TTFT90us, run.TTFT99us = benchUs(benchPct(rec.ttft, .5)), benchUs(benchPct(rec.ttft, .9)), benchUs(benchPct(rec.ttft, .99))
 		run.Streams, run.StreamsOK, run.Events, run.Lost, run.Merged = rec.streams, rec.okSt, rec.events, rec.lost, rec.merged
@@ -1062,13 +1553,100 @@ func (tg *benchTarget) attack(sc benchScenario, rate int, d time.Duration) bench
 	return run
 }
 
-// check sends one request of sc and verifies the answer (before anything is measured).
-func (tg *benchTarget) check(t *testing.T, sc benchScenario) {
+// check verifies rq's answers through tg before anything is measured: one request whose JSON
+// answer must carry the upstream's text whole (text is what the upstream answers; its size
+// becomes rq.Want, since a translated answer differs in size from the upstream's), then a few
+// more through the recorder (sizes, stream integrity).
+func (tg *benchTarget) check(t *testing.T, rq *benchReq, text string) {
 	t.Helper()
-	run := tg.attack(sc, 10, 250*time.Millisecond)
-	if run.Requests == 0 || run.Errors > 0 {
-		t.Fatalf("%s %s: %d requests, %d errors: %v", tg.name, sc.Name, run.Requests, run.Errors, run.ErrSample)
+	if !rq.Stream {
+		req, _ := http.NewRequest("POST", tg.base+rq.Path, bytes.NewReader(rq.Body))
+		req.Header = rq.Header.Clone()
+		resp, err := tg.client.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", tg.name, rq.Name, err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%s %s: %d %v: %s", tg.name, rq.Name, resp.StatusCode, err, body)
+		}
+		got, err := benchAnswerText(rq.Format, body)
+		if err != nil || got != text {
+			t.Fatalf("%s %s: the answer does not carry the upstream's text (%v): %.300s", tg.name, rq.Name, err, body)
+		}
+		rq.Want = len(body)
 	}
+	run := tg.attack(*rq, 10, 250*time.Millisecond)
+	if run.Requests == 0 || run.Errors > 0 {
+		t.Fatalf("%s %s: %d requests, %d errors: %v", tg.name, rq.Name, run.Requests, run.Errors, run.ErrSample)
+	}
+	if rq.Stream && run.StreamsOK != run.Streams {
+		t.Fatalf("%s %s: %d of %d streams intact", tg.name, rq.Name, run.StreamsOK, run.Streams)
+	}
+}
+
+// benchAnswerText is the text of a JSON answer in format f (an error when it is not a complete
+// answer of that format).
+func benchAnswerText(f benchFormat, body []byte) (string, error) {
+	var text strings.Builder
+	switch f {
+	case benchMessages:
+		var v struct {
+			Type       string `json:"type"`
+			StopReason string `json:"stop_reason"`
+			Content    []struct{ Type, Text string }
+		}
+		if err := json.Unmarshal(body, &v); err != nil {
+			return "", err
+		}
+		if v.Type != "message" || v.StopReason == "" {
+			return "", fmt.Errorf("type %q, stop_reason %q", v.Type, v.StopReason)
+		}
+		for _, c := range v.Content {
+			if c.Type == "text" {
+				text.WriteString(c.Text)
+			}
+		}
+	case benchResponses:
+		var v struct {
+			Object string `json:"object"`
+			Status string `json:"status"`
+			Output []struct {
+				Type    string
+				Content []struct{ Type, Text string }
+			}
+		}
+		if err := json.Unmarshal(body, &v); err != nil {
+			return "", err
+		}
+		if v.Object != "response" || v.Status != "completed" {
+			return "", fmt.Errorf("object %q, status %q", v.Object, v.Status)
+		}
+		for _, o := range v.Output {
+			for _, c := range o.Content {
+				if o.Type == "message" && c.Type == "output_text" {
+					text.WriteString(c.Text)
+				}
+			}
+		}
+	default:
+		var v struct {
+			Object  string `json:"object"`
+			Choices []struct {
+				Message      struct{ Content string }
+				FinishReason string `json:"finish_reason"`
+			}
+		}
+		if err := json.Unmarshal(body, &v); err != nil {
+			return "", err
+		}
+		if v.Object != "chat.completion" || len(v.Choices) == 0 || v.Choices[0].FinishReason == "" {
+			return "", fmt.Errorf("object %q, %d choices", v.Object, len(v.Choices))
+		}
+		text.WriteString(v.Choices[0].Message.Content)
+	}
+	return text.String(), nil
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1089,6 +1667,7 @@ type benchTargetResult struct {
 	Requests    int        `json:"requests"`
 	Errors      int        `json:"errors"`
 	CPUusPerReq float64    `json:"cpu_us_per_request,omitempty"`
+	UserUsReq   float64    `json:"cpu_user_us_per_request,omitempty"`
 	SchedUsReq  float64    `json:"cpu_sched_us_per_request,omitempty"`
 	Streams     int        `json:"streams,omitempty"`
 	StreamsOK   int        `json:"streams_ok,omitempty"`
@@ -1097,14 +1676,23 @@ type benchTargetResult struct {
 }
 
 type benchScenarioResult struct {
-	Name       string                        `json:"name"`
-	Model      string                        `json:"model"`
-	Stream     bool                          `json:"stream"`
-	Rate       int                           `json:"rate"`
+	Name     string `json:"name"`
+	Model    string `json:"model"`
+	Stream   bool   `json:"stream"`
+	Rate     int    `json:"rate"`
+	Client   string `json:"client_format"`   // what the client speaks to the gateway
+	Upstream string `json:"upstream_format"` // what the gateway (and direct, and the bare proxy) asks the upstream
+	Provider string `json:"provider_type"`
+	// Native names, for a translated row, the native row with the same upstream work; the two
+	// share the direct runs, and the translated row has no bare proxy.
+	Native     string                        `json:"compared_with_native,omitempty"`
 	Targets    map[string]*benchTargetResult `json:"targets"`
-	RatioP50   float64                       `json:"added_p50_ratio_switchyard_to_bare"`
-	CPURatio   float64                       `json:"cpu_ratio_switchyard_to_bare"`
+	RatioP50   float64                       `json:"added_p50_ratio_switchyard_to_bare,omitempty"`
+	CPURatio   float64                       `json:"cpu_ratio_switchyard_to_bare,omitempty"`
 	TTFTRatio  float64                       `json:"added_ttft_p50_ratio_switchyard_to_bare,omitempty"`
+	NativeP50  float64                       `json:"added_p50_ratio_to_native,omitempty"`
+	NativeTTFT float64                       `json:"added_ttft_p50_minus_native_us,omitempty"`
+	NativeCPU  float64                       `json:"cpu_ratio_to_native,omitempty"`
 	clkPerTick float64
 }
 
@@ -1267,7 +1855,12 @@ func TestBench(t *testing.T) {
 	dir := t.TempDir()
 
 	t.Log("building switchyard")
-	bin, version := benchBuild(t, dir)
+	bin, version := os.Getenv("BENCH_SWITCHYARD_BIN"), ""
+	if bin == "" {
+		bin, version = benchBuild(t, dir)
+	} else {
+		version = "prebuilt " + filepath.Base(bin)
+	}
 	rep := &benchReport{Machine: benchMachineInfo(version), Config: cfg, PeakRSSMB: map[string]float64{},
 		PeakRSSAllMB: map[string]float64{}}
 	tick := 1e6 / float64(rep.Machine.ClkTck) // µs per clock tick
@@ -1278,7 +1871,7 @@ func TestBench(t *testing.T) {
 	bare.name = "bare"
 	sy, logPath := benchStartSwitchyard(t, bin, dir, cfg.ProxyProcs)
 	syURL := "http://" + sy.addr
-	key := benchConfigure(t, syURL, upURL)
+	key := benchConfigure(t, syURL, upURL, len(cfg.SurfaceModels) > 0)
 	t.Logf("upstream %s, bare proxy %s, switchyard %s (pids %d, %d, %d)", up.addr, bare.addr, sy.addr, up.pid, bare.pid, sy.pid)
 
 	targets := []*benchTarget{
@@ -1287,9 +1880,14 @@ func TestBench(t *testing.T) {
 		newBenchTarget("switchyard", syURL, sy, key),
 	}
 	scenarios := benchScenarios(cfg)
-	for _, tg := range targets {
-		for _, sc := range scenarios {
-			tg.check(t, sc)
+	groups, results := benchLegs(scenarios, targets, tick)
+	for _, tg := range targets { // the checks run target by target, as before the surfaces were added
+		for _, g := range groups {
+			for _, leg := range g.legs {
+				if leg.tg == tg {
+					leg.tg.check(t, &leg.req, g.text)
+				}
+			}
 		}
 	}
 	idleRSS, _ := sy.mem()
@@ -1297,36 +1895,37 @@ func TestBench(t *testing.T) {
 
 	if cfg.Warmup > 0 {
 		t.Log("warm-up")
-		for _, sc := range scenarios {
-			for _, tg := range targets {
-				tg.attack(sc, sc.Rate, cfg.Warmup)
+		for _, g := range groups {
+			for _, leg := range g.legs {
+				leg.tg.attack(leg.req, g.sc.Rate, cfg.Warmup)
 			}
 		}
 	}
 
-	// Interleaved rounds.
-	results := make([]*benchScenarioResult, len(scenarios))
-	for i, sc := range scenarios {
-		results[i] = &benchScenarioResult{Name: sc.Name, Model: sc.Model, Stream: sc.Stream, Rate: sc.Rate,
-			Targets: map[string]*benchTargetResult{}, clkPerTick: tick}
-		for _, tg := range targets {
-			results[i].Targets[tg.name] = &benchTargetResult{}
-		}
-	}
+	// Interleaved rounds: each scenario's legs in turn, the order rotating every round.
 	for r := range cfg.Rounds {
-		for i, sc := range scenarios {
-			for k := range targets {
-				tg := targets[(k+r)%len(targets)]
-				run := tg.attack(sc, sc.Rate, cfg.Duration)
-				results[i].Targets[tg.name].Runs = append(results[i].Targets[tg.name].Runs, run)
-				t.Logf("round %d %-16s %-10s n=%-5d err=%d p50=%.0fµs p90=%.0fµs p99=%.0fµs ttft50=%.0fµs cpu=%dt",
-					r+1, sc.Name, tg.name, run.Requests, run.Errors, run.P50us, run.P90us, run.P99us, run.TTFT50us, run.CPUTicks)
+		for _, g := range groups {
+			for k := range g.legs {
+				leg := g.legs[(k+r)%len(g.legs)]
+				run := leg.tg.attack(leg.req, g.sc.Rate, cfg.Duration)
+				for _, res := range leg.rows {
+					res.Targets[leg.tg.name].Runs = append(res.Targets[leg.tg.name].Runs, run)
+				}
+				t.Logf("round %d %-28s %-10s n=%-5d err=%d p50=%.0fµs p90=%.0fµs p99=%.0fµs ttft50=%.0fµs cpu=%dt",
+					r+1, leg.req.Name, leg.tg.name, run.Requests, run.Errors, run.P50us, run.P90us, run.P99us, run.TTFT50us, run.CPUTicks)
 				time.Sleep(150 * time.Millisecond)
 			}
 		}
 	}
+	byName := map[string]*benchScenarioResult{}
 	for _, res := range results {
 		benchSummarise(res)
+		byName[res.Name] = res
+	}
+	for _, res := range results {
+		if res.Native != "" {
+			benchCompareNative(res, byName[res.Native])
+		}
 	}
 	rep.Scenarios = results
 	for _, p := range []*benchProc{bare, sy} {
@@ -1348,7 +1947,7 @@ func TestBench(t *testing.T) {
 		stepTargets = append(stepTargets, targets[0])
 	}
 	for _, tg := range stepTargets {
-		mr := benchFindMaxRate(t, tg, scenarios[0], cfg, tick)
+		mr := benchFindMaxRate(t, tg, tg.request(scenarios[0], benchChat), cfg, tick)
 		rep.MaxRate = append(rep.MaxRate, mr)
 	}
 	for _, p := range []*benchProc{bare, sy} {
@@ -1361,7 +1960,7 @@ func TestBench(t *testing.T) {
 	for _, tg := range targets {
 		tg.rt.base.(*http.Transport).CloseIdleConnections()
 	}
-	rep.Plateau = benchSamplePlateau(t, targets[2], bare, scenarios[0], cfg, syURL)
+	rep.Plateau = benchSamplePlateau(t, targets[2], bare, targets[2].request(scenarios[0], benchChat), cfg, syURL)
 	rep.Plateau.IdleRSSMB, rep.Plateau.IdleGoroutine = benchMB(idleRSS), idle["go_goroutines"]
 
 	if b, err := os.ReadFile(logPath); err == nil {
@@ -1395,13 +1994,68 @@ func TestBench(t *testing.T) {
 	}
 }
 
+// benchLeg is one target and request of a scenario; its runs go to rows (the direct runs serve
+// the native row and every translated row of the scenario).
+type benchLeg struct {
+	tg   *benchTarget
+	req  benchReq
+	rows []*benchScenarioResult
+}
+
+// benchGroup is a scenario and its legs: direct, bare proxy and Switchyard in the upstream's
+// format, and Switchyard once more for every client format it translates.
+type benchGroup struct {
+	sc   benchScenario
+	text string // the upstream's JSON answer text
+	legs []*benchLeg
+}
+
+// benchLegs builds the legs of every scenario and the result rows they feed: the native rows in
+// scenario order, then the translated ones.
+func benchLegs(scenarios []benchScenario, targets []*benchTarget, tick float64) ([]*benchGroup, []*benchScenarioResult) {
+	row := func(sc benchScenario, client benchFormat, names ...string) *benchScenarioResult {
+		res := &benchScenarioResult{Name: benchRowName(client, sc.Wire, sc.Model), Model: sc.model(), Stream: sc.Stream,
+			Rate: sc.Rate, Client: client.String(), Upstream: sc.Wire.String(), Provider: sc.Wire.providerType(),
+			Targets: map[string]*benchTargetResult{}, clkPerTick: tick}
+		if client != sc.Wire {
+			res.Native = benchRowName(sc.Wire, sc.Wire, sc.Model)
+		}
+		for _, n := range names {
+			res.Targets[n] = &benchTargetResult{}
+		}
+		return res
+	}
+	var groups []*benchGroup
+	var natives, translated []*benchScenarioResult
+	for _, sc := range scenarios {
+		g := &benchGroup{sc: sc}
+		if !sc.Stream {
+			_, g.text = benchAnswer(sc.Wire, sc.model(), sc.Size)
+		}
+		native := row(sc, sc.Wire, "direct", "bare", "switchyard")
+		natives = append(natives, native)
+		direct := &benchLeg{tg: targets[0], req: targets[0].request(sc, sc.Wire), rows: []*benchScenarioResult{native}}
+		g.legs = append(g.legs, direct,
+			&benchLeg{tg: targets[1], req: targets[1].request(sc, sc.Wire), rows: []*benchScenarioResult{native}},
+			&benchLeg{tg: targets[2], req: targets[2].request(sc, sc.Wire), rows: []*benchScenarioResult{native}})
+		for _, f := range sc.Via {
+			res := row(sc, f, "direct", "switchyard")
+			translated = append(translated, res)
+			direct.rows = append(direct.rows, res)
+			g.legs = append(g.legs, &benchLeg{tg: targets[2], req: targets[2].request(sc, f), rows: []*benchScenarioResult{res}})
+		}
+		groups = append(groups, g)
+	}
+	return groups, append(natives, translated...)
+}
+
 // benchSummarise takes the median over rounds of each percentile, and of each proxy's added
 // latency against the direct run of the same round.
 func benchSummarise(res *benchScenarioResult) {
 	direct := res.Targets["direct"]
 	for name, tr := range res.Targets {
 		var p50, p90, p99, t50, t90, t99, a50, a90, a99, at50, at90, at99 []float64
-		var ticks, ns int64
+		var ticks, uticks, ns int64
 		for r, run := range tr.Runs {
 			p50, p90, p99 = append(p50, run.P50us), append(p90, run.P90us), append(p99, run.P99us)
 			t50, t90, t99 = append(t50, run.TTFT50us), append(t90, run.TTFT90us), append(t99, run.TTFT99us)
@@ -1415,6 +2069,7 @@ func benchSummarise(res *benchScenarioResult) {
 			tr.Lost += run.Lost
 			tr.Merged += run.Merged
 			ticks += run.CPUTicks
+			uticks += run.CPUUser
 			ns += run.CPUns
 		}
 		tr.Latency = benchTrio{benchMedian(p50), benchMedian(p90), benchMedian(p99)}
@@ -1428,11 +2083,15 @@ func benchSummarise(res *benchScenarioResult) {
 			}
 			if tr.Requests > 0 {
 				tr.CPUusPerReq = float64(ticks) * res.clkPerTick / float64(tr.Requests)
+				tr.UserUsReq = float64(uticks) * res.clkPerTick / float64(tr.Requests)
 				tr.SchedUsReq = float64(ns) / 1e3 / float64(tr.Requests)
 			}
 		}
 	}
 	b, s := res.Targets["bare"], res.Targets["switchyard"]
+	if b == nil {
+		return
+	}
 	if b.Added.P50 > 0 {
 		res.RatioP50 = s.Added.P50 / b.Added.P50
 	}
@@ -1444,13 +2103,27 @@ func benchSummarise(res *benchScenarioResult) {
 	}
 }
 
+// benchCompareNative sets a translated row's ratios to its native row.
+func benchCompareNative(res, native *benchScenarioResult) {
+	y, n := res.Targets["switchyard"], native.Targets["switchyard"]
+	if n.Added.P50 > 0 {
+		res.NativeP50 = y.Added.P50 / n.Added.P50
+	}
+	if res.Stream {
+		res.NativeTTFT = y.AddedTTFT.P50 - n.AddedTTFT.P50
+	}
+	if n.CPUusPerReq > 0 {
+		res.NativeCPU = y.CPUusPerReq / n.CPUusPerReq
+	}
+}
+
 // benchFindMaxRate steps the rate up geometrically (bounded) until p99 reaches 50 ms, errors reach
 // 0.1 % or the generator cannot send at the asked rate, then bisects between the last good and
 // the first bad rate a few times.
-func benchFindMaxRate(t *testing.T, tg *benchTarget, sc benchScenario, cfg benchConfig, tick float64) benchMaxRate {
+func benchFindMaxRate(t *testing.T, tg *benchTarget, rq benchReq, cfg benchConfig, tick float64) benchMaxRate {
 	mr := benchMaxRate{Target: tg.name}
 	try := func(r int) bool {
-		run := tg.attack(sc, r, cfg.MaxRateDuration)
+		run := tg.attack(rq, r, cfg.MaxRateDuration)
 		st := benchStep{Rate: r, SentRate: math.Round(run.SentRate), P50us: run.P50us, P99us: run.P99us, ErrRate: run.errRate()}
 		if run.Requests > 0 && tg.proc != nil {
 			st.CPUusReq = float64(run.CPUTicks) * tick / float64(run.Requests)
@@ -1612,14 +2285,14 @@ func benchSlowStreams(t *testing.T, tg *benchTarget, cfg benchConfig, metricsBas
 
 // benchSamplePlateau samples Switchyard's RSS once a second after the load, under a trickle of
 // small requests.
-func benchSamplePlateau(t *testing.T, tg *benchTarget, bare *benchProc, sc benchScenario, cfg benchConfig, metricsBase string) benchPlateau {
+func benchSamplePlateau(t *testing.T, tg *benchTarget, bare *benchProc, rq benchReq, cfg benchConfig, metricsBase string) benchPlateau {
 	p := benchPlateau{TrafficRate: cfg.PlateauRate}
 	d := time.Duration(cfg.PlateauSamples)*time.Second + 500*time.Millisecond
 	stop := make(chan struct{})
 	go func() {
 		defer close(stop)
 		if cfg.PlateauRate > 0 {
-			tg.attack(sc, cfg.PlateauRate, d)
+			tg.attack(rq, cfg.PlateauRate, d)
 		}
 	}()
 	for range cfg.PlateauSamples {
@@ -1641,20 +2314,39 @@ func benchSamplePlateau(t *testing.T, tg *benchTarget, bare *benchProc, sc bench
 
 func benchChecks(rep *benchReport) []benchCheck {
 	var out []benchCheck
+	byName := map[string]*benchScenarioResult{}
+	for _, s := range rep.Scenarios {
+		byName[s.Name] = s
+	}
 	for _, s := range rep.Scenarios {
 		b, y := s.Targets["bare"], s.Targets["switchyard"]
-		if !s.Stream {
-			pass := y.Added.P50 <= 1.3*b.Added.P50 || y.Added.P50 <= 0
-			out = append(out, benchCheck{Name: "added p50 vs bare proxy, " + s.Name, Target: "≤ 1.3 ×",
-				Actual: fmt.Sprintf("%.0f µs vs %.0f µs (%s)", y.Added.P50, b.Added.P50, benchRatio(s.RatioP50)), Pass: pass})
+		if s.Native != "" {
+			n := byName[s.Native].Targets["switchyard"]
+			if !s.Stream {
+				out = append(out, benchCheck{Name: "added p50 vs native, " + s.Name, Target: "≤ 1.2 × " + s.Native,
+					Actual: fmt.Sprintf("%.0f µs vs %.0f µs (%s)", y.Added.P50, n.Added.P50, benchRatio(s.NativeP50)),
+					Pass:   y.Added.P50 <= 1.2*n.Added.P50 || y.Added.P50 <= 0})
+			} else {
+				out = append(out, benchCheck{Name: "added TTFT p50 vs native, " + s.Name, Target: "≤ " + s.Native + " + 100 µs",
+					Actual: fmt.Sprintf("%.0f µs vs %.0f µs (%+.0f µs)", y.AddedTTFT.P50, n.AddedTTFT.P50, s.NativeTTFT),
+					Pass:   s.NativeTTFT <= 100})
+			}
+		} else {
+			if !s.Stream {
+				pass := y.Added.P50 <= 1.3*b.Added.P50 || y.Added.P50 <= 0
+				out = append(out, benchCheck{Name: "added p50 vs bare proxy, " + s.Name, Target: "≤ 1.3 ×",
+					Actual: fmt.Sprintf("%.0f µs vs %.0f µs (%s)", y.Added.P50, b.Added.P50, benchRatio(s.RatioP50)), Pass: pass})
+			}
+			out = append(out, benchCheck{Name: "CPU/request vs bare proxy, " + s.Name, Target: "≤ 1.5 ×",
+				Actual: fmt.Sprintf("%.1f µs vs %.1f µs (%s)", y.CPUusPerReq, b.CPUusPerReq, benchRatio(s.CPURatio)),
+				Pass:   y.CPUusPerReq <= 1.5*b.CPUusPerReq})
+			if s.Stream {
+				out = append(out, benchCheck{Name: "added TTFT p50, " + s.Name, Target: "≤ 0.5 ms",
+					Actual: fmt.Sprintf("%.0f µs", y.AddedTTFT.P50), Pass: y.AddedTTFT.P50 <= 500})
+			}
 		}
-		out = append(out, benchCheck{Name: "CPU/request vs bare proxy, " + s.Name, Target: "≤ 1.5 ×",
-			Actual: fmt.Sprintf("%.1f µs vs %.1f µs (%s)", y.CPUusPerReq, b.CPUusPerReq, benchRatio(s.CPURatio)),
-			Pass:   y.CPUusPerReq <= 1.5*b.CPUusPerReq})
 		if s.Stream {
-			out = append(out, benchCheck{Name: "added TTFT p50, " + s.Name, Target: "≤ 0.5 ms",
-				Actual: fmt.Sprintf("%.0f µs", y.AddedTTFT.P50), Pass: y.AddedTTFT.P50 <= 500})
-			out = append(out, benchCheck{Name: "no chunk lost or merged, " + s.Name, Target: "21 events per stream",
+			out = append(out, benchCheck{Name: "no chunk lost or merged, " + s.Name, Target: benchIntactTarget(s),
 				Actual: fmt.Sprintf("%d/%d streams intact, %d lost, %d merged", y.StreamsOK, y.Streams, y.Lost, y.Merged),
 				Pass:   y.Streams > 0 && y.StreamsOK == y.Streams})
 		}
@@ -1674,6 +2366,36 @@ func benchChecks(rep *benchReport) []benchCheck {
 	out = append(out, benchCheck{Name: "RSS plateau after load", Target: "last 3 samples within max(2 MB, 5 %)",
 		Actual: fmt.Sprintf("%v MB (spread %.1f MB)", p.SamplesMB, p.SpreadMB), Pass: p.Plateau})
 	return out
+}
+
+// benchIntactTarget is what an intact stream is in the client's format; a native stream must
+// also have every event of the upstream's.
+func benchIntactTarget(s *benchScenarioResult) string {
+	n := ""
+	if s.Native == "" {
+		ev, _ := benchEvents(map[string]benchFormat{"chat": benchChat, "messages": benchMessages, "responses": benchResponses}[s.Client], "", benchChunks)
+		if s.Client == "chat" {
+			return fmt.Sprintf("%d events per stream", len(ev))
+		}
+		n = fmt.Sprintf("%d events, ", len(ev))
+	}
+	switch s.Client {
+	case "messages":
+		return n + "20 text deltas in order, message_start first, message_stop last"
+	case "responses":
+		return n + "20 text deltas in order, sequence numbers in order, response.completed last"
+	}
+	return "20 content chunks in order, [DONE] last"
+}
+
+// benchPathOf is the endpoint of a format named by its String.
+func benchPathOf(format string) string {
+	for _, f := range []benchFormat{benchChat, benchMessages, benchResponses} {
+		if f.String() == format {
+			return f.path()
+		}
+	}
+	return format
 }
 
 func benchRatio(r float64) string {
@@ -1703,6 +2425,14 @@ func benchMarkdown(rep *benchReport) string {
 		"percentile of the same round, median over rounds. CPU = utime+stime from /proc/<pid>/stat over all rounds "+
 		"÷ requests (schedstat in brackets).\n\n",
 		c.UpstreamProcs, c.ProxyProcs, c.ProxyProcs, c.LoadgenProcs, c.Rounds, c.Duration, c.JSONRate, c.StreamRate)
+	if len(c.SurfaceModels) > 0 {
+		fmt.Fprintf(&b, "Client surfaces (%s): rows named `messages/…` and `responses/…` are native (client and upstream speak "+
+			"the same format: the built-in `anthropic` provider → upstream `POST /v1/messages`, the built-in `openai` provider → "+
+			"`POST /v1/responses`), compared with direct and the bare proxy sending the same request; rows named `a→b/…` are "+
+			"translated by Switchyard (client format a, upstream format b) and compared with the native row of format b, "+
+			"measured in the same rounds against the same direct runs. The chat rows named here rotate with their "+
+			"translated rows (5 legs a round instead of 3).\n\n", strings.Join(c.SurfaceModels, ", "))
+	}
 
 	if l, _, _ := strings.Cut(m.LoadBefore, " "); l != "" {
 		if v, err := strconv.ParseFloat(l, 64); err == nil && v > 0.5*float64(m.NProc) {
@@ -1721,6 +2451,9 @@ func benchMarkdown(rep *benchReport) string {
 	b.WriteString("| Scenario | Rate | Direct p50 / p90 / p99 | Bare added p50 / p90 / p99 | Switchyard added p50 / p90 / p99 | Added p50 ratio | Errors (direct/bare/SY) |\n")
 	b.WriteString("|---|---|---|---|---|---|---|\n")
 	for _, s := range rep.Scenarios {
+		if s.Native != "" {
+			continue
+		}
 		d, bb, y := s.Targets["direct"], s.Targets["bare"], s.Targets["switchyard"]
 		fmt.Fprintf(&b, "| %s | %d/s | %.0f / %.0f / %.0f | %.0f / %.0f / %.0f | %.0f / %.0f / %.0f | %s | %d / %d / %d of %d |\n",
 			s.Name, s.Rate, d.Latency.P50, d.Latency.P90, d.Latency.P99, bb.Added.P50, bb.Added.P90, bb.Added.P99,
@@ -1730,7 +2463,7 @@ func benchMarkdown(rep *benchReport) string {
 	b.WriteString("\n## Streams (µs)\n\n")
 	b.WriteString("| Scenario | Direct TTFT p50 / p90 / p99 | Bare added TTFT p50 / p90 / p99 | Switchyard added TTFT p50 / p90 / p99 | Streams intact (direct/bare/SY) |\n|---|---|---|---|---|\n")
 	for _, s := range rep.Scenarios {
-		if !s.Stream {
+		if !s.Stream || s.Native != "" {
 			continue
 		}
 		d, bb, y := s.Targets["direct"], s.Targets["bare"], s.Targets["switchyard"]
@@ -1740,11 +2473,37 @@ func benchMarkdown(rep *benchReport) string {
 			y.StreamsOK, y.Streams, y.Lost, y.Merged)
 	}
 
-	b.WriteString("\n## CPU per request (µs of proxy process CPU)\n\n| Scenario | Bare proxy | Switchyard | Switchyard − bare | Ratio |\n|---|---|---|---|---|\n")
+	b.WriteString("\n## CPU per request (µs of proxy process CPU)\n\n| Scenario | Bare proxy | Switchyard | Switchyard − bare | Ratio | User time: bare / Switchyard |\n|---|---|---|---|---|---|\n")
 	for _, s := range rep.Scenarios {
+		if s.Native != "" {
+			continue
+		}
 		bb, y := s.Targets["bare"], s.Targets["switchyard"]
-		fmt.Fprintf(&b, "| %s | %.1f (%.1f) | %.1f (%.1f) | %+.1f | %s |\n", s.Name, bb.CPUusPerReq, bb.SchedUsReq,
-			y.CPUusPerReq, y.SchedUsReq, y.CPUusPerReq-bb.CPUusPerReq, benchRatio(s.CPURatio))
+		fmt.Fprintf(&b, "| %s | %.1f (%.1f) | %.1f (%.1f) | %+.1f | %s | %.1f / %.1f |\n", s.Name, bb.CPUusPerReq, bb.SchedUsReq,
+			y.CPUusPerReq, y.SchedUsReq, y.CPUusPerReq-bb.CPUusPerReq, benchRatio(s.CPURatio), bb.UserUsReq, y.UserUsReq)
+	}
+
+	b.WriteString("\n## Translation (µs; each translated row is measured in the rounds of the native row with the same upstream work and shares its direct runs)\n\n")
+	b.WriteString("| Row | Client → provider (upstream endpoint) | Switchyard added p50 / p90 / p99 | Native row: added p50 | Ratio | Added TTFT p50 (native) | Δ TTFT | CPU µs/request (native) | Streams intact | Errors |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
+	byName := map[string]*benchScenarioResult{}
+	for _, s := range rep.Scenarios {
+		byName[s.Name] = s
+	}
+	for _, s := range rep.Scenarios {
+		if s.Native == "" {
+			continue
+		}
+		y, n := s.Targets["switchyard"], byName[s.Native].Targets["switchyard"]
+		ttft, dttft, intact := "–", "–", "–"
+		if s.Stream {
+			ttft = fmt.Sprintf("%.0f (%.0f)", y.AddedTTFT.P50, n.AddedTTFT.P50)
+			dttft = fmt.Sprintf("%+.0f", s.NativeTTFT)
+			intact = fmt.Sprintf("%d/%d (lost %d, merged %d)", y.StreamsOK, y.Streams, y.Lost, y.Merged)
+		}
+		fmt.Fprintf(&b, "| %s | %s → %s (%s) | %.0f / %.0f / %.0f | %s: %.0f | %s | %s | %s | %.1f (%.1f) | %s | %d of %d |\n",
+			s.Name, benchPathOf(s.Client), s.Provider, benchPathOf(s.Upstream), y.Added.P50, y.Added.P90, y.Added.P99, s.Native,
+			n.Added.P50, benchRatio(s.NativeP50), ttft, dttft, y.CPUusPerReq, n.CPUusPerReq, intact, y.Errors, y.Requests)
 	}
 
 	b.WriteString("\n## Highest sustainable rate (json-small-0ms; p99 < 50 ms, errors < 0.1 %, sent ≥ 95 % of asked)\n\n")
@@ -1835,21 +2594,40 @@ func BenchmarkBenchGateway(b *testing.B) {
 	})
 	b.Cleanup(func() { gw.Shutdown(5 * time.Second) })
 	syURL := "http://" + gw.Addr
-	key := benchConfigure(b, syURL, upURL)
+	key := benchConfigure(b, syURL, upURL, true)
 
-	for _, model := range []string{"json-small-0ms", "json-large-0ms", "sse-fast"} {
-		for _, tg := range []struct{ name, url string }{{"bare", bareURL}, {"switchyard", syURL}} {
-			b.Run(tg.name+"/"+model, func(b *testing.B) {
-				body := benchRequestBody(model, strings.HasPrefix(model, "sse"))
+	// Chat completions natively ("bare/json-large-0ms", "switchyard/json-large-0ms"), then the
+	// other surfaces, natively ("switchyard/messages/…") and translated ("switchyard/messages-to-chat/…").
+	type benchCase struct {
+		name, url    string
+		client, wire benchFormat
+		models       []string
+	}
+	var cases []benchCase
+	for _, tg := range []struct{ name, url string }{{"bare", bareURL}, {"switchyard", syURL}} {
+		cases = append(cases, benchCase{tg.name, tg.url, benchChat, benchChat, []string{"json-small-0ms", "json-large-0ms", "sse-fast"}})
+	}
+	surfaces := []string{"json-large-0ms", "sse-fast"}
+	for _, w := range []benchFormat{benchMessages, benchResponses} {
+		cases = append(cases, benchCase{"bare/" + w.String(), bareURL, w, w, surfaces},
+			benchCase{"switchyard/" + w.String(), syURL, w, w, surfaces})
+	}
+	for _, c := range [][2]benchFormat{{benchMessages, benchChat}, {benchResponses, benchChat}, {benchChat, benchMessages}} {
+		cases = append(cases, benchCase{"switchyard/" + c[0].String() + "-to-" + c[1].String(), syURL, c[0], c[1], surfaces})
+	}
+	tg := &benchTarget{key: key}
+	for _, c := range cases {
+		for _, model := range c.models {
+			rq := tg.request(benchScenario{Name: model, Model: model, Stream: strings.HasPrefix(model, "sse"), Wire: c.wire}, c.client)
+			b.Run(c.name+"/"+model, func(b *testing.B) {
 				client := &http.Client{Transport: benchTransport(256)}
 				defer client.Transport.(*http.Transport).CloseIdleConnections()
 				b.ReportAllocs()
 				b.RunParallel(func(pb *testing.PB) {
 					pprof.SetGoroutineLabels(pprof.WithLabels(ctx, pprof.Labels("role", "client")))
 					for pb.Next() {
-						req, _ := http.NewRequest("POST", tg.url+"/v1/chat/completions", bytes.NewReader(body))
-						req.Header.Set("Content-Type", "application/json")
-						req.Header.Set("Authorization", "Bearer "+key)
+						req, _ := http.NewRequest("POST", c.url+rq.Path, bytes.NewReader(rq.Body))
+						req.Header = rq.Header.Clone()
 						resp, err := client.Do(req)
 						if err != nil {
 							b.Error(err)

@@ -39,14 +39,30 @@ const requestLogCols = `id, request_id, at, client_key_id, surface, model, provi
 	error_code, error_msg, attempts, retries, failovers, latency_us, ttft_us, stream, complete, input_tokens,
 	output_tokens, chain, skipped`
 
-// InsertRequestLog stores finished requests; their ids are given by the caller.
+const insertRequestLogSQL = `INSERT INTO request_log (` + requestLogCols + `)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+// InsertRequestLog stores finished requests; their ids are given by the caller. A batch compiles
+// the statement once (SQLite compiles it again on every Exec of the text, which cost as much as the
+// insert itself).
 func InsertRequestLog(ctx context.Context, q Querier, rows []RequestLogRow) error {
+	exec := func(ctx context.Context, args ...any) (sql.Result, error) {
+		return q.ExecContext(ctx, insertRequestLogSQL, args...)
+	}
+	if p, ok := q.(interface {
+		PrepareContext(context.Context, string) (*sql.Stmt, error)
+	}); ok && len(rows) > 1 {
+		stmt, err := p.PrepareContext(ctx, insertRequestLogSQL)
+		if err != nil {
+			return fmt.Errorf("prepare request log insert: %w", err)
+		}
+		defer stmt.Close()
+		exec = stmt.ExecContext
+	}
 	for _, r := range rows {
-		if _, err := q.ExecContext(ctx, `INSERT INTO request_log (`+requestLogCols+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			r.ID, r.RequestID, r.At, r.ClientKeyID, r.Surface, r.Model, r.Provider, r.ConnectionID, r.Connection, r.Status,
-			r.ErrorCode, r.ErrorMsg, r.Attempts, r.Retries, r.Failovers, r.LatencyUS, r.TTFTUS, r.Stream, r.Complete,
-			r.InputTokens, r.OutputTokens, r.Chain, r.Skipped); err != nil {
+		if _, err := exec(ctx, r.ID, r.RequestID, r.At, r.ClientKeyID, r.Surface, r.Model, r.Provider, r.ConnectionID,
+			r.Connection, r.Status, r.ErrorCode, r.ErrorMsg, r.Attempts, r.Retries, r.Failovers, r.LatencyUS, r.TTFTUS,
+			r.Stream, r.Complete, r.InputTokens, r.OutputTokens, r.Chain, r.Skipped); err != nil {
 			return fmt.Errorf("insert request log %d: %w", r.ID, err)
 		}
 	}
