@@ -2,7 +2,6 @@ package translate
 
 import (
 	"encoding/json"
-	"fmt"
 	"strings"
 )
 
@@ -40,39 +39,6 @@ func msgID(id string) string {
 	return "msg_" + strings.TrimPrefix(id, "chatcmpl-")
 }
 
-// ChatResponseToMessages turns a chat completion into an Anthropic message.
-func ChatResponseToMessages(body []byte) ([]byte, error) {
-	var in chatResponse
-	if err := json.Unmarshal(body, &in); err != nil {
-		return nil, fmt.Errorf("not a chat completion: %w", err)
-	}
-	out := msgResponse{ID: msgID(in.ID), Type: "message", Role: "assistant", Model: in.Model, Content: []msgBlock{},
-		Usage: msgUsageOf(in.Usage)}
-	stop := "end_turn"
-	if len(in.Choices) > 0 {
-		ch := in.Choices[0]
-		if m := ch.Message; m != nil {
-			if r := reasoningOf(m); r != "" {
-				out.Content = append(out.Content, msgBlock{Type: "thinking", Thinking: r})
-			}
-			if m.Content != nil && *m.Content != "" {
-				out.Content = append(out.Content, msgBlock{Type: "text", Text: *m.Content})
-			} else if m.Refusal != nil && *m.Refusal != "" {
-				out.Content = append(out.Content, msgBlock{Type: "text", Text: *m.Refusal})
-			}
-			for _, tc := range m.ToolCalls {
-				out.Content = append(out.Content, msgBlock{Type: "tool_use", ID: tc.ID, Name: tc.Function.Name,
-					Input: objectOrEmpty([]byte(tc.Function.Arguments))})
-			}
-		}
-		if ch.FinishReason != nil {
-			stop = finishToStop(*ch.FinishReason)
-		}
-	}
-	out.StopReason = &stop
-	return marshalMessage(out)
-}
-
 // reasoningOf is a message's reasoning text, under either name OpenAI-compatible servers use.
 func reasoningOf(m *chatRespMessage) string {
 	if m.ReasoningContent != nil {
@@ -82,38 +48,6 @@ func reasoningOf(m *chatRespMessage) string {
 		return *m.Reasoning
 	}
 	return ""
-}
-
-// marshalMessage writes a message with its blocks in Anthropic's exact shapes (a thinking block
-// carries an empty signature, a text block its text even when empty).
-func marshalMessage(m msgResponse) ([]byte, error) {
-	blocks := make([]json.RawMessage, len(m.Content))
-	for i, b := range m.Content {
-		blocks[i] = blockJSON(b)
-	}
-	return json.Marshal(struct {
-		ID           string            `json:"id"`
-		Type         string            `json:"type"`
-		Role         string            `json:"role"`
-		Model        string            `json:"model"`
-		Content      []json.RawMessage `json:"content"`
-		StopReason   *string           `json:"stop_reason"`
-		StopSequence *string           `json:"stop_sequence"`
-		Usage        msgUsage          `json:"usage"`
-	}{m.ID, m.Type, m.Role, m.Model, blocks, m.StopReason, m.StopSequence, m.Usage})
-}
-
-// blockJSON writes one response block with the fields its type requires.
-func blockJSON(b msgBlock) json.RawMessage {
-	switch b.Type {
-	case "text":
-		return marshalOrNull(map[string]any{"type": "text", "text": b.Text})
-	case "thinking":
-		return marshalOrNull(map[string]any{"type": "thinking", "thinking": b.Thinking, "signature": b.Signature})
-	case "tool_use":
-		return marshalOrNull(map[string]any{"type": "tool_use", "id": b.ID, "name": b.Name, "input": objectOrEmpty(b.Input)})
-	}
-	return marshalOrNull(b)
 }
 
 // ChatToMessagesStream translates chat completion chunks into an Anthropic messages stream:

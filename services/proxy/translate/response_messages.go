@@ -2,7 +2,6 @@ package translate
 
 import (
 	"encoding/json"
-	"fmt"
 	"strings"
 )
 
@@ -28,44 +27,6 @@ func chatUsageOf(u msgUsage) *chatUsage {
 		out.PromptTokensDetails = &promptDetails{CachedTokens: u.CacheReadInputTokens}
 	}
 	return out
-}
-
-// MessagesResponseToChat turns an Anthropic messages answer into a chat completion. created is
-// the completion's timestamp (Anthropic answers carry none).
-func MessagesResponseToChat(body []byte, created int64) ([]byte, error) {
-	var in msgResponse
-	if err := json.Unmarshal(body, &in); err != nil {
-		return nil, fmt.Errorf("not an Anthropic message: %w", err)
-	}
-	msg := &chatRespMessage{Role: "assistant"}
-	var text, thinking strings.Builder
-	for _, b := range in.Content {
-		switch b.Type {
-		case "text":
-			text.WriteString(b.Text)
-		case "thinking":
-			thinking.WriteString(b.Thinking)
-		case "tool_use":
-			args := string(objectOrEmpty(b.Input))
-			msg.ToolCalls = append(msg.ToolCalls, chatToolCall{ID: b.ID, Type: "function",
-				Function: chatFunctionCall{Name: b.Name, Arguments: args}})
-		}
-	}
-	if text.Len() > 0 || len(msg.ToolCalls) == 0 {
-		s := text.String()
-		msg.Content = &s
-	}
-	if thinking.Len() > 0 {
-		s := thinking.String()
-		msg.ReasoningContent = &s
-	}
-	finish := "stop"
-	if in.StopReason != nil {
-		finish = stopToFinish(*in.StopReason)
-	}
-	out := chatResponse{ID: chatID(in.ID), Object: "chat.completion", Created: created, Model: in.Model,
-		Choices: []chatChoice{{Index: 0, Message: msg, FinishReason: &finish}}, Usage: chatUsageOf(in.Usage)}
-	return json.Marshal(out)
 }
 
 // chatID gives a chat completion the id of the Anthropic message it came from.

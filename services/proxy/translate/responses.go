@@ -3,7 +3,10 @@ package translate
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
+
+	"github.com/tidwall/gjson"
 )
 
 // The OpenAI Responses API is translated through chat completions: a Responses request becomes
@@ -316,39 +319,88 @@ func EchoOf(body []byte) ResponsesEcho {
 	return e
 }
 
-// responseObject is a Responses answer; the echoed request fields are merged in when encoded.
-type responseObject struct {
-	ID                string          `json:"id"`
-	Object            string          `json:"object"`
-	CreatedAt         int64           `json:"created_at"`
-	Status            string          `json:"status"`
-	Model             string          `json:"model"`
-	Output            []any           `json:"output"`
-	Usage             *responsesUsage `json:"usage"`
-	Error             any             `json:"error"`
-	IncompleteDetails any             `json:"incomplete_details"`
-	PreviousResponse  *string         `json:"previous_response_id"`
-	ResponsesEcho
+// appendFields writes the echoed request fields of a Responses answer.
+func (e ResponsesEcho) appendFields(o *obj) {
+	o.strOrNull("instructions", e.Instructions)
+	if e.MaxOutputTokens != nil {
+		o.int("max_output_tokens", int64(*e.MaxOutputTokens))
+	} else {
+		o.raw("max_output_tokens", nullJSON)
+	}
+	o.raw("parallel_tool_calls", boolJSON(e.ParallelToolCalls))
+	o.raw("temperature", floatJSON(e.Temperature))
+	o.raw("top_p", floatJSON(e.TopP))
+	o.raw("tool_choice", rawJSON(e.ToolChoice))
+	o.raw("tools", rawJSON(e.Tools))
+	o.raw("reasoning", rawJSON(e.Reasoning))
+	o.raw("text", rawJSON(e.Text))
+	o.raw("metadata", rawJSON(e.Metadata))
+	o.raw("store", boolJSON(e.Store))
+}
+
+func boolJSON(b bool) []byte {
+	if b {
+		return []byte("true")
+	}
+	return []byte("false")
+}
+
+func floatJSON(f *float64) []byte {
+	if f == nil {
+		return nullJSON
+	}
+	return marshalOrNull(*f)
 }
 
 type responsesUsage struct {
-	InputTokens         int64            `json:"input_tokens"`
-	InputTokensDetails  map[string]int64 `json:"input_tokens_details"`
-	OutputTokens        int64            `json:"output_tokens"`
-	OutputTokensDetails map[string]int64 `json:"output_tokens_details"`
-	TotalTokens         int64            `json:"total_tokens"`
+	InputTokens, CachedTokens, OutputTokens int64
 }
 
 func responsesUsageOf(u *chatUsage) *responsesUsage {
 	if u == nil {
 		return nil
 	}
-	out := &responsesUsage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens,
-		InputTokensDetails: map[string]int64{"cached_tokens": 0}, OutputTokensDetails: map[string]int64{"reasoning_tokens": 0}}
+	out := &responsesUsage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens}
 	if u.PromptTokensDetails != nil {
-		out.InputTokensDetails["cached_tokens"] = u.PromptTokensDetails.CachedTokens
+		out.CachedTokens = u.PromptTokensDetails.CachedTokens
 	}
 	return out
+}
+
+func (u *responsesUsage) json() []byte {
+	if u == nil {
+		return nullJSON
+	}
+	return newObj(nil).int("input_tokens", u.InputTokens).
+		raw("input_tokens_details", newObj(nil).int("cached_tokens", u.CachedTokens).end()).
+		int("output_tokens", u.OutputTokens).
+		raw("output_tokens_details", []byte(`{"reasoning_tokens":0}`)).
+		int("total_tokens", u.InputTokens+u.OutputTokens).end()
+}
+
+// appendResponse writes a Responses answer object.
+func appendResponse(dst []byte, id string, created int64, status, model string, items [][]byte, usage *responsesUsage,
+	errObj, details []byte, echo ResponsesEcho) []byte {
+	o := newObj(dst).str("id", id).str("object", "response").int("created_at", created).str("status", status).str("model", model)
+	o.key("output")
+	o.b = append(o.b, '[')
+	for i, it := range items {
+		if i > 0 {
+			o.b = append(o.b, ',')
+		}
+		o.b = append(o.b, it...)
+	}
+	o.b = append(o.b, ']')
+	o.raw("usage", usage.json())
+	if errObj == nil {
+		errObj = nullJSON
+	}
+	if details == nil {
+		details = nullJSON
+	}
+	o.raw("error", errObj).raw("incomplete_details", details).raw("previous_response_id", nullJSON)
+	echo.appendFields(o)
+	return o.end()
 }
 
 // responseID gives a Responses answer the id of the chat completion it came from.
@@ -356,61 +408,34 @@ func responseID(id string) string {
 	return "resp_" + strings.TrimPrefix(strings.TrimPrefix(id, "chatcmpl-"), "chatcmpl_")
 }
 
-func messageItem(id, text, status string) map[string]any {
-	return map[string]any{"type": "message", "id": id, "status": status, "role": "assistant",
-		"content": []any{map[string]any{"type": "output_text", "text": text, "annotations": []any{}}}}
+func messageItem(id, text, status string) []byte {
+	part := newObj(nil).str("type", "output_text").str("text", text).raw("annotations", []byte("[]")).end()
+	return newObj(nil).str("type", "message").str("id", id).str("status", status).str("role", "assistant").
+		raw("content", append(append([]byte{'['}, part...), ']')).end()
 }
 
-func reasoningItem(id, text string) map[string]any {
-	summary := []any{}
+func reasoningItem(id, text string) []byte {
+	summary := []byte("[]")
 	if text != "" {
-		summary = append(summary, map[string]any{"type": "summary_text", "text": text})
+		summary = append(append([]byte{'['}, newObj(nil).str("type", "summary_text").str("text", text).end()...), ']')
 	}
-	return map[string]any{"type": "reasoning", "id": id, "summary": summary}
+	return newObj(nil).str("type", "reasoning").str("id", id).raw("summary", summary).end()
 }
 
-func functionCallItem(id, callID, name, args, status string) map[string]any {
-	return map[string]any{"type": "function_call", "id": id, "call_id": callID, "name": name, "arguments": args, "status": status}
+func functionCallItem(id, callID, name, args, status string) []byte {
+	return newObj(nil).str("type", "function_call").str("id", id).str("call_id", callID).str("name", name).
+		str("arguments", args).str("status", status).end()
 }
 
 // statusOf is a Responses status for a chat finish reason, with its incomplete details.
-func statusOf(finish string) (string, any) {
+func statusOf(finish string) (string, []byte) {
 	switch finish {
 	case "length":
-		return "incomplete", map[string]string{"reason": "max_output_tokens"}
+		return "incomplete", []byte(`{"reason":"max_output_tokens"}`)
 	case "content_filter":
-		return "incomplete", map[string]string{"reason": "content_filter"}
+		return "incomplete", []byte(`{"reason":"content_filter"}`)
 	}
 	return "completed", nil
-}
-
-// ChatResponseToResponses turns a chat completion into a Responses answer.
-func ChatResponseToResponses(body []byte, echo ResponsesEcho) ([]byte, error) {
-	var in chatResponse
-	if err := json.Unmarshal(body, &in); err != nil {
-		return nil, fmt.Errorf("not a chat completion: %w", err)
-	}
-	out := responseObject{ID: responseID(in.ID), Object: "response", CreatedAt: in.Created, Status: "completed", Model: in.Model,
-		Output: []any{}, Usage: responsesUsageOf(in.Usage), ResponsesEcho: echo}
-	base := strings.TrimPrefix(out.ID, "resp_")
-	if len(in.Choices) > 0 {
-		ch := in.Choices[0]
-		if m := ch.Message; m != nil {
-			if r := reasoningOf(m); r != "" {
-				out.Output = append(out.Output, reasoningItem("rs_"+base, r))
-			}
-			if m.Content != nil && *m.Content != "" {
-				out.Output = append(out.Output, messageItem("msg_"+base, *m.Content, "completed"))
-			}
-			for _, tc := range m.ToolCalls {
-				out.Output = append(out.Output, functionCallItem("fc_"+tc.ID, tc.ID, tc.Function.Name, tc.Function.Arguments, "completed"))
-			}
-		}
-		if ch.FinishReason != nil {
-			out.Status, out.IncompleteDetails = statusOf(*ch.FinishReason)
-		}
-	}
-	return json.Marshal(out)
 }
 
 // ChatToResponsesStream translates chat completion chunks into the Responses event sequence:
@@ -430,7 +455,7 @@ type ChatToResponsesStream struct {
 	failed   bool
 	id       string
 	model    string
-	items    []map[string]any // finished output items, in order
+	items    [][]byte // finished output items, in order
 	open     *streamItem
 	tools    map[int]*streamItem // chat tool call index → its item
 	finish   string
@@ -440,17 +465,19 @@ type ChatToResponsesStream struct {
 
 // streamItem is the output item being filled.
 type streamItem struct {
-	kind        string // message, reasoning, function_call
-	id          string
-	index       int
-	text        strings.Builder
-	callID      string
-	name        string
-	partStarted bool
+	kind   string // message, reasoning, function_call
+	id     string
+	index  int
+	text   strings.Builder
+	callID string
+	name   string
 }
 
 // Done reports whether the stream reached its terminal event.
 func (s *ChatToResponsesStream) Done() bool { return s.done }
+
+// Failed reports whether the stream ended with the upstream's error (response.failed).
+func (s *ChatToResponsesStream) Failed() bool { return s.failed }
 
 // Usage is the token count of the answer (input, output).
 func (s *ChatToResponsesStream) Usage() (in, out int64) {
@@ -459,6 +486,19 @@ func (s *ChatToResponsesStream) Usage() (in, out int64) {
 	}
 	return s.usage.PromptTokens, s.usage.CompletionTokens
 }
+
+// event starts an event of a type: its name line and the opening of its data, with type and
+// sequence number; the caller adds its fields and ends it with finish.
+func (s *ChatToResponsesStream) event(dst []byte, typ string) *obj {
+	dst = append(dst, "event: "...)
+	dst = append(dst, typ...)
+	dst = append(dst, "\ndata: "...)
+	o := newObj(dst).str("type", typ).int("sequence_number", s.seq)
+	s.seq++
+	return o
+}
+
+func finish(o *obj) []byte { return append(o.end(), '\n', '\n') }
 
 // Event translates one chat chunk event, appending the Responses events to dst.
 func (s *ChatToResponsesStream) Event(dst, ev []byte) []byte {
@@ -469,70 +509,72 @@ func (s *ChatToResponsesStream) Event(dst, ev []byte) []byte {
 	if strings.HasPrefix(string(data), "[DONE]") {
 		return s.complete(dst)
 	}
-	var c struct {
-		chatResponse
-		Error json.RawMessage `json:"error"`
-	}
-	if json.Unmarshal(data, &c) != nil {
+	c := gjson.ParseBytes(data)
+	if !c.IsObject() {
 		return dst
 	}
-	if !isNull(c.Error) {
-		return s.fail(dst, c.Error)
+	if e := c.Get("error"); e.Exists() && e.Type != gjson.Null {
+		return s.fail(dst, e)
 	}
-	dst = s.start(dst, c.ID, c.Model)
-	if c.Usage != nil {
-		s.usage = c.Usage
+	dst = s.start(dst, c.Get("id").String(), c.Get("model").String())
+	if u := c.Get("usage"); u.IsObject() {
+		s.usage = &chatUsage{PromptTokens: u.Get("prompt_tokens").Int(), CompletionTokens: u.Get("completion_tokens").Int()}
+		if d := u.Get("prompt_tokens_details.cached_tokens"); d.Exists() {
+			s.usage.PromptTokensDetails = &promptDetails{CachedTokens: d.Int()}
+		}
 	}
-	for _, ch := range c.Choices {
-		if ch.Index != 0 {
-			continue
+	c.Get("choices").ForEach(func(_, ch gjson.Result) bool {
+		if ch.Get("index").Int() != 0 {
+			return true
 		}
-		if d := ch.Delta; d != nil {
-			if r := reasoningOf(d); r != "" {
-				dst = s.openItem(dst, "reasoning", "")
-				s.open.text.WriteString(r)
-				dst = s.emit(dst, "response.reasoning_summary_text.delta", map[string]any{"item_id": s.open.id,
-					"output_index": s.open.index, "summary_index": 0, "delta": r})
-			}
-			if d.Content != nil && *d.Content != "" {
-				dst = s.openItem(dst, "message", "")
-				s.open.text.WriteString(*d.Content)
-				dst = s.emit(dst, "response.output_text.delta", map[string]any{"item_id": s.open.id, "output_index": s.open.index,
-					"content_index": 0, "delta": *d.Content, "logprobs": []any{}})
-			}
-			for _, tc := range d.ToolCalls {
-				ci := 0
-				if tc.Index != nil {
-					ci = *tc.Index
-				}
-				it, known := s.tools[ci]
-				if !known {
-					callID := tc.ID
-					if callID == "" {
-						callID = fmt.Sprintf("call_%s_%d", s.baseName, ci)
-					}
-					dst = s.openItem(dst, "function_call", callID)
-					s.open.name = tc.Function.Name
-					if s.tools == nil {
-						s.tools = map[int]*streamItem{}
-					}
-					s.tools[ci] = s.open
-					it = s.open
-					dst = s.emit(dst, "response.output_item.added", map[string]any{"output_index": it.index,
-						"item": functionCallItem(it.id, it.callID, it.name, "", "in_progress")})
-				}
-				if tc.Function.Arguments != "" {
-					it.text.WriteString(tc.Function.Arguments)
-					dst = s.emit(dst, "response.function_call_arguments.delta", map[string]any{"item_id": it.id,
-						"output_index": it.index, "delta": tc.Function.Arguments})
-				}
-			}
+		d := ch.Get("delta")
+		r := d.Get("reasoning_content")
+		if !r.Exists() {
+			r = d.Get("reasoning")
 		}
-		if ch.FinishReason != nil && *ch.FinishReason != "" {
-			s.finish = *ch.FinishReason
+		if t := r.String(); t != "" {
+			dst = s.openItem(dst, "reasoning", "")
+			s.open.text.WriteString(t)
+			dst = finish(s.event(dst, "response.reasoning_summary_text.delta").str("item_id", s.open.id).
+				int("output_index", int64(s.open.index)).int("summary_index", 0).str("delta", t))
+		}
+		if t := d.Get("content").String(); t != "" {
+			dst = s.openItem(dst, "message", "")
+			s.open.text.WriteString(t)
+			dst = finish(s.event(dst, "response.output_text.delta").str("item_id", s.open.id).
+				int("output_index", int64(s.open.index)).int("content_index", 0).str("delta", t).raw("logprobs", []byte("[]")))
+		}
+		d.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
+			ci := int(tc.Get("index").Int())
+			it, known := s.tools[ci]
+			if !known {
+				callID := tc.Get("id").String()
+				if callID == "" {
+					callID = "call_" + s.baseName + "_" + strconv.Itoa(ci)
+				}
+				dst = s.openItem(dst, "function_call", callID)
+				s.open.name = tc.Get("function.name").String()
+				if s.tools == nil {
+					s.tools = map[int]*streamItem{}
+				}
+				s.tools[ci] = s.open
+				it = s.open
+				dst = finish(s.event(dst, "response.output_item.added").int("output_index", int64(it.index)).
+					raw("item", functionCallItem(it.id, it.callID, it.name, "", "in_progress")))
+			}
+			if args := tc.Get("function.arguments").String(); args != "" {
+				it.text.WriteString(args)
+				dst = finish(s.event(dst, "response.function_call_arguments.delta").str("item_id", it.id).
+					int("output_index", int64(it.index)).str("delta", args))
+			}
+			return true
+		})
+		if f := ch.Get("finish_reason"); f.Type == gjson.String && f.String() != "" {
+			s.finish = f.String()
 			dst = s.closeItem(dst)
 		}
-	}
+		return true
+	})
 	return dst
 }
 
@@ -543,36 +585,20 @@ func (s *ChatToResponsesStream) Incomplete(dst []byte) []byte {
 		return dst
 	}
 	s.done = true
-	return s.emit(dst, "error", map[string]any{"code": "stream_incomplete",
-		"message": "the upstream stream ended before it was complete", "param": nil})
+	return finish(s.event(dst, "error").str("code", "stream_incomplete").
+		str("message", "the upstream stream ended before it was complete").raw("param", nullJSON))
 }
 
-func (s *ChatToResponsesStream) emit(dst []byte, typ string, fields map[string]any) []byte {
-	fields["type"] = typ
-	fields["sequence_number"] = s.seq
-	s.seq++
-	return appendEvent(dst, typ, marshalOrNull(fields))
-}
-
-func (s *ChatToResponsesStream) response(status string) responseObject {
-	r := responseObject{ID: s.id, Object: "response", CreatedAt: s.Created, Status: status, Model: s.model,
-		Output: []any{}, ResponsesEcho: s.Echo}
-	for _, it := range s.items {
-		r.Output = append(r.Output, it)
-	}
-	return r
-}
-
-// start sends response.created and response.in_progress once.
+// start sends response.created and response.in_progress once; both carry the same answer so far.
 func (s *ChatToResponsesStream) start(dst []byte, id, model string) []byte {
 	if s.started {
 		return dst
 	}
 	s.started, s.id, s.model = true, responseID(id), model
 	s.baseName = strings.TrimPrefix(s.id, "resp_")
-	r := s.response("in_progress")
-	dst = s.emit(dst, "response.created", map[string]any{"response": r})
-	return s.emit(dst, "response.in_progress", map[string]any{"response": r})
+	r := appendResponse(nil, s.id, s.Created, "in_progress", s.model, nil, nil, nil, nil, s.Echo)
+	dst = finish(s.event(dst, "response.created").raw("response", r))
+	return finish(s.event(dst, "response.in_progress").raw("response", r))
 }
 
 // openItem makes sure an item of kind is the open one (a function call always opens anew).
@@ -585,17 +611,18 @@ func (s *ChatToResponsesStream) openItem(dst []byte, kind, callID string) []byte
 	s.open = it
 	switch kind {
 	case "message":
-		it.id = fmt.Sprintf("msg_%s_%d", s.baseName, it.index)
-		dst = s.emit(dst, "response.output_item.added", map[string]any{"output_index": it.index,
-			"item": map[string]any{"type": "message", "id": it.id, "status": "in_progress", "role": "assistant", "content": []any{}}})
-		dst = s.emit(dst, "response.content_part.added", map[string]any{"item_id": it.id, "output_index": it.index,
-			"content_index": 0, "part": map[string]any{"type": "output_text", "text": "", "annotations": []any{}}})
+		it.id = "msg_" + s.baseName + "_" + strconv.Itoa(it.index)
+		dst = finish(s.event(dst, "response.output_item.added").int("output_index", int64(it.index)).
+			raw("item", newObj(nil).str("type", "message").str("id", it.id).str("status", "in_progress").
+				str("role", "assistant").raw("content", []byte("[]")).end()))
+		dst = finish(s.event(dst, "response.content_part.added").str("item_id", it.id).int("output_index", int64(it.index)).
+			int("content_index", 0).raw("part", []byte(`{"type":"output_text","text":"","annotations":[]}`)))
 	case "reasoning":
-		it.id = fmt.Sprintf("rs_%s_%d", s.baseName, it.index)
-		dst = s.emit(dst, "response.output_item.added", map[string]any{"output_index": it.index,
-			"item": map[string]any{"type": "reasoning", "id": it.id, "summary": []any{}}})
-		dst = s.emit(dst, "response.reasoning_summary_part.added", map[string]any{"item_id": it.id, "output_index": it.index,
-			"summary_index": 0, "part": map[string]any{"type": "summary_text", "text": ""}})
+		it.id = "rs_" + s.baseName + "_" + strconv.Itoa(it.index)
+		dst = finish(s.event(dst, "response.output_item.added").int("output_index", int64(it.index)).
+			raw("item", reasoningItem(it.id, "")))
+		dst = finish(s.event(dst, "response.reasoning_summary_part.added").str("item_id", it.id).
+			int("output_index", int64(it.index)).int("summary_index", 0).raw("part", []byte(`{"type":"summary_text","text":""}`)))
 	case "function_call":
 		it.id = "fc_" + callID
 	}
@@ -610,27 +637,29 @@ func (s *ChatToResponsesStream) closeItem(dst []byte) []byte {
 	}
 	s.open = nil
 	text := it.text.String()
-	var item map[string]any
+	idx := int64(it.index)
+	var item []byte
 	switch it.kind {
 	case "message":
-		dst = s.emit(dst, "response.output_text.done", map[string]any{"item_id": it.id, "output_index": it.index,
-			"content_index": 0, "text": text, "logprobs": []any{}})
-		dst = s.emit(dst, "response.content_part.done", map[string]any{"item_id": it.id, "output_index": it.index,
-			"content_index": 0, "part": map[string]any{"type": "output_text", "text": text, "annotations": []any{}}})
+		dst = finish(s.event(dst, "response.output_text.done").str("item_id", it.id).int("output_index", idx).
+			int("content_index", 0).str("text", text).raw("logprobs", []byte("[]")))
+		dst = finish(s.event(dst, "response.content_part.done").str("item_id", it.id).int("output_index", idx).
+			int("content_index", 0).raw("part", newObj(nil).str("type", "output_text").str("text", text).
+			raw("annotations", []byte("[]")).end()))
 		item = messageItem(it.id, text, "completed")
 	case "reasoning":
-		dst = s.emit(dst, "response.reasoning_summary_text.done", map[string]any{"item_id": it.id, "output_index": it.index,
-			"summary_index": 0, "text": text})
-		dst = s.emit(dst, "response.reasoning_summary_part.done", map[string]any{"item_id": it.id, "output_index": it.index,
-			"summary_index": 0, "part": map[string]any{"type": "summary_text", "text": text}})
+		dst = finish(s.event(dst, "response.reasoning_summary_text.done").str("item_id", it.id).int("output_index", idx).
+			int("summary_index", 0).str("text", text))
+		dst = finish(s.event(dst, "response.reasoning_summary_part.done").str("item_id", it.id).int("output_index", idx).
+			int("summary_index", 0).raw("part", newObj(nil).str("type", "summary_text").str("text", text).end()))
 		item = reasoningItem(it.id, text)
 	case "function_call":
-		dst = s.emit(dst, "response.function_call_arguments.done", map[string]any{"item_id": it.id, "output_index": it.index,
-			"arguments": text})
+		dst = finish(s.event(dst, "response.function_call_arguments.done").str("item_id", it.id).int("output_index", idx).
+			str("arguments", text))
 		item = functionCallItem(it.id, it.callID, it.name, text, "completed")
 	}
 	s.items = append(s.items, item)
-	return s.emit(dst, "response.output_item.done", map[string]any{"output_index": it.index, "item": item})
+	return finish(s.event(dst, "response.output_item.done").int("output_index", idx).raw("item", item))
 }
 
 // complete ends the answer: response.completed, or response.incomplete when the answer was cut.
@@ -638,39 +667,27 @@ func (s *ChatToResponsesStream) complete(dst []byte) []byte {
 	dst = s.start(dst, "", "")
 	dst = s.closeItem(dst)
 	status, details := statusOf(s.finish)
-	r := s.response(status)
-	r.IncompleteDetails = details
-	r.Usage = responsesUsageOf(s.usage)
+	r := appendResponse(nil, s.id, s.Created, status, s.model, s.items, responsesUsageOf(s.usage), nil, details, s.Echo)
 	s.done = true
 	typ := "response.completed"
 	if status == "incomplete" {
 		typ = "response.incomplete"
 	}
-	return s.emit(dst, typ, map[string]any{"response": r})
+	return finish(s.event(dst, typ).raw("response", r))
 }
 
 // fail ends the answer with the upstream's error: response.failed.
-func (s *ChatToResponsesStream) fail(dst []byte, raw json.RawMessage) []byte {
+func (s *ChatToResponsesStream) fail(dst []byte, e gjson.Result) []byte {
 	dst = s.start(dst, "", "")
-	var e struct {
-		Message string          `json:"message"`
-		Code    json.RawMessage `json:"code"`
-		Type    string          `json:"type"`
+	msg, code := e.String(), "server_error"
+	if e.IsObject() {
+		msg = e.Get("message").String()
+		if c := e.Get("code"); c.Type == gjson.String && c.String() != "" {
+			code = c.String()
+		}
 	}
-	if m, ok := asString(raw); ok {
-		e.Message = m
-	} else {
-		_ = json.Unmarshal(raw, &e)
-	}
-	code, _ := asString(e.Code)
-	if code == "" {
-		code = "server_error"
-	}
-	r := s.response("failed")
-	r.Error = map[string]string{"code": code, "message": e.Message}
+	errObj := newObj(nil).str("code", code).str("message", msg).end()
+	r := appendResponse(nil, s.id, s.Created, "failed", s.model, s.items, nil, errObj, nil, s.Echo)
 	s.done, s.failed = true, true
-	return s.emit(dst, "response.failed", map[string]any{"response": r})
+	return finish(s.event(dst, "response.failed").raw("response", r))
 }
-
-// Failed reports whether the stream ended with the upstream's error (response.failed).
-func (s *ChatToResponsesStream) Failed() bool { return s.failed }

@@ -172,17 +172,6 @@ type msgMetadata struct {
 	UserID string `json:"user_id,omitempty"`
 }
 
-type msgResponse struct {
-	ID           string     `json:"id"`
-	Type         string     `json:"type"`
-	Role         string     `json:"role"`
-	Model        string     `json:"model"`
-	Content      []msgBlock `json:"content"`
-	StopReason   *string    `json:"stop_reason"`
-	StopSequence *string    `json:"stop_sequence"`
-	Usage        msgUsage   `json:"usage"`
-}
-
 type msgUsage struct {
 	InputTokens              int64 `json:"input_tokens"`
 	OutputTokens             int64 `json:"output_tokens"`

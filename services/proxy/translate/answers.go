@@ -1,0 +1,266 @@
+package translate
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
+
+// errNotAnswer is a body that is not the JSON object an answer is.
+var errNotAnswer = errors.New("the answer is not a JSON object")
+
+// parseAnswer checks an answer body and returns its root.
+func parseAnswer(body []byte) (gjson.Result, error) {
+	if !gjson.ValidBytes(body) {
+		return gjson.Result{}, errNotAnswer
+	}
+	r := gjson.ParseBytes(body)
+	if !r.IsObject() {
+		return gjson.Result{}, errNotAnswer
+	}
+	return r, nil
+}
+
+// appendChatUsage writes Anthropic usage as OpenAI's.
+func appendChatUsage(dst []byte, u msgUsage) []byte {
+	c := chatUsageOf(u)
+	o := newObj(dst).int("prompt_tokens", c.PromptTokens).int("completion_tokens", c.CompletionTokens).int("total_tokens", c.TotalTokens)
+	if c.PromptTokensDetails != nil {
+		o.raw("prompt_tokens_details", newObj(nil).int("cached_tokens", c.PromptTokensDetails.CachedTokens).end())
+	}
+	return o.end()
+}
+
+// appendToolCall writes one chat tool call.
+func appendToolCall(dst []byte, id, name, args string) []byte {
+	return newObj(dst).str("id", id).str("type", "function").
+		raw("function", newObj(nil).str("name", name).str("arguments", args).end()).end()
+}
+
+// MessagesResponseToChat turns an Anthropic messages answer into a chat completion. created is
+// the completion's timestamp (Anthropic answers carry none).
+func MessagesResponseToChat(body []byte, created int64) ([]byte, error) {
+	r, err := parseAnswer(body)
+	if err != nil {
+		return nil, err
+	}
+	var text, thinking strings.Builder
+	var calls []byte
+	var id, model, stopReason string
+	var usage msgUsage
+	// One pass over the top level: a Get per key would re-scan the (long) content every time.
+	r.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "id":
+			id = v.String()
+		case "model":
+			model = v.String()
+		case "stop_reason":
+			if v.Type == gjson.String {
+				stopReason = v.Str
+			}
+		case "usage":
+			usage = msgUsage{InputTokens: v.Get("input_tokens").Int(), OutputTokens: v.Get("output_tokens").Int(),
+				CacheCreationInputTokens: v.Get("cache_creation_input_tokens").Int(), CacheReadInputTokens: v.Get("cache_read_input_tokens").Int()}
+		case "content":
+			v.ForEach(func(_, b gjson.Result) bool {
+				var typ, txt, thk, bid, name string
+				var input gjson.Result
+				b.ForEach(func(k, f gjson.Result) bool {
+					switch k.Str {
+					case "type":
+						typ = f.String()
+					case "text":
+						txt = f.String()
+					case "thinking":
+						thk = f.String()
+					case "id":
+						bid = f.String()
+					case "name":
+						name = f.String()
+					case "input":
+						input = f
+					}
+					return true
+				})
+				switch typ {
+				case "text":
+					text.WriteString(txt)
+				case "thinking":
+					thinking.WriteString(thk)
+				case "tool_use":
+					if len(calls) > 0 {
+						calls = append(calls, ',')
+					}
+					calls = appendToolCall(calls, bid, name, string(objectOrEmpty([]byte(input.Raw))))
+				}
+				return true
+			})
+		}
+		return true
+	})
+	msg := newObj(make([]byte, 0, text.Len()+thinking.Len()+len(calls)+128)).str("role", "assistant")
+	if text.Len() > 0 || len(calls) == 0 {
+		msg.str("content", text.String())
+	}
+	if thinking.Len() > 0 {
+		msg.str("reasoning_content", thinking.String())
+	}
+	if len(calls) > 0 {
+		msg.raw("tool_calls", append(append([]byte{'['}, calls...), ']'))
+	}
+	finish := "stop"
+	if stopReason != "" {
+		finish = stopToFinish(stopReason)
+	}
+	choice := newObj(nil).int("index", 0).raw("message", msg.end()).str("finish_reason", finish).end()
+	out := newObj(make([]byte, 0, len(body)+256)).str("id", chatID(id)).str("object", "chat.completion").
+		int("created", created).str("model", model)
+	out.raw("choices", append(append([]byte{'['}, choice...), ']'))
+	out.raw("usage", appendChatUsage(nil, usage))
+	return out.end(), nil
+}
+
+// chatAnswer is what the translators read of a chat completion's first choice.
+type chatAnswer struct {
+	id, model, content, reasoning, refusal, finish string
+	created                                        int64
+	hasContent                                     bool
+	calls                                          []gjson.Result
+	usage                                          *chatUsage
+}
+
+func readChatAnswer(body []byte) (chatAnswer, error) {
+	r, err := parseAnswer(body)
+	if err != nil {
+		return chatAnswer{}, err
+	}
+	// One pass over each level: a Get per key would re-scan the (long) content every time.
+	var a chatAnswer
+	var ch gjson.Result
+	r.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "id":
+			a.id = v.String()
+		case "model":
+			a.model = v.String()
+		case "created":
+			a.created = v.Int()
+		case "choices":
+			v.ForEach(func(_, c gjson.Result) bool { ch = c; return false })
+		case "usage":
+			if v.IsObject() {
+				a.usage = &chatUsage{PromptTokens: v.Get("prompt_tokens").Int(), CompletionTokens: v.Get("completion_tokens").Int(),
+					TotalTokens: v.Get("total_tokens").Int()}
+				if d := v.Get("prompt_tokens_details.cached_tokens"); d.Exists() {
+					a.usage.PromptTokensDetails = &promptDetails{CachedTokens: d.Int()}
+				}
+			}
+		}
+		return true
+	})
+	var reasoning, reasoningContent gjson.Result
+	ch.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "finish_reason":
+			if v.Type == gjson.String {
+				a.finish = v.Str
+			}
+		case "message":
+			v.ForEach(func(k, f gjson.Result) bool {
+				switch k.Str {
+				case "content":
+					if f.Type == gjson.String {
+						a.content, a.hasContent = f.Str, true
+					}
+				case "reasoning_content":
+					reasoningContent = f
+				case "reasoning":
+					reasoning = f
+				case "refusal":
+					a.refusal = f.String()
+				case "tool_calls":
+					a.calls = f.Array()
+				}
+				return true
+			})
+		}
+		return true
+	})
+	if reasoningContent.Exists() {
+		a.reasoning = reasoningContent.String()
+	} else {
+		a.reasoning = reasoning.String()
+	}
+	return a, nil
+}
+
+// ChatResponseToMessages turns a chat completion into an Anthropic message.
+func ChatResponseToMessages(body []byte) ([]byte, error) {
+	a, err := readChatAnswer(body)
+	if err != nil {
+		return nil, err
+	}
+	blocks := make([]byte, 0, len(a.content)+len(a.reasoning)+256)
+	add := func(b []byte) {
+		if len(blocks) > 0 {
+			blocks = append(blocks, ',')
+		}
+		blocks = append(blocks, b...)
+	}
+	if a.reasoning != "" {
+		add(newObj(nil).str("type", "thinking").str("thinking", a.reasoning).str("signature", "").end())
+	}
+	switch {
+	case a.content != "":
+		add(newObj(nil).str("type", "text").str("text", a.content).end())
+	case a.refusal != "":
+		add(newObj(nil).str("type", "text").str("text", a.refusal).end())
+	}
+	for _, tc := range a.calls {
+		add(newObj(nil).str("type", "tool_use").str("id", tc.Get("id").String()).str("name", tc.Get("function.name").String()).
+			raw("input", objectOrEmpty([]byte(tc.Get("function.arguments").String()))).end())
+	}
+	stop := "end_turn"
+	if a.finish != "" {
+		stop = finishToStop(a.finish)
+	}
+	u := msgUsageOf(a.usage)
+	usage := newObj(nil).int("input_tokens", u.InputTokens).int("output_tokens", u.OutputTokens)
+	if u.CacheReadInputTokens > 0 {
+		usage.int("cache_read_input_tokens", u.CacheReadInputTokens)
+	}
+	out := newObj(make([]byte, 0, len(blocks)+256)).str("id", msgID(a.id)).str("type", "message").str("role", "assistant").
+		str("model", a.model).raw("content", append(append([]byte{'['}, blocks...), ']')).str("stop_reason", stop).
+		raw("stop_sequence", nullJSON).raw("usage", usage.end())
+	return out.end(), nil
+}
+
+// ChatResponseToResponses turns a chat completion into a Responses answer.
+func ChatResponseToResponses(body []byte, echo ResponsesEcho) ([]byte, error) {
+	a, err := readChatAnswer(body)
+	if err != nil {
+		return nil, err
+	}
+	id := responseID(a.id)
+	base := strings.TrimPrefix(id, "resp_")
+	var items [][]byte
+	if a.reasoning != "" {
+		items = append(items, reasoningItem("rs_"+base, a.reasoning))
+	}
+	if a.content != "" {
+		items = append(items, messageItem("msg_"+base, a.content, "completed"))
+	}
+	for _, tc := range a.calls {
+		callID := tc.Get("id").String()
+		items = append(items, functionCallItem("fc_"+callID, callID, tc.Get("function.name").String(),
+			tc.Get("function.arguments").String(), "completed"))
+	}
+	status, details := "completed", []byte(nil)
+	if a.finish != "" {
+		status, details = statusOf(a.finish)
+	}
+	return appendResponse(make([]byte, 0, len(a.content)+len(a.reasoning)+512), id, a.created, status, a.model, items,
+		responsesUsageOf(a.usage), nil, details, echo), nil
+}

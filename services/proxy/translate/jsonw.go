@@ -1,0 +1,99 @@
+package translate
+
+import (
+	"strconv"
+	"unicode/utf8"
+)
+
+// The answer translators write their JSON by hand with these helpers rather than through
+// encoding/json: an answer is one pass of appends (no reflection, no map sorting, no second
+// validation of embedded documents), which keeps a translated 10 KB answer close to the cost of
+// one passed through.
+
+// obj appends a JSON object field by field.
+type obj struct {
+	b     []byte
+	first bool
+}
+
+func newObj(dst []byte) *obj { return &obj{b: append(dst, '{'), first: true} }
+
+func (o *obj) key(k string) {
+	if !o.first {
+		o.b = append(o.b, ',')
+	}
+	o.first = false
+	o.b = appendString(o.b, k)
+	o.b = append(o.b, ':')
+}
+
+func (o *obj) str(k, v string) *obj { o.key(k); o.b = appendString(o.b, v); return o }
+
+func (o *obj) int(k string, v int64) *obj { o.key(k); o.b = strconv.AppendInt(o.b, v, 10); return o }
+
+// raw writes a value that is already JSON.
+func (o *obj) raw(k string, v []byte) *obj { o.key(k); o.b = append(o.b, v...); return o }
+
+// strOrNull writes a string, or null when v is nil.
+func (o *obj) strOrNull(k string, v *string) *obj {
+	if v == nil {
+		return o.raw(k, nullJSON)
+	}
+	return o.str(k, *v)
+}
+
+func (o *obj) end() []byte { return append(o.b, '}') }
+
+var nullJSON = []byte("null")
+
+// appendString appends s as a JSON string.
+func appendString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
+			i++
+			continue
+		}
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && size == 1 {
+				dst = append(dst, s[start:i]...)
+				dst = append(dst, `\ufffd`...)
+				i += size
+				start = i
+				continue
+			}
+			if r == '\u2028' || r == '\u2029' {
+				dst = append(dst, s[start:i]...)
+				dst = append(dst, `\u202`...)
+				dst = append(dst, "89"[r-'\u2028'])
+				i += size
+				start = i
+				continue
+			}
+			i += size
+			continue
+		}
+		dst = append(dst, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			dst = append(dst, '\\', c)
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		default:
+			dst = append(dst, '\\', 'u', '0', '0', hexDigit[c>>4], hexDigit[c&0xf])
+		}
+		i++
+		start = i
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+const hexDigit = "0123456789abcdef"
