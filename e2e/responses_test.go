@@ -276,7 +276,7 @@ func TestResponsesFlagOnTheProvider(t *testing.T) {
 	}
 }
 
-// A WebSocket upgrade on /v1/responses is refused plainly, pointing the client at HTTP POST.
+// A WebSocket upgrade on /v1/responses is refused with 426, pointing the client at HTTP POST.
 func TestResponsesWebSocketIsRefused(t *testing.T) {
 	e, key := sdkGateway(t)
 	req, _ := http.NewRequest("GET", e.Base+"/v1/responses", nil)
@@ -290,7 +290,19 @@ func TestResponsesWebSocketIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	body := testenv.ReadAll(t, r)
-	if r.StatusCode != 405 || r.Header.Get("Allow") != "POST" || gjson.Get(body, "error.code").String() != "websocket_unsupported" {
+	// 426 is what makes Codex fall back to HTTP POST at once.
+	if r.StatusCode != 426 || r.Header.Get("Allow") != "POST" || gjson.Get(body, "error.code").String() != "websocket_unsupported" {
 		t.Fatalf("%d %v %s", r.StatusCode, r.Header, body)
+	}
+	// A plain GET is a wrong method, not a refused upgrade.
+	req, _ = http.NewRequest("GET", e.Base+"/v1/responses", nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	r, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body = testenv.ReadAll(t, r)
+	if r.StatusCode != 405 || r.Header.Get("Allow") != "POST" || gjson.Get(body, "error.code").String() != "websocket_unsupported" {
+		t.Fatalf("plain GET: %d %v %s", r.StatusCode, r.Header, body)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -91,11 +92,17 @@ func (p *Proxy) Responses(c echo.Context) error {
 }
 
 // ResponsesSocket answers GET /v1/responses, the WebSocket transport some Responses clients try
-// first: refused plainly (no upgrade), so they use HTTP POST, which is served.
+// first. An upgrade is refused with 426 Upgrade Required, the one answer on which Codex falls back
+// to HTTP POST at once (other failures cost it retries first); a plain GET is 405. Either way the
+// client is pointed at POST, which is served.
 func (p *Proxy) ResponsesSocket(c echo.Context) error {
 	c.Response().Header().Set("Allow", http.MethodPost)
 	e := errs.New(errs.Invalid, "proxy.websocket_unsupported")
 	e.Status, e.Reason = http.StatusMethodNotAllowed, "websocket_unsupported"
+	if strings.EqualFold(c.Request().Header.Get("Upgrade"), "websocket") {
+		e.Status = http.StatusUpgradeRequired
+		c.Response().Header().Set("Connection", "close")
+	}
 	return e
 }
 
