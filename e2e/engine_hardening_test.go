@@ -20,6 +20,7 @@ func TestDuplicatedFieldsAreRefused(t *testing.T) {
 	for _, body := range []string{
 		`{"model":"up/gpt-test","model":"other-model","messages":[]}`,
 		`{"model":"up/gpt-test","stream":false,"messages":[],"stream":true}`,
+		`{"model":"up/gpt-test","stream":true,"stream_options":{"include_usage":false,"include_usage":true},"messages":[]}`,
 	} {
 		r := e.Chat(context.Background(), key, body)
 		got := testenv.ReadAll(t, r)
@@ -30,6 +31,10 @@ func TestDuplicatedFieldsAreRefused(t *testing.T) {
 	r := e.PostAnthropic("/v1/messages", key, `{"model":"up/gpt-test","max_tokens":1,"model":"x","messages":[]}`, nil)
 	if got := testenv.ReadAll(t, r); r.StatusCode != 400 || gjson.Get(got, "error.type").String() != "invalid_request_error" {
 		t.Fatalf("messages: %d %s", r.StatusCode, got)
+	}
+	r = e.Post(context.Background(), "/v1/responses", key, `{"model":"up/gpt-test","input":"hi","model":"x"}`, nil)
+	if got := testenv.ReadAll(t, r); r.StatusCode != 400 || gjson.Get(got, "error.code").String() != "duplicate_key" {
+		t.Fatalf("responses: %d %s", r.StatusCode, got)
 	}
 	if n := len(up.ChatRequests()); n != 0 {
 		t.Fatalf("the upstream was called %d times", n)

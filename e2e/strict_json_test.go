@@ -62,7 +62,7 @@ func TestAdminAPIRefusesDuplicateKeysAndTrailingData(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			st, out := adminRaw(t, e, c.method, c.path, c.body)
-			if st != http.StatusUnprocessableEntity {
+			if st != http.StatusBadRequest {
 				t.Fatalf("status %d: %v", st, out)
 			}
 			detail, _ := out["error"].(map[string]any)

@@ -48,7 +48,8 @@ func bodyError(err error) *errs.Error {
 // keeps the last of two equal keys (and matches struct fields case-insensitively) and stops
 // reading after the first value, so without this check a body could be validated on one value
 // and acted on with another. Keys are compared the way encoding/json matches them: equal under
-// Unicode case folding. Syntax errors get Reason "bad_json", the other refusals their own.
+// Unicode case folding. Syntax errors get Reason "bad_json", the other refusals their own; all
+// are 400 (a malformed body, where 422 names fields that failed validation).
 func strictJSON(raw []byte) *errs.Error {
 	type frame struct {
 		obj     bool
@@ -61,7 +62,7 @@ func strictJSON(raw []byte) *errs.Error {
 	for {
 		tok, err := dec.Token()
 		if err != nil {
-			return &errs.Error{Code: errs.Invalid, Reason: "bad_json", Msg: errs.M("err.bad_json", err.Error()), Err: err}
+			return &errs.Error{Code: errs.Invalid, Status: http.StatusBadRequest, Reason: "bad_json", Msg: errs.M("err.bad_json", err.Error()), Err: err}
 		}
 		n := len(stack)
 		switch {
@@ -69,14 +70,14 @@ func strictJSON(raw []byte) *errs.Error {
 			key, _ := tok.(string) // the decoder allows only a string here
 			f := foldKey(key)
 			if _, dup := stack[n-1].seen[f]; dup {
-				return &errs.Error{Code: errs.Invalid, Reason: "duplicate_key", Msg: errs.M("err.json_duplicate_key", key)}
+				return &errs.Error{Code: errs.Invalid, Status: http.StatusBadRequest, Reason: "duplicate_key", Msg: errs.M("err.json_duplicate_key", key)}
 			}
 			stack[n-1].seen[f] = struct{}{}
 			stack[n-1].wantKey = false
 			continue
 		case tok == json.Delim('{') || tok == json.Delim('['):
 			if n >= maxJSONDepth {
-				return &errs.Error{Code: errs.Invalid, Reason: "too_deep", Msg: errs.M("err.json_too_deep", maxJSONDepth)}
+				return &errs.Error{Code: errs.Invalid, Status: http.StatusBadRequest, Reason: "too_deep", Msg: errs.M("err.json_too_deep", maxJSONDepth)}
 			}
 			f := &frame{obj: tok == json.Delim('{'), wantKey: true}
 			if f.obj {
@@ -96,7 +97,7 @@ func strictJSON(raw []byte) *errs.Error {
 		}
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return &errs.Error{Code: errs.Invalid, Reason: "trailing_data", Msg: errs.M("err.json_trailing_data"), Err: err}
+		return &errs.Error{Code: errs.Invalid, Status: http.StatusBadRequest, Reason: "trailing_data", Msg: errs.M("err.json_trailing_data"), Err: err}
 	}
 	return nil
 }

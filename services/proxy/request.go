@@ -96,14 +96,21 @@ func gjsonBool(body []byte, path string) bool {
 	return gjson.GetBytes(body, path).Type == gjson.True
 }
 
-// duplicateKey returns a top-level key that appears twice in a JSON object, "" when none does.
-// The gateway reads model and stream from the first occurrence while upstreams take the last:
-// a request that names either twice could be checked as one thing and run as another.
+// duplicateKey returns a key that appears twice at the top level of a JSON object, or inside
+// its stream_options, "" when none does. The gateway reads model, stream and
+// stream_options.include_usage from the first occurrence while upstreams take the last: a request
+// that names one twice could be checked as one thing and run as another. Other nested objects
+// are never read on the way through (a translated body is decoded and written anew, so the
+// upstream sees what was read).
 func duplicateKey(obj []byte) string {
+	return duplicateIn(gjson.ParseBytes(obj), true)
+}
+
+func duplicateIn(obj gjson.Result, top bool) string {
 	var small [24]string
 	seen := small[:0]
 	var dup string
-	gjson.ParseBytes(obj).ForEach(func(k, _ gjson.Result) bool {
+	obj.ForEach(func(k, v gjson.Result) bool {
 		key := k.String()
 		for _, s := range seen {
 			if s == key {
@@ -112,6 +119,12 @@ func duplicateKey(obj []byte) string {
 			}
 		}
 		seen = append(seen, key)
+		if top && key == "stream_options" && v.IsObject() {
+			if d := duplicateIn(v, false); d != "" {
+				dup = key + "." + d
+				return false
+			}
+		}
 		return true
 	})
 	return dup
