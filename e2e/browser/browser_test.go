@@ -481,6 +481,19 @@ func TestDashboardInBrowser(t *testing.T) {
 		if !strings.HasPrefix(key, "sk-sy-") {
 			t.Fatalf("new key %q", key)
 		}
+		// On a phone the key wraps; its box grows with it instead of spilling over the copy
+		// button or past the page edge.
+		do(t, chromedp.EmulateViewport(390, 800))
+		fit := get(t, chromedp.Evaluate[string](`(() => {
+			const v = document.getElementById('new-key-value'), b = document.getElementById('copy-key');
+			const r = v.getBoundingClientRect(), c = b.getBoundingClientRect();
+			const overlap = r.left < c.right && c.left < r.right && r.top < c.bottom && c.top < r.bottom;
+			return [v.scrollHeight <= v.clientHeight + 1, !overlap, document.documentElement.scrollWidth <= 390].join();
+		})()`))
+		do(t, chromedp.EmulateViewport(1280, 900))
+		if fit != "true,true,true" {
+			t.Fatalf("the new key does not fit its box at 390 px (contained, clear of the copy button, no page overflow): %s", fit)
+		}
 		req, _ := http.NewRequest(http.MethodGet, base+"/v1/models", nil)
 		req.Header.Set("Authorization", "Bearer "+key)
 		resp, err := http.DefaultClient.Do(req)
