@@ -266,3 +266,106 @@ func TestEngineStateIsCommittedWithinTheFlushBound(t *testing.T) {
 		t.Fatalf("an engine-discovered state took %v to reach the database; the documented bound is %v", worst, FlushBound)
 	}
 }
+
+// Kill -9 right after every operator action on live resilience state: re-enabling a locked
+// model, clearing a connection's cooldown and resetting a breaker (alternately one by one and
+// all at once with "reset all"). Each round first lets the engine's own state reach the disk
+// (and checks it survived a kill, so a lost clear cannot pass as a cleared state), then acts,
+// kills the binary the moment the answer arrives and checks the action held.
+func TestKillNineKeepsEveryOperatorAction(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills the real binary")
+	}
+	lock := testenv.NewFakeUpstream(t, testenv.Status(404, nil, `{"error":{"message":"The model gpt-lock does not exist","code":"model_not_found"}}`), "gpt-lock")
+	cool := testenv.NewFakeUpstream(t, testenv.Status(429, map[string]string{"Retry-After": "600"}, `{"error":{"message":"slow down"}}`), "gpt-cool")
+	brk := testenv.NewFakeUpstream(t, testenv.Status(502, nil, `bad gateway`), "gpt-brk")
+	p := &process{t: t, bin: buildBinary(t), dir: t.TempDir()}
+	p.start()
+	p.admin("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0},
+		"model_lockout": map[string]any{"enabled": true}, "circuit_breaker": map[string]any{"enabled": true, "failure_threshold": 1}}, 200)
+	for name, up := range map[string]*testenv.FakeUpstream{"lock": lock, "cool": cool, "brk": brk} {
+		p.admin("POST", "/api/providers", map[string]any{"name": name, "type": "openai-compatible", "base_url": up.URL + "/v1"}, 201)
+	}
+	p.admin("POST", "/api/connections", map[string]any{"provider": "lock", "name": "l", "auth_type": "api_key", "api_key": "sk-lock"}, 201)
+	coolID := int64(p.admin("POST", "/api/connections", map[string]any{"provider": "cool", "name": "c", "auth_type": "api_key",
+		"api_key": "sk-cool"}, 201)["id"].(float64))
+	p.admin("POST", "/api/connections", map[string]any{"provider": "brk", "name": "b", "auth_type": "api_key", "api_key": "sk-brk"}, 201)
+	key := p.admin("POST", "/api/keys", map[string]any{"name": "ops"}, 201)["key"].(string)
+
+	chat := func(model string) int {
+		req, _ := http.NewRequest("POST", p.base+"/v1/chat/completions",
+			strings.NewReader(`{"model":"`+model+`","messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := testenv.ChatClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	// state reads what the operator would see: lockouts, the cooling connection, the breaker.
+	state := func() (lockouts int, coolStatus, breaker string) {
+		lockouts = len(p.admin("GET", "/api/resilience/model-cooldowns", nil, 200)["items"].([]any))
+		coolStatus = p.status(coolID)
+		for _, c := range p.admin("GET", "/api/resilience/state", nil, 200)["connections"].([]any) {
+			if m := c.(map[string]any); m["status"] != "active" && int64(m["id"].(float64)) != coolID {
+				coolStatus += fmt.Sprintf(" (and %v %v)", m["name"], m["status"])
+			}
+		}
+		breaker = "closed"
+		for _, b := range p.admin("GET", "/api/resilience/state", nil, 200)["breakers"].([]any) {
+			if m := b.(map[string]any); m["state"] != "closed" {
+				breaker = fmt.Sprintf("%s %v", m["state"], m["provider"])
+			}
+		}
+		return
+	}
+	for round := range 6 {
+		for _, m := range []string{"lock/gpt-lock", "cool/gpt-cool", "brk/gpt-brk"} {
+			p.waitModel(key, m)
+		}
+		if st := chat("lock/gpt-lock"); st != http.StatusNotFound {
+			t.Fatalf("round %d: lock: %d", round, st)
+		}
+		if st := chat("cool/gpt-cool"); st != http.StatusTooManyRequests {
+			t.Fatalf("round %d: cool: %d", round, st)
+		}
+		if st := chat("brk/gpt-brk"); st != http.StatusBadGateway {
+			t.Fatalf("round %d: brk: %d", round, st)
+		}
+		time.Sleep(FlushBound)
+		p.kill()
+		p.start()
+		if l, c, b := state(); l == 0 || !strings.HasPrefix(c, "cooling") || !strings.HasPrefix(b, "open") {
+			t.Fatalf("round %d: the engine's state did not survive a kill: %d lockouts, connection %s, breaker %s", round, l, c, b)
+		}
+
+		how := "one by one"
+		if round%2 == 0 {
+			for _, it := range p.admin("GET", "/api/resilience/model-cooldowns", nil, 200)["items"].([]any) {
+				m := it.(map[string]any)
+				p.admin("DELETE", "/api/resilience/model-cooldowns", map[string]any{"provider": m["provider"], "connection": m["connection"], "model": m["model"]}, 200)
+			}
+			for _, c := range p.admin("GET", "/api/resilience/state", nil, 200)["connections"].([]any) {
+				if m := c.(map[string]any); m["status"] != "active" {
+					p.admin("POST", fmt.Sprintf("/api/connections/%d/reset", int64(m["id"].(float64))), map[string]any{}, 200)
+				}
+			}
+			for _, b := range p.admin("GET", "/api/resilience/state", nil, 200)["breakers"].([]any) {
+				if m := b.(map[string]any); m["state"] != "closed" {
+					p.admin("POST", "/api/resilience/breakers/reset", map[string]any{"provider": m["provider"], "model": m["model"]}, 204)
+				}
+			}
+		} else {
+			how = "reset all"
+			p.admin("POST", "/api/resilience/reset", map[string]any{}, 200)
+		}
+		p.kill() // at once: the answers said it is saved
+		p.start()
+		if l, c, b := state(); l != 0 || c != "active" || b != "closed" {
+			t.Fatalf("round %d: the acknowledged %s was lost in a kill -9: %d lockouts, connection %s, breaker %s", round, how, l, c, b)
+		}
+	}
+}
