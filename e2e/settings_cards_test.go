@@ -17,7 +17,7 @@ import (
 
 // settingsCardIDs are the settings page's cards in page order.
 var settingsCardIDs = []string{"request-queue", "connection-cooldown", "retry", "circuit-breaker", "provider-overrides",
-	"combo-cooldown-wait", "quota-share", "provider-cooldown", "model-lockout", "claude-low-priority", "claude-oauth", "streams", "discovery",
+	"combo-cooldown-wait", "quota-share", "provider-cooldown", "model-lockout", "session-affinity", "claude-low-priority", "claude-oauth", "streams", "discovery",
 	"error-rules"}
 
 // settingsSite is a logged-in client of a fresh gateway with the helpers the card tests share.
@@ -219,6 +219,7 @@ func TestSettingsCardsSave(t *testing.T) {
 		{"model-lockout", "model_lockout.error_codes", map[string][]string{"model_lockout.error_codes": {"429", "503"}, "model_lockout.error_codes.add": {"418 529"}}, "[429,503,418,529]"},
 		{"model-lockout", "model_lockout.families", map[string][]string{"model_lockout.families": {"anthropic: opus = claude-opus-*, claude-3-opus\n\nopenai: gpt5 = gpt-5*\n"}},
 			`{"anthropic":{"opus":["claude-opus-*","claude-3-opus"]},"openai":{"gpt5":["gpt-5*"]}}`},
+		{"session-affinity", "session_affinity_ttl_ms", map[string][]string{"session_affinity_ttl_ms": {"900000"}}, "900000"},
 		{"claude-low-priority", "claude_low_priority.lane_cooloff_ms", map[string][]string{"claude_low_priority.lane_cooloff_ms": {"0"}}, "0"},
 		{"streams", "streams.throughput_watchdog.min_useful_bytes", map[string][]string{"streams.throughput_watchdog.min_useful_bytes": {"8"}}, "8"},
 		{"discovery", "discovery.provider_recheck_interval_ms", map[string][]string{"discovery.provider_recheck_interval_ms": {"0"}}, "0"},

@@ -12,13 +12,16 @@ import (
 )
 
 // settingsCard is one card of the settings page: its id (its URL /settings/<id> and element
-// #card-<id>; texts card.<id>.title, .lead and optional .note and .explain) and the settings it
-// edits, as registry paths in card order. Every field is drawn and read back from its registry
-// entry (settings.Setting), so a plain setting joins a card by its path alone. A card that is
-// more than a set of fields (rule lists, per-provider overrides) brings its own page and save.
+// #card-<id>; texts card.<id>.title, .lead and optional .note and .explain) and the section of
+// the settings document it edits: every registry setting of that section, in registry order
+// (paths, filled in at start). Every field is drawn and read back from its registry entry
+// (settings.Setting), so a new setting joins its section's card by its registry line alone. A
+// card that is more than a set of fields (rule lists, per-provider overrides) brings its own
+// page and save.
 type settingsCard struct {
-	id    string
-	paths []string
+	id      string
+	section string
+	paths   []string // the section's settings; a custom card names its own
 	// link is where the card's explanation links to (text card.<id>.link); "" for none.
 	link   string
 	custom customCard
@@ -70,43 +73,32 @@ type customCard interface {
 // settingsCards are the cards of the settings page, in page order: the reference's order for
 // the cards it has (request queue, connection cooldown, circuit breaker, combo cooldown wait,
 // quota-share, provider cooldown, model lockout), ours next to their closest kin.
-var settingsCards = []settingsCard{
-	{id: "request-queue", paths: []string{"request_queue.max_wait_ms", "request_queue.execution_max_wait_ms",
-		"request_queue.max_queue_depth"}},
-	{id: "connection-cooldown", paths: []string{"connection_cooldown.max_cooldown_ms",
-		"connection_cooldown.api_key.base_cooldown_ms", "connection_cooldown.api_key.max_backoff_steps",
-		"connection_cooldown.api_key.use_upstream_retry_hints",
-		"connection_cooldown.oauth.base_cooldown_ms", "connection_cooldown.oauth.max_backoff_steps",
-		"connection_cooldown.oauth.use_upstream_retry_hints"}},
-	{id: "retry", paths: []string{"retry.max_retries", "retry.max_attempts", "retry.initial_backoff_ms", "retry.max_backoff_ms",
-		"retry.backoff_factor", "retry.jitter", "retry.retry_on_statuses"}},
-	{id: "circuit-breaker", paths: []string{"circuit_breaker.enabled", "circuit_breaker.scope",
-		"circuit_breaker.failure_threshold", "circuit_breaker.success_threshold", "circuit_breaker.timeout_ms",
-		"circuit_breaker.failure_on_statuses", "circuit_breaker.slow_call_threshold_ms"}},
+var settingsCards = withPaths([]settingsCard{
+	{id: "request-queue", section: "request_queue"},
+	{id: "connection-cooldown", section: "connection_cooldown"},
+	{id: "retry", section: "retry"},
+	{id: "circuit-breaker", section: "circuit_breaker"},
 	{id: overridesCardID, custom: providerOverridesCard{}},
-	{id: "combo-cooldown-wait", paths: []string{"combo_cooldown_wait.enabled", "combo_cooldown_wait.max_wait_ms",
-		"combo_cooldown_wait.max_attempts", "combo_cooldown_wait.budget_ms"}},
-	{id: "quota-share", paths: []string{"quota_share_concurrency.enabled"}, link: "/providers"},
-	{id: "provider-cooldown", paths: []string{"provider_cooldown.enabled",
-		"provider_cooldown.api_key.failure_threshold", "provider_cooldown.api_key.failure_window_ms",
-		"provider_cooldown.api_key.cooldown_ms",
-		"provider_cooldown.oauth.failure_threshold", "provider_cooldown.oauth.failure_window_ms",
-		"provider_cooldown.oauth.cooldown_ms"}},
-	{id: "model-lockout", paths: []string{"model_lockout.enabled", "model_lockout.error_codes",
-		"model_lockout.base_cooldown_ms", "model_lockout.max_cooldown_ms", "model_lockout.use_exponential_backoff",
-		"model_lockout.max_backoff_steps", "model_lockout.families"}},
-	{id: "claude-low-priority", paths: []string{"claude_low_priority.slow_retry_after_default_ms",
-		"claude_low_priority.slow_max_wait_default_ms", "claude_low_priority.lane_cooloff_ms",
-		"claude_low_priority.limit_reset_error_backoff_ms"}, link: "/providers#add-claude"},
-	{id: "claude-oauth", oauth: true, link: "/providers#add-claude", paths: []string{"claude.authorize_url", "claude.token_url",
-		"claude.usage_url", "claude.client_id", "claude.scopes", "claude.redirect_uri", "claude.cli_version", "claude.betas",
-		"claude.refresh_margin_ms", "claude.usage_poll_interval_ms", "claude.usage_threshold"}},
-	{id: "streams", paths: []string{"streams.connect_timeout_ms", "streams.first_byte_timeout_ms",
-		"streams.readiness_timeout_ms", "streams.idle_timeout_ms", "streams.throughput_watchdog.enabled",
-		"streams.throughput_watchdog.warmup_ms", "streams.throughput_watchdog.window_ms",
-		"streams.throughput_watchdog.min_useful_bytes_per_second", "streams.throughput_watchdog.min_useful_bytes"}},
-	{id: "discovery", paths: []string{"discovery.model_refresh_interval_ms", "discovery.provider_recheck_interval_ms"}},
+	{id: "combo-cooldown-wait", section: "combo_cooldown_wait"},
+	{id: "quota-share", section: "quota_share_concurrency", link: "/providers"},
+	{id: "provider-cooldown", section: "provider_cooldown"},
+	{id: "model-lockout", section: "model_lockout"},
+	{id: "session-affinity", section: "session_affinity_ttl_ms"},
+	{id: "claude-low-priority", section: "claude_low_priority", link: "/providers#add-claude"},
+	{id: "claude-oauth", section: "claude", oauth: true, link: "/providers#add-claude"},
+	{id: "streams", section: "streams"},
+	{id: "discovery", section: "discovery"},
 	{id: rulesCardID, paths: []string{errorRulesPath, restatementsPath}, custom: errorRulesCard{}},
+})
+
+// withPaths fills each card's paths from its section.
+func withPaths(cards []settingsCard) []settingsCard {
+	for i := range cards {
+		if cards[i].section != "" {
+			cards[i].paths = settings.Section(cards[i].section)
+		}
+	}
+	return cards
 }
 
 // SettingsPage answers GET /settings. ?saved=<card id> marks that card as just saved (the

@@ -67,6 +67,19 @@ func TestSettingsCardsUseTheRegistry(t *testing.T) {
 			}
 		}
 	}
+	// Every setting a form can edit is on a card (its section's), and no card is empty.
+	for _, list := range [][]*settings.Setting{settings.All(), settings.OAuthSettings()} {
+		for _, st := range list {
+			if _, ok := onCard[st.Path()]; !ok && st.Kind() != settings.KindRules {
+				t.Errorf("%s is on no card: name a card for its section", st.Path())
+			}
+		}
+	}
+	for _, card := range settingsCards {
+		if card.custom == nil && len(card.paths) == 0 {
+			t.Errorf("card %s (section %q) holds no setting", card.id, card.section)
+		}
+	}
 	if len(settings.ProviderOverridable()) == 0 {
 		t.Error("no setting can be overridden per provider: the overrides card would be empty")
 	}

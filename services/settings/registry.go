@@ -314,17 +314,17 @@ func perProvider[T any](s *Setting, field func(*ProviderOverrides) **T) *Setting
 	return s
 }
 
-// registry holds every setting, in document order. Adding a setting is one line here (and its
-// field in schema.go), its label and help in both catalogs and, to edit it on the dashboard,
-// its path in a card's list.
+// registry holds every setting, in the order the dashboard shows them. Adding a setting is one
+// line here (and its field in schema.go) and its label and help in both catalogs: the settings
+// card of its section shows it (handlers/settings_cards.go names a card per section).
 var registry = []*Setting{
 	ms("connection_cooldown.max_cooldown_ms", 1_800_000, 1_000, 86_400_000, func(r *Resilience) *int64 { return &r.ConnectionCooldown.MaxCooldownMS }),
-	ms("connection_cooldown.oauth.base_cooldown_ms", 5_000, 100, 600_000, func(r *Resilience) *int64 { return &r.ConnectionCooldown.OAuth.BaseCooldownMS }),
-	num("connection_cooldown.oauth.max_backoff_steps", 8, 0, 20, func(r *Resilience) *int { return &r.ConnectionCooldown.OAuth.MaxBackoffSteps }),
-	flag("connection_cooldown.oauth.use_upstream_retry_hints", false, func(r *Resilience) *bool { return &r.ConnectionCooldown.OAuth.UseUpstreamRetryHints }),
 	ms("connection_cooldown.api_key.base_cooldown_ms", 3_000, 100, 600_000, func(r *Resilience) *int64 { return &r.ConnectionCooldown.APIKey.BaseCooldownMS }),
 	num("connection_cooldown.api_key.max_backoff_steps", 5, 0, 20, func(r *Resilience) *int { return &r.ConnectionCooldown.APIKey.MaxBackoffSteps }),
 	flag("connection_cooldown.api_key.use_upstream_retry_hints", true, func(r *Resilience) *bool { return &r.ConnectionCooldown.APIKey.UseUpstreamRetryHints }),
+	ms("connection_cooldown.oauth.base_cooldown_ms", 5_000, 100, 600_000, func(r *Resilience) *int64 { return &r.ConnectionCooldown.OAuth.BaseCooldownMS }),
+	num("connection_cooldown.oauth.max_backoff_steps", 8, 0, 20, func(r *Resilience) *int { return &r.ConnectionCooldown.OAuth.MaxBackoffSteps }),
+	flag("connection_cooldown.oauth.use_upstream_retry_hints", false, func(r *Resilience) *bool { return &r.ConnectionCooldown.OAuth.UseUpstreamRetryHints }),
 
 	perProvider(num("retry.max_retries", 3, 0, 10, func(r *Resilience) *int { return &r.Retry.MaxRetries }),
 		func(p *ProviderOverrides) **int { return &p.Retry.MaxRetries }),
@@ -357,19 +357,19 @@ var registry = []*Setting{
 		func(p *ProviderOverrides) **int64 { return &p.CircuitBreaker.SlowCallThresholdMS }),
 
 	flag("provider_cooldown.enabled", false, func(r *Resilience) *bool { return &r.ProviderCooldown.Enabled }),
-	num("provider_cooldown.oauth.failure_threshold", 10, 1, 1_000, func(r *Resilience) *int { return &r.ProviderCooldown.OAuth.FailureThreshold }).alias("SWITCHYARD_PROVIDER_BREAKER_OAUTH_FAILURE_THRESHOLD"),
-	ms("provider_cooldown.oauth.failure_window_ms", 900_000, 1_000, 86_400_000, func(r *Resilience) *int64 { return &r.ProviderCooldown.OAuth.FailureWindowMS }).alias("SWITCHYARD_PROVIDER_BREAKER_OAUTH_FAILURE_WINDOW_MS"),
-	ms("provider_cooldown.oauth.cooldown_ms", 300_000, 1_000, 86_400_000, func(r *Resilience) *int64 { return &r.ProviderCooldown.OAuth.CooldownMS }).alias("SWITCHYARD_PROVIDER_BREAKER_OAUTH_COOLDOWN_MS"),
 	num("provider_cooldown.api_key.failure_threshold", 15, 1, 1_000, func(r *Resilience) *int { return &r.ProviderCooldown.APIKey.FailureThreshold }).alias("SWITCHYARD_PROVIDER_BREAKER_API_KEY_FAILURE_THRESHOLD"),
 	ms("provider_cooldown.api_key.failure_window_ms", 1_800_000, 1_000, 86_400_000, func(r *Resilience) *int64 { return &r.ProviderCooldown.APIKey.FailureWindowMS }).alias("SWITCHYARD_PROVIDER_BREAKER_API_KEY_FAILURE_WINDOW_MS"),
 	ms("provider_cooldown.api_key.cooldown_ms", 600_000, 1_000, 86_400_000, func(r *Resilience) *int64 { return &r.ProviderCooldown.APIKey.CooldownMS }).alias("SWITCHYARD_PROVIDER_BREAKER_API_KEY_COOLDOWN_MS"),
+	num("provider_cooldown.oauth.failure_threshold", 10, 1, 1_000, func(r *Resilience) *int { return &r.ProviderCooldown.OAuth.FailureThreshold }).alias("SWITCHYARD_PROVIDER_BREAKER_OAUTH_FAILURE_THRESHOLD"),
+	ms("provider_cooldown.oauth.failure_window_ms", 900_000, 1_000, 86_400_000, func(r *Resilience) *int64 { return &r.ProviderCooldown.OAuth.FailureWindowMS }).alias("SWITCHYARD_PROVIDER_BREAKER_OAUTH_FAILURE_WINDOW_MS"),
+	ms("provider_cooldown.oauth.cooldown_ms", 300_000, 1_000, 86_400_000, func(r *Resilience) *int64 { return &r.ProviderCooldown.OAuth.CooldownMS }).alias("SWITCHYARD_PROVIDER_BREAKER_OAUTH_COOLDOWN_MS"),
 
 	flag("model_lockout.enabled", false, func(r *Resilience) *bool { return &r.ModelLockout.Enabled }),
 	codeList("model_lockout.error_codes", []int{403, 404, 429, 502, 503, 504}, func(r *Resilience) *[]int { return &r.ModelLockout.ErrorCodes }),
 	ms("model_lockout.base_cooldown_ms", 120_000, 5_000, 600_000, func(r *Resilience) *int64 { return &r.ModelLockout.BaseCooldownMS }),
 	ms("model_lockout.max_cooldown_ms", 1_800_000, 5_000, 3_600_000, func(r *Resilience) *int64 { return &r.ModelLockout.MaxCooldownMS }),
-	num("model_lockout.max_backoff_steps", 10, 0, 20, func(r *Resilience) *int { return &r.ModelLockout.MaxBackoffSteps }),
 	flag("model_lockout.use_exponential_backoff", true, func(r *Resilience) *bool { return &r.ModelLockout.UseExponentialBackoff }),
+	num("model_lockout.max_backoff_steps", 10, 0, 20, func(r *Resilience) *int { return &r.ModelLockout.MaxBackoffSteps }),
 	families("model_lockout.families", func(r *Resilience) *map[string]map[string][]string { return &r.ModelLockout.Families }),
 
 	ms("request_queue.max_wait_ms", 30_000, 1, 86_400_000, func(r *Resilience) *int64 { return &r.RequestQueue.MaxWaitMS }).alias("RATE_LIMIT_MAX_WAIT_MS"),
@@ -454,6 +454,21 @@ func Lookup(path string) (*Setting, bool) {
 	}
 	s, ok := oauthSchema.byPath[path]
 	return s, ok
+}
+
+// Section returns the paths of the settings at or below section (e.g. "retry" gives
+// retry.max_retries, …), of the resilience or the OAuth document, in registry order. Rule lists
+// are left out: a form field cannot edit them.
+func Section(section string) []string {
+	var out []string
+	for _, list := range [][]*Setting{registry, oauthRegistry} {
+		for _, s := range list {
+			if s.kind != KindRules && (s.path == section || strings.HasPrefix(s.path, section+".")) {
+				out = append(out, s.path)
+			}
+		}
+	}
+	return out
 }
 
 // All returns every setting, in document order.
