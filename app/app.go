@@ -85,7 +85,7 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 	if err != nil {
 		return nil, err
 	}
-	eng := buildEngine(clock, core, res, accounts, log)
+	eng := buildEngine(clock, st, core, res, accounts, log)
 	tr, err := buildTraffic(ctx, cfg, clock, st, core, log)
 	if err != nil {
 		return nil, err
@@ -164,10 +164,14 @@ func (a *App) Shutdown(grace time.Duration) error {
 	return errors.Join(err, a.DB.Close())
 }
 
-// storage is the data directory: the database and the secret box.
+// storage is the data directory: the database, the secret box and the keys derived from the
+// instance secret.
 type storage struct {
 	db  *db.DB
 	box *secrets.Box
+	// sessionKey keys the session ids a Claude account sees of a client session bound to
+	// another account.
+	sessionKey []byte
 }
 
 // openStorage creates the data directory, loads (or generates) the secret key and opens and
@@ -197,7 +201,7 @@ func openStorage(ctx context.Context, cfg Config, log *slog.Logger) (storage, er
 	} else if n > 0 {
 		log.Info("applied migrations", "count", n)
 	}
-	return storage{db: d, box: box}, nil
+	return storage{db: d, box: box, sessionKey: secrets.Derive(key, "claude session ids v1", 32)}, nil
 }
 
 // core are the services every other part builds on.
@@ -353,7 +357,7 @@ type engine struct {
 	inventory *proxy.Inventory
 }
 
-func buildEngine(clock clockwork.Clock, c core, r *resilienceState, accounts *oauth.Service, log *slog.Logger) engine {
+func buildEngine(clock clockwork.Clock, st storage, c core, r *resilienceState, accounts *oauth.Service, log *slog.Logger) engine {
 	client := &http.Client{Transport: proxy.NewTransport()}
 	inv := proxy.NewInventory(client, c.catalog.Registry, log, clock)
 	inv.Tokens = accounts
@@ -361,7 +365,7 @@ func buildEngine(clock clockwork.Clock, c core, r *resilienceState, accounts *oa
 	e := proxy.New(proxy.Options{Catalog: c.catalog, Inventory: inv, Client: client, Log: log,
 		Settings: c.settings, Cooldowns: r.cooldowns, Breakers: r.breakers, Gate: r.gate, Health: r.health, Lockouts: r.lockouts,
 		Queues: r.queues, Semaphores: r.semaphores, Clock: clock, Observer: r.metrics,
-		Accounts: accounts, Lanes: r.lanes, Usage: r.usage, OAuthSettings: c.oauthSettings})
+		Accounts: accounts, Lanes: r.lanes, Usage: r.usage, OAuthSettings: c.oauthSettings, SessionKey: st.sessionKey})
 	e.RegisterGauges(r.metrics)
 	return engine{engine: e, inventory: inv}
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/tidwall/gjson"
 
@@ -87,7 +89,7 @@ func TestClaudeIdentityForOtherClients(t *testing.T) {
 	}
 	got := f.MessageRequests()[0]
 	h := got.Header
-	if h.Get("User-Agent") != "claude-cli/2.1.299 (external, cli)" || h.Get("X-App") != "cli" ||
+	if h.Get("User-Agent") != "claude-cli/2.1.299 (external, cli)" || h.Get("X-App") != "cli" || h.Get("Anthropic-Version") != "2023-06-01" ||
 		h.Get("Anthropic-Beta") != "claude-code-20250219,oauth-2025-04-20,interleaved-thinking-2025-05-14" ||
 		h.Get("x-api-key") != "" || !strings.HasPrefix(h.Get("Authorization"), "Bearer sk-ant-oat01-ada-") || h.Get("X-Claude-Code-Session-Id") != "" {
 		t.Fatalf("headers %v", h)
@@ -109,7 +111,7 @@ func TestClaudeIdentityForOtherClients(t *testing.T) {
 		t.Fatalf("chat: %d %s", resp.StatusCode, out)
 	}
 	got = f.MessageRequests()[1]
-	if !strings.HasPrefix(got.Header.Get("Authorization"), "Bearer sk-ant-oat01-bob-") ||
+	if !strings.HasPrefix(got.Header.Get("Authorization"), "Bearer sk-ant-oat01-bob-") || got.Header.Get("Anthropic-Version") != "2023-06-01" ||
 		gjson.Get(got.Body, "system.0.text").String() != "You are Claude Code, Anthropic's official CLI for Claude." {
 		t.Fatalf("chat upstream %v %s", got.Header, got.Body)
 	}
@@ -125,5 +127,148 @@ func TestClaudeIdentityForOtherClients(t *testing.T) {
 	}
 	if !bytes.Contains([]byte(ct[0].Header.Get("Authorization")), []byte("Bearer ")) {
 		t.Fatal("count_tokens without the bearer token")
+	}
+}
+
+// claudeCode posts to /v1/messages as Claude Code does (User-Agent claude-cli/…), with extra
+// headers.
+func claudeCode(e *testenv.Env, key, body string, header map[string]string) {
+	e.T.Helper()
+	req, _ := http.NewRequest("POST", e.Base+"/v1/messages", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "claude-cli/2.1.300 (external, cli)")
+	req.Header.Set("anthropic-version", "2023-06-01")
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := testenv.ChatClient.Do(req)
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	if out := testenv.ReadAll(e.T, resp); resp.StatusCode != 200 {
+		e.T.Fatalf("%d %s", resp.StatusCode, out)
+	}
+}
+
+// Claude Code on a plan without the 1M context: context-1m-* is dropped from anthropic-beta (it
+// would be refused with 400), the client's other betas stay as they came and the two are added;
+// the body still goes byte for byte.
+func TestClaudeCodePassthroughWithoutLongContext(t *testing.T) {
+	e, f, key := claudeSetup(t, nil)
+	f.SetPlan("ada@example.com", "claude_pro")
+	e.AddClaudeAccount(f, "ada@example.com")
+	e.WaitModels(key, "anthropic/claude-test")
+	body := `{"model":"claude-test","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}`
+	claudeCode(e, key, body, map[string]string{
+		"anthropic-beta": "interleaved-thinking-2025-05-14,context-1m-2025-08-07,fine-grained-tool-streaming-2025-05-14"})
+	got := f.MessageRequests()[0]
+	if b := got.Header.Get("Anthropic-Beta"); b != "interleaved-thinking-2025-05-14,fine-grained-tool-streaming-2025-05-14,claude-code-20250219,oauth-2025-04-20" {
+		t.Fatalf("anthropic-beta %q", b)
+	}
+	if got.Body != body || got.Header.Get("Anthropic-Version") != "2023-06-01" || !strings.HasPrefix(got.Header.Get("Authorization"), "Bearer sk-ant-oat01-ada-") {
+		t.Fatalf("upstream %v %s", got.Header, got.Body)
+	}
+}
+
+// A Claude Code session is bound to the first account it is sent to, which sees its ids as they
+// came. When another account serves it (here after the first failed), that account sees a
+// session id of its own in X-Claude-Code-Session-Id and in metadata.user_id, the same on each
+// request of the session, and only those bytes of the body change. Once the first account is
+// back it gets the original ids again, and a session first served by the other account is
+// hidden from it the same way.
+func TestClaudeCodeSessionIdsStayWithTheirAccount(t *testing.T) {
+	const (
+		s1 = "1b4e28ba-2fa1-41d2-883f-0016d3cca427"
+		s2 = "6fa459ea-ee8a-4ca4-894e-db77e160355e"
+	)
+	bodyOf := func(session string) string {
+		return "{\"model\":\"claude-test\",\"max_tokens\":64,\"metadata\":{\"user_id\":\"{\\\"device_id\\\":\\\"" + strings.Repeat("d", 64) +
+			"\\\",\\\"account_uuid\\\":\\\"\\\",\\\"session_id\\\":\\\"" + session + "\\\"}\"},\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}"
+	}
+	inner := func(r testenv.Recorded) string {
+		return gjson.Get(gjson.Get(r.Body, "metadata.user_id").String(), "session_id").String()
+	}
+	for _, tc := range []struct {
+		name string
+		fail func(w http.ResponseWriter, r *http.Request, reset time.Time)
+	}{
+		{"usage wall", func(w http.ResponseWriter, r *http.Request, reset time.Time) {
+			withHeaders(429, limitMsg, uStatus, "rejected", uReset, epochS(reset), uClaim, "five_hour", u5hReset, epochS(reset))(w, r)
+		}},
+		{"server error", func(w http.ResponseWriter, r *http.Request, _ time.Time) {
+			withHeaders(500, `{"type":"error","error":{"type":"api_error","message":"Internal server error"}}`)(w, r)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var adaFails atomic.Bool
+			var f *testenv.FakeClaude
+			var reset time.Time
+			e, f, key := claudeSetup(t, func(w http.ResponseWriter, r *http.Request) {
+				if adaFails.Load() && f.AccountOf(r) == "ada@example.com" {
+					tc.fail(w, r, reset)
+					return
+				}
+				testenv.MessagesAnswer()(w, r)
+			})
+			reset = e.Clock.Now().Add(time.Hour)
+			e.AddClaudeAccount(f, "ada@example.com")
+			bob := e.AddClaudeAccount(f, "bob@example.com")
+			e.MustAPI("PATCH", "/api/connections/"+itoa(bob), map[string]any{"priority": 1}, 200)
+			e.WaitModels(key, "anthropic/claude-test")
+			send := func(session string) (first, served testenv.Recorded) {
+				t.Helper()
+				before := len(f.MessageRequests())
+				claudeCode(e, key, bodyOf(session), map[string]string{"X-Claude-Code-Session-Id": session})
+				reqs := f.MessageRequests()[before:]
+				return reqs[0], reqs[len(reqs)-1]
+			}
+			whose := func(r testenv.Recorded) string { return f.AccountOf(&http.Request{Header: r.Header}) }
+			original := func(r testenv.Recorded, session string) bool {
+				return r.Header.Get("X-Claude-Code-Session-Id") == session && r.Body == bodyOf(session)
+			}
+			// derived checks that r carries one id of its own in place of session, and returns it.
+			derived := func(r testenv.Recorded, session string) string {
+				t.Helper()
+				id := r.Header.Get("X-Claude-Code-Session-Id")
+				if id == session || len(id) != len(session) || inner(r) != id || strings.Contains(r.Body, session) {
+					t.Fatalf("%s saw header %q, body %s", whose(r), id, r.Body)
+				}
+				if r.Body != strings.ReplaceAll(bodyOf(session), session, id) {
+					t.Fatalf("more than the session id changed: %s", r.Body)
+				}
+				return id
+			}
+
+			// ada fails: she got the original ids; bob serves with his own.
+			adaFails.Store(true)
+			first, served := send(s1)
+			if whose(first) != "ada@example.com" || !original(first, s1) || whose(served) != "bob@example.com" {
+				t.Fatalf("first %s, served by %s", whose(first), whose(served))
+			}
+			bobS1 := derived(served, s1)
+			// The session's next request (ada cools) gets bob's same id.
+			if first, served = send(s1); whose(first) != "bob@example.com" || derived(served, s1) != bobS1 {
+				t.Fatalf("second request: %s, %q", whose(first), served.Header.Get("X-Claude-Code-Session-Id"))
+			}
+			// A session bob serves first is his, as it came.
+			if first, served = send(s2); whose(first) != "bob@example.com" || !original(served, s2) {
+				t.Fatalf("s2 on bob: %v %s", served.Header, served.Body)
+			}
+
+			// ada is back: s1 is hers as it came; s2 is bob's, so she sees an id of her own.
+			adaFails.Store(false)
+			e.Clock.Advance(2 * time.Hour)
+			if first, served = send(s1); whose(served) != "ada@example.com" || first.Body != served.Body || !original(served, s1) {
+				t.Fatalf("s1 back on ada: %s %v %s", whose(served), served.Header, served.Body)
+			}
+			_, served = send(s2)
+			if whose(served) != "ada@example.com" {
+				t.Fatalf("s2 served by %s", whose(served))
+			}
+			if adaS2 := derived(served, s2); adaS2 == bobS1 {
+				t.Fatal("two sessions share an id")
+			}
+		})
 	}
 }

@@ -60,6 +60,10 @@ type Options struct {
 	OAuthSettings OAuthSettingsSource
 	// MaxResponseBytes bounds a buffered (non-streaming) upstream answer. Default 64 MiB.
 	MaxResponseBytes int64
+	// SessionKey keys the session ids a Claude account sees in place of a client session bound
+	// to another account (oauth_session.go). Default: a random key, so the derived ids stay the
+	// same only while the process runs.
+	SessionKey []byte
 }
 
 // Engine forwards client requests to upstream connections.
@@ -67,6 +71,10 @@ type Engine struct {
 	opt Options
 	// breakerCfg caches the compiled global breaker config of one settings snapshot.
 	breakerCfg atomic.Pointer[cachedBreakerConfig]
+	// binds binds Claude Code sessions to the account that first served them; sessionKey keys
+	// the ids other accounts see (oauth_session.go).
+	binds      *sessionBinds
+	sessionKey []byte
 }
 
 type cachedBreakerConfig struct {
@@ -85,7 +93,11 @@ func New(opt Options) *Engine {
 	if opt.Clock == nil {
 		opt.Clock = clockwork.NewRealClock()
 	}
-	return &Engine{opt: opt}
+	key := opt.SessionKey
+	if len(key) == 0 {
+		key = newSessionKey()
+	}
+	return &Engine{opt: opt, binds: newSessionBinds(sessionBindTTL, sessionBindMax), sessionKey: key}
 }
 
 // NewTransport returns the HTTP transport tuned for many concurrent upstream calls and streams.

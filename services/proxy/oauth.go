@@ -24,8 +24,10 @@ import (
 //
 //   - passthrough, when the client is Claude Code itself (User-Agent claude-cli/…) on the
 //     messages surface: its headers and body go upstream byte for byte, only the credential is
-//     swapped and the betas are added when missing. Rewriting Claude Code's body would break its
-//     own exchanges with Anthropic.
+//     swapped, the betas are added when missing and context-1m-* is dropped on a plan without
+//     the 1M context. Rewriting Claude Code's body would break its own exchanges with
+//     Anthropic. Its session ids reach only the account its session is bound to; other
+//     accounts see ids of their own (oauth_session.go).
 //   - identity, for every other client (other SDKs, translated chat completions): the system
 //     prompt starts with Claude Code's identity line, the User-Agent is Claude Code's (version
 //     from the settings) with x-app: cli, and metadata.user_id is the account's own, stable
@@ -95,7 +97,11 @@ func (e *Engine) outgoing(ctx context.Context, c *call, conn *catalog.ConnEntry)
 		if gjson.GetBytes(c.claude.raw, "model").String() == c.t.model {
 			body = c.claude.raw // nothing to change: the client's bytes as they came
 		}
+		if !longContext(conn) {
+			dropBetas(h, "context-1m-")
+		}
 		addMissingBetas(h, cfg.Betas)
+		body = e.sessionIDs(h, body, conn)
 	} else {
 		body = identityBody(c.body, conn, !c.countTokens)
 		h = c.header.Clone()
@@ -192,6 +198,37 @@ func addMissingBetas(h http.Header, ours []string) {
 		vals = append([]string(nil), vals...)
 		vals[len(vals)-1] += "," + strings.Join(missing, ",")
 		h["Anthropic-Beta"] = vals
+	}
+}
+
+// dropBetas removes from anthropic-beta the betas that start with prefix; a value without any
+// stays exactly as it came, and the header goes when nothing is left.
+func dropBetas(h http.Header, prefix string) {
+	vals := h.Values("anthropic-beta")
+	var out []string
+	changed := false
+	for _, v := range vals {
+		if !strings.Contains(v, prefix) {
+			out = append(out, v)
+			continue
+		}
+		changed = true
+		var keep []string
+		for b := range strings.SplitSeq(v, ",") {
+			if !strings.HasPrefix(strings.TrimSpace(b), prefix) {
+				keep = append(keep, b)
+			}
+		}
+		if v := strings.TrimSpace(strings.Join(keep, ",")); v != "" {
+			out = append(out, v)
+		}
+	}
+	switch {
+	case !changed:
+	case len(out) == 0:
+		h.Del("anthropic-beta")
+	default:
+		h["Anthropic-Beta"] = out
 	}
 }
 

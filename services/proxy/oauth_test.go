@@ -81,6 +81,34 @@ func TestBetas(t *testing.T) {
 	}
 }
 
+// Passthrough on a plan without the 1M context: context-1m-* goes, every other beta stays as it
+// came.
+func TestDropBetas(t *testing.T) {
+	tests := []struct {
+		name string
+		in   []string
+		want []string // nil: no header left
+	}{
+		{"none to drop", []string{"a-1, b-2", "c-3"}, []string{"a-1, b-2", "c-3"}},
+		{"in the middle", []string{"a-1,context-1m-2025-08-07, b-2"}, []string{"a-1, b-2"}},
+		{"one of several values", []string{"context-1m-2025-08-07", "a-1,context-1m-2099-01-01"}, []string{"a-1"}},
+		{"the only beta", []string{" context-1m-2025-08-07 "}, nil},
+		{"no header", nil, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := http.Header{}
+			if tc.in != nil {
+				h["Anthropic-Beta"] = append([]string(nil), tc.in...)
+			}
+			dropBetas(h, "context-1m-")
+			if got := h.Values("anthropic-beta"); strings.Join(got, "|") != strings.Join(tc.want, "|") || (tc.want == nil) != (got == nil) {
+				t.Fatalf("%q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestPassthroughHeader(t *testing.T) {
 	in := http.Header{"Authorization": {"Bearer sk-client"}, "X-Api-Key": {"sk-client"}, "User-Agent": {"claude-cli/2.1.291 (external, cli)"},
 		"X-App": {"cli"}, "X-Claude-Code-Session-Id": {"s-1"}, "Anthropic-Dangerous-Direct-Browser-Access": {"true"},
