@@ -97,7 +97,7 @@ func (e *Engine) outgoing(ctx context.Context, c *call, conn *catalog.ConnEntry)
 		if gjson.GetBytes(c.claude.raw, "model").String() == c.t.model {
 			body = c.claude.raw // nothing to change: the client's bytes as they came
 		}
-		if !longContext(conn) {
+		if lacksLongContext(conn) {
 			dropBetas(h, "context-1m-")
 		}
 		addMissingBetas(h, cfg.Betas)
@@ -241,6 +241,13 @@ func longContext(conn *catalog.ConnEntry) bool {
 	}
 	plan := strings.ToLower(conn.OAuth.Account.Plan)
 	return strings.Contains(plan, "max") || strings.Contains(plan, "team") || strings.Contains(plan, "enterprise")
+}
+
+// lacksLongContext reports whether the account's plan is known and has no 1M context window.
+// Passthrough drops the context-1m beta only then: with a setup token or an unknown plan, Claude
+// Code's own choice stands (a Max user on a setup token keeps the 1M window).
+func lacksLongContext(conn *catalog.ConnEntry) bool {
+	return conn.OAuth != nil && conn.OAuth.Account.Plan != "" && !longContext(conn)
 }
 
 // identityBody puts Claude Code's identity on a messages body: the identity line as the system

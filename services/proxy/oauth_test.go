@@ -126,3 +126,15 @@ func TestPassthroughHeader(t *testing.T) {
 		}
 	}
 }
+
+// Passthrough drops the 1M beta only where the plan is known to lack it.
+func TestLacksLongContext(t *testing.T) {
+	for plan, want := range map[string]bool{"claude_pro": true, "claude_max": false, "team": false, "": false} {
+		if got := lacksLongContext(&catalog.ConnEntry{OAuth: &catalog.OAuthCredential{Account: catalog.OAuthAccount{Plan: plan}}}); got != want {
+			t.Errorf("plan %q: %v, want %v", plan, got, want)
+		}
+	}
+	if lacksLongContext(&catalog.ConnEntry{}) {
+		t.Error("a connection without an account")
+	}
+}
