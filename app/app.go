@@ -373,7 +373,8 @@ func buildTraffic(ctx context.Context, cfg Config, clock clockwork.Clock, st sto
 	log *slog.Logger) (*traffic.Service, error) {
 	return traffic.New(ctx, traffic.Options{DB: st.db, Clock: clock, Log: log,
 		Redact:    func(s string) string { return ops.Redact(c.catalog.Registry(), s, accounts.AllSecrets()...) },
-		Retention: time.Duration(cfg.RequestLogDays) * 24 * time.Hour, MaxRows: cfg.RequestLogRows})
+		Retention: time.Duration(cfg.RequestLogDays) * 24 * time.Hour, MaxRows: cfg.RequestLogRows,
+		BodyBytes: int(cfg.RequestLogBodyKiB) << 10})
 }
 
 func buildWeb(cfg Config, st storage, c core, r *resilienceState, e engine, accounts *oauth.Service, tr *traffic.Service,
