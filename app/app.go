@@ -86,7 +86,7 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 		return nil, err
 	}
 	eng := buildEngine(clock, st, core, res, accounts, log)
-	tr, err := buildTraffic(ctx, cfg, clock, st, core, log)
+	tr, err := buildTraffic(ctx, cfg, clock, st, core, accounts, log)
 	if err != nil {
 		return nil, err
 	}
@@ -370,11 +370,15 @@ func buildEngine(clock clockwork.Clock, st storage, c core, r *resilienceState, 
 	return engine{engine: e, inventory: inv}
 }
 
-// buildTraffic is the request log and the per-minute traffic aggregates behind the charts.
-func buildTraffic(ctx context.Context, cfg Config, clock clockwork.Clock, st storage, c core, log *slog.Logger) (*traffic.Service, error) {
+// buildTraffic is the request log and the per-minute traffic aggregates behind the charts. What
+// it stores is scrubbed of every connection's credential, the Claude accounts' live tokens and
+// anything key-shaped.
+func buildTraffic(ctx context.Context, cfg Config, clock clockwork.Clock, st storage, c core, accounts *oauth.Service,
+	log *slog.Logger) (*traffic.Service, error) {
 	return traffic.New(ctx, traffic.Options{DB: st.db, Clock: clock, Log: log,
-		Redact:    func(s string) string { return ops.Redact(c.catalog.Registry(), s) },
-		Retention: time.Duration(cfg.RequestLogDays) * 24 * time.Hour, MaxRows: cfg.RequestLogRows})
+		Redact:    func(s string) string { return ops.Redact(c.catalog.Registry(), s, accounts.AllSecrets()...) },
+		Retention: time.Duration(cfg.RequestLogDays) * 24 * time.Hour, MaxRows: cfg.RequestLogRows,
+		BodyBytes: int(cfg.RequestLogBodyKiB) << 10})
 }
 
 func buildWeb(cfg Config, st storage, c core, r *resilienceState, e engine, accounts *oauth.Service, tr *traffic.Service,

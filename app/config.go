@@ -42,9 +42,15 @@ type Config struct {
 	RequestLogDays int64
 	// RequestLogRows bounds the request log; the oldest rows go first (default 100,000).
 	RequestLogRows int64
+	// RequestLogBodyKiB is how much of each request's and answer's body the request log keeps,
+	// truncated and redacted, in KiB (default 0: no body is kept; at most MaxRequestLogBodyKiB).
+	RequestLogBodyKiB int64
 	// Clock drives every resilience timer; nil = the real clock (tests inject a fake one).
 	Clock clockwork.Clock
 }
+
+// MaxRequestLogBodyKiB is the largest --request-log-body-kib.
+const MaxRequestLogBodyKiB = 256
 
 // DefaultReadTimeout is the default of --read-timeout.
 const DefaultReadTimeout = 10 * time.Second
@@ -88,6 +94,8 @@ func ParseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 		"days the request log keeps; 0 keeps none (SWITCHYARD_REQUEST_LOG_DAYS)")
 	fs.Int64Var(&c.RequestLogRows, "request-log-rows", envInt(lookupEnv, "SWITCHYARD_REQUEST_LOG_ROWS", 100_000),
 		"most rows the request log keeps (SWITCHYARD_REQUEST_LOG_ROWS)")
+	fs.Int64Var(&c.RequestLogBodyKiB, "request-log-body-kib", envInt(lookupEnv, "SWITCHYARD_REQUEST_LOG_BODY_KIB", 0),
+		"KiB of each request's and answer's body the request log keeps, truncated and redacted; 0 keeps none (SWITCHYARD_REQUEST_LOG_BODY_KIB)")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", grace,
 		"how long in-flight requests and streams may finish on shutdown (SWITCHYARD_SHUTDOWN_GRACE)")
 	fs.DurationVar(&c.ReadTimeout, "read-timeout", readTimeout,
@@ -135,6 +143,9 @@ Environment only:
 	}
 	if c.RequestLogRows < 100 || c.RequestLogRows > 100_000_000 {
 		return c, cmd, fmt.Errorf("--request-log-rows must be between 100 and 100000000, not %d", c.RequestLogRows)
+	}
+	if c.RequestLogBodyKiB < 0 || c.RequestLogBodyKiB > MaxRequestLogBodyKiB {
+		return c, cmd, fmt.Errorf("--request-log-body-kib must be between 0 and %d, not %d", MaxRequestLogBodyKiB, c.RequestLogBodyKiB)
 	}
 	c.AdminPassword = env("SWITCHYARD_ADMIN_PASSWORD", "")
 	c.AdminToken = env("SWITCHYARD_ADMIN_TOKEN", "")

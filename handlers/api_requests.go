@@ -121,11 +121,15 @@ type requestItem struct {
 	OutputTokens int64     `json:"output_tokens"`
 }
 
-// requestDetail is one logged request with its attempt chain and the connections it left out.
+// requestDetail is one logged request with its attempt chain, the connections it left out and,
+// when the log keeps them, its bodies (truncated and redacted; absent when not kept).
 type requestDetail struct {
 	requestItem
-	Attempts []attemptItem `json:"attempts"`
-	Skipped  []skipItem    `json:"skipped"`
+	Attempts      []attemptItem `json:"attempts"`
+	Skipped       []skipItem    `json:"skipped"`
+	RequestBody   *string       `json:"request_body,omitempty"`
+	ResponseBody  *string       `json:"response_body,omitempty"`
+	BodyTruncated bool          `json:"body_truncated"`
 }
 
 type attemptItem struct {
@@ -178,7 +182,15 @@ func (r *Requests) List(c echo.Context) error {
 	return c.JSON(http.StatusOK, Items(out))
 }
 
-// Get answers GET /api/requests/:id with the attempt chain.
+// storedText is a kept body's text, nil when the log kept none.
+func storedText(b traffic.Body) *string {
+	if !b.Stored {
+		return nil
+	}
+	return &b.Text
+}
+
+// Get answers GET /api/requests/:id with the attempt chain and the bodies kept.
 func (r *Requests) Get(c echo.Context) error {
 	id, err := PathID(c)
 	if err != nil {
@@ -192,7 +204,9 @@ func (r *Requests) Get(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	d := requestDetail{requestItem: toRequestItem(e, names), Attempts: []attemptItem{}, Skipped: []skipItem{}}
+	d := requestDetail{requestItem: toRequestItem(e, names), Attempts: []attemptItem{}, Skipped: []skipItem{},
+		RequestBody: storedText(e.RequestBody), ResponseBody: storedText(e.ResponseBody),
+		BodyTruncated: e.RequestBody.Truncated || e.ResponseBody.Truncated}
 	for _, a := range e.Chain {
 		d.Attempts = append(d.Attempts, attemptItem{Connection: a.Connection, ConnectionID: a.ConnectionID, Kind: a.Kind,
 			Status: a.Status, Reason: a.Reason, DurationMS: a.Duration.Milliseconds()})

@@ -70,8 +70,8 @@ func (r *Requests) RequestsPage(c echo.Context) error {
 	return Render(c, status, views.RequestsPage(m))
 }
 
-// RequestDetailPage answers GET /requests/:id: one request with its attempt chain and the
-// connections it left out.
+// RequestDetailPage answers GET /requests/:id: one request with its attempt chain, the
+// connections it left out and the bodies the log kept (or one line saying it keeps none).
 func (r *Requests) RequestDetailPage(c echo.Context) error {
 	id, err := PathID(c)
 	if err != nil {
@@ -88,7 +88,9 @@ func (r *Requests) RequestDetailPage(c echo.Context) error {
 	cx := ctx(c)
 	m := views.RequestDetailModel{Shell: pageShell(c, r.Sessions, "requests", i18n.T(cx, "requests.detail_title", e.ID)),
 		Row: requestRow(cx, e, names), RequestID: e.RequestID, Problem: msgProblem(cx, r.Catalog.Registry(), e.Error),
-		Stream: e.Stream, Complete: e.Complete, Retries: e.Retries, Failovers: e.Failovers}
+		Stream: e.Stream, Complete: e.Complete, Retries: e.Retries, Failovers: e.Failovers,
+		BodiesOff: r.Log.BodyBytes() == 0 && !e.RequestBody.Stored && !e.ResponseBody.Stored,
+		Request:   bodyView(e.RequestBody), Response: bodyView(e.ResponseBody)}
 	for i, a := range e.Chain {
 		row := views.AttemptRow{N: i + 1, Connection: a.Connection, Kind: i18n.T(cx, "requests.kind."+a.Kind), Status: a.Status,
 			Duration: views.FormatElapsed(cx, a.Duration)}
@@ -113,6 +115,10 @@ func (r *Requests) RequestDetailPage(c echo.Context) error {
 		m.Skipped = append(m.Skipped, row)
 	}
 	return Render(c, http.StatusOK, views.RequestDetailPage(m))
+}
+
+func bodyView(b traffic.Body) views.BodyView {
+	return views.BodyView{Text: b.Text, Stored: b.Stored, Truncated: b.Truncated}
 }
 
 // requestRow is a logged request for the views.

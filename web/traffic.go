@@ -14,16 +14,30 @@ import (
 // key), which surface, what the engine did (provider, connection, attempt chain, skipped
 // connections, tokens, time to first token) and how it ended. It runs inside trace() and outside
 // the client key check, so refused requests are logged too; errors are rendered first, so the
-// status is the one sent. Never a header or a body.
+// status is the one sent. Never a header. Bodies only when the log keeps them: then the first
+// bytes of the client's body and of what went to the client are copied as they pass (the
+// runner truncates and redacts them off the request path); otherwise nothing is wrapped.
 func recordRequest(rec RequestRecorder, now func() time.Time) echo.MiddlewareFunc {
+	window := 0
+	if n := rec.BodyBytes(); n > 0 {
+		window = n + traffic.CaptureMargin
+	}
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			at, start := now(), time.Now()
+			var in *captureReader
+			var out *captureWriter
+			if window > 0 {
+				in, out = captureBodies(c, window)
+			}
 			if err := next(c); err != nil {
 				c.Error(err)
 			}
 			e := traffic.Entry{RequestID: requestIDOf(c), At: at, Surface: c.Path(), Status: c.Response().Status,
 				Latency: time.Since(start)}
+			if window > 0 {
+				e.Capture = &traffic.Capture{Request: in.buf, RequestSize: in.n, Response: out.buf, ResponseSize: out.n}
+			}
 			if tr := proxy.TraceFrom(c.Request().Context()); tr != nil {
 				fromTrace(&e, tr)
 			}

@@ -53,6 +53,8 @@ type Deps struct {
 // RequestRecorder takes a finished client request (services/traffic); it must never block.
 type RequestRecorder interface {
 	Record(traffic.Entry)
+	// BodyBytes is how much of each body the log keeps; 0 = none, and nothing is captured.
+	BodyBytes() int
 }
 
 // Route is one entry of the route table, kept so tests can walk every route.

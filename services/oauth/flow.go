@@ -18,6 +18,7 @@ import (
 
 	"switchyard/services/catalog"
 	"switchyard/services/errs"
+	"switchyard/services/redact"
 	"switchyard/services/settings"
 )
 
@@ -266,6 +267,14 @@ func (s *Service) exchange(ctx context.Context, cfg settings.ClaudeOAuth, body m
 				te.message, _ = v["message"].(string)
 			}
 		}
+		// The endpoint may echo what it was sent (a refresh token, a code): none of it goes on.
+		secrets := make([]string, 0, len(body))
+		for k, v := range body {
+			if k != "grant_type" && k != "client_id" {
+				secrets = append(secrets, v)
+			}
+		}
+		te.code, te.message = redact.String(te.code, secrets...), redact.String(te.message, secrets...)
 		if len(te.message) > 200 {
 			te.message = te.message[:200]
 		}

@@ -382,6 +382,39 @@ func (s *Service) failed(id, rev int64, err error, now time.Time) {
 	}
 }
 
+// Secrets returns an account's live tokens: the access and refresh token it holds now, and a
+// refreshed pair waiting for its commit. Text from upstreams is scrubbed of them; nil for a
+// connection that is no account.
+func (s *Service) Secrets(id int64) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.accounts[id]
+	if a == nil {
+		return nil
+	}
+	return a.secrets(nil)
+}
+
+// AllSecrets returns the live tokens of every account (for the request log's scrubbing).
+func (s *Service) AllSecrets() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, a := range s.accounts {
+		out = a.secrets(out)
+	}
+	return out
+}
+
+// secrets appends the account's tokens to out; s.mu is held.
+func (a *account) secrets(out []string) []string {
+	out = append(out, a.cred.AccessToken.Reveal(), a.cred.RefreshToken.Reveal())
+	if a.pending != nil {
+		out = append(out, a.pending.AccessToken.Reveal(), a.pending.RefreshToken.Reveal())
+	}
+	return out
+}
+
 // TokenState is what the dashboard shows of an account's token.
 type TokenState struct {
 	ExpiresAt   time.Time

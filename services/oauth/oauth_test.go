@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -674,5 +675,33 @@ func TestUsagePollerAndLimitReset(t *testing.T) {
 		} else if tc.answer == "used" && !got.NextAvailable.Equal(time.Date(2027, 1, 20, 10, 0, 0, 0, time.UTC)) {
 			t.Errorf("next available %v", got.NextAvailable)
 		}
+	}
+}
+
+// A token endpoint that quotes the refresh token it was sent never gets it into the account's
+// state or the expiry message; Secrets names the live pair for the engine's scrubbing.
+func TestRefreshErrorsNeverCarryTheTokens(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	conn, _ := h.signIn("ada@example.com")
+	cred := h.stored(conn.ID)
+	live := h.svc.Secrets(conn.ID)
+	if !slices.Contains(live, cred.AccessToken.Reveal()) || !slices.Contains(live, cred.RefreshToken.Reveal()) {
+		t.Fatalf("Secrets does not name the live pair: %d entries", len(live))
+	}
+	if h.svc.Secrets(conn.ID+100) != nil {
+		t.Fatal("secrets for a connection that is no account")
+	}
+	refresh := cred.RefreshToken.Reveal()
+	h.fake.failNext = []func(http.ResponseWriter){func(w http.ResponseWriter) {
+		w.WriteHeader(400)
+		io.WriteString(w, `{"error":"invalid_grant","error_description":"refresh token `+refresh+` was revoked"}`)
+	}}
+	if _, err := h.svc.TokenRejected(ctx, h.entry(conn.ID), cred.AccessToken.Reveal()); err == nil {
+		t.Fatal("no error")
+	}
+	st, _ := h.svc.State(conn.ID)
+	if !st.Expired || strings.Contains(st.LastError, refresh) || !strings.Contains(st.LastError, "[redacted]") {
+		t.Fatalf("state %+v", st)
 	}
 }

@@ -7,13 +7,13 @@ package ops
 import (
 	"context"
 	"strconv"
-	"strings"
 	"time"
 
 	"switchyard/services/catalog"
 	"switchyard/services/errs"
 	"switchyard/services/health"
 	"switchyard/services/proxy"
+	"switchyard/services/redact"
 	"switchyard/services/resilience"
 )
 
@@ -295,18 +295,21 @@ func (s *Service) sync(ctx context.Context) error {
 	return nil
 }
 
-// Redact removes every connection credential of the registry from a text that came from an
-// upstream (an error body may echo the key it was sent).
-func Redact(reg *catalog.Registry, text string) string {
+// Redact removes from a text that came from an upstream (an error body may echo the key it was
+// sent) every credential the registry holds (API keys, and the tokens of OAuth connections), the
+// further secrets named in more (accounts' live tokens), and anything shaped like a key.
+func Redact(reg *catalog.Registry, text string, more ...string) string {
 	if text == "" {
 		return text
 	}
+	secrets := append([]string(nil), more...)
 	for _, p := range reg.Providers() {
 		for _, c := range reg.ConnectionsOf(p.ID) {
-			if secret := c.APIKey.Reveal(); len(secret) >= 4 {
-				text = strings.ReplaceAll(text, secret, "[redacted]")
+			secrets = append(secrets, c.APIKey.Reveal())
+			if c.OAuth != nil {
+				secrets = append(secrets, c.OAuth.AccessToken.Reveal(), c.OAuth.RefreshToken.Reveal())
 			}
 		}
 	}
-	return text
+	return redact.String(text, secrets...)
 }

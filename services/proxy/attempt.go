@@ -62,7 +62,7 @@ func (e *Engine) attempt(ctx context.Context, cancel context.CancelFunc, c *call
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		resp.Body.Close()
-		b = scrubBytes(b, conn)
+		b = e.scrubBytes(b, c, conn)
 		return attemptResult{status: resp.StatusCode, header: resp.Header, errBody: b,
 			err: upstreamError(p.Name, resp.StatusCode, resp.Header, b)}
 	}
@@ -75,7 +75,7 @@ func (e *Engine) attempt(ctx context.Context, cancel context.CancelFunc, c *call
 		}
 		if msg, embedded, ok := streamError(first); ok {
 			resp.Body.Close()
-			return hiddenError(p.Name, resp.Header, embedded, []byte(scrub(msg, conn)))
+			return hiddenError(p.Name, resp.Header, embedded, []byte(e.scrub(msg, c, conn)))
 		}
 		return attemptResult{resp: resp, br: br, first: first, status: resp.StatusCode, header: resp.Header}
 	}
@@ -90,19 +90,19 @@ func (e *Engine) attempt(ctx context.Context, cancel context.CancelFunc, c *call
 	if !bytes.Contains(b, errorKey) {
 		// no error object possible: skip the parse
 	} else if _, _, _, embedded, ok := resilience.ExtractError(b); ok {
-		return hiddenError(p.Name, resp.Header, embedded, scrubBytes(b, conn))
+		return hiddenError(p.Name, resp.Header, embedded, e.scrubBytes(b, c, conn))
 	}
 	if c.stream {
 		// A stream was asked for and a plain answer came: the upstream broke the protocol.
-		return protocolFailure(p.Name, resp.Header, scrubBytes(b, conn), "proxy.protocol_not_stream")
+		return protocolFailure(p.Name, resp.Header, e.scrubBytes(b, c, conn), "proxy.protocol_not_stream")
 	}
 	if !looksLikeJSON(b) {
-		return protocolFailure(p.Name, resp.Header, scrubBytes(b, conn), "proxy.protocol_not_json")
+		return protocolFailure(p.Name, resp.Header, e.scrubBytes(b, c, conn), "proxy.protocol_not_json")
 	}
 	if c.src != c.dst {
 		tb, err := c.translateBody(b)
 		if err != nil {
-			return protocolFailure(p.Name, resp.Header, scrubBytes(b, conn), "proxy.protocol_not_json")
+			return protocolFailure(p.Name, resp.Header, e.scrubBytes(b, c, conn), "proxy.protocol_not_json")
 		}
 		return attemptResult{resp: resp, body: tb, status: resp.StatusCode, header: resp.Header, translated: true}
 	}

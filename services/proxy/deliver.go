@@ -7,6 +7,7 @@ import (
 
 	"switchyard/services/catalog"
 	"switchyard/services/errs"
+	"switchyard/services/redact"
 )
 
 // deliver writes a successful attempt to the client.
@@ -32,7 +33,14 @@ func (e *Engine) deliver(ctx context.Context, w http.ResponseWriter, c *call, co
 	}
 	defer res.resp.Body.Close()
 	r := c.relay()
-	c.trace.Complete = relayStream(ctx, w, func() { c.commitStream(w) }, res.first, res.br, e.opt.Log, r, c.src, func() {
+	var secrets []string // looked up at the first error event, if one comes
+	clean := func(ev []byte) []byte {
+		if secrets == nil {
+			secrets = e.secrets(c, conn)
+		}
+		return redact.Bytes(ev, secrets...)
+	}
+	c.trace.Complete = relayStream(ctx, w, func() { c.commitStream(w) }, res.first, res.br, e.opt.Log, r, c.src, clean, func() {
 		if c.trace.TTFT == 0 {
 			c.trace.TTFT = e.opt.Clock.Since(c.start)
 			e.opt.Observer.FirstToken(c.t.provider.Name, c.trace.TTFT)

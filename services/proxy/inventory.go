@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"switchyard/services/catalog"
+	"switchyard/services/redact"
 )
 
 // Model is one entry of the model inventory.
@@ -292,7 +293,8 @@ func FetchModels(ctx context.Context, client *http.Client, p *catalog.ProviderEn
 	if err != nil {
 		return nil, err
 	}
-	if err := authorize(ctx, req.Header, p, c, tokens); err != nil {
+	token, err := authorize(ctx, req.Header, p, c, tokens)
+	if err != nil {
 		return nil, &FetchError{Kind: "transport", Err: err}
 	}
 	resp, err := client.Do(req)
@@ -305,7 +307,7 @@ func FetchModels(ctx context.Context, client *http.Client, p *catalog.ProviderEn
 		return nil, transportFetchError(err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, &FetchError{Kind: "status", Status: resp.StatusCode, Excerpt: snippet([]byte(scrub(string(body), c)))}
+		return nil, &FetchError{Kind: "status", Status: resp.StatusCode, Excerpt: snippet(redact.Bytes(body, fetchSecrets(c, token, tokens)...))}
 	}
 	var doc struct {
 		Data []struct {

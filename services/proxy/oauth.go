@@ -33,9 +33,12 @@ import (
 //     from the settings) with x-app: cli, and metadata.user_id is the account's own, stable
 //     one — never the client's, so one client's session ids never reach another account.
 
-// TokenSource gives an OAuth connection its current bearer token.
+// TokenSource gives an OAuth connection its current bearer token, and names the account's live
+// tokens so that upstream text can be scrubbed of them.
 type TokenSource interface {
 	Token(ctx context.Context, conn *catalog.ConnEntry) (string, error)
+	// Secrets are the account's live access and refresh tokens (nil for other connections).
+	Secrets(connID int64) []string
 }
 
 // Accounts is what the engine needs of Claude subscription accounts (services/oauth).
@@ -312,22 +315,36 @@ func accountUserID(conn *catalog.ConnEntry) string {
 
 // authorize puts a connection's credential on a request to the upstream's account-less
 // endpoints (the model list): an API key as setAuth does, an OAuth token as Bearer with the
-// OAuth beta.
-func authorize(ctx context.Context, h http.Header, p *catalog.ProviderEntry, c *catalog.ConnEntry, tokens TokenSource) error {
+// OAuth beta. It returns the token it put on ("" for an API key).
+func authorize(ctx context.Context, h http.Header, p *catalog.ProviderEntry, c *catalog.ConnEntry, tokens TokenSource) (string, error) {
 	if c.AuthType != catalog.AuthOAuth || tokens == nil {
 		setAuth(h, p, c)
-		return nil
+		return "", nil
 	}
 	token, err := tokens.Token(ctx, c)
 	if err != nil {
-		return err
+		return "", err
 	}
 	h.Set("Authorization", "Bearer "+token)
 	h.Set("anthropic-beta", "oauth-2025-04-20")
 	if h.Get("anthropic-version") == "" {
 		h.Set("anthropic-version", anthropicVersion)
 	}
-	return nil
+	return token, nil
+}
+
+// fetchSecrets lists what a model list call on c must never let out: the connection's key, the
+// registry's tokens of an OAuth connection, the token the call carried and, when the token
+// source holds the account, its live tokens.
+func fetchSecrets(c *catalog.ConnEntry, token string, tokens TokenSource) []string {
+	out := []string{c.APIKey.Reveal(), token}
+	if c.OAuth != nil {
+		out = append(out, c.OAuth.AccessToken.Reveal(), c.OAuth.RefreshToken.Reveal())
+	}
+	if tokens != nil && c.AuthType == catalog.AuthOAuth {
+		out = append(out, tokens.Secrets(c.ID)...)
+	}
+	return out
 }
 
 // tokenFailure is an attempt that could not be made for want of a token: the request moves to

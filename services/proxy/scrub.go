@@ -1,41 +1,56 @@
 package proxy
 
 import (
-	"regexp"
-	"strings"
+	"bytes"
 
 	"switchyard/services/catalog"
+	"switchyard/services/redact"
 )
 
-// keyShaped matches what looks like a provider credential in free text: OpenAI-style sk-… (and
-// Anthropic's sk-ant-…), Google's AIza…, Groq's gsk_…, xAI's xai-…, and bearer tokens.
-var keyShaped = regexp.MustCompile(`\b(?:sk-[A-Za-z0-9_\-]{12,}|AIza[0-9A-Za-z_\-]{30,}|gsk_[A-Za-z0-9]{20,}|xai-[A-Za-z0-9]{20,})|(?i:bearer)\s+[A-Za-z0-9._~+/\-]{12,}=*`)
+// Secrets of an upstream call are removed where upstream text enters the engine (an error body or
+// event may echo the credential it was sent), so no client answer, log line, state view or
+// request log ever holds one. The removal itself is services/redact; this file names what to
+// remove.
 
-// scrub removes secrets from text that came from an upstream (an error body may echo the key it
-// was sent): the connection's own credential wherever it appears, and anything shaped like a
-// provider key. It runs where upstream text enters the engine, so no client answer, log line,
-// state view or request log ever holds the secret.
-func scrub(text string, conn *catalog.ConnEntry) string {
-	if text == "" {
-		return text
+// secrets lists what an attempt on conn must never let out: the connection's key and, for an
+// OAuth connection, the tokens the registry holds, the token the attempt carried and the
+// account's live access and refresh tokens (a refresh may have rotated them since the registry
+// was built). It is called on the paths that scrub, never for a clean answer.
+func (e *Engine) secrets(c *call, conn *catalog.ConnEntry) []string {
+	if conn == nil {
+		return nil
 	}
-	if conn != nil {
-		if secret := conn.APIKey.Reveal(); len(secret) >= 4 {
-			text = strings.ReplaceAll(text, secret, "[redacted]")
+	out := []string{conn.APIKey.Reveal()}
+	if conn.OAuth != nil {
+		out = append(out, conn.OAuth.AccessToken.Reveal(), conn.OAuth.RefreshToken.Reveal())
+	}
+	if e.subscription(conn) {
+		if c != nil {
+			out = append(out, c.claude.token)
 		}
+		out = append(out, e.opt.Accounts.Secrets(conn.ID)...)
 	}
-	if strings.Contains(text, "sk-") || strings.Contains(text, "AIza") || strings.Contains(text, "gsk_") ||
-		strings.Contains(text, "xai-") || strings.Contains(strings.ToLower(text), "bearer") {
-		text = keyShaped.ReplaceAllString(text, "[redacted]")
-	}
-	return text
+	return out
 }
 
-// scrubBytes is scrub for a body.
-func scrubBytes(b []byte, conn *catalog.ConnEntry) []byte {
-	s := scrub(string(b), conn)
-	if len(s) == len(b) && s == string(b) {
-		return b
-	}
-	return []byte(s)
+// scrub removes the attempt's secrets and anything key-shaped from upstream text.
+func (e *Engine) scrub(text string, c *call, conn *catalog.ConnEntry) string {
+	return redact.String(text, e.secrets(c, conn)...)
+}
+
+// scrubBytes is scrub for a body; it returns b itself when nothing was removed.
+func (e *Engine) scrubBytes(b []byte, c *call, conn *catalog.ConnEntry) []byte {
+	return redact.Bytes(b, e.secrets(c, conn)...)
+}
+
+var (
+	eventError      = []byte("event: error")
+	eventErrorShort = []byte("event:error")
+)
+
+// errorEvent is the cheap check a relayed stream event passes before it is scrubbed: an error
+// object ("error" as a key or a type) or an SSE error event. Deltas carry neither, so they pay
+// a few substring scans and no pattern.
+func errorEvent(ev []byte) bool {
+	return bytes.Contains(ev, errorKey) || bytes.Contains(ev, eventError) || bytes.Contains(ev, eventErrorShort)
 }

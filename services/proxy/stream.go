@@ -85,13 +85,19 @@ func hasDone(ev []byte) bool {
 // that ends without its terminal event is closed with an explicit stream_incomplete error event in
 // the client's format. It reports whether the stream was complete.
 //
+// clean scrubs an event that carries an error (an upstream may echo the credential in an error
+// event at any point of a stream); other events pass the cheap errorEvent check only.
+//
 // written runs after the first bytes reached the client (time to first token).
 func relayStream(ctx context.Context, w http.ResponseWriter, commit func(), first []byte, br *bufio.Reader, log *slog.Logger,
-	r streamRelay, src Format, written func()) bool {
+	r streamRelay, src Format, clean func([]byte) []byte, written func()) bool {
 	commit()
 	rc := http.NewResponseController(w)
 	var out []byte // one buffer for the client's bytes of every event
 	send := func(ev []byte) bool {
+		if errorEvent(ev) {
+			ev = clean(ev)
+		}
 		out = r.Event(out[:0], ev)
 		if len(out) == 0 {
 			return true

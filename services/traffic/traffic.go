@@ -3,7 +3,8 @@
 // errors by class, latency and time-to-first-token percentiles, tokens) per provider and client
 // key for the dashboard's charts. The request path only hands an entry over (never blocking);
 // one background runner writes batches to SQLite, prunes by the retention, and the aggregates
-// are loaded again at start so the charts survive a restart. Bodies are never kept.
+// are loaded again at start so the charts survive a restart. Bodies are kept only when
+// Options.BodyBytes is set: the runner truncates and redacts them before they are written.
 package traffic
 
 import (
@@ -21,9 +22,11 @@ import (
 
 	"switchyard/db"
 	"switchyard/services/errs"
+	"switchyard/services/redact"
 )
 
-// Entry is one finished client request: never a body, a header or a credential.
+// Entry is one finished client request: never a header or a credential, and a body only as
+// the log keeps it (truncated and redacted, when Options.BodyBytes is set).
 type Entry struct {
 	ID           int64
 	RequestID    string
@@ -49,6 +52,12 @@ type Entry struct {
 	OutputTokens int64
 	Chain        []Attempt
 	Skipped      []Skip
+	// Capture is the bodies' start as the edge took it (only when the log keeps bodies); the
+	// runner turns it into RequestBody and ResponseBody.
+	Capture *Capture
+	// RequestBody and ResponseBody are the bodies as kept; a read fills them in (Get only).
+	RequestBody  Body
+	ResponseBody Body
 }
 
 // Attempt is one upstream call of a request.
@@ -75,8 +84,12 @@ type Options struct {
 	DB    *db.DB
 	Clock clockwork.Clock
 	Log   *slog.Logger
-	// Redact removes credentials from texts that came from an upstream; nil = none.
+	// Redact removes credentials from texts that came from outside (upstream messages, bodies);
+	// nil = redact.String, which removes key-shaped strings only.
 	Redact func(string) string
+	// BodyBytes is how much of each request's and answer's body is kept, redacted; 0 (the
+	// default) keeps none, and the edge then captures nothing.
+	BodyBytes int
 	// Retention is how long request log rows are kept; 0 keeps none (the aggregates are kept
 	// either way).
 	Retention time.Duration
@@ -94,6 +107,8 @@ type Service struct {
 	opt     Options
 	in      chan item
 	dropped atomic.Int64
+	// bodies counts the captured body bytes handed over and not yet written (maxPendingBodies).
+	bodies atomic.Int64
 
 	// Owned by the runner.
 	nextID    int64
@@ -123,7 +138,7 @@ func New(ctx context.Context, opt Options) (*Service, error) {
 		opt.Buffer = 4096
 	}
 	if opt.Redact == nil {
-		opt.Redact = func(s string) string { return s }
+		opt.Redact = func(s string) string { return redact.String(s) }
 	}
 	if opt.Clock == nil {
 		opt.Clock = clockwork.NewRealClock()
@@ -153,10 +168,19 @@ func (s *Service) now() time.Time { return s.opt.Clock.Now() }
 
 // Record hands a finished request over. It never blocks: when the runner is behind by Buffer
 // entries, the entry is dropped and counted.
+//
+// Captured bodies waiting for the runner are bounded by maxPendingBodies: beyond it an entry is
+// kept without its bodies, so a runner that falls behind never holds more.
 func (s *Service) Record(e Entry) {
+	held := e.Capture.size()
+	if held > 0 && s.bodies.Add(held) > maxPendingBodies {
+		s.bodies.Add(-held)
+		e.Capture, held = nil, 0
+	}
 	select {
 	case s.in <- item{e: &e}:
 	default:
+		s.bodies.Add(-held)
 		s.dropped.Add(1)
 	}
 }
@@ -265,6 +289,10 @@ func (s *Service) flush(ctx context.Context) error {
 			rows = append(rows, s.row(e))
 		}
 	}
+	for _, e := range s.pending {
+		s.bodies.Add(-e.Capture.size())
+		e.Capture = nil
+	}
 	s.pending = s.pending[:0]
 	s.mu.Lock()
 	minutes := make([]db.TrafficMinute, 0, len(s.dirty))
@@ -331,12 +359,14 @@ func (s *Service) forgetOld(now time.Time) {
 func (s *Service) row(e *Entry) db.RequestLogRow {
 	chain, _ := json.Marshal(nonNil(e.Chain))
 	skipped, _ := json.Marshal(nonNil(e.Skipped))
+	req, resp := s.bodyColumns(e.Capture)
 	return db.RequestLogRow{ID: e.ID, RequestID: e.RequestID, At: e.At.UnixMilli(), ClientKeyID: e.ClientKeyID,
 		Surface: e.Surface, Model: e.Model, Provider: e.Provider, ConnectionID: e.ConnectionID, Connection: e.Connection,
 		Status: e.Status, ErrorCode: e.ErrorCode, ErrorMsg: encodeMsg(e.Error, s.opt.Redact), Attempts: e.Attempts,
 		Retries: e.Retries, Failovers: e.Failovers, LatencyUS: e.Latency.Microseconds(), TTFTUS: e.TTFT.Microseconds(),
 		Stream: e.Stream, Complete: e.Complete, InputTokens: e.InputTokens, OutputTokens: e.OutputTokens,
-		Chain: string(chain), Skipped: string(skipped)}
+		Chain: string(chain), Skipped: string(skipped), RequestBody: nullText(req), ResponseBody: nullText(resp),
+		RequestBodyTruncated: req.Truncated, ResponseBodyTruncated: resp.Truncated}
 }
 
 func nonNil[T any](s []T) []T {
@@ -352,7 +382,8 @@ func entryOf(r db.RequestLogRow) Entry {
 		ErrorCode: r.ErrorCode, Error: decodeMsg(r.ErrorMsg), Attempts: r.Attempts, Retries: r.Retries,
 		Failovers: r.Failovers, Latency: time.Duration(r.LatencyUS) * time.Microsecond,
 		TTFT: time.Duration(r.TTFTUS) * time.Microsecond, Stream: r.Stream, Complete: r.Complete,
-		InputTokens: r.InputTokens, OutputTokens: r.OutputTokens}
+		InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, RequestBody: bodyOf(r.RequestBody, r.RequestBodyTruncated),
+		ResponseBody: bodyOf(r.ResponseBody, r.ResponseBodyTruncated)}
 	_ = json.Unmarshal([]byte(r.Chain), &e.Chain)
 	_ = json.Unmarshal([]byte(r.Skipped), &e.Skipped)
 	return e
@@ -431,6 +462,15 @@ func (s *Service) Get(ctx context.Context, id int64) (Entry, error) {
 
 // Keeping reports whether the request log keeps rows at all (its retention is above zero).
 func (s *Service) Keeping() bool { return s.opt.Retention > 0 }
+
+// BodyBytes is how much of each body the log keeps; 0 when it keeps none. The edge captures
+// bodies only when it is above zero.
+func (s *Service) BodyBytes() int {
+	if !s.Keeping() {
+		return 0
+	}
+	return s.opt.BodyBytes
+}
 
 // syncSoon writes what is pending, waiting at most two seconds: a reader then sees the
 // requests that just finished, and never hangs on a stopped runner.

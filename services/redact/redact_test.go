@@ -1,0 +1,60 @@
+package redact
+
+import "testing"
+
+func TestStringRemovesSecrets(t *testing.T) {
+	cases := []struct {
+		name, in, want string
+		secrets        []string
+	}{
+		{"openai key", "Invalid request with key sk-proj-AbCdEf0123456789xyz please", "Invalid request with key [redacted] please", nil},
+		{"anthropic key in json", `{"error":"bad key sk-ant-api03-AAAABBBBCCCCDDDD_eeee"}`, `{"error":"bad key [redacted]"}`, nil},
+		{"google key", "google key AIzaSyA1234567890abcdefghijklmnopqrstuv", "google key [redacted]", nil},
+		{"bearer token", "Authorization: Bearer abcdefghijklmnop.qrs", "Authorization: [redacted]", nil},
+		{"groq and xai", "groq gsk_abcdefghijklmnopqrstuvwx and xai-abcdefghijklmnopqrstuv", "groq [redacted] and [redacted]", nil},
+		{"client key", "your key sk-sy-AbCdEfGhIjKlMnOp_qrstuv-wxyz is wrong", "your key [redacted] is wrong", nil},
+		{"nothing secret", "nothing secret here, a skeleton key and sk- alone", "nothing secret here, a skeleton key and sk- alone", nil},
+		{"a named secret of any shape", "token tok.ABC123xyz was refused", "token [redacted] was refused", []string{"tok.ABC123xyz"}},
+		{"several named secrets", "a=first-one b=second-one", "a=[redacted] b=[redacted]", []string{"first-one", "", "second-one"}},
+		{"too short to name", "the word abc stays", "the word abc stays", []string{"abc"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := String(tc.in, tc.secrets...); got != tc.want {
+				t.Errorf("String(%q)\n got %q\nwant %q", tc.in, got, tc.want)
+			}
+			if got := string(Bytes([]byte(tc.in), tc.secrets...)); got != tc.want {
+				t.Errorf("Bytes(%q)\n got %q\nwant %q", tc.in, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestBytesKeepsACleanBody(t *testing.T) {
+	b := []byte(`{"choices":[{"delta":{"content":"hello"}}]}`)
+	if got := Bytes(b, "sk-a-SECRET-0123456789"); &got[0] != &b[0] {
+		t.Fatal("a body without secrets was copied")
+	}
+}
+
+func TestFieldsRemovesSecretValues(t *testing.T) {
+	cases := []struct{ name, in, want string }{
+		{"api_key", `{"api_key":"abc123","model":"m"}`, `{"api_key":"[redacted]","model":"m"}`},
+		{"names in other spellings", `{"apiKey": "a", "x-api-key":"b", "client_secret" : "c", "Authorization":"Basic d"}`,
+			`{"apiKey": "[redacted]", "x-api-key":"[redacted]", "client_secret" : "[redacted]", "Authorization":"[redacted]"}`},
+		{"tokens and password", `{"access_token":"a\"b","refresh_token":"r","password":"p w"}`,
+			`{"access_token":"[redacted]","refresh_token":"[redacted]","password":"[redacted]"}`},
+		{"a value cut off", `{"model":"m","password":"hunter2 and mo`, `{"model":"m","password":"[redacted]"`},
+		{"other fields stay", `{"max_tokens":5,"content":"my password is long","secretary":1}`,
+			`{"max_tokens":5,"content":"my password is long","secretary":1}`},
+		{"a name inside a text stays", `{"content":"say \"password\": \"x\""}`, `{"content":"say \"password\": \"x\""}`},
+		{"non-string values stay", `{"api_key":null,"secret":true}`, `{"api_key":null,"secret":true}`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Fields(tc.in); got != tc.want {
+				t.Errorf("Fields(%q)\n got %q\nwant %q", tc.in, got, tc.want)
+			}
+		})
+	}
+}
