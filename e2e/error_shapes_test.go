@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tidwall/gjson"
 
@@ -127,4 +128,97 @@ func TestEveryErrorHasTheSurfacesShape(t *testing.T) {
 			})
 		}
 	}
+}
+
+// checkStreamError fails unless the last event of a stream is an error event in the surface's
+// shape with the code: OpenAI chat {"error":{"message","type","code","param"}} as a data line;
+// Anthropic an "error" event {"type":"error","error":{"type","message"}} of anthropicType (a
+// broken stream names stream_incomplete beside them);
+// Responses an "error" event {"type":"error","code","message","param"} in sequence.
+func checkStreamError(t *testing.T, surface string, names, data []string, code, anthropicType string) {
+	t.Helper()
+	if len(data) == 0 {
+		t.Fatal("the stream ended without any event")
+	}
+	last, name := data[len(data)-1], names[len(names)-1]
+	switch surface {
+	case "messages":
+		if name != "error" || gjson.Get(last, "type").String() != "error" || gjson.Get(last, "error.type").String() != anthropicType ||
+			gjson.Get(last, "error.message").String() == "" || code == "stream_incomplete" && gjson.Get(last, "error.code").String() != code {
+			t.Fatalf("not an Anthropic error event %s: %s %s", anthropicType, name, last)
+		}
+	case "responses":
+		if name != "error" || gjson.Get(last, "type").String() != "error" || gjson.Get(last, "message").String() == "" ||
+			gjson.Get(last, "code").String() != code || gjson.Get(last, "param").Type != gjson.Null ||
+			gjson.Get(last, "sequence_number").Int() != int64(len(data)-1) {
+			t.Fatalf("not a Responses error event with %s: %s %s", code, name, last)
+		}
+	default:
+		e := gjson.Get(last, "error")
+		if e.Get("message").String() == "" || e.Get("type").Type != gjson.String || e.Get("type").String() == "" ||
+			e.Get("code").String() != code || !e.Get("param").Exists() || e.Get("param").Type != gjson.Null {
+			t.Fatalf("not an OpenAI error event with %s: %s", code, last)
+		}
+	}
+}
+
+// A stream the gateway has to end with an error ends with an error event in the surface's shape:
+// a stream the upstream cut (the same format or translated), and a request that waited in a
+// connection's queue with heartbeats (so its stream had begun) and then timed out there.
+func TestStreamErrorEventsHaveTheSurfacesShape(t *testing.T) {
+	g := newGated()
+	defer close(g.release)
+	oai := testenv.NewFakeUpstream(t, testenv.PerModel(map[string]http.HandlerFunc{
+		"cut":   testenv.SSEAnswer(testenv.SSEChunks, 2),
+		"gated": g.handler,
+	}), "cut", "gated")
+	ant := testenv.NewFakeAnthropic(t, testenv.SSEAnswer(testenv.MessageEvents, 4))
+	e := testenv.New(t)
+	e.MustAPI("PATCH", fmt.Sprintf("/api/providers/%d", e.ProviderID("anthropic")), map[string]any{"base_url": ant.URL}, 200)
+	e.AddConnection("anthropic", "main", "sk-ant", 0)
+	e.AddProvider("up", oai.URL+"/v1")
+	id := e.AddConnection("up", "main", "sk-up", 0)
+	key := e.NewKey()
+	e.WaitModels(key, "up/cut")
+	e.WaitModels(key, "anthropic/claude-test")
+	stream := func(s surfaceCall, model string) string {
+		return strings.Replace(s.body(model), `{"model"`, `{"stream":true,"model"`, 1)
+	}
+	for _, s := range surfaces {
+		for _, model := range []string{"up/cut", "anthropic/claude-test"} {
+			t.Run("cut/"+s.name+"/"+model, func(t *testing.T) {
+				r := e.Post(context.Background(), s.path, key, stream(s, model), nil)
+				names, data := sseEvents(t, r)
+				if r.StatusCode != 200 || len(data) < 2 {
+					t.Fatalf("%d %v", r.StatusCode, data)
+				}
+				checkStreamError(t, s.name, names, data, "stream_incomplete", "api_error")
+			})
+		}
+	}
+
+	// One request at a time on the connection, a line that waits 20 s: a streamed request behind
+	// a held one gets a heartbeat at 15 s, then the line's timeout as an event.
+	e.MustAPI("PATCH", fmt.Sprintf("/api/connections/%d", id), map[string]any{"overrides": map[string]any{
+		"request_queue": map[string]any{"max_concurrent_executions": 1, "max_wait_ms": 20000}}}, 200)
+	held := make(chan struct{})
+	go func() {
+		defer close(held)
+		testenv.ReadAll(t, e.Chat(context.Background(), key, `{"model":"up/gated","messages":[]}`))
+	}()
+	<-g.arrived
+	for _, s := range surfaces {
+		t.Run("queued/"+s.name, func(t *testing.T) {
+			res := make(chan *http.Response, 1)
+			go func() { res <- e.Post(context.Background(), s.path, key, stream(s, "up/cut"), nil) }()
+			e.Eventually("waiting", func() bool { return e.QueueStats(id)["waiting"].(float64) == 1 })
+			e.Clock.Advance(15 * time.Second)
+			r := <-res // the heartbeat sent the stream's headers
+			e.Clock.Advance(5 * time.Second)
+			names, data := sseEvents(t, r)
+			checkStreamError(t, s.name, names, data, "RATE_LIMIT_QUEUE_TIMEOUT", "rate_limit_error")
+		})
+	}
+	g.release <- struct{}{}
+	<-held
 }

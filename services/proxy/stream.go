@@ -15,7 +15,7 @@ import (
 
 var (
 	doneLine      = []byte("data: [DONE]")
-	incompleteEvt = []byte(`data: {"error":{"message":"the upstream stream ended before it was complete","type":"upstream_error","code":"stream_incomplete"}}` + "\n\n")
+	incompleteEvt = []byte(`data: {"error":{"message":"the upstream stream ended before it was complete","type":"upstream_error","code":"stream_incomplete","param":null}}` + "\n\n")
 	// incompleteMessagesEvt is Anthropic's error event; code is ours, beside the standard fields.
 	incompleteMessagesEvt = []byte("event: error\ndata: " +
 		`{"type":"error","error":{"type":"api_error","message":"the upstream stream ended before it was complete","code":"stream_incomplete"}}` + "\n\n")
