@@ -235,6 +235,58 @@ func TestBrokenResponsesStreamEndsWithError(t *testing.T) {
 	}
 }
 
+// A native Responses stream that breaks, whether the upstream ends its body early or drops the
+// connection, ends with an error event that continues the sequence, on an openai provider and
+// on an openai-compatible one that declares the Responses API; never silently.
+func TestBrokenNativeResponsesStreamEndsWithError(t *testing.T) {
+	events := []string{
+		`event: response.created` + "\n" + `data: {"type":"response.created","sequence_number":0,"response":{"id":"resp_cut","object":"response","created_at":1,"status":"in_progress","model":"gpt-native","output":[]}}`,
+		`event: response.output_item.added` + "\n" + `data: {"type":"response.output_item.added","sequence_number":1,"output_index":0,"item":{"type":"message","id":"msg_cut","status":"in_progress","role":"assistant","content":[]}}`,
+		`event: response.output_text.delta` + "\n" + `data: {"type":"response.output_text.delta","sequence_number":2,"item_id":"msg_cut","output_index":0,"content_index":0,"delta":"It is"}`,
+	}
+	cuts := map[string]http.HandlerFunc{
+		"body ends": testenv.SSEAnswer(events, -1),
+		"connection drops": func(w http.ResponseWriter, r *http.Request) {
+			testenv.SSEAnswer(events, -1)(w, r)
+			io.WriteString(w, `event: response.output_text.delta`+"\n"+`data: {"type":"response.output_text.delta","sequ`)
+			http.NewResponseController(w).Flush()
+			panic(http.ErrAbortHandler) // the upstream's connection goes away mid-event
+		},
+	}
+	for cut, h := range cuts {
+		up := testenv.NewFakeUpstream(t, toolOpenAI, "gpt-native")
+		up.ServeResponses(h)
+		e := testenv.New(t)
+		e.AddProviderOfType("native", "openai", up.URL+"/v1")
+		e.AddConnection("native", "main", "sk-native", 0)
+		e.MustAPI("POST", "/api/providers", map[string]any{"name": "vllm", "type": "openai-compatible",
+			"base_url": up.URL + "/v1", "responses_api": true}, 201)
+		e.AddConnection("vllm", "main", "sk-vllm", 0)
+		key := e.NewKey()
+		e.WaitModels(key, "native/gpt-native")
+		e.WaitModels(key, "vllm/gpt-native")
+		for _, model := range []string{"native/gpt-native", "vllm/gpt-native"} {
+			t.Run(cut+"/"+model, func(t *testing.T) {
+				before := len(up.ChatRequests())
+				r := e.Post(context.Background(), "/v1/responses", key, `{"model":"`+model+`","input":"hi","stream":true}`, nil)
+				names, data := sseEvents(t, r)
+				if r.StatusCode != 200 || len(names) != len(events)+1 {
+					t.Fatalf("%d events %v %v", r.StatusCode, names, data)
+				}
+				for i, d := range data[:len(events)] {
+					if want := events[i][strings.Index(events[i], "data: ")+len("data: "):]; d != want {
+						t.Fatalf("event %d changed on the way:\n got %s\nwant %s", i, d, want)
+					}
+				}
+				checkStreamError(t, "responses", names, data, "stream_incomplete", "")
+				if len(up.ChatRequests()) != before {
+					t.Fatal("a native request went through chat completions")
+				}
+			})
+		}
+	}
+}
+
 // modelsGateway serves gpt-test and shared on provider "up", shared on "other" (so the bare
 // name shared is ambiguous) and claude-test on the Anthropic provider.
 func modelsGateway(t *testing.T) (*testenv.Env, string) {
