@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -251,6 +252,55 @@ func TestAnthropicBrokenStreamAndBreaker(t *testing.T) {
 	body := testenv.ReadAll(t, r)
 	if r.StatusCode != 503 || gjson.Get(body, "error.type").String() != "overloaded_error" || r.Header.Get("Retry-After") == "" {
 		t.Fatalf("open breaker: %d %s %v", r.StatusCode, body, r.Header)
+	}
+}
+
+// An Anthropic stream cut after its first content block reached the client (the body ends, or
+// the connection drops mid-event) is closed with an error event naming stream_incomplete, on the
+// messages surface and translated to chat completions, and leaves the verdict a cut OpenAI
+// stream leaves (TestChaosCutStreamEndsWithStreamIncomplete).
+func TestAnthropicStreamCutAfterTheFirstBlock(t *testing.T) {
+	delivered := testenv.MessageEvents[:6] // message_start … the first block's content_block_stop
+	cuts := map[string]http.HandlerFunc{
+		"body ends": testenv.SSEAnswer(delivered, -1),
+		"connection drops": func(w http.ResponseWriter, r *http.Request) {
+			testenv.SSEAnswer(delivered, -1)(w, r)
+			io.WriteString(w, "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_re")
+			http.NewResponseController(w).Flush()
+			panic(http.ErrAbortHandler)
+		},
+	}
+	for cut, h := range cuts {
+		t.Run(cut+"/messages", func(t *testing.T) {
+			e, _, key, _, _ := anthropicSetup(t, h)
+			e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"circuit_breaker": map[string]any{"failure_threshold": 1}}, 200)
+			r := e.PostAnthropic("/v1/messages", key, strings.Replace(messagesBody, `"max_tokens"`, `"stream":true,"max_tokens"`, 1), nil)
+			names, data := sseEvents(t, r)
+			if strings.Join(names, ",") != "message_start,content_block_start,ping,content_block_delta,content_block_delta,content_block_stop,error" {
+				t.Fatalf("events %v", names)
+			}
+			last := data[len(data)-1]
+			if gjson.Get(last, "type").String() != "error" || gjson.Get(last, "error.type").String() != "api_error" ||
+				gjson.Get(last, "error.code").String() != "stream_incomplete" || gjson.Get(last, "error.message").String() == "" {
+				t.Fatalf("error event %s", last)
+			}
+			checkCutStreamVerdict(t, e, "anthropic", "/v1/messages")
+		})
+		t.Run(cut+"/chat", func(t *testing.T) {
+			e, _, key, _, _ := anthropicSetup(t, h)
+			e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"circuit_breaker": map[string]any{"failure_threshold": 1}}, 200)
+			events := readEvents(t, e.Chat(context.Background(), key, `{"model":"anthropic/claude-test","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+			var text strings.Builder
+			for _, d := range events[:len(events)-1] {
+				text.WriteString(gjson.Get(d, "choices.0.delta.content").String())
+			}
+			last := events[len(events)-1]
+			if text.String() != "Hello" || gjson.Get(last, "error.code").String() != "stream_incomplete" ||
+				gjson.Get(last, "error.type").String() == "" || gjson.Get(last, "error.param").Type != gjson.Null {
+				t.Fatalf("translated stream %v", events)
+			}
+			checkCutStreamVerdict(t, e, "anthropic", "/v1/chat/completions")
+		})
 	}
 }
 
