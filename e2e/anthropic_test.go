@@ -166,7 +166,8 @@ func TestAnthropicFailuresCoolTheConnectionAndFailOver(t *testing.T) {
 	}
 	cases := []tc{
 		// Capacity is the model's, not the account's: the connection stays usable (a model lockout,
-		// when enabled, takes the model off it), and the request fails over.
+		// when enabled, takes the model off it: TestCapacityErrorsLockTheModelAlike), and the
+		// request fails over.
 		{name: "529 overloaded", a: func(*testenv.Env) http.HandlerFunc {
 			return testenv.AnthropicError(529, "overloaded_error", "Overloaded", nil)
 		}, status: "active", reason: "model_capacity", wantStatus: 200},
@@ -209,6 +210,73 @@ func TestAnthropicFailuresCoolTheConnectionAndFailOver(t *testing.T) {
 			}
 			if s := e.State(b); s.Status != "active" {
 				t.Fatalf("connection b: %+v", s)
+			}
+		})
+	}
+}
+
+// capacityCase is a provider with two connections, a (priority 0) answering a capacity error and
+// b (priority 1) answering; post asks for the model in the provider's own format.
+type capacityCase struct {
+	name  string
+	setup func(t *testing.T) (e *testenv.Env, key string, a, b int64, calls func() int)
+	post  func(e *testenv.Env, key string) *http.Response
+}
+
+var capacityCases = []capacityCase{
+	{name: "openai 503 overloaded", setup: func(t *testing.T) (*testenv.Env, string, int64, int64, func() int) {
+		e, up, key, a, b := twoKeys(t, testenv.ByKey(map[string]http.HandlerFunc{
+			"sk-a": testenv.Status(503, nil, `{"error":{"message":"The engine is currently overloaded, please try again later","type":"server_error"}}`),
+			"sk-b": testenv.JSONAnswer(testenv.CompletionJSON),
+		}))
+		return e, key, a, b, func() int { return len(up.ChatRequests()) }
+	}, post: func(e *testenv.Env, key string) *http.Response {
+		return e.Chat(context.Background(), key, testenv.ChatBody)
+	}},
+	{name: "anthropic 529 overloaded_error", setup: func(t *testing.T) (*testenv.Env, string, int64, int64, func() int) {
+		e, up, key, a, b := anthropicSetup(t, testenv.ByAPIKey(map[string]http.HandlerFunc{
+			"sk-ant-a": testenv.AnthropicError(529, "overloaded_error", "Overloaded", nil),
+			"sk-ant-b": testenv.MessagesAnswer(),
+		}))
+		return e, key, a, b, func() int { return len(up.MessageRequests()) }
+	}, post: func(e *testenv.Env, key string) *http.Response {
+		return e.PostAnthropic("/v1/messages", key, messagesBody, nil)
+	}},
+}
+
+// A capacity error is the model's, on that connection: OpenAI's "overloaded" 503 and Anthropic's
+// 529 leave the connection usable, lock the model there (exactly that provider, connection and
+// model, for the lockout's base time) when model lockout is on, and the request fails over; the
+// next request goes straight to the other connection until the lockout ends.
+func TestCapacityErrorsLockTheModelAlike(t *testing.T) {
+	for _, c := range capacityCases {
+		t.Run(c.name, func(t *testing.T) {
+			e, key, a, b, calls := c.setup(t)
+			e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"model_lockout": map[string]any{"enabled": true},
+				"retry": map[string]any{"max_retries": 0}}, 200)
+			r := c.post(e, key)
+			if body := testenv.ReadAll(t, r); r.StatusCode != 200 || calls() != 2 {
+				t.Fatalf("failover: %d after %d calls: %s", r.StatusCode, calls(), body)
+			}
+			if s := e.State(a); s.Status != "active" || s.Reason != "model_capacity" || s.RemainingMS != 0 {
+				t.Fatalf("connection a: %+v", s)
+			}
+			items := e.ModelCooldowns()
+			if len(items) != 1 || items[0]["connection_id"] != float64(a) || items[0]["scope"] != "exact" ||
+				items[0]["reason"] != "model_capacity" || items[0]["remaining_ms"] != 120000.0 {
+				t.Fatalf("lockouts: %v", items)
+			}
+			r = c.post(e, key)
+			if body := testenv.ReadAll(t, r); r.StatusCode != 200 || calls() != 3 {
+				t.Fatalf("while locked: %d after %d calls: %s", r.StatusCode, calls(), body)
+			}
+			if s := e.State(b); s.Status != "active" {
+				t.Fatalf("connection b: %+v", s)
+			}
+			e.Clock.Advance(2 * time.Minute)
+			testenv.ReadAll(t, c.post(e, key))
+			if calls() != 5 {
+				t.Fatalf("after the lockout a is asked again: %d calls", calls())
 			}
 		})
 	}
