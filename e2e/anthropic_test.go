@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -176,6 +177,11 @@ func TestAnthropicFailuresCoolTheConnectionAndFailOver(t *testing.T) {
 			return testenv.AnthropicError(429, "rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit",
 				map[string]string{"anthropic-ratelimit-requests-reset": reset, "anthropic-ratelimit-requests-remaining": "0"})
 		}, status: "cooling", reason: "rate_limit", remainMin: 38_000, remainMax: 40_000, wantStatus: 200},
+		// Without Anthropic's reset headers the cooldown follows retry-after, to the second.
+		{name: "429 with retry-after only", a: func(*testenv.Env) http.HandlerFunc {
+			return testenv.AnthropicError(429, "rate_limit_error", "Number of requests has exceeded your per-minute rate limit",
+				map[string]string{"retry-after": "25"})
+		}, status: "cooling", reason: "rate_limit", remainMin: 25_000, remainMax: 25_000, wantStatus: 200},
 		{name: "401", a: func(*testenv.Env) http.HandlerFunc {
 			return testenv.AnthropicError(401, "authentication_error", "invalid x-api-key", nil)
 		}, status: "expired", reason: "auth_error", wantStatus: 200},
@@ -280,6 +286,101 @@ func TestCapacityErrorsLockTheModelAlike(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Repeated server errors of one model open that model's breaker (scope model) on an Anthropic
+// provider as on an OpenAI-compatible one: the open breaker answers at once, in the surface's
+// shape with Retry-After and without calling the upstream, while the provider's other model is
+// still served.
+func TestServerErrorsOpenTheModelBreakerAlike(t *testing.T) {
+	failing := func(model string, fail, ok http.HandlerFunc) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			if gjson.GetBytes(mustRead(r), "model").String() == model {
+				fail(w, r)
+				return
+			}
+			ok(w, r)
+		}
+	}
+	type format struct {
+		name, provider string
+		setup          func(t *testing.T) (e *testenv.Env, key string, calls func() int)
+		post           func(e *testenv.Env, key, model string) *http.Response
+		openType       string // the open breaker's error type (Anthropic) or code (OpenAI)
+		openField      string
+	}
+	formats := []format{
+		{name: "openai-compatible", provider: "up", setup: func(t *testing.T) (*testenv.Env, string, func() int) {
+			up := testenv.NewFakeUpstream(t, failing("bad", testenv.Status(500, nil, `{"error":{"message":"internal error","type":"server_error"}}`),
+				testenv.JSONAnswer(testenv.CompletionJSON)), "bad", "good")
+			e := testenv.New(t)
+			e.AddProvider("up", up.URL+"/v1")
+			e.AddConnection("up", "main", "sk-up", 0)
+			key := e.NewKey()
+			e.WaitModels(key, "up/good")
+			return e, key, func() int { return len(up.ChatRequests()) }
+		}, post: func(e *testenv.Env, key, model string) *http.Response {
+			return e.Chat(context.Background(), key, `{"model":"up/`+model+`","messages":[{"role":"user","content":"hi"}]}`)
+		}, openField: "error.code", openType: "circuit_open"},
+		{name: "anthropic", provider: "anthropic", setup: func(t *testing.T) (*testenv.Env, string, func() int) {
+			up := testenv.NewFakeAnthropic(t, failing("bad", testenv.AnthropicError(500, "api_error", "Internal server error", nil),
+				testenv.MessagesAnswer()), "bad", "good")
+			e := testenv.New(t)
+			e.MustAPI("PATCH", fmt.Sprintf("/api/providers/%d", e.ProviderID("anthropic")), map[string]any{"base_url": up.URL}, 200)
+			e.AddConnection("anthropic", "main", "sk-ant", 0)
+			key := e.NewKey()
+			e.WaitModels(key, "anthropic/good")
+			return e, key, func() int { return len(up.MessageRequests()) }
+		}, post: func(e *testenv.Env, key, model string) *http.Response {
+			return e.PostAnthropic("/v1/messages", key, `{"model":"anthropic/`+model+`","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`, nil)
+		}, openField: "error.type", openType: "overloaded_error"},
+	}
+	for _, f := range formats {
+		t.Run(f.name, func(t *testing.T) {
+			e, key, calls := f.setup(t)
+			e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0},
+				"circuit_breaker": map[string]any{"scope": "model", "failure_threshold": 2}}, 200)
+			for i := 0; i < 2; i++ {
+				r := f.post(e, key, "bad")
+				if body := testenv.ReadAll(t, r); r.StatusCode != 500 {
+					t.Fatalf("failure %d: %d %s", i, r.StatusCode, body)
+				}
+				e.Clock.Advance(20 * time.Second) // past the connection's cooldown, inside the breaker's timeout
+			}
+			var state struct{ Breakers []map[string]any }
+			e.API("GET", "/api/resilience/state", nil, &state)
+			open := 0
+			for _, b := range state.Breakers {
+				if b["state"] == "open" {
+					open++
+					if b["provider"] != f.provider || b["model"] != "bad" || b["consecutive_failures"] != 2.0 {
+						t.Fatalf("breaker %v", b)
+					}
+				}
+			}
+			if open != 1 {
+				t.Fatalf("breakers %v", state.Breakers)
+			}
+			before := calls()
+			r := f.post(e, key, "bad")
+			body := testenv.ReadAll(t, r)
+			if r.StatusCode != 503 || gjson.Get(body, f.openField).String() != f.openType || r.Header.Get("Retry-After") == "" || calls() != before {
+				t.Fatalf("open breaker: %d %v %s after %d calls", r.StatusCode, r.Header, body, calls()-before)
+			}
+			if r := f.post(e, key, "good"); r.StatusCode != 200 {
+				t.Fatalf("the other model: %d %s", r.StatusCode, testenv.ReadAll(t, r))
+			} else {
+				testenv.ReadAll(t, r)
+			}
+		})
+	}
+}
+
+// mustRead reads a request body and puts it back for the next reader.
+func mustRead(r *http.Request) []byte {
+	b, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	return b
 }
 
 // A stream that breaks after its first block is closed with an Anthropic error event; a
