@@ -498,3 +498,60 @@ func TestChatCompletionsReachAnthropicProvider(t *testing.T) {
 		t.Fatalf("translated stream: %v", events)
 	}
 }
+
+// A provider of type anthropic-compatible (a third party speaking Anthropic's API) works end to
+// end like the built-in one: its models are discovered with x-api-key, /v1/messages passes
+// through natively, buffered and streamed, and chat completions and Responses reach it
+// translated.
+func TestAnthropicCompatibleProviderEndToEnd(t *testing.T) {
+	up := testenv.NewFakeAnthropic(t, testenv.MessagesAnswer(), "kimi-k2")
+	e := testenv.New(t)
+	e.AddProviderOfType("kimi", "anthropic-compatible", up.URL)
+	e.AddConnection("kimi", "main", "sk-kimi", 0)
+	key := e.NewKey()
+	e.WaitModels(key, "kimi/kimi-k2")
+	if models := up.Requests(); models[0].Path != "/v1/models" || models[0].Header.Get("x-api-key") != "sk-kimi" {
+		t.Fatalf("discovery: %+v", models[0])
+	}
+
+	body := `{"model":"kimi/kimi-k2","max_tokens":64,"metadata":{"user_id":"u1"},"messages":[{"role":"user","content":"hi"}]}`
+	r := e.PostAnthropic("/v1/messages", key, body, map[string]string{"anthropic-beta": "interleaved-thinking-2025-05-14"})
+	if got := testenv.ReadAll(t, r); r.StatusCode != 200 || got != testenv.MessageJSON || r.Header.Get("X-Switchyard-Provider") != "kimi" {
+		t.Fatalf("native: %d %s", r.StatusCode, got)
+	}
+	sent := up.MessageRequests()[0]
+	if sent.Body != strings.Replace(body, "kimi/kimi-k2", "kimi-k2", 1) || sent.Header.Get("x-api-key") != "sk-kimi" ||
+		sent.Header.Get("Authorization") != "" || sent.Header.Get("anthropic-version") != "2023-06-01" ||
+		sent.Header.Get("anthropic-beta") != "interleaved-thinking-2025-05-14" {
+		t.Fatalf("native request: %s %v", sent.Body, sent.Header)
+	}
+	r = e.PostAnthropic("/v1/messages", key, strings.Replace(body, `"max_tokens"`, `"stream":true,"max_tokens"`, 1), nil)
+	names, _ := sseEvents(t, r)
+	if strings.Join(names, ",") != "message_start,content_block_start,ping,content_block_delta,content_block_delta,content_block_stop,message_delta,message_stop" {
+		t.Fatalf("native stream: %v", names)
+	}
+
+	r = e.Chat(context.Background(), key, `{"model":"kimi/kimi-k2","messages":[{"role":"user","content":"hi"}]}`)
+	got := testenv.ReadAll(t, r)
+	if r.StatusCode != 200 || gjson.Get(got, "object").String() != "chat.completion" || gjson.Get(got, "choices.0.message.content").String() != "Hello there" {
+		t.Fatalf("translated chat: %d %s", r.StatusCode, got)
+	}
+	if tr := up.MessageRequests()[2]; gjson.Get(tr.Body, "model").String() != "kimi-k2" || gjson.Get(tr.Body, "max_tokens").Int() == 0 ||
+		tr.Header.Get("x-api-key") != "sk-kimi" {
+		t.Fatalf("translated request: %s %v", tr.Body, tr.Header)
+	}
+	events := readEvents(t, e.Chat(context.Background(), key, `{"model":"kimi/kimi-k2","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	var text strings.Builder
+	for _, d := range events[:len(events)-1] {
+		text.WriteString(gjson.Get(d, "choices.0.delta.content").String())
+	}
+	if text.String() != "Hello" || events[len(events)-1] != "[DONE]" {
+		t.Fatalf("translated chat stream: %v", events)
+	}
+
+	r = e.Post(context.Background(), "/v1/responses", key, `{"model":"kimi/kimi-k2","input":"hi"}`, nil)
+	if got := testenv.ReadAll(t, r); r.StatusCode != 200 || gjson.Get(got, "object").String() != "response" ||
+		gjson.Get(got, "output.0.content.0.text").String() != "Hello there" {
+		t.Fatalf("translated Responses: %d %s", r.StatusCode, got)
+	}
+}
