@@ -316,11 +316,18 @@ func checkStreamError(t *testing.T, surface string, names, data []string, code, 
 func TestStreamErrorEventsHaveTheSurfacesShape(t *testing.T) {
 	g := newGated()
 	defer close(g.release)
+	oaiError := `data: {"error":{"message":"The server had an error while processing your request","type":"server_error","code":"server_error"}}`
 	oai := testenv.NewFakeUpstream(t, testenv.PerModel(map[string]http.HandlerFunc{
 		"cut":   testenv.SSEAnswer(testenv.SSEChunks, 2),
 		"gated": g.handler,
-	}), "cut", "gated")
-	ant := testenv.NewFakeAnthropic(t, testenv.SSEAnswer(testenv.MessageEvents, 4))
+		// The upstream reports an error inside the stream after its first content.
+		"erring": testenv.SSEAnswer(append(append([]string{}, testenv.SSEChunks[:2]...), oaiError), -1),
+	}), "cut", "gated", "erring")
+	overloaded := "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}"
+	ant := testenv.NewFakeAnthropic(t, byModel(map[string]http.HandlerFunc{
+		// The upstream reports an error inside the stream after its first block.
+		"claude-erring": testenv.SSEAnswer(append(append([]string{}, testenv.MessageEvents[:6]...), overloaded), -1),
+	}, testenv.SSEAnswer(testenv.MessageEvents, 4)), "claude-test", "claude-erring")
 	e := testenv.New(t)
 	e.MustAPI("PATCH", fmt.Sprintf("/api/providers/%d", e.ProviderID("anthropic")), map[string]any{"base_url": ant.URL}, 200)
 	e.AddConnection("anthropic", "main", "sk-ant", 0)
@@ -341,6 +348,46 @@ func TestStreamErrorEventsHaveTheSurfacesShape(t *testing.T) {
 					t.Fatalf("%d %v", r.StatusCode, data)
 				}
 				checkStreamError(t, s.name, names, data, "stream_incomplete", "api_error")
+			})
+		}
+		// An error the upstream reports inside its stream reaches the client as the stream's
+		// last event, in the client's format, and is not followed by an error of our own.
+		for _, c := range []struct{ model, words, code, anthropicType string }{
+			{"anthropic/claude-erring", "Overloaded", "overloaded_error", "overloaded_error"},
+			{"up/erring", "while processing your request", "server_error", "api_error"},
+		} {
+			t.Run("upstream error event/"+s.name+"/"+c.model, func(t *testing.T) {
+				r := e.Post(context.Background(), s.path, key, stream(s, c.model), nil)
+				names, data := sseEvents(t, r)
+				last := data[len(data)-1]
+				errors := 0
+				for _, n := range names {
+					if n == "error" || n == "response.failed" {
+						errors++
+					}
+				}
+				for _, d := range data {
+					if gjson.Get(d, "error").IsObject() && s.name == "chat" {
+						errors++
+					}
+				}
+				switch s.name {
+				case "messages":
+					if names[len(names)-1] != "error" || gjson.Get(last, "error.type").String() != c.anthropicType {
+						t.Fatalf("events %v, last %s", names, last)
+					}
+				case "chat":
+					checkStreamError(t, s.name, names, data, c.code, "")
+				default:
+					if names[len(names)-1] != "response.failed" || gjson.Get(last, "response.status").String() != "failed" ||
+						gjson.Get(last, "sequence_number").Int() != int64(len(data)-1) {
+						t.Fatalf("events %v, last %s", names, last)
+					}
+					last = gjson.Get(last, "response").Raw
+				}
+				if !strings.Contains(gjson.Get(last, "error.message").String(), c.words) || errors != 1 {
+					t.Fatalf("want the upstream's error (%q) once, last: %v %v", c.words, names, data)
+				}
 			})
 		}
 	}

@@ -83,7 +83,8 @@ func hasDone(ev []byte) bool {
 // relayStream writes the first event and then the rest of the upstream SSE body to the client,
 // event by event through the relay (as they came, or translated), flushing after each. A stream
 // that ends without its terminal event is closed with an explicit stream_incomplete error event in
-// the client's format. It reports whether the stream was complete.
+// the client's format, unless the upstream's own error event already told the client why. It
+// reports whether the stream was complete.
 //
 // written runs after the first bytes reached the client (time to first token).
 func relayStream(ctx context.Context, w http.ResponseWriter, commit func(), first []byte, br *bufio.Reader, log *slog.Logger,
@@ -126,6 +127,9 @@ func relayStream(ctx context.Context, w http.ResponseWriter, commit func(), firs
 			}
 			if err != io.EOF {
 				log.Warn("upstream stream broke", "error", err)
+			}
+			if er, ok := r.(interface{ Errored() bool }); ok && er.Errored() {
+				return false // the client has the upstream's own error event: nothing to add
 			}
 			if ic, ok := r.(interface{ Incomplete([]byte) []byte }); ok {
 				_, _ = w.Write(ic.Incomplete(nil))
