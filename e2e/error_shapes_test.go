@@ -213,7 +213,6 @@ func TestEveryErrorHasTheSurfacesShape(t *testing.T) {
 		}
 	}
 
-	start := time.Now()
 	for _, c := range classes {
 		for _, s := range surfaces {
 			t.Run(c.name+"/"+s.name, func(t *testing.T) {
@@ -272,9 +271,6 @@ func TestEveryErrorHasTheSurfacesShape(t *testing.T) {
 				}
 			})
 		}
-	}
-	if took := time.Since(start); took > 10*time.Second {
-		t.Errorf("the table took %v", took)
 	}
 }
 
