@@ -99,6 +99,7 @@ func TestChaosSlicedStreamArrivesIntact(t *testing.T) {
 
 func TestChaosCutStreamEndsWithStreamIncomplete(t *testing.T) {
 	e, _, p, key := chaosSetup(t, testenv.SSEAnswer(testenv.SSEChunks, -1))
+	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"circuit_breaker": map[string]any{"failure_threshold": 1}}, 200)
 	// Let the response headers and about two events through, then cut the connection.
 	addToxic(t, p, `{"name":"cut","type":"limit_data","stream":"downstream","attributes":{"bytes":420}}`)
 	r := e.Chat(context.Background(), key, `{"model":"up/gpt-test","stream":true,"messages":[]}`)
@@ -115,6 +116,35 @@ func TestChaosCutStreamEndsWithStreamIncomplete(t *testing.T) {
 	// (established, or half-closed by the proxy and left unanswered).
 	_, port, _ := strings.Cut(p.Listen, ":")
 	e.Eventually("the gateway closes its connection to the cut upstream", func() bool { return openConnsTo(t, port) == 0 })
+	checkCutStreamVerdict(t, e, "up", "/v1/chat/completions")
+}
+
+// checkCutStreamVerdict checks what a stream that broke after its first events reached the
+// client leaves behind, the same for every surface and upstream format: the request log records
+// an incomplete stream; the connection that answered stays active, and the attempt counts as the
+// upstream's answer, not as a failure, so the breaker stays closed (the tests set its threshold
+// to 1).
+func checkCutStreamVerdict(t *testing.T, e *testenv.Env, provider, surface string) {
+	t.Helper()
+	var logged map[string]any
+	e.Eventually("the request is logged", func() bool {
+		var out struct{ Items []map[string]any }
+		e.API("GET", "/api/requests?surface="+surface+"&provider="+provider, nil, &out)
+		if len(out.Items) > 0 {
+			logged = out.Items[0]
+		}
+		return logged != nil
+	})
+	if logged["stream"] != true || logged["complete"] != false || logged["status"] != 200.0 {
+		t.Fatalf("request log: %v", logged)
+	}
+	conn := int64(logged["connection_id"].(float64))
+	if s := e.State(conn); s.Status != "active" || s.RemainingMS != 0 || s.BackoffLevel != 0 || s.LastError != "" {
+		t.Fatalf("connection after the cut: %+v", s)
+	}
+	if s := e.ProviderStatus(provider); s["breaker"] != "closed" || s["status"] != "healthy" {
+		t.Fatalf("provider after the cut: %v", s)
+	}
 }
 
 // openConnsTo counts the IPv4 TCP sockets of this network namespace that are connected to the

@@ -76,7 +76,7 @@ func TestTruncatedStreamEndsWithStreamIncomplete(t *testing.T) {
 	if !strings.Contains(body, testenv.SSEChunks[1]) {
 		t.Fatalf("received events were not relayed: %q", body)
 	}
-	if !strings.HasSuffix(strings.TrimSpace(body), `"code":"stream_incomplete"}}`) {
+	if !strings.HasSuffix(strings.TrimSpace(body), `"code":"stream_incomplete","param":null}}`) {
 		t.Fatalf("stream does not end with stream_incomplete: %q", body)
 	}
 	if strings.Contains(body, "[DONE]") {

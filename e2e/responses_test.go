@@ -7,7 +7,10 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/openai/openai-go/v3"
 	oopt "github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
@@ -232,15 +235,162 @@ func TestBrokenResponsesStreamEndsWithError(t *testing.T) {
 	}
 }
 
-// models.retrieve works through the SDK.
-func TestModelsRetrieve(t *testing.T) {
-	e, key := sdkGateway(t)
-	client := openai.NewClient(oopt.WithBaseURL(e.Base+"/v1/"), oopt.WithAPIKey(key), oopt.WithMaxRetries(0))
-	m, err := client.Models.Get(context.Background(), "up/gpt-test")
-	if err != nil || m.ID != "up/gpt-test" || m.OwnedBy != "up" {
-		t.Fatalf("retrieve: %+v %v", m, err)
+// A native Responses stream that breaks, whether the upstream ends its body early or drops the
+// connection, ends with an error event that continues the sequence, on an openai provider and
+// on an openai-compatible one that declares the Responses API; never silently.
+func TestBrokenNativeResponsesStreamEndsWithError(t *testing.T) {
+	events := []string{
+		`event: response.created` + "\n" + `data: {"type":"response.created","sequence_number":0,"response":{"id":"resp_cut","object":"response","created_at":1,"status":"in_progress","model":"gpt-native","output":[]}}`,
+		`event: response.output_item.added` + "\n" + `data: {"type":"response.output_item.added","sequence_number":1,"output_index":0,"item":{"type":"message","id":"msg_cut","status":"in_progress","role":"assistant","content":[]}}`,
+		`event: response.output_text.delta` + "\n" + `data: {"type":"response.output_text.delta","sequence_number":2,"item_id":"msg_cut","output_index":0,"content_index":0,"delta":"It is"}`,
 	}
-	if _, err := client.Models.Get(context.Background(), "up/nope"); err == nil {
+	cuts := map[string]http.HandlerFunc{
+		"body ends": testenv.SSEAnswer(events, -1),
+		"connection drops": func(w http.ResponseWriter, r *http.Request) {
+			testenv.SSEAnswer(events, -1)(w, r)
+			io.WriteString(w, `event: response.output_text.delta`+"\n"+`data: {"type":"response.output_text.delta","sequ`)
+			http.NewResponseController(w).Flush()
+			panic(http.ErrAbortHandler) // the upstream's connection goes away mid-event
+		},
+	}
+	for cut, h := range cuts {
+		up := testenv.NewFakeUpstream(t, toolOpenAI, "gpt-native")
+		up.ServeResponses(h)
+		e := testenv.New(t)
+		e.AddProviderOfType("native", "openai", up.URL+"/v1")
+		e.AddConnection("native", "main", "sk-native", 0)
+		e.MustAPI("POST", "/api/providers", map[string]any{"name": "vllm", "type": "openai-compatible",
+			"base_url": up.URL + "/v1", "responses_api": true}, 201)
+		e.AddConnection("vllm", "main", "sk-vllm", 0)
+		key := e.NewKey()
+		e.WaitModels(key, "native/gpt-native")
+		e.WaitModels(key, "vllm/gpt-native")
+		for _, model := range []string{"native/gpt-native", "vllm/gpt-native"} {
+			t.Run(cut+"/"+model, func(t *testing.T) {
+				before := len(up.ChatRequests())
+				r := e.Post(context.Background(), "/v1/responses", key, `{"model":"`+model+`","input":"hi","stream":true}`, nil)
+				names, data := sseEvents(t, r)
+				if r.StatusCode != 200 || len(names) != len(events)+1 {
+					t.Fatalf("%d events %v %v", r.StatusCode, names, data)
+				}
+				for i, d := range data[:len(events)] {
+					if want := events[i][strings.Index(events[i], "data: ")+len("data: "):]; d != want {
+						t.Fatalf("event %d changed on the way:\n got %s\nwant %s", i, d, want)
+					}
+				}
+				checkStreamError(t, "responses", names, data, "stream_incomplete", "")
+				if len(up.ChatRequests()) != before {
+					t.Fatal("a native request went through chat completions")
+				}
+			})
+		}
+	}
+}
+
+// modelsGateway serves gpt-test and shared on provider "up", shared on "other" (so the bare
+// name shared is ambiguous) and claude-test on the Anthropic provider.
+func modelsGateway(t *testing.T) (*testenv.Env, string) {
+	t.Helper()
+	ant := testenv.NewFakeAnthropic(t, testenv.MessagesAnswer())
+	up := testenv.NewFakeUpstream(t, testenv.JSONAnswer(testenv.CompletionJSON), "gpt-test", "shared")
+	other := testenv.NewFakeUpstream(t, testenv.JSONAnswer(testenv.CompletionJSON), "shared")
+	e := testenv.New(t)
+	e.MustAPI("PATCH", fmt.Sprintf("/api/providers/%d", e.ProviderID("anthropic")), map[string]any{"base_url": ant.URL}, 200)
+	e.AddConnection("anthropic", "main", "sk-ant", 0)
+	e.AddProvider("up", up.URL+"/v1")
+	e.AddConnection("up", "main", "sk-up", 0)
+	e.AddProvider("other", other.URL+"/v1")
+	e.AddConnection("other", "main", "sk-other", 0)
+	key := e.NewKey()
+	for _, m := range []string{"anthropic/claude-test", "up/gpt-test", "up/shared", "other/shared"} {
+		e.WaitModels(key, m)
+	}
+	return e, key
+}
+
+// getModel asks GET /v1/models/{id}, in Anthropic's dialect when anthropic is set.
+func getModel(t *testing.T, e *testenv.Env, key, id string, anthropic bool) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", e.Base+"/v1/models/"+id, nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	if anthropic {
+		req.Header.Set("anthropic-version", "2023-06-01")
+	}
+	r, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.StatusCode, testenv.ReadAll(t, r)
+}
+
+// models.retrieve answers for every id routing accepts and /v1/models lists: provider/model
+// (its slash escaped or not) and a bare name that one provider serves, in OpenAI's shape or,
+// with anthropic-version, in Anthropic's. An unknown id is 404 and an ambiguous bare name the
+// error routing gives it, each in the caller's shape.
+func TestModelsRetrieve(t *testing.T) {
+	e, key := modelsGateway(t)
+	client := openai.NewClient(oopt.WithBaseURL(e.Base+"/v1/"), oopt.WithAPIKey(key), oopt.WithMaxRetries(0))
+	ctx := context.Background()
+	for _, c := range []struct{ id, owner string }{
+		{"up/gpt-test", "up"}, {"gpt-test", "up"}, {"claude-test", "anthropic"}, {"anthropic/claude-test", "anthropic"},
+	} {
+		m, err := client.Models.Get(ctx, c.id)
+		if err != nil || m.ID != c.id || m.OwnedBy != c.owner || m.Object != "model" || m.Created == 0 {
+			t.Fatalf("openai retrieve %s: %+v %v", c.id, m, err)
+		}
+		// What retrieve finds, routing serves.
+		r := e.Chat(ctx, key, `{"model":"`+c.id+`","messages":[{"role":"user","content":"hi"}]}`)
+		if body := testenv.ReadAll(t, r); r.StatusCode != 200 {
+			t.Fatalf("chat with %s: %d %s", c.id, r.StatusCode, body)
+		}
+	}
+	ant := anthropic.NewClient(option.WithBaseURL(e.Base), option.WithAPIKey(key), option.WithMaxRetries(0))
+	for _, id := range []string{"claude-test", "anthropic/claude-test", "gpt-test"} {
+		m, err := ant.Models.Get(ctx, id, anthropic.ModelGetParams{})
+		if err != nil || m.ID != id || m.CreatedAt.IsZero() {
+			t.Fatalf("anthropic retrieve %s: %+v %v", id, m, err)
+		}
+	}
+	for _, id := range []string{"up/gpt-test", "up%2Fgpt-test", "gpt-test"} {
+		status, body := getModel(t, e, key, id, true)
+		created, err := time.Parse(time.RFC3339, gjson.Get(body, "created_at").String())
+		if status != 200 || gjson.Get(body, "type").String() != "model" || gjson.Get(body, "display_name").String() != "gpt-test" ||
+			err != nil || created.IsZero() || gjson.Get(body, "object").Exists() || gjson.Get(body, "owned_by").Exists() {
+			t.Fatalf("anthropic shape of %s: %d %s", id, status, body)
+		}
+		status, body = getModel(t, e, key, id, false)
+		if status != 200 || gjson.Get(body, "object").String() != "model" || gjson.Get(body, "owned_by").String() != "up" ||
+			gjson.Get(body, "created").Int() == 0 || gjson.Get(body, "type").Exists() {
+			t.Fatalf("openai shape of %s: %d %s", id, status, body)
+		}
+	}
+
+	for _, c := range []struct {
+		id, code, anthropicType string
+		status                  int
+	}{
+		{"up/nope", "model_not_found", "not_found_error", 404},
+		{"nope", "model_not_found", "not_found_error", 404},
+		{"nobody/gpt-test", "model_not_found", "not_found_error", 404},
+		{"shared", "ambiguous_model", "invalid_request_error", 400},
+	} {
+		status, body := getModel(t, e, key, c.id, false)
+		if status != c.status || gjson.Get(body, "error.code").String() != c.code || !gjson.Get(body, "error.param").Exists() ||
+			gjson.Get(body, "error.type").String() == "" || !strings.Contains(gjson.Get(body, "error.message").String(), c.id) {
+			t.Fatalf("openai %s: %d %s", c.id, status, body)
+		}
+		status, body = getModel(t, e, key, c.id, true)
+		if status != c.status || gjson.Get(body, "type").String() != "error" || gjson.Get(body, "error.type").String() != c.anthropicType ||
+			!strings.Contains(gjson.Get(body, "error.message").String(), c.id) {
+			t.Fatalf("anthropic %s: %d %s", c.id, status, body)
+		}
+		// Routing refuses the same names the same way.
+		r := e.Chat(ctx, key, `{"model":"`+c.id+`","messages":[{"role":"user","content":"hi"}]}`)
+		if body := testenv.ReadAll(t, r); r.StatusCode != c.status || gjson.Get(body, "error.code").String() != c.code {
+			t.Fatalf("chat with %s: %d %s", c.id, r.StatusCode, body)
+		}
+	}
+	if _, err := client.Models.Get(ctx, "up/nope"); err == nil {
 		t.Fatal("an unknown model was found")
 	}
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"switchyard/services/errs"
 	"switchyard/services/proxy"
 )
 
@@ -60,21 +59,19 @@ func (p *Proxy) Models(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]any{"object": "list", "data": data})
 }
 
-// Model answers GET /v1/models/{id}; the id may contain slashes (provider/model).
+// Model answers GET /v1/models/{id} for every id routing accepts: provider/model (the id may
+// contain slashes) or a bare model name one provider serves.
 func (p *Proxy) Model(c echo.Context) error {
 	id := strings.TrimPrefix(c.Param("*"), "/")
 	if u, err := url.PathUnescape(id); err == nil { // SDKs escape the slash of provider/model
 		id = u
 	}
-	for _, m := range p.Inventory.List() {
-		if m.ID == id {
-			if wantsAnthropic(c) {
-				return c.JSON(http.StatusOK, anthropicModelOf(m))
-			}
-			return c.JSON(http.StatusOK, openAIModelOf(m))
-		}
+	m, err := p.Engine.Model(c.Request().Context(), id)
+	if err != nil {
+		return err
 	}
-	e := errs.New(errs.NotFound, "proxy.model_not_found", id)
-	e.Reason = "model_not_found"
-	return e
+	if wantsAnthropic(c) {
+		return c.JSON(http.StatusOK, anthropicModelOf(m))
+	}
+	return c.JSON(http.StatusOK, openAIModelOf(m))
 }

@@ -218,7 +218,7 @@ func writeStreamError(w http.ResponseWriter, src Format, e *errs.Error) {
 			"sequence_number": 0})
 		_, _ = w.Write([]byte("event: error\ndata: " + string(body) + "\n\n"))
 	default:
-		body, _ := json.Marshal(map[string]map[string]string{"error": {"message": e.Msg.String(), "type": OpenAIType(e), "code": e.ReasonCode()}})
+		body, _ := json.Marshal(openAIError{Error: openAIErrorBody{Message: e.Msg.String(), Type: OpenAIType(e), Code: e.ReasonCode()}})
 		_, _ = w.Write([]byte("data: " + string(body) + "\n\n"))
 	}
 	_ = http.NewResponseController(w).Flush()

@@ -148,6 +148,24 @@ func (e *Engine) resolve(ctx context.Context, model string) (target, *errs.Error
 	}
 }
 
+// Model finds one model as a client names it, the way routing resolves the name
+// (provider/model, or a bare name exactly one provider serves), among the models /v1/models
+// lists; the answer carries the id the client used. A name routing refuses (unknown, ambiguous)
+// answers with routing's error, a model the list does not show as not found.
+func (e *Engine) Model(ctx context.Context, id string) (Model, *errs.Error) {
+	t, err := e.resolve(ctx, id)
+	if err != nil {
+		return Model{}, err
+	}
+	for _, m := range e.opt.Inventory.List() {
+		if m.Provider == t.provider.Name && m.Name == t.model {
+			m.ID = id
+			return m, nil
+		}
+	}
+	return Model{}, errModelNotFound(id)
+}
+
 // SplitModel reads a "provider/model" address: the part before the first slash names a provider
 // when isProvider says so; the rest (which may contain slashes, as in "openrouter/meta/llama") is
 // the upstream's model id. ok is false for a bare model name.

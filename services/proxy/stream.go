@@ -15,7 +15,7 @@ import (
 
 var (
 	doneLine      = []byte("data: [DONE]")
-	incompleteEvt = []byte(`data: {"error":{"message":"the upstream stream ended before it was complete","type":"upstream_error","code":"stream_incomplete"}}` + "\n\n")
+	incompleteEvt = []byte(`data: {"error":{"message":"the upstream stream ended before it was complete","type":"upstream_error","code":"stream_incomplete","param":null}}` + "\n\n")
 	// incompleteMessagesEvt is Anthropic's error event; code is ours, beside the standard fields.
 	incompleteMessagesEvt = []byte("event: error\ndata: " +
 		`{"type":"error","error":{"type":"api_error","message":"the upstream stream ended before it was complete","code":"stream_incomplete"}}` + "\n\n")
@@ -83,7 +83,8 @@ func hasDone(ev []byte) bool {
 // relayStream writes the first event and then the rest of the upstream SSE body to the client,
 // event by event through the relay (as they came, or translated), flushing after each. A stream
 // that ends without its terminal event is closed with an explicit stream_incomplete error event in
-// the client's format. It reports whether the stream was complete.
+// the client's format, unless the upstream's own error event already told the client why. It
+// reports whether the stream was complete.
 //
 // clean scrubs an event that carries an error (an upstream may echo the credential in an error
 // event at any point of a stream); other events pass the cheap errorEvent check only.
@@ -132,6 +133,9 @@ func relayStream(ctx context.Context, w http.ResponseWriter, commit func(), firs
 			}
 			if err != io.EOF {
 				log.Warn("upstream stream broke", "error", err)
+			}
+			if er, ok := r.(interface{ Errored() bool }); ok && er.Errored() {
+				return false // the client has the upstream's own error event: nothing to add
 			}
 			if ic, ok := r.(interface{ Incomplete([]byte) []byte }); ok {
 				_, _ = w.Write(ic.Incomplete(nil))

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"switchyard/services/catalog"
 	"switchyard/services/errs"
 	"switchyard/services/proxy/translate"
+	"switchyard/services/resilience"
 	"switchyard/services/settings"
 
 	"github.com/tidwall/gjson"
@@ -257,11 +259,11 @@ type streamRelay interface {
 func (c *call) relay() streamRelay {
 	switch {
 	case c.src == c.dst && c.dst == FormatChat:
-		return &passthrough{terminal: hasDone, incomplete: incompleteEvt}
+		return &passthrough{terminal: hasDone, incomplete: incompleteEvt, isError: isChatError, rewriteError: appendOpenAIStreamError}
 	case c.src == c.dst && c.dst == FormatMessages:
-		return &passthrough{terminal: isMessageStop, incomplete: incompleteMessagesEvt}
+		return &passthrough{terminal: isMessageStop, incomplete: incompleteMessagesEvt, isError: isNamedError}
 	case c.src == c.dst:
-		return &passthrough{terminal: isResponsesTerminal, sequenced: true}
+		return &passthrough{terminal: isResponsesTerminal, sequenced: true, isError: isNamedError}
 	case c.src == FormatChat:
 		return &translate.MessagesToChatStream{IncludeUsage: c.includeUsage, Created: c.start.Unix()}
 	case c.src == FormatMessages:
@@ -304,11 +306,22 @@ type passthrough struct {
 	// error event closing a broken stream continues the sequence.
 	sequenced bool
 	seq       int64
+	// isError recognises the upstream's own error event; rewriteError, when set, writes it in
+	// the client's documented shape. errored is set once one passed.
+	isError      func(ev []byte) bool
+	rewriteError func(dst, ev []byte) []byte
+	errored      bool
 }
 
 func (p *passthrough) Event(dst, ev []byte) []byte {
 	if p.terminal(ev) {
 		p.done = true
+	}
+	if p.isError != nil && p.isError(ev) {
+		p.errored = true
+		if p.rewriteError != nil {
+			return p.rewriteError(dst, ev)
+		}
 	}
 	if p.sequenced {
 		if _, data := translate.ParseEvent(ev); len(data) > 0 {
@@ -329,6 +342,9 @@ func (p *passthrough) Event(dst, ev []byte) []byte {
 }
 
 func (p *passthrough) Done() bool { return p.done }
+
+// Errored reports whether the upstream's own error event was relayed.
+func (p *passthrough) Errored() bool { return p.errored }
 
 // Incomplete closes a broken Responses stream with an error event that continues the sequence.
 func (p *passthrough) Incomplete(dst []byte) []byte {
@@ -373,6 +389,64 @@ func (c *chained) Event(dst, ev []byte) []byte {
 func (c *chained) Done() bool                   { return c.then.Done() }
 func (c *chained) Usage() (in, out int64)       { return c.then.Usage() }
 func (c *chained) Incomplete(dst []byte) []byte { return c.then.Incomplete(dst) }
+
+// isChatError reports whether a chat completions event carries the upstream's error object. The
+// cheap look for the key comes first: content never carries it unescaped.
+func isChatError(ev []byte) bool {
+	if !bytes.Contains(ev, []byte(`"error"`)) {
+		return false
+	}
+	_, _, ok := streamError(ev)
+	return ok
+}
+
+// isNamedError reports whether an event of Anthropic's or the Responses stream is an error event
+// (its name, else its data's type, says "error").
+func isNamedError(ev []byte) bool {
+	if !bytes.Contains(ev, []byte("error")) {
+		return false
+	}
+	name, data := translate.ParseEvent(ev)
+	if name == "" {
+		name = gjson.GetBytes(data, "type").String()
+	}
+	return name == "error"
+}
+
+// appendOpenAIStreamError writes an upstream's error event in OpenAI's documented shape, keeping
+// its words: message and type strings, code a string or null, param.
+func appendOpenAIStreamError(dst, ev []byte) []byte {
+	_, data := translate.ParseEvent(ev)
+	msg, code, typ, _, _ := resilience.ExtractError(data)
+	out := openAIStreamError{Message: msg, Type: typ}
+	if out.Message == "" {
+		out.Message = "the upstream reported an error"
+	}
+	if out.Type == "" {
+		out.Type = "upstream_error"
+	}
+	if code != "" {
+		out.Code = &code
+	}
+	if p := gjson.GetBytes(data, "error.param"); p.Type == gjson.String {
+		param := p.String()
+		out.Param = &param
+	}
+	b, _ := json.Marshal(struct {
+		Error openAIStreamError `json:"error"`
+	}{out})
+	dst = append(dst, "data: "...)
+	dst = append(dst, b...)
+	return append(dst, '\n', '\n')
+}
+
+// openAIStreamError is the error object of an OpenAI stream's error event.
+type openAIStreamError struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Code    *string `json:"code"`
+	Param   *string `json:"param"`
+}
 
 // isMessageStop reports whether an Anthropic event is the stream's last.
 func isMessageStop(ev []byte) bool {

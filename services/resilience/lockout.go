@@ -50,7 +50,7 @@ type LockoutConfig struct {
 	// Enabled is the master switch; false = RecordFailure records nothing and Check always
 	// passes (existing entries stay, inert, until they run out or are cleared). Default false.
 	Enabled bool
-	// ErrorCodes are the statuses that lock. Default [403, 404, 429, 502, 503, 504].
+	// ErrorCodes are the statuses that lock (529 with 503). Default [403, 404, 429, 502, 503, 504].
 	ErrorCodes []int
 	// Base is the first lockout; repeated failures double it. Default 2 min.
 	Base time.Duration
@@ -213,8 +213,11 @@ func (c *lockoutConf) familyOf(provider, model string) (string, bool) {
 	return "", false
 }
 
-// locks reports whether status is one of the configured error codes.
-func (c *lockoutConf) locks(status int) bool { return slices.Contains(c.ErrorCodes, status) }
+// locks reports whether status is one of the configured error codes. 529 is Anthropic's
+// "overloaded", what other upstreams answer with 503: it locks wherever 503 does.
+func (c *lockoutConf) locks(status int) bool {
+	return slices.Contains(c.ErrorCodes, status) || status == 529 && slices.Contains(c.ErrorCodes, 503)
+}
 
 // target picks the key a failure with status writes to.
 func (c *lockoutConf) target(provider string, connID int64, model string, status int) (lockKey, LockoutScope) {

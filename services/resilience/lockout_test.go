@@ -372,6 +372,9 @@ func TestLockoutErrorCodeFilter(t *testing.T) {
 		{"custom list keeps 429", []int{429}, 429, true},
 		{"custom list adds 500", []int{500}, 500, true},
 		{"empty list locks nothing", []int{}, 429, false},
+		{"529 (Anthropic's overloaded) locks as 503 does", nil, 529, true},
+		{"529 without 503 listed", []int{429}, 529, false},
+		{"529 listed by itself", []int{529}, 529, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -63,6 +63,7 @@ type ChatToMessagesStream struct {
 	stop      string
 	usage     msgUsage
 	done      bool
+	errored   bool
 }
 
 // NewChatToMessagesStream starts a translation.
@@ -72,6 +73,9 @@ func NewChatToMessagesStream() *ChatToMessagesStream {
 
 // Done reports whether the upstream's [DONE] was seen.
 func (s *ChatToMessagesStream) Done() bool { return s.done }
+
+// Errored reports whether the upstream's error was passed on as an error event.
+func (s *ChatToMessagesStream) Errored() bool { return s.errored }
 
 // Usage is the token count seen so far (input including cache reads, output).
 func (s *ChatToMessagesStream) Usage() (in, out int64) {
@@ -96,6 +100,7 @@ func (s *ChatToMessagesStream) Event(dst, ev []byte) []byte {
 		return dst
 	}
 	if !isNull(c.Error) {
+		s.errored = true
 		return appendEvent(dst, "error", anthropicStreamError(c.Error))
 	}
 	dst = s.start(dst, c.ID, c.Model)

@@ -50,10 +50,14 @@ type MessagesToChatStream struct {
 	nextTool  int
 	done      bool
 	started   bool
+	errored   bool
 }
 
 // Done reports whether the upstream's message_stop was seen.
 func (s *MessagesToChatStream) Done() bool { return s.done }
+
+// Errored reports whether the upstream's error event was passed on.
+func (s *MessagesToChatStream) Errored() bool { return s.errored }
 
 // Usage is the token count seen so far (input, output).
 func (s *MessagesToChatStream) Usage() (in, out int64) {
@@ -152,6 +156,7 @@ func (s *MessagesToChatStream) Event(dst, ev []byte) []byte {
 		}
 		return append(dst, DoneEvent...)
 	case "error":
+		s.errored = true
 		return appendData(dst, chatStreamError(e.Error))
 	}
 	return dst
@@ -180,7 +185,7 @@ func chatStreamError(raw json.RawMessage) []byte {
 	if e.Message == "" {
 		e.Message = "the upstream reported an error"
 	}
-	return marshalOrNull(map[string]any{"error": map[string]any{"message": e.Message, "type": openAITypeOf(e.Type), "code": e.Type}})
+	return marshalOrNull(map[string]any{"error": map[string]any{"message": e.Message, "type": openAITypeOf(e.Type), "code": e.Type, "param": nil}})
 }
 
 // openAITypeOf maps an Anthropic error type to OpenAI's.
