@@ -45,7 +45,7 @@ func MessagesResponseToChat(body []byte, created int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var text, thinking strings.Builder
+	var text, thinking jtext
 	var calls []byte
 	var id, model, stopReason string
 	var usage msgUsage
@@ -65,16 +65,16 @@ func MessagesResponseToChat(body []byte, created int64) ([]byte, error) {
 				CacheCreationInputTokens: v.Get("cache_creation_input_tokens").Int(), CacheReadInputTokens: v.Get("cache_read_input_tokens").Int()}
 		case "content":
 			v.ForEach(func(_, b gjson.Result) bool {
-				var typ, txt, thk, bid, name string
-				var input gjson.Result
+				var typ, bid, name string
+				var txt, thk, input gjson.Result
 				b.ForEach(func(k, f gjson.Result) bool {
 					switch k.Str {
 					case "type":
 						typ = f.String()
 					case "text":
-						txt = f.String()
+						txt = f
 					case "thinking":
-						thk = f.String()
+						thk = f
 					case "id":
 						bid = f.String()
 					case "name":
@@ -86,9 +86,9 @@ func MessagesResponseToChat(body []byte, created int64) ([]byte, error) {
 				})
 				switch typ {
 				case "text":
-					text.WriteString(txt)
+					text = append(text, textOf(txt)...)
 				case "thinking":
-					thinking.WriteString(thk)
+					thinking = append(thinking, textOf(thk)...)
 				case "tool_use":
 					if len(calls) > 0 {
 						calls = append(calls, ',')
@@ -100,12 +100,12 @@ func MessagesResponseToChat(body []byte, created int64) ([]byte, error) {
 		}
 		return true
 	})
-	msg := newObj(make([]byte, 0, text.Len()+thinking.Len()+len(calls)+128)).str("role", "assistant")
-	if text.Len() > 0 || len(calls) == 0 {
-		msg.str("content", text.String())
+	msg := newObj(make([]byte, 0, len(text)+len(thinking)+len(calls)+128)).str("role", "assistant")
+	if len(text) > 0 || len(calls) == 0 {
+		msg.text("content", text)
 	}
-	if thinking.Len() > 0 {
-		msg.str("reasoning_content", thinking.String())
+	if len(thinking) > 0 {
+		msg.text("reasoning_content", thinking)
 	}
 	if len(calls) > 0 {
 		msg.raw("tool_calls", append(append([]byte{'['}, calls...), ']'))
@@ -124,11 +124,12 @@ func MessagesResponseToChat(body []byte, created int64) ([]byte, error) {
 
 // chatAnswer is what the translators read of a chat completion's first choice.
 type chatAnswer struct {
-	id, model, content, reasoning, refusal, finish string
-	created                                        int64
-	hasContent                                     bool
-	calls                                          []gjson.Result
-	usage                                          *chatUsage
+	id, model, finish           string
+	content, reasoning, refusal jtext
+	created                     int64
+	hasContent                  bool
+	calls                       []gjson.Result
+	usage                       *chatUsage
 }
 
 func readChatAnswer(body []byte) (chatAnswer, error) {
@@ -172,14 +173,14 @@ func readChatAnswer(body []byte) (chatAnswer, error) {
 				switch k.Str {
 				case "content":
 					if f.Type == gjson.String {
-						a.content, a.hasContent = f.Str, true
+						a.content, a.hasContent = textOf(f), true
 					}
 				case "reasoning_content":
 					reasoningContent = f
 				case "reasoning":
 					reasoning = f
 				case "refusal":
-					a.refusal = f.String()
+					a.refusal = textOf(f)
 				case "tool_calls":
 					a.calls = f.Array()
 				}
@@ -189,9 +190,9 @@ func readChatAnswer(body []byte) (chatAnswer, error) {
 		return true
 	})
 	if reasoningContent.Exists() {
-		a.reasoning = reasoningContent.String()
+		a.reasoning = textOf(reasoningContent)
 	} else {
-		a.reasoning = reasoning.String()
+		a.reasoning = textOf(reasoning)
 	}
 	return a, nil
 }
@@ -209,14 +210,14 @@ func ChatResponseToMessages(body []byte) ([]byte, error) {
 		}
 		blocks = append(blocks, b...)
 	}
-	if a.reasoning != "" {
-		add(newObj(nil).str("type", "thinking").str("thinking", a.reasoning).str("signature", "").end())
+	if len(a.reasoning) > 0 {
+		add(newObj(nil).str("type", "thinking").text("thinking", a.reasoning).str("signature", "").end())
 	}
 	switch {
-	case a.content != "":
-		add(newObj(nil).str("type", "text").str("text", a.content).end())
-	case a.refusal != "":
-		add(newObj(nil).str("type", "text").str("text", a.refusal).end())
+	case len(a.content) > 0:
+		add(newObj(nil).str("type", "text").text("text", a.content).end())
+	case len(a.refusal) > 0:
+		add(newObj(nil).str("type", "text").text("text", a.refusal).end())
 	}
 	for _, tc := range a.calls {
 		add(newObj(nil).str("type", "tool_use").str("id", tc.Get("id").String()).str("name", tc.Get("function.name").String()).
@@ -246,10 +247,10 @@ func ChatResponseToResponses(body []byte, echo ResponsesEcho) ([]byte, error) {
 	id := responseID(a.id)
 	base := strings.TrimPrefix(id, "resp_")
 	var items [][]byte
-	if a.reasoning != "" {
+	if len(a.reasoning) > 0 {
 		items = append(items, reasoningItem("rs_"+base, a.reasoning))
 	}
-	if a.content != "" {
+	if len(a.content) > 0 {
 		items = append(items, messageItem("msg_"+base, a.content, "completed"))
 	}
 	for _, tc := range a.calls {

@@ -3,6 +3,8 @@ package translate
 import (
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/tidwall/gjson"
 )
 
 // The answer translators write their JSON by hand with these helpers rather than through
@@ -33,6 +35,36 @@ func (o *obj) int(k string, v int64) *obj { o.key(k); o.b = strconv.AppendInt(o.
 
 // raw writes a value that is already JSON.
 func (o *obj) raw(k string, v []byte) *obj { o.key(k); o.b = append(o.b, v...); return o }
+
+// text writes a string given as jtext.
+func (o *obj) text(k string, t jtext) *obj {
+	o.key(k)
+	o.b = append(append(append(o.b, '"'), t...), '"')
+	return o
+}
+
+// jtext is a string in its JSON form without the quotes: escaped, ready to be written between
+// two quotes. Text read from a validated answer is kept this way and written back as it came, so
+// a long answer is neither unescaped nor escaped again; several texts join by appending.
+type jtext []byte
+
+// textOf is the text of a value of a validated document: a string's bytes as they stand in the
+// document, anything else (a number, say) as its string form, escaped.
+func textOf(v gjson.Result) jtext {
+	if v.Type == gjson.String && len(v.Raw) >= 2 && v.Raw[0] == '"' {
+		return jtext(v.Raw[1 : len(v.Raw)-1])
+	}
+	if !v.Exists() || v.Type == gjson.Null {
+		return nil
+	}
+	return quoteText(v.String())
+}
+
+// quoteText is s as jtext.
+func quoteText(s string) jtext {
+	b := appendString(make([]byte, 0, len(s)+2), s)
+	return jtext(b[1 : len(b)-1])
+}
 
 // strOrNull writes a string, or null when v is nil.
 func (o *obj) strOrNull(k string, v *string) *obj {

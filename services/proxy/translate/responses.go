@@ -408,16 +408,16 @@ func responseID(id string) string {
 	return "resp_" + strings.TrimPrefix(strings.TrimPrefix(id, "chatcmpl-"), "chatcmpl_")
 }
 
-func messageItem(id, text, status string) []byte {
-	part := newObj(nil).str("type", "output_text").str("text", text).raw("annotations", []byte("[]")).end()
+func messageItem(id string, text jtext, status string) []byte {
+	part := newObj(nil).str("type", "output_text").text("text", text).raw("annotations", []byte("[]")).end()
 	return newObj(nil).str("type", "message").str("id", id).str("status", status).str("role", "assistant").
 		raw("content", append(append([]byte{'['}, part...), ']')).end()
 }
 
-func reasoningItem(id, text string) []byte {
+func reasoningItem(id string, text jtext) []byte {
 	summary := []byte("[]")
-	if text != "" {
-		summary = append(append([]byte{'['}, newObj(nil).str("type", "summary_text").str("text", text).end()...), ']')
+	if len(text) > 0 {
+		summary = append(append([]byte{'['}, newObj(nil).str("type", "summary_text").text("text", text).end()...), ']')
 	}
 	return newObj(nil).str("type", "reasoning").str("id", id).raw("summary", summary).end()
 }
@@ -620,7 +620,7 @@ func (s *ChatToResponsesStream) openItem(dst []byte, kind, callID string) []byte
 	case "reasoning":
 		it.id = "rs_" + s.baseName + "_" + strconv.Itoa(it.index)
 		dst = finish(s.event(dst, "response.output_item.added").int("output_index", int64(it.index)).
-			raw("item", reasoningItem(it.id, "")))
+			raw("item", reasoningItem(it.id, nil)))
 		dst = finish(s.event(dst, "response.reasoning_summary_part.added").str("item_id", it.id).
 			int("output_index", int64(it.index)).int("summary_index", 0).raw("part", []byte(`{"type":"summary_text","text":""}`)))
 	case "function_call":
@@ -636,27 +636,27 @@ func (s *ChatToResponsesStream) closeItem(dst []byte) []byte {
 		return dst
 	}
 	s.open = nil
-	text := it.text.String()
+	text := quoteText(it.text.String()) // escaped once, written three times
 	idx := int64(it.index)
 	var item []byte
 	switch it.kind {
 	case "message":
 		dst = finish(s.event(dst, "response.output_text.done").str("item_id", it.id).int("output_index", idx).
-			int("content_index", 0).str("text", text).raw("logprobs", []byte("[]")))
+			int("content_index", 0).text("text", text).raw("logprobs", []byte("[]")))
 		dst = finish(s.event(dst, "response.content_part.done").str("item_id", it.id).int("output_index", idx).
-			int("content_index", 0).raw("part", newObj(nil).str("type", "output_text").str("text", text).
+			int("content_index", 0).raw("part", newObj(nil).str("type", "output_text").text("text", text).
 			raw("annotations", []byte("[]")).end()))
 		item = messageItem(it.id, text, "completed")
 	case "reasoning":
 		dst = finish(s.event(dst, "response.reasoning_summary_text.done").str("item_id", it.id).int("output_index", idx).
-			int("summary_index", 0).str("text", text))
+			int("summary_index", 0).text("text", text))
 		dst = finish(s.event(dst, "response.reasoning_summary_part.done").str("item_id", it.id).int("output_index", idx).
-			int("summary_index", 0).raw("part", newObj(nil).str("type", "summary_text").str("text", text).end()))
+			int("summary_index", 0).raw("part", newObj(nil).str("type", "summary_text").text("text", text).end()))
 		item = reasoningItem(it.id, text)
 	case "function_call":
 		dst = finish(s.event(dst, "response.function_call_arguments.done").str("item_id", it.id).int("output_index", idx).
-			str("arguments", text))
-		item = functionCallItem(it.id, it.callID, it.name, text, "completed")
+			text("arguments", text))
+		item = functionCallItem(it.id, it.callID, it.name, it.text.String(), "completed")
 	}
 	s.items = append(s.items, item)
 	return finish(s.event(dst, "response.output_item.done").int("output_index", idx).raw("item", item))
