@@ -86,9 +86,9 @@ func MessagesResponseToChat(body []byte, created int64) ([]byte, error) {
 				})
 				switch typ {
 				case "text":
-					text = append(text, textOf(txt)...)
+					text += textOf(txt) // one block (the usual answer): no copy
 				case "thinking":
-					thinking = append(thinking, textOf(thk)...)
+					thinking += textOf(thk)
 				case "tool_use":
 					if len(calls) > 0 {
 						calls = append(calls, ',')
@@ -100,7 +100,18 @@ func MessagesResponseToChat(body []byte, created int64) ([]byte, error) {
 		}
 		return true
 	})
-	msg := newObj(make([]byte, 0, len(text)+len(thinking)+len(calls)+128)).str("role", "assistant")
+	finish := "stop"
+	if stopReason != "" {
+		finish = stopToFinish(stopReason)
+	}
+	// Written front to back into one buffer the size of the whole answer.
+	out := newObj(make([]byte, 0, len(text)+len(thinking)+len(calls)+len(id)+len(model)+384)).str("id", chatID(id)).
+		str("object", "chat.completion").int("created", created).str("model", model)
+	out.key("choices")
+	out.b = append(out.b, '[')
+	choice := &obj{b: append(out.b, '{'), first: true}
+	choice.int("index", 0)
+	msg := choice.open("message").str("role", "assistant")
 	if len(text) > 0 || len(calls) == 0 {
 		msg.text("content", text)
 	}
@@ -108,16 +119,12 @@ func MessagesResponseToChat(body []byte, created int64) ([]byte, error) {
 		msg.text("reasoning_content", thinking)
 	}
 	if len(calls) > 0 {
-		msg.raw("tool_calls", append(append([]byte{'['}, calls...), ']'))
+		msg.key("tool_calls")
+		msg.b = append(append(append(msg.b, '['), calls...), ']')
 	}
-	finish := "stop"
-	if stopReason != "" {
-		finish = stopToFinish(stopReason)
-	}
-	choice := newObj(nil).int("index", 0).raw("message", msg.end()).str("finish_reason", finish).end()
-	out := newObj(make([]byte, 0, len(body)+256)).str("id", chatID(id)).str("object", "chat.completion").
-		int("created", created).str("model", model)
-	out.raw("choices", append(append([]byte{'['}, choice...), ']'))
+	choice.close(msg)
+	choice.str("finish_reason", finish)
+	out.b = append(choice.b, '}', ']')
 	out.raw("usage", appendChatUsage(nil, usage))
 	return out.end(), nil
 }
@@ -203,38 +210,48 @@ func ChatResponseToMessages(body []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	blocks := make([]byte, 0, len(a.content)+len(a.reasoning)+256)
-	add := func(b []byte) {
-		if len(blocks) > 0 {
-			blocks = append(blocks, ',')
-		}
-		blocks = append(blocks, b...)
-	}
-	if len(a.reasoning) > 0 {
-		add(newObj(nil).str("type", "thinking").text("thinking", a.reasoning).str("signature", "").end())
-	}
-	switch {
-	case len(a.content) > 0:
-		add(newObj(nil).str("type", "text").text("text", a.content).end())
-	case len(a.refusal) > 0:
-		add(newObj(nil).str("type", "text").text("text", a.refusal).end())
-	}
-	for _, tc := range a.calls {
-		add(newObj(nil).str("type", "tool_use").str("id", tc.Get("id").String()).str("name", tc.Get("function.name").String()).
-			raw("input", objectOrEmpty([]byte(tc.Get("function.arguments").String()))).end())
-	}
 	stop := "end_turn"
 	if a.finish != "" {
 		stop = finishToStop(a.finish)
 	}
+	// Written front to back into one buffer the size of the whole answer.
+	out := newObj(make([]byte, 0, len(a.content)+len(a.reasoning)+len(a.refusal)+len(a.id)+len(a.model)+384)).
+		str("id", msgID(a.id)).str("type", "message").str("role", "assistant").str("model", a.model)
+	out.key("content")
+	out.b = append(out.b, '[')
+	n := 0
+	block := func() *obj {
+		if n++; n > 1 {
+			out.b = append(out.b, ',')
+		}
+		return &obj{b: append(out.b, '{'), first: true}
+	}
+	end := func(b *obj) { out.b = append(b.b, '}') }
+	if len(a.reasoning) > 0 {
+		b := block()
+		end(b.str("type", "thinking").text("thinking", a.reasoning).str("signature", ""))
+	}
+	switch {
+	case len(a.content) > 0:
+		b := block()
+		end(b.str("type", "text").text("text", a.content))
+	case len(a.refusal) > 0:
+		b := block()
+		end(b.str("type", "text").text("text", a.refusal))
+	}
+	for _, tc := range a.calls {
+		b := block()
+		end(b.str("type", "tool_use").str("id", tc.Get("id").String()).str("name", tc.Get("function.name").String()).
+			raw("input", objectOrEmpty([]byte(tc.Get("function.arguments").String()))))
+	}
+	out.b = append(out.b, ']')
 	u := msgUsageOf(a.usage)
-	usage := newObj(nil).int("input_tokens", u.InputTokens).int("output_tokens", u.OutputTokens)
+	usage := out.str("stop_reason", stop).raw("stop_sequence", nullJSON).open("usage").
+		int("input_tokens", u.InputTokens).int("output_tokens", u.OutputTokens)
 	if u.CacheReadInputTokens > 0 {
 		usage.int("cache_read_input_tokens", u.CacheReadInputTokens)
 	}
-	out := newObj(make([]byte, 0, len(blocks)+256)).str("id", msgID(a.id)).str("type", "message").str("role", "assistant").
-		str("model", a.model).raw("content", append(append([]byte{'['}, blocks...), ']')).str("stop_reason", stop).
-		raw("stop_sequence", nullJSON).raw("usage", usage.end())
+	out.close(usage)
 	return out.end(), nil
 }
 

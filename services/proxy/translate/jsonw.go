@@ -46,16 +46,16 @@ func (o *obj) text(k string, t jtext) *obj {
 // jtext is a string in its JSON form without the quotes: escaped, ready to be written between
 // two quotes. Text read from a validated answer is kept this way and written back as it came, so
 // a long answer is neither unescaped nor escaped again; several texts join by appending.
-type jtext []byte
+type jtext string
 
 // textOf is the text of a value of a validated document: a string's bytes as they stand in the
 // document, anything else (a number, say) as its string form, escaped.
 func textOf(v gjson.Result) jtext {
 	if v.Type == gjson.String && len(v.Raw) >= 2 && v.Raw[0] == '"' {
-		return jtext(v.Raw[1 : len(v.Raw)-1])
+		return jtext(v.Raw[1 : len(v.Raw)-1]) // a part of the parsed document: no copy
 	}
 	if !v.Exists() || v.Type == gjson.Null {
-		return nil
+		return ""
 	}
 	return quoteText(v.String())
 }
@@ -75,6 +75,16 @@ func (o *obj) strOrNull(k string, v *string) *obj {
 }
 
 func (o *obj) end() []byte { return append(o.b, '}') }
+
+// open starts an object as the value of k, written into o's buffer; close(n) ends it. A nested
+// object written this way costs no buffer of its own and no copy.
+func (o *obj) open(k string) *obj {
+	o.key(k)
+	return &obj{b: append(o.b, '{'), first: true}
+}
+
+// close ends n, opened by open, and continues o after it.
+func (o *obj) close(n *obj) { o.b = append(n.b, '}') }
 
 var nullJSON = []byte("null")
 

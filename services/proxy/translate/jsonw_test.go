@@ -47,7 +47,7 @@ func TestAnswerTextKeepsItsEscapes(t *testing.T) {
 		t.Fatalf("%v %q", err, got)
 	}
 	// A non-string text (a number) is written as its string form.
-	if string(textOf(gjson.Parse(`12`))) != "12" || textOf(gjson.Parse(`null`)) != nil {
+	if string(textOf(gjson.Parse(`12`))) != "12" || textOf(gjson.Parse(`null`)) != "" {
 		t.Fatal("textOf of a non-string")
 	}
 }

@@ -409,17 +409,27 @@ func responseID(id string) string {
 }
 
 func messageItem(id string, text jtext, status string) []byte {
-	part := newObj(nil).str("type", "output_text").text("text", text).raw("annotations", []byte("[]")).end()
-	return newObj(nil).str("type", "message").str("id", id).str("status", status).str("role", "assistant").
-		raw("content", append(append([]byte{'['}, part...), ']')).end()
+	o := newObj(make([]byte, 0, len(text)+len(id)+160)).str("type", "message").str("id", id).str("status", status).
+		str("role", "assistant")
+	o.key("content")
+	o.b = append(o.b, '[')
+	part := &obj{b: append(o.b, '{'), first: true}
+	part.str("type", "output_text").text("text", text).raw("annotations", []byte("[]"))
+	o.b = append(part.b, '}', ']')
+	return o.end()
 }
 
 func reasoningItem(id string, text jtext) []byte {
-	summary := []byte("[]")
+	o := newObj(make([]byte, 0, len(text)+len(id)+96)).str("type", "reasoning").str("id", id)
+	o.key("summary")
+	o.b = append(o.b, '[')
 	if len(text) > 0 {
-		summary = append(append([]byte{'['}, newObj(nil).str("type", "summary_text").text("text", text).end()...), ']')
+		part := &obj{b: append(o.b, '{'), first: true}
+		part.str("type", "summary_text").text("text", text)
+		o.b = append(part.b, '}')
 	}
-	return newObj(nil).str("type", "reasoning").str("id", id).raw("summary", summary).end()
+	o.b = append(o.b, ']')
+	return o.end()
 }
 
 func functionCallItem(id, callID, name, args, status string) []byte {
@@ -620,7 +630,7 @@ func (s *ChatToResponsesStream) openItem(dst []byte, kind, callID string) []byte
 	case "reasoning":
 		it.id = "rs_" + s.baseName + "_" + strconv.Itoa(it.index)
 		dst = finish(s.event(dst, "response.output_item.added").int("output_index", int64(it.index)).
-			raw("item", reasoningItem(it.id, nil)))
+			raw("item", reasoningItem(it.id, "")))
 		dst = finish(s.event(dst, "response.reasoning_summary_part.added").str("item_id", it.id).
 			int("output_index", int64(it.index)).int("summary_index", 0).raw("part", []byte(`{"type":"summary_text","text":""}`)))
 	case "function_call":
