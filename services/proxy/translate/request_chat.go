@@ -18,16 +18,12 @@ var thinkingBudgets = map[string]int{"minimal": 1024, "low": 2048, "medium": 819
 
 // ChatToMessages turns an OpenAI chat completions request into an Anthropic messages request.
 func ChatToMessages(body []byte, t Target) (Request, error) {
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(body, &obj); err != nil {
-		return Request{}, err
-	}
 	var in chatRequest
 	if err := json.Unmarshal(body, &in); err != nil {
 		return Request{}, fmt.Errorf("not a chat completions request: %w", err)
 	}
 	d := &dropper{}
-	d.dropUnknown("", obj, chatRequestKeys...)
+	d.dropUnknownKeys(body, chatRequestKeys...)
 	out := msgRequest{Model: in.Model, Stream: in.Stream, Temperature: in.Temperature, TopP: in.TopP}
 
 	clientMax := true

@@ -25,16 +25,12 @@ func effortOf(budget int) string {
 // A streamed request asks for usage (stream_options.include_usage), which the Anthropic stream
 // reports at its end.
 func MessagesToChat(body []byte, t Target) (Request, error) {
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(body, &obj); err != nil {
-		return Request{}, err
-	}
 	var in msgRequest
 	if err := json.Unmarshal(body, &in); err != nil {
 		return Request{}, fmt.Errorf("not a messages request: %w", err)
 	}
 	d := &dropper{}
-	d.dropUnknown("", obj, msgRequestKeys...)
+	d.dropUnknownKeys(body, msgRequestKeys...)
 	out := chatRequest{Model: in.Model, Stream: in.Stream, Temperature: in.Temperature, TopP: in.TopP}
 	if in.TopK != nil {
 		d.drop("top_k")

@@ -10,7 +10,10 @@ package translate
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
+
+	"github.com/tidwall/gjson"
 )
 
 // Request is a translated request body and the source fields it could not carry.
@@ -54,6 +57,18 @@ next:
 		}
 		d.drop(prefix + k)
 	}
+}
+
+// dropUnknownKeys names every top-level key of the JSON object body that is not in known. It
+// reads the keys only: decoding the whole body into a map would copy every value of a long
+// conversation once more.
+func (d *dropper) dropUnknownKeys(body []byte, known ...string) {
+	gjson.ParseBytes(body).ForEach(func(k, _ gjson.Result) bool {
+		if !slices.Contains(known, k.String()) {
+			d.drop(k.String())
+		}
+		return true
+	})
 }
 
 // isNull reports whether a raw JSON value is absent or null.
