@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/PuerkitoBio/goquery"
+	"github.com/tidwall/gjson"
 
 	"switchyard/e2e/testenv"
 	"switchyard/i18n"
@@ -18,7 +19,7 @@ import (
 // settingsCardIDs are the settings page's cards in page order.
 var settingsCardIDs = []string{"request-queue", "connection-cooldown", "retry", "circuit-breaker", "provider-overrides",
 	"combo-cooldown-wait", "quota-share", "provider-cooldown", "model-lockout", "session-affinity", "claude-low-priority", "claude-oauth", "streams", "discovery",
-	"error-rules"}
+	"dashboard-sessions", "error-rules"}
 
 // settingsSite is a logged-in client of a fresh gateway with the helpers the card tests share.
 type settingsSite struct {
@@ -668,4 +669,57 @@ func mustJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// The dashboard sessions' lifetimes are a document of their own (PATCH /api/settings/sessions);
+// their card saves through it like every other card: in place with htmx, with a redirect
+// without, and a value out of range is refused at its field with nothing saved.
+func TestSessionLifetimesCard(t *testing.T) {
+	s := newSettingsSite(t)
+	form := cardForm(t, s.get(t, "/settings"), "dashboard-sessions")
+	if form["sessions.absolute_lifetime_ms"][0] != "604800000" || form["sessions.idle_timeout_ms"][0] != "86400000" {
+		t.Fatalf("the card does not show the defaults: %v", form)
+	}
+	form["sessions.idle_timeout_ms"] = []string{"3600000"}
+	code, body := s.post(t, "/settings/dashboard-sessions", form, true)
+	if code != http.StatusOK || !strings.HasPrefix(body, `<form id="card-dashboard-sessions"`) || !strings.Contains(body, "saved-note") {
+		t.Fatalf("status %d: %.400s", code, body)
+	}
+	doc := s.get(t, "/api/settings/sessions")
+	if gjson.Get(doc, "values.idle_timeout_ms").Int() != 3600000 || gjson.Get(doc, "sources.idle_timeout_ms").String() != "persisted" ||
+		gjson.Get(doc, "sources.absolute_lifetime_ms").String() != "persisted" {
+		t.Fatalf("after the save: %s", doc)
+	}
+	// Without JavaScript: a redirect to the card.
+	form["sessions.absolute_lifetime_ms"] = []string{"172800000"}
+	if code, _ := s.post(t, "/settings/dashboard-sessions", form, false); code != http.StatusSeeOther {
+		t.Fatalf("plain save: %d", code)
+	}
+	if got := gjson.Get(s.get(t, "/api/settings/sessions"), "values.absolute_lifetime_ms").Int(); got != 172800000 {
+		t.Fatalf("absolute lifetime %d", got)
+	}
+	// Out of range and unreadable: both fields answer at once, nothing saved.
+	before := s.get(t, "/api/settings/sessions")
+	form["sessions.absolute_lifetime_ms"] = []string{"1000"}
+	form["sessions.idle_timeout_ms"] = []string{"soon"}
+	code, body = s.post(t, "/settings/dashboard-sessions", form, true)
+	if code != http.StatusUnprocessableEntity {
+		t.Fatalf("refused save: %d %.300s", code, body)
+	}
+	page, _ := goquery.NewDocumentFromReader(strings.NewReader(body))
+	if msg := page.Find("#" + errorIDOf("sessions.idle_timeout_ms")).Text(); !strings.Contains(msg, "number") {
+		t.Fatalf("idle timeout message %q", msg)
+	}
+	if after := s.get(t, "/api/settings/sessions"); after != before {
+		t.Fatalf("a refused save changed the settings:\n%s\n%s", before, after)
+	}
+	form["sessions.idle_timeout_ms"] = []string{"3600000"}
+	code, body = s.post(t, "/settings/dashboard-sessions", form, true)
+	page, _ = goquery.NewDocumentFromReader(strings.NewReader(body))
+	if msg := page.Find("#" + errorIDOf("sessions.absolute_lifetime_ms")).Text(); code != http.StatusUnprocessableEntity || !strings.Contains(msg, "300,000") {
+		t.Fatalf("out of range: %d, message %q", code, msg)
+	}
+	if page.Find(".error-note").Length() != 1 || s.get(t, "/api/settings/sessions") != before {
+		t.Fatal("the card does not say that nothing was saved, or something was")
+	}
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"switchyard/services/sessions"
 	"switchyard/services/settings"
 )
 
@@ -15,6 +16,8 @@ type Settings struct {
 	OAuth *settings.OAuthService
 	// Providers backs the per-provider overrides card; nil leaves that card empty.
 	Providers ProviderCatalog
+	// Sessions keeps the dashboard sessions' lifetimes, edited on their card.
+	Sessions *sessions.Service
 }
 
 // Get answers GET /api/settings/resilience: every effective value and the layer it came from.

@@ -88,6 +88,7 @@ var settingsCards = withPaths([]settingsCard{
 	{id: "claude-oauth", section: "claude", oauth: true, link: "/providers#add-claude"},
 	{id: "streams", section: "streams"},
 	{id: "discovery", section: "discovery"},
+	{id: sessionsCardID, custom: sessionsCard{}},
 	{id: rulesCardID, paths: []string{errorRulesPath, restatementsPath}, custom: errorRulesCard{}},
 })
 

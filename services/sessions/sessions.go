@@ -233,7 +233,7 @@ func (s *Service) Save(ctx context.Context, p Patch) (Document, error) {
 			*dst[name] = nil
 		case !inRange(name, *o.Value):
 			r := ranges[name]
-			fields[name] = errs.M("err.between", fmt.Sprint(r[0]), fmt.Sprint(r[1]))
+			fields[name] = errs.M("err.between", r[0], r[1])
 		default:
 			v := *o.Value
 			*dst[name] = &v

@@ -3,6 +3,8 @@ package sessions
 import (
 	"encoding/json"
 	"time"
+
+	"switchyard/services/settings"
 )
 
 // SettingsKey is the key_value key holding the operator's saved session settings. They are
@@ -21,9 +23,20 @@ type Settings struct {
 	IdleTimeoutMS int64 `json:"idle_timeout_ms"`
 }
 
+// lifetime is the registry entry describing a lifetime (its default and range are kept there,
+// once, for this service and the dashboard's card).
+func lifetime(name string) *settings.Setting {
+	st, ok := settings.Lookup("sessions." + name)
+	if !ok {
+		panic("sessions: no registry entry for " + name)
+	}
+	return st
+}
+
 // Defaults are the built-in lifetimes.
 func Defaults() Settings {
-	return Settings{AbsoluteLifetimeMS: (7 * 24 * time.Hour).Milliseconds(), IdleTimeoutMS: (24 * time.Hour).Milliseconds()}
+	return Settings{AbsoluteLifetimeMS: lifetime("absolute_lifetime_ms").Default().(int64),
+		IdleTimeoutMS: lifetime("idle_timeout_ms").Default().(int64)}
 }
 
 // Absolute is the absolute lifetime as a duration.
@@ -35,10 +48,14 @@ func (s Settings) Absolute() time.Duration {
 func (s Settings) Idle() time.Duration { return time.Duration(s.IdleTimeoutMS) * time.Millisecond }
 
 // ranges are the accepted values of each setting, in ms.
-var ranges = map[string][2]int64{
-	"absolute_lifetime_ms": {(5 * time.Minute).Milliseconds(), (90 * 24 * time.Hour).Milliseconds()},
-	"idle_timeout_ms":      {time.Minute.Milliseconds(), (30 * 24 * time.Hour).Milliseconds()},
-}
+var ranges = func() map[string][2]int64 {
+	out := map[string][2]int64{}
+	for _, name := range []string{"absolute_lifetime_ms", "idle_timeout_ms"} {
+		lo, hi, _ := lifetime(name).Range()
+		out[name] = [2]int64{int64(lo), int64(hi)}
+	}
+	return out
+}()
 
 func inRange(name string, v int64) bool {
 	r := ranges[name]

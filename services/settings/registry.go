@@ -446,13 +446,16 @@ func nextDot(s string, after int) int {
 	return after + 1 + i
 }
 
-// Lookup returns the setting at path, of the resilience or the OAuth document (their paths
-// never collide).
+// Lookup returns the setting at path, of the resilience, the OAuth or the session lifetimes
+// document (their paths never collide).
 func Lookup(path string) (*Setting, bool) {
 	if s, ok := byPath[path]; ok {
 		return s, true
 	}
-	s, ok := oauthSchema.byPath[path]
+	if s, ok := oauthSchema.byPath[path]; ok {
+		return s, true
+	}
+	s, ok := sessionByPath[path]
 	return s, ok
 }
 
