@@ -110,7 +110,7 @@ func (e *Engine) outgoing(ctx context.Context, c *call, conn *catalog.ConnEntry)
 		h = c.header.Clone()
 		h.Set("User-Agent", "claude-cli/"+cfg.CLIVersion+" (external, cli)")
 		h.Set("x-app", "cli")
-		h.Set("anthropic-beta", mergeBetas(cfg.Betas, h.Values("anthropic-beta"), longContext(conn)))
+		h.Set("anthropic-beta", mergeBetas(cfg.Betas, h.Values("anthropic-beta"), !lacksLongContext(conn)))
 	}
 	h.Del("x-api-key")
 	h.Set("Authorization", "Bearer "+token)
@@ -236,8 +236,8 @@ func dropBetas(h http.Header, prefix string) {
 }
 
 // longContext reports whether the account's plan has the 1M context window (Max, Team and
-// Enterprise); a request with the context-1m beta fails with 400 on the others. Setup tokens and
-// accounts of unknown plan are treated as without.
+// Enterprise); a request with the context-1m beta fails with 400 on the others. It is false for
+// setup tokens and accounts of unknown plan, which lacksLongContext tells apart.
 func longContext(conn *catalog.ConnEntry) bool {
 	if conn.OAuth == nil {
 		return false
@@ -247,8 +247,8 @@ func longContext(conn *catalog.ConnEntry) bool {
 }
 
 // lacksLongContext reports whether the account's plan is known and has no 1M context window.
-// Passthrough drops the context-1m beta only then: with a setup token or an unknown plan, Claude
-// Code's own choice stands (a Max user on a setup token keeps the 1M window).
+// Both modes drop the context-1m beta only then: with a setup token or an unknown plan, the
+// client's own choice stands (a Max user on a setup token keeps the 1M window).
 func lacksLongContext(conn *catalog.ConnEntry) bool {
 	return conn.OAuth != nil && conn.OAuth.Account.Plan != "" && !longContext(conn)
 }
