@@ -69,16 +69,12 @@ type responsesPart struct {
 
 // ResponsesToChat turns a Responses request into a chat completions request.
 func ResponsesToChat(body []byte, t Target) (Request, error) {
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(body, &obj); err != nil {
-		return Request{}, err
-	}
 	var in responsesRequest
 	if err := json.Unmarshal(body, &in); err != nil {
 		return Request{}, fmt.Errorf("not a Responses request: %w", err)
 	}
 	d := &dropper{}
-	d.dropUnknown("", obj, responsesRequestKeys...)
+	d.dropUnknownKeys(body, responsesRequestKeys...)
 	out := chatRequest{Model: in.Model, Stream: in.Stream, Temperature: in.Temperature, TopP: in.TopP,
 		ParallelToolCalls: in.ParallelToolCalls, User: in.User}
 	if in.MaxOutputTokens != nil {
@@ -122,6 +118,7 @@ func ResponsesToChat(body []byte, t Target) (Request, error) {
 	if len(out.Tools) == 0 {
 		out.ToolChoice, out.ParallelToolCalls = nil, nil // chat completions refuse them without tools
 	}
+	var responseFormat json.RawMessage // chat's counterpart of text.format, when there is one
 	if in.Text != nil && !isNull(in.Text.Format) {
 		var f struct {
 			Type   string          `json:"type"`
@@ -136,9 +133,9 @@ func ResponsesToChat(body []byte, t Target) (Request, error) {
 				if f.Strict != nil {
 					js["strict"] = *f.Strict
 				}
-				obj["response_format"] = marshalOrNull(map[string]any{"type": "json_schema", "json_schema": js})
+				responseFormat = marshalOrNull(map[string]any{"type": "json_schema", "json_schema": js})
 			case "json_object":
-				obj["response_format"] = json.RawMessage(`{"type":"json_object"}`)
+				responseFormat = json.RawMessage(`{"type":"json_object"}`)
 			}
 		}
 	}
@@ -159,7 +156,7 @@ func ResponsesToChat(body []byte, t Target) (Request, error) {
 	if err != nil {
 		return Request{}, err
 	}
-	if rf, ok := obj["response_format"]; ok && !isNull(rf) {
+	if rf := responseFormat; !isNull(rf) {
 		// response_format has no field in chatRequest; it is added to the encoded body.
 		var m map[string]json.RawMessage
 		if json.Unmarshal(b, &m) == nil {

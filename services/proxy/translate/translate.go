@@ -46,19 +46,6 @@ func (d *dropper) drop(name string) {
 	d.names = append(d.names, name)
 }
 
-// dropUnknown names every key of obj that is not in known.
-func (d *dropper) dropUnknown(prefix string, obj map[string]json.RawMessage, known ...string) {
-next:
-	for k := range obj {
-		for _, kn := range known {
-			if k == kn {
-				continue next
-			}
-		}
-		d.drop(prefix + k)
-	}
-}
-
 // dropUnknownKeys names every top-level key of the JSON object body that is not in known. It
 // reads the keys only: decoding the whole body into a map would copy every value of a long
 // conversation once more.
