@@ -197,8 +197,10 @@ func (e *Engine) translateRequest(c *call, body []byte) ([]byte, error) {
 	case FormatMessages:
 		err = step(translate.MessagesToChat)
 	case FormatResponses:
-		c.echo = translate.EchoOf(body)
-		err = step(translate.ResponsesToChat)
+		err = step(func(b []byte, t translate.Target) (r translate.Request, err error) {
+			r, c.echo, err = translate.ResponsesToChatEcho(b, t) // the echo is read in the same pass
+			return r, err
+		})
 		if err == nil && c.dst == FormatMessages {
 			err = step(translate.ChatToMessages)
 		}

@@ -10,18 +10,6 @@ import (
 // errNotAnswer is a body that is not the JSON object an answer is.
 var errNotAnswer = errors.New("the answer is not a JSON object")
 
-// parseAnswer checks an answer body and returns its root.
-func parseAnswer(body []byte) (gjson.Result, error) {
-	if !gjson.ValidBytes(body) {
-		return gjson.Result{}, errNotAnswer
-	}
-	r := gjson.ParseBytes(body)
-	if !r.IsObject() {
-		return gjson.Result{}, errNotAnswer
-	}
-	return r, nil
-}
-
 // appendChatUsage writes Anthropic usage as OpenAI's.
 func appendChatUsage(dst []byte, u msgUsage) []byte {
 	c := chatUsageOf(u)
@@ -41,65 +29,77 @@ func appendToolCall(dst []byte, id, name, args string) []byte {
 // MessagesResponseToChat turns an Anthropic messages answer into a chat completion. created is
 // the completion's timestamp (Anthropic answers carry none).
 func MessagesResponseToChat(body []byte, created int64) ([]byte, error) {
-	r, err := parseAnswer(body)
-	if err != nil {
-		return nil, err
-	}
+	s := string(body) // the one copy: every value read below is a part of it
 	var text, thinking jtext
 	var calls []byte
 	var id, model, stopReason string
 	var usage msgUsage
-	// One pass over the top level: a Get per key would re-scan the (long) content every time.
-	r.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
+	block := func(v int) int {
+		if s[v] != '{' {
+			return valueEnd(s, v, 2)
+		}
+		var typ, bid, name, txt, thk, input string
+		e := members(s, v, 2, func(k string, v int) int {
+			e := valueEnd(s, v, 3)
+			if e < 0 {
+				return -1
+			}
+			switch raw := s[v:e]; k {
+			case "type":
+				typ = strAt(raw)
+			case "text":
+				txt = raw
+			case "thinking":
+				thk = raw
+			case "id":
+				bid = strAt(raw)
+			case "name":
+				name = strAt(raw)
+			case "input":
+				input = raw
+			}
+			return e
+		})
+		switch typ {
+		case "text":
+			text += textAt(txt) // one block (the usual answer): no copy
+		case "thinking":
+			thinking += textAt(thk)
+		case "tool_use":
+			if len(calls) > 0 {
+				calls = append(calls, ',')
+			}
+			calls = appendToolCall(calls, bid, name, string(objectOrEmpty([]byte(input))))
+		}
+		return e
+	}
+	ok := document(s, func(k string, v int) int {
+		if k == "content" && s[v] == '[' {
+			return elements(s, v, 1, block)
+		}
+		e := valueEnd(s, v, 1)
+		if e < 0 {
+			return -1
+		}
+		switch raw := s[v:e]; k {
 		case "id":
-			id = v.String()
+			id = strAt(raw)
 		case "model":
-			model = v.String()
+			model = strAt(raw)
 		case "stop_reason":
-			if v.Type == gjson.String {
-				stopReason = v.Str
+			if raw[0] == '"' {
+				stopReason = strAt(raw)
 			}
 		case "usage":
-			usage = msgUsage{InputTokens: v.Get("input_tokens").Int(), OutputTokens: v.Get("output_tokens").Int(),
-				CacheCreationInputTokens: v.Get("cache_creation_input_tokens").Int(), CacheReadInputTokens: v.Get("cache_read_input_tokens").Int()}
-		case "content":
-			v.ForEach(func(_, b gjson.Result) bool {
-				var typ, bid, name string
-				var txt, thk, input gjson.Result
-				b.ForEach(func(k, f gjson.Result) bool {
-					switch k.Str {
-					case "type":
-						typ = f.String()
-					case "text":
-						txt = f
-					case "thinking":
-						thk = f
-					case "id":
-						bid = f.String()
-					case "name":
-						name = f.String()
-					case "input":
-						input = f
-					}
-					return true
-				})
-				switch typ {
-				case "text":
-					text += textOf(txt) // one block (the usual answer): no copy
-				case "thinking":
-					thinking += textOf(thk)
-				case "tool_use":
-					if len(calls) > 0 {
-						calls = append(calls, ',')
-					}
-					calls = appendToolCall(calls, bid, name, string(objectOrEmpty([]byte(input.Raw))))
-				}
-				return true
-			})
+			u := gjson.Parse(raw)
+			usage = msgUsage{InputTokens: u.Get("input_tokens").Int(), OutputTokens: u.Get("output_tokens").Int(),
+				CacheCreationInputTokens: u.Get("cache_creation_input_tokens").Int(), CacheReadInputTokens: u.Get("cache_read_input_tokens").Int()}
 		}
-		return true
+		return e
 	})
+	if !ok {
+		return nil, errNotAnswer
+	}
 	finish := "stop"
 	if stopReason != "" {
 		finish = stopToFinish(stopReason)
@@ -140,68 +140,106 @@ type chatAnswer struct {
 }
 
 func readChatAnswer(body []byte) (chatAnswer, error) {
-	r, err := parseAnswer(body)
-	if err != nil {
-		return chatAnswer{}, err
-	}
-	// One pass over each level: a Get per key would re-scan the (long) content every time.
+	s := string(body) // the one copy: every value read below is a part of it
 	var a chatAnswer
-	var ch gjson.Result
-	r.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
+	var reasoning, reasoningContent string
+	message := func(k string, v int) int {
+		e := valueEnd(s, v, 4)
+		if e < 0 {
+			return -1
+		}
+		switch raw := s[v:e]; k {
+		case "content":
+			if raw[0] == '"' {
+				a.content, a.hasContent = textAt(raw), true
+			}
+		case "reasoning_content":
+			reasoningContent = raw
+		case "reasoning":
+			reasoning = raw
+		case "refusal":
+			a.refusal = textAt(raw)
+		case "tool_calls":
+			a.calls = gjson.Parse(raw).Array()
+		}
+		return e
+	}
+	choice := func(k string, v int) int {
+		switch {
+		case k == "message" && s[v] == '{':
+			return members(s, v, 3, message)
+		case k == "finish_reason":
+			e := valueEnd(s, v, 3)
+			if e > 0 && s[v] == '"' {
+				a.finish = strAt(s[v:e])
+			}
+			return e
+		}
+		return valueEnd(s, v, 3)
+	}
+	first := true
+	ok := document(s, func(k string, v int) int {
+		if k == "choices" && s[v] == '[' {
+			return elements(s, v, 1, func(v int) int {
+				if first && s[v] == '{' {
+					first = false
+					return members(s, v, 2, choice)
+				}
+				first = false
+				return valueEnd(s, v, 2)
+			})
+		}
+		e := valueEnd(s, v, 1)
+		if e < 0 {
+			return -1
+		}
+		switch raw := s[v:e]; k {
 		case "id":
-			a.id = v.String()
+			a.id = strAt(raw)
 		case "model":
-			a.model = v.String()
+			a.model = strAt(raw)
 		case "created":
-			a.created = v.Int()
-		case "choices":
-			v.ForEach(func(_, c gjson.Result) bool { ch = c; return false })
+			a.created = gjson.Parse(raw).Int()
 		case "usage":
-			if v.IsObject() {
-				a.usage = &chatUsage{PromptTokens: v.Get("prompt_tokens").Int(), CompletionTokens: v.Get("completion_tokens").Int(),
-					TotalTokens: v.Get("total_tokens").Int()}
-				if d := v.Get("prompt_tokens_details.cached_tokens"); d.Exists() {
+			if u := gjson.Parse(raw); u.IsObject() {
+				a.usage = &chatUsage{PromptTokens: u.Get("prompt_tokens").Int(), CompletionTokens: u.Get("completion_tokens").Int(),
+					TotalTokens: u.Get("total_tokens").Int()}
+				if d := u.Get("prompt_tokens_details.cached_tokens"); d.Exists() {
 					a.usage.PromptTokensDetails = &promptDetails{CachedTokens: d.Int()}
 				}
 			}
 		}
-		return true
+		return e
 	})
-	var reasoning, reasoningContent gjson.Result
-	ch.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
-		case "finish_reason":
-			if v.Type == gjson.String {
-				a.finish = v.Str
-			}
-		case "message":
-			v.ForEach(func(k, f gjson.Result) bool {
-				switch k.Str {
-				case "content":
-					if f.Type == gjson.String {
-						a.content, a.hasContent = textOf(f), true
-					}
-				case "reasoning_content":
-					reasoningContent = f
-				case "reasoning":
-					reasoning = f
-				case "refusal":
-					a.refusal = textOf(f)
-				case "tool_calls":
-					a.calls = f.Array()
-				}
-				return true
-			})
-		}
-		return true
-	})
-	if reasoningContent.Exists() {
-		a.reasoning = textOf(reasoningContent)
+	if !ok {
+		return chatAnswer{}, errNotAnswer
+	}
+	if reasoningContent != "" {
+		a.reasoning = textAt(reasoningContent)
 	} else {
-		a.reasoning = textOf(reasoning)
+		a.reasoning = textAt(reasoning)
 	}
 	return a, nil
+}
+
+// strAt is the string form of a value read by the scanner (as gjson's String gives it): a
+// string's text, a number's digits, "" for null.
+func strAt(raw string) string {
+	if len(raw) >= 2 && raw[0] == '"' && strings.IndexByte(raw, '\\') < 0 {
+		return raw[1 : len(raw)-1]
+	}
+	return gjson.Parse(raw).String()
+}
+
+// textAt is textOf for a value read by the scanner: a string's text as it stands in the document.
+func textAt(raw string) jtext {
+	if len(raw) >= 2 && raw[0] == '"' {
+		return jtext(raw[1 : len(raw)-1])
+	}
+	if raw == "" || raw == "null" {
+		return ""
+	}
+	return quoteText(gjson.Parse(raw).String())
 }
 
 // ChatResponseToMessages turns a chat completion into an Anthropic message.
@@ -263,22 +301,31 @@ func ChatResponseToResponses(body []byte, echo ResponsesEcho) ([]byte, error) {
 	}
 	id := responseID(a.id)
 	base := strings.TrimPrefix(id, "resp_")
-	var items [][]byte
-	if len(a.reasoning) > 0 {
-		items = append(items, reasoningItem("rs_"+base, a.reasoning))
-	}
-	if len(a.content) > 0 {
-		items = append(items, messageItem("msg_"+base, a.content, "completed"))
-	}
-	for _, tc := range a.calls {
-		callID := tc.Get("id").String()
-		items = append(items, functionCallItem("fc_"+callID, callID, tc.Get("function.name").String(),
-			tc.Get("function.arguments").String(), "completed"))
-	}
 	status, details := "completed", []byte(nil)
 	if a.finish != "" {
 		status, details = statusOf(a.finish)
 	}
-	return appendResponse(make([]byte, 0, len(a.content)+len(a.reasoning)+512), id, a.created, status, a.model, items,
-		responsesUsageOf(a.usage), nil, details, echo), nil
+	// Written front to back into one buffer the size of the whole answer, items in place.
+	out := responseHead(make([]byte, 0, len(a.content)+len(a.reasoning)+len(a.id)*3+1024), id, a.created, status, a.model)
+	n := 0
+	sep := func() {
+		if n++; n > 1 {
+			out = append(out, ',')
+		}
+	}
+	if len(a.reasoning) > 0 {
+		sep()
+		out = appendReasoningItem(out, "rs_"+base, a.reasoning)
+	}
+	if len(a.content) > 0 {
+		sep()
+		out = appendMessageItem(out, "msg_"+base, a.content, "completed")
+	}
+	for _, tc := range a.calls {
+		sep()
+		callID := tc.Get("id").String()
+		out = appendFunctionCallItem(out, "fc_"+callID, callID, tc.Get("function.name").String(),
+			tc.Get("function.arguments").String(), "completed")
+	}
+	return responseTail(out, responsesUsageOf(a.usage), nil, details, echo), nil
 }

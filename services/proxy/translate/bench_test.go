@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -61,5 +62,40 @@ func BenchmarkMessagesStreamToChatDelta(b *testing.B) {
 	var out []byte
 	for b.Loop() {
 		out = s.Event(out[:0], ev)
+	}
+}
+
+func BenchmarkScanAnswer(b *testing.B) {
+	s := string(bigChat)
+	b.SetBytes(int64(len(s)))
+	for b.Loop() {
+		if !document(s, nil) {
+			b.Fatal("invalid")
+		}
+	}
+}
+
+var smallResponsesRequest = []byte(`{"model":"gpt-x","instructions":"You are a concise assistant.",` +
+	`"input":[{"role":"user","content":"Summarise the benefits of connection pooling in one short paragraph."}],"temperature":0.2,"store":false}`)
+
+func BenchmarkResponsesRequestToChat(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := ResponsesToChatEcho(smallResponsesRequest, Target{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkCodexRequestToChat(b *testing.B) {
+	body, err := os.ReadFile("testdata/responses_request/codex.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := ResponsesToChatEcho(body, Target{}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -2,7 +2,6 @@ package translate
 
 import (
 	"encoding/json"
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -13,271 +12,6 @@ import (
 // a chat request (and, for an Anthropic provider, a messages request from there), and the
 // answer comes back the same way. Chat completions carry everything the two share: text,
 // images, function tools and calls, reasoning text, usage.
-
-// responsesRequestKeys are the Responses fields ResponsesToChat carries over (or that need no
-// carrying: store, because nothing is stored on this path; include and prompt_cache_key, which
-// only shape what a stateful provider returns or caches).
-var responsesRequestKeys = []string{"model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls",
-	"max_output_tokens", "temperature", "top_p", "reasoning", "stream", "text", "user", "store", "include",
-	"prompt_cache_key", "metadata"}
-
-type responsesRequest struct {
-	Model             string          `json:"model"`
-	Input             json.RawMessage `json:"input"`
-	Instructions      string          `json:"instructions"`
-	Tools             []responsesTool `json:"tools"`
-	ToolChoice        json.RawMessage `json:"tool_choice"`
-	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
-	MaxOutputTokens   *int            `json:"max_output_tokens"`
-	Temperature       *float64        `json:"temperature"`
-	TopP              *float64        `json:"top_p"`
-	Reasoning         *struct {
-		Effort string `json:"effort"`
-	} `json:"reasoning"`
-	Stream bool `json:"stream"`
-	Text   *struct {
-		Format json.RawMessage `json:"format"`
-	} `json:"text"`
-	User string `json:"user"`
-}
-
-type responsesTool struct {
-	Type        string          `json:"type"`
-	Name        string          `json:"name"`
-	Description string          `json:"description"`
-	Parameters  json.RawMessage `json:"parameters"`
-}
-
-// responsesItem is any input item; which fields are set depends on Type (a message may leave
-// Type out).
-type responsesItem struct {
-	Type    string          `json:"type"`
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
-	CallID  string          `json:"call_id"`
-	Name    string          `json:"name"`
-	Args    string          `json:"arguments"`
-	Output  json.RawMessage `json:"output"`
-}
-
-type responsesPart struct {
-	Type     string          `json:"type"`
-	Text     string          `json:"text"`
-	ImageURL json.RawMessage `json:"image_url"`
-	Detail   string          `json:"detail"`
-}
-
-// ResponsesToChat turns a Responses request into a chat completions request.
-func ResponsesToChat(body []byte, t Target) (Request, error) {
-	var in responsesRequest
-	if err := json.Unmarshal(body, &in); err != nil {
-		return Request{}, fmt.Errorf("not a Responses request: %w", err)
-	}
-	d := &dropper{}
-	d.dropUnknownKeys(body, responsesRequestKeys...)
-	out := chatRequest{Model: in.Model, Stream: in.Stream, Temperature: in.Temperature, TopP: in.TopP,
-		ParallelToolCalls: in.ParallelToolCalls, User: in.User}
-	if in.MaxOutputTokens != nil {
-		n := *in.MaxOutputTokens
-		if t.MaxCompletionTokens {
-			out.MaxCompletionTokens = &n
-		} else {
-			out.MaxTokens = &n
-		}
-	}
-	if in.Stream {
-		out.StreamOptions = &streamOptions{IncludeUsage: true}
-	}
-	if in.Reasoning != nil && in.Reasoning.Effort != "" && in.Reasoning.Effort != "none" {
-		out.ReasoningEffort = in.Reasoning.Effort
-	}
-	for _, tool := range in.Tools {
-		if tool.Type != "function" {
-			d.drop("tools[].type=" + tool.Type)
-			continue
-		}
-		params := tool.Parameters
-		if isNull(params) {
-			params = json.RawMessage(`{"type":"object","properties":{}}`)
-		}
-		out.Tools = append(out.Tools, chatTool{Type: "function", Function: chatFunction{Name: tool.Name,
-			Description: tool.Description, Parameters: rawJSON(params)}})
-	}
-	if s, ok := asString(in.ToolChoice); ok {
-		out.ToolChoice = marshalOrNull(s)
-	} else if !isNull(in.ToolChoice) {
-		var tc struct {
-			Type, Name string
-		}
-		if json.Unmarshal(in.ToolChoice, &tc) == nil && tc.Type == "function" && tc.Name != "" {
-			out.ToolChoice = marshalOrNull(map[string]any{"type": "function", "function": map[string]string{"name": tc.Name}})
-		} else {
-			d.drop("tool_choice")
-		}
-	}
-	if len(out.Tools) == 0 {
-		out.ToolChoice, out.ParallelToolCalls = nil, nil // chat completions refuse them without tools
-	}
-	var responseFormat json.RawMessage // chat's counterpart of text.format, when there is one
-	if in.Text != nil && !isNull(in.Text.Format) {
-		var f struct {
-			Type   string          `json:"type"`
-			Name   string          `json:"name"`
-			Schema json.RawMessage `json:"schema"`
-			Strict *bool           `json:"strict"`
-		}
-		if json.Unmarshal(in.Text.Format, &f) == nil {
-			switch f.Type {
-			case "json_schema":
-				js := map[string]any{"name": f.Name, "schema": rawJSON(f.Schema)}
-				if f.Strict != nil {
-					js["strict"] = *f.Strict
-				}
-				responseFormat = marshalOrNull(map[string]any{"type": "json_schema", "json_schema": js})
-			case "json_object":
-				responseFormat = json.RawMessage(`{"type":"json_object"}`)
-			}
-		}
-	}
-
-	if in.Instructions != "" {
-		out.Messages = append(out.Messages, chatMessage{Role: "system", Content: marshalOrNull(in.Instructions)})
-	}
-	if s, ok := asString(in.Input); ok {
-		out.Messages = append(out.Messages, chatMessage{Role: "user", Content: marshalOrNull(s)})
-	} else if !isNull(in.Input) {
-		var items []responsesItem
-		if err := json.Unmarshal(in.Input, &items); err != nil {
-			return Request{}, fmt.Errorf("input must be a string or a list of items: %w", err)
-		}
-		out.Messages = append(out.Messages, itemsToChat(items, d)...)
-	}
-	b, err := json.Marshal(out)
-	if err != nil {
-		return Request{}, err
-	}
-	if rf := responseFormat; !isNull(rf) {
-		// response_format has no field in chatRequest; it is added to the encoded body.
-		var m map[string]json.RawMessage
-		if json.Unmarshal(b, &m) == nil {
-			m["response_format"] = rf
-			b, err = json.Marshal(m)
-			if err != nil {
-				return Request{}, err
-			}
-		}
-	}
-	return Request{Body: b, Dropped: d.names}, nil
-}
-
-// itemsToChat turns Responses input items into chat messages: function calls join the assistant
-// message before them, their outputs become tool messages.
-func itemsToChat(items []responsesItem, d *dropper) []chatMessage {
-	var out []chatMessage
-	lastAssistant := func() *chatMessage {
-		if n := len(out); n > 0 && out[n-1].Role == "assistant" {
-			return &out[n-1]
-		}
-		out = append(out, chatMessage{Role: "assistant"})
-		return &out[len(out)-1]
-	}
-	for _, it := range items {
-		switch it.Type {
-		case "", "message":
-			role := it.Role
-			if role == "" {
-				role = "user"
-			}
-			if role == "assistant" {
-				text := strings.Join(responsesTexts(it.Content, d), "")
-				m := chatMessage{Role: "assistant", Content: marshalOrNull(text)}
-				out = append(out, m)
-				continue
-			}
-			if role == "system" || role == "developer" {
-				out = append(out, chatMessage{Role: "system", Content: marshalOrNull(strings.Join(responsesTexts(it.Content, d), "\n"))})
-				continue
-			}
-			out = append(out, chatMessage{Role: "user", Content: responsesUserContent(it.Content, d)})
-		case "function_call":
-			m := lastAssistant()
-			m.ToolCalls = append(m.ToolCalls, chatToolCall{ID: it.CallID, Type: "function",
-				Function: chatFunctionCall{Name: it.Name, Arguments: it.Args}})
-			if s, ok := asString(m.Content); ok && s == "" {
-				m.Content = nil
-			}
-		case "function_call_output":
-			content := ""
-			if s, ok := asString(it.Output); ok {
-				content = s
-			} else {
-				content = strings.Join(responsesTexts(it.Output, d), "")
-			}
-			out = append(out, chatMessage{Role: "tool", ToolCallID: it.CallID, Content: marshalOrNull(content)})
-		default:
-			d.drop("input[].type=" + it.Type) // reasoning items, built-in tool calls: nothing to carry them
-		}
-	}
-	return out
-}
-
-// responsesTexts reads a content that is a string or a list of text parts (input_text,
-// output_text, refusal).
-func responsesTexts(raw json.RawMessage, d *dropper) []string {
-	if isNull(raw) {
-		return nil
-	}
-	if s, ok := asString(raw); ok {
-		return []string{s}
-	}
-	var parts []responsesPart
-	if json.Unmarshal(raw, &parts) != nil {
-		d.drop("input[].content")
-		return nil
-	}
-	var out []string
-	for _, p := range parts {
-		switch p.Type {
-		case "input_text", "output_text", "text", "refusal":
-			out = append(out, p.Text)
-		default:
-			d.drop("input[].content[].type=" + p.Type)
-		}
-	}
-	return out
-}
-
-// responsesUserContent reads a user message's content: text and images.
-func responsesUserContent(raw json.RawMessage, d *dropper) json.RawMessage {
-	if s, ok := asString(raw); ok {
-		return marshalOrNull(s)
-	}
-	var parts []responsesPart
-	if json.Unmarshal(raw, &parts) != nil {
-		d.drop("input[].content")
-		return marshalOrNull("")
-	}
-	var out []chatPart
-	for _, p := range parts {
-		switch p.Type {
-		case "input_text", "text":
-			out = append(out, chatPart{Type: "text", Text: p.Text})
-		case "input_image":
-			u, _ := asString(p.ImageURL)
-			if u == "" {
-				d.drop("input[].content[].file_id")
-				continue
-			}
-			out = append(out, chatPart{Type: "image_url", ImageURL: &chatImageURL{URL: u, Detail: p.Detail}})
-		default:
-			d.drop("input[].content[].type=" + p.Type)
-		}
-	}
-	if len(out) == 1 && out[0].Type == "text" {
-		return marshalOrNull(out[0].Text)
-	}
-	return marshalOrNull(out)
-}
 
 // ResponsesEcho is what a Responses answer repeats of its request.
 type ResponsesEcho struct {
@@ -292,28 +26,8 @@ type ResponsesEcho struct {
 	Text              json.RawMessage `json:"text"`
 	Metadata          json.RawMessage `json:"metadata"`
 	Store             bool            `json:"store"`
-}
 
-// EchoOf reads what a Responses answer repeats from its request.
-func EchoOf(body []byte) ResponsesEcho {
-	e := ResponsesEcho{ParallelToolCalls: true, Store: true}
-	_ = json.Unmarshal(body, &e)
-	if isNull(e.ToolChoice) {
-		e.ToolChoice = json.RawMessage(`"auto"`)
-	}
-	if isNull(e.Tools) {
-		e.Tools = json.RawMessage(`[]`)
-	}
-	if isNull(e.Reasoning) {
-		e.Reasoning = json.RawMessage(`{"effort":null,"summary":null}`)
-	}
-	if isNull(e.Text) {
-		e.Text = json.RawMessage(`{"format":{"type":"text"}}`)
-	}
-	if isNull(e.Metadata) {
-		e.Metadata = json.RawMessage(`{}`)
-	}
-	return e
+	checked bool // the raw fields are known to be valid JSON (read by the scanner)
 }
 
 // appendFields writes the echoed request fields of a Responses answer.
@@ -327,11 +41,15 @@ func (e ResponsesEcho) appendFields(o *obj) {
 	o.raw("parallel_tool_calls", boolJSON(e.ParallelToolCalls))
 	o.raw("temperature", floatJSON(e.Temperature))
 	o.raw("top_p", floatJSON(e.TopP))
-	o.raw("tool_choice", rawJSON(e.ToolChoice))
-	o.raw("tools", rawJSON(e.Tools))
-	o.raw("reasoning", rawJSON(e.Reasoning))
-	o.raw("text", rawJSON(e.Text))
-	o.raw("metadata", rawJSON(e.Metadata))
+	raw := rawJSON
+	if e.checked {
+		raw = func(b []byte) json.RawMessage { return b }
+	}
+	o.raw("tool_choice", raw(e.ToolChoice))
+	o.raw("tools", raw(e.Tools))
+	o.raw("reasoning", raw(e.Reasoning))
+	o.raw("text", raw(e.Text))
+	o.raw("metadata", raw(e.Metadata))
 	o.raw("store", boolJSON(e.Store))
 }
 
@@ -378,16 +96,26 @@ func (u *responsesUsage) json() []byte {
 // appendResponse writes a Responses answer object.
 func appendResponse(dst []byte, id string, created int64, status, model string, items [][]byte, usage *responsesUsage,
 	errObj, details []byte, echo ResponsesEcho) []byte {
-	o := newObj(dst).str("id", id).str("object", "response").int("created_at", created).str("status", status).str("model", model)
-	o.key("output")
-	o.b = append(o.b, '[')
+	dst = responseHead(dst, id, created, status, model)
 	for i, it := range items {
 		if i > 0 {
-			o.b = append(o.b, ',')
+			dst = append(dst, ',')
 		}
-		o.b = append(o.b, it...)
+		dst = append(dst, it...)
 	}
-	o.b = append(o.b, ']')
+	return responseTail(dst, usage, errObj, details, echo)
+}
+
+// responseHead writes a Responses answer up to its output items: they follow, separated by
+// commas, and responseTail ends the answer after them.
+func responseHead(dst []byte, id string, created int64, status, model string) []byte {
+	o := newObj(dst).str("id", id).str("object", "response").int("created_at", created).str("status", status).str("model", model)
+	o.key("output")
+	return append(o.b, '[')
+}
+
+func responseTail(dst []byte, usage *responsesUsage, errObj, details []byte, echo ResponsesEcho) []byte {
+	o := &obj{b: append(dst, ']')}
 	o.raw("usage", usage.json())
 	if errObj == nil {
 		errObj = nullJSON
@@ -406,7 +134,11 @@ func responseID(id string) string {
 }
 
 func messageItem(id string, text jtext, status string) []byte {
-	o := newObj(make([]byte, 0, len(text)+len(id)+160)).str("type", "message").str("id", id).str("status", status).
+	return appendMessageItem(make([]byte, 0, len(text)+len(id)+160), id, text, status)
+}
+
+func appendMessageItem(dst []byte, id string, text jtext, status string) []byte {
+	o := newObj(dst).str("type", "message").str("id", id).str("status", status).
 		str("role", "assistant")
 	o.key("content")
 	o.b = append(o.b, '[')
@@ -417,7 +149,11 @@ func messageItem(id string, text jtext, status string) []byte {
 }
 
 func reasoningItem(id string, text jtext) []byte {
-	o := newObj(make([]byte, 0, len(text)+len(id)+96)).str("type", "reasoning").str("id", id)
+	return appendReasoningItem(make([]byte, 0, len(text)+len(id)+96), id, text)
+}
+
+func appendReasoningItem(dst []byte, id string, text jtext) []byte {
+	o := newObj(dst).str("type", "reasoning").str("id", id)
 	o.key("summary")
 	o.b = append(o.b, '[')
 	if len(text) > 0 {
@@ -430,7 +166,11 @@ func reasoningItem(id string, text jtext) []byte {
 }
 
 func functionCallItem(id, callID, name, args, status string) []byte {
-	return newObj(nil).str("type", "function_call").str("id", id).str("call_id", callID).str("name", name).
+	return appendFunctionCallItem(nil, id, callID, name, args, status)
+}
+
+func appendFunctionCallItem(dst []byte, id, callID, name, args, status string) []byte {
+	return newObj(dst).str("type", "function_call").str("id", id).str("call_id", callID).str("name", name).
 		str("arguments", args).str("status", status).end()
 }
 

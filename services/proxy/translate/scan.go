@@ -1,0 +1,265 @@
+package translate
+
+import "strings"
+
+// A one-pass reader of upstream answers. gjson, used for small documents elsewhere, validates a
+// document in one pass and then walks it again for every level it descends (and once more to read
+// a value): a 10 KB answer text is scanned four times before it is copied. The answer
+// translators read with this reader instead, which validates every byte of the document exactly
+// once while it descends, skips what it does not need and hands back values as slices of the
+// document, so the long text costs one scan (eight bytes at a time) and one copy.
+//
+// Its grammar is JSON's (RFC 8259) as gjson.Valid checks it: strings without raw control
+// characters and with valid escapes, numbers in JSON's form, the three literals, nesting at most
+// maxScanDepth deep. Like gjson and encoding/json it does not check that strings are valid UTF-8.
+
+const maxScanDepth = 10000
+
+// skipSpace returns the index of the first byte at or after i that is not JSON whitespace.
+func skipSpace(s string, i int) int {
+	for i < len(s) {
+		switch s[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// Byte masks for the eight-at-a-time string scan.
+const (
+	lsb8 = 0x0101010101010101
+	msb8 = 0x8080808080808080
+)
+
+// special8 is non-zero when one of the eight bytes of x (little-endian) is a quote, a backslash or
+// a control character. It may flag a byte above the first true hit, never miss one: a flagged
+// word is looked at byte by byte.
+func special8(x uint64) uint64 {
+	q := x ^ ('"' * lsb8)  // zero bytes where x has a quote
+	b := x ^ ('\\' * lsb8) // zero bytes where x has a backslash
+	return ((x-0x20*lsb8)&^x | (q-lsb8)&^q | (b-lsb8)&^b) & msb8
+}
+
+// stringEnd returns the index just past the string that starts at s[i] (a quote), or -1 when it
+// is not a valid JSON string.
+func stringEnd(s string, i int) int {
+	i++
+	for {
+		for i+8 <= len(s) {
+			x := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+				uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+			if special8(x) != 0 {
+				break
+			}
+			i += 8
+		}
+		// At most eight bytes one by one, then back to words.
+		for n := 0; n < 8; n++ {
+			if i >= len(s) {
+				return -1
+			}
+			switch c := s[i]; {
+			case c == '"':
+				return i + 1
+			case c == '\\':
+				if i+1 >= len(s) {
+					return -1
+				}
+				switch s[i+1] {
+				case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+					i += 2
+				case 'u':
+					if i+6 > len(s) || !isHex(s[i+2]) || !isHex(s[i+3]) || !isHex(s[i+4]) || !isHex(s[i+5]) {
+						return -1
+					}
+					i += 6
+				default:
+					return -1
+				}
+			case c < 0x20:
+				return -1
+			default:
+				i++
+			}
+		}
+	}
+}
+
+func isHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+// numberEnd returns the index just past the number that starts at s[i], or -1.
+func numberEnd(s string, i int) int {
+	if i < len(s) && s[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(s) && s[i] == '0':
+		i++
+	case i < len(s) && isDigit(s[i]):
+		for i < len(s) && isDigit(s[i]) {
+			i++
+		}
+	default:
+		return -1
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		if i >= len(s) || !isDigit(s[i]) {
+			return -1
+		}
+		for i < len(s) && isDigit(s[i]) {
+			i++
+		}
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		if i >= len(s) || !isDigit(s[i]) {
+			return -1
+		}
+		for i < len(s) && isDigit(s[i]) {
+			i++
+		}
+	}
+	return i
+}
+
+// valueEnd validates the value that starts at s[i] (no whitespace before it) and returns the
+// index just past it, or -1. depth is the nesting of the value.
+func valueEnd(s string, i, depth int) int {
+	if i >= len(s) {
+		return -1
+	}
+	switch c := s[i]; {
+	case c == '"':
+		return stringEnd(s, i)
+	case c == '{':
+		return members(s, i, depth, nil)
+	case c == '[':
+		return elements(s, i, depth, nil)
+	case c == '-' || isDigit(c):
+		return numberEnd(s, i)
+	case c == 't':
+		return literalEnd(s, i, "true")
+	case c == 'f':
+		return literalEnd(s, i, "false")
+	case c == 'n':
+		return literalEnd(s, i, "null")
+	}
+	return -1
+}
+
+func literalEnd(s string, i int, lit string) int {
+	if len(s)-i >= len(lit) && s[i:i+len(lit)] == lit {
+		return i + len(lit)
+	}
+	return -1
+}
+
+// members validates the object that starts at s[i] ('{') and returns the index just past it, or
+// -1. For each member it calls f (when not nil) with the key's text and the index of the value; f reads the value and returns the index
+// just past it (or -1), usually through valueEnd. depth is the nesting of the object.
+func members(s string, i, depth int, f func(key string, v int) int) int {
+	if depth > maxScanDepth {
+		return -1
+	}
+	i = skipSpace(s, i+1)
+	if i < len(s) && s[i] == '}' {
+		return i + 1
+	}
+	for {
+		if i >= len(s) || s[i] != '"' {
+			return -1
+		}
+		k := stringEnd(s, i)
+		if k < 0 {
+			return -1
+		}
+		key := s[i+1 : k-1]
+		if strings.IndexByte(key, '\\') >= 0 {
+			key = strAt(s[i:k]) // an escaped key is matched by its text
+		}
+		i = skipSpace(s, k)
+		if i >= len(s) || s[i] != ':' {
+			return -1
+		}
+		i = skipSpace(s, i+1)
+		if i >= len(s) {
+			return -1
+		}
+		if f != nil { // f may look at s[i]: there is a byte
+			i = f(key, i)
+		} else {
+			i = valueEnd(s, i, depth+1)
+		}
+		if i < 0 {
+			return -1
+		}
+		i = skipSpace(s, i)
+		if i >= len(s) {
+			return -1
+		}
+		switch s[i] {
+		case ',':
+			i = skipSpace(s, i+1)
+		case '}':
+			return i + 1
+		default:
+			return -1
+		}
+	}
+}
+
+// elements is members for an array: f gets the index of each element.
+func elements(s string, i, depth int, f func(v int) int) int {
+	if depth > maxScanDepth {
+		return -1
+	}
+	i = skipSpace(s, i+1)
+	if i < len(s) && s[i] == ']' {
+		return i + 1
+	}
+	for {
+		if i >= len(s) {
+			return -1
+		}
+		if f != nil { // f may look at s[i]: there is a byte
+			i = f(i)
+		} else {
+			i = valueEnd(s, i, depth+1)
+		}
+		if i < 0 {
+			return -1
+		}
+		i = skipSpace(s, i)
+		if i >= len(s) {
+			return -1
+		}
+		switch s[i] {
+		case ',':
+			i = skipSpace(s, i+1)
+		case ']':
+			return i + 1
+		default:
+			return -1
+		}
+	}
+}
+
+// document validates a whole document whose root is an object, calling f for its members as
+// members does; it reports whether the document is valid.
+func document(s string, f func(key string, v int) int) bool {
+	i := skipSpace(s, 0)
+	if i >= len(s) || s[i] != '{' {
+		return false
+	}
+	end := members(s, i, 1, f)
+	return end >= 0 && skipSpace(s, end) == len(s)
+}

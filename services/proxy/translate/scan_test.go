@@ -1,0 +1,99 @@
+package translate
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// scanValid is what the one-pass reader thinks of a document whose root is an object.
+func scanValid(s string) bool { return document(s, nil) }
+
+// jsonObject is encoding/json's verdict on the same question.
+func jsonObject(s string) bool {
+	t := strings.TrimLeft(s, " \t\r\n")
+	return json.Valid([]byte(s)) && strings.HasPrefix(t, "{")
+}
+
+func TestScanAgreesWithEncodingJSON(t *testing.T) {
+	long := strings.Repeat("abcdefgh", 40)
+	for _, doc := range []string{
+		`{}`, ` { } `, `{"a":1}`, `{"a":-0.5e+10,"b":[1,2,{"c":null}],"d":true,"e":false}`,
+		`{"a":"` + long + `"}`, `{"a":"` + long + `\"` + long + `"}`, `{"a":"` + long + `\u00e9\n` + long + `"}`,
+		`{"a":"é ü 中文 😀"}`, `{"a":"\/\b\f\r\t"}`, `{"":""}`, `{"a":[]}`, `{"a":[ ]}`, `{"a":{ }}`,
+		// Invalid ones.
+		``, `[]`, `"x"`, `{`, `}`, `{"a"}`, `{"a":}`, `{"a":1,}`, `{"a":1 "b":2}`, `{a:1}`, `{"a":01}`,
+		`{"a":1.}`, `{"a":.5}`, `{"a":1e}`, `{"a":-}`, `{"a":tru}`, `{"a":nul}`, `{"a":[1,]}`, `{"a":[1 2]}`,
+		`{"a":"x` + "\n" + `y"}`, `{"a":"` + long + "\x01" + long + `"}`, `{"a":"\x"}`, `{"a":"\u12g4"}`,
+		`{"a":"\u12"}`, `{"a":"` + long, `{"a":"` + long + `\`, `{"a":1}x`, `{"a":1}{}`, `{"a":"x"` + long,
+		`{"a":[}`, `{"a":{]}`, `{"a":1}` + "\x00",
+	} {
+		if got, want := scanValid(doc), jsonObject(doc); got != want {
+			t.Errorf("%.60q: scan says %v, encoding/json %v", doc, got, want)
+		}
+	}
+}
+
+func TestScanFindsQuoteAndBackslashAtEveryOffset(t *testing.T) {
+	// A special byte at each position of an eight-byte word, after every prefix length.
+	for pre := 0; pre < 20; pre++ {
+		for _, special := range []string{`\"`, `\\`, `\n`, "\x1f", `"`} {
+			doc := `{"a":"` + strings.Repeat("x", pre) + special + strings.Repeat("y", 17) + `"}`
+			if got, want := scanValid(doc), jsonObject(doc); got != want {
+				t.Errorf("prefix %d, %q: scan says %v, encoding/json %v", pre, special, got, want)
+			}
+		}
+	}
+}
+
+func TestScanLimitsDepth(t *testing.T) {
+	deep := `{"a":` + strings.Repeat("[", maxScanDepth+5) + strings.Repeat("]", maxScanDepth+5) + `}`
+	if scanValid(deep) {
+		t.Fatal("a document nested beyond the limit passed")
+	}
+	ok := `{"a":` + strings.Repeat("[", 100) + strings.Repeat("]", 100) + `}`
+	if !scanValid(ok) {
+		t.Fatal("a document nested 100 deep was refused")
+	}
+}
+
+// FuzzScan: the one-pass reader accepts exactly the documents encoding/json accepts (with an
+// object at the root), whatever their bytes.
+func FuzzScan(f *testing.F) {
+	seedDir(f, "chat_response", ".json")
+	seedDir(f, "messages_response", ".json")
+	f.Add([]byte(`{"a":"x\u00e9\"y","b":[1,-2.5e3,true,null,{}]}`))
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		if got, want := scanValid(string(doc)), jsonObject(string(doc)); got != want {
+			t.Fatalf("%q: scan says %v, encoding/json %v", doc, got, want)
+		}
+	})
+}
+
+// Every cut of an answer (an upstream that closed the connection early) is refused, never read
+// past its end.
+func TestAnswerReadersRefuseEveryTruncation(t *testing.T) {
+	chat := `{"id":"c1","created":5,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi \"there\"",` +
+		`"reasoning_content":"r","tool_calls":[{"id":"t1","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},` +
+		`"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}`
+	msg := `{"id":"m1","type":"message","model":"m","content":[{"type":"thinking","thinking":"t"},{"type":"text","text":"a\nb"},` +
+		`{"type":"tool_use","id":"t1","name":"f","input":{"a":[1,2]}}],"stop_reason":"tool_use","usage":{"input_tokens":1,"output_tokens":2}}`
+	echo := EchoOf(nil)
+	for _, doc := range []string{chat, msg} {
+		for n := 0; n < len(doc); n++ {
+			cut := []byte(doc[:n])
+			if _, err := ChatResponseToMessages(cut); err == nil {
+				t.Errorf("chat→messages read a cut answer: %q", cut)
+			}
+			if _, err := ChatResponseToResponses(cut, echo); err == nil {
+				t.Errorf("chat→responses read a cut answer: %q", cut)
+			}
+			if _, err := MessagesResponseToChat(cut, 1); err == nil {
+				t.Errorf("messages→chat read a cut answer: %q", cut)
+			}
+		}
+		if _, err := ChatResponseToMessages([]byte(doc)); err != nil {
+			t.Errorf("the whole answer was refused: %v", err)
+		}
+	}
+}
