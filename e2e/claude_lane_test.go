@@ -106,7 +106,13 @@ func (l *laneEnv) wall(offer string, kv ...string) func(http.ResponseWriter, *ht
 	if offer != "" {
 		h = append(h, sOffer, offer)
 	}
-	return withHeaders(429, limitMsg, append(h, kv...)...)
+	answer := withHeaders(429, limitMsg, append(h, kv...)...)
+	return func(w http.ResponseWriter, r *http.Request) {
+		// The usage API agrees with the wall, as Anthropic's does: the poll a 429 asks for must
+		// find the window full, whenever it lands.
+		l.f.SetUsage("ada@example.com", testenv.UsageJSON(100, l.reset, 0, l.reset.Add(100*time.Hour)))
+		answer(w, r)
+	}
 }
 
 // slow is an answer in the lane with a slow status.
