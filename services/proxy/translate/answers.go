@@ -325,7 +325,7 @@ func ChatResponseToResponses(body []byte, echo ResponsesEcho) ([]byte, error) {
 		sep()
 		callID := tc.Get("id").String()
 		out = appendFunctionCallItem(out, "fc_"+callID, callID, tc.Get("function.name").String(),
-			tc.Get("function.arguments").String(), "completed")
+			textOf(tc.Get("function.arguments")), "completed")
 	}
 	return responseTail(out, responsesUsageOf(a.usage), nil, details, echo), nil
 }

@@ -99,3 +99,14 @@ func BenchmarkCodexRequestToChat(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkChatStreamToResponsesDelta(b *testing.B) {
+	ev := []byte(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-x","choices":[{"index":0,"delta":{"content":"c07 lorem ipsum "},"finish_reason":null}]}` + "\n\n")
+	s := &ChatToResponsesStream{Echo: EchoOf(nil)}
+	var out []byte
+	out = s.Event(out, ev)
+	b.ReportAllocs()
+	for b.Loop() {
+		out = s.Event(out[:0], ev)
+	}
+}

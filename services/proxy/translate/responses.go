@@ -165,13 +165,13 @@ func appendReasoningItem(dst []byte, id string, text jtext) []byte {
 	return o.end()
 }
 
-func functionCallItem(id, callID, name, args, status string) []byte {
+func functionCallItem(id, callID, name string, args jtext, status string) []byte {
 	return appendFunctionCallItem(nil, id, callID, name, args, status)
 }
 
-func appendFunctionCallItem(dst []byte, id, callID, name, args, status string) []byte {
+func appendFunctionCallItem(dst []byte, id, callID, name string, args jtext, status string) []byte {
 	return newObj(dst).str("type", "function_call").str("id", id).str("call_id", callID).str("name", name).
-		str("arguments", args).str("status", status).end()
+		text("arguments", args).str("status", status).end()
 }
 
 // statusOf is a Responses status for a chat finish reason, with its incomplete details.
@@ -215,7 +215,7 @@ type streamItem struct {
 	kind   string // message, reasoning, function_call
 	id     string
 	index  int
-	text   strings.Builder
+	text   strings.Builder // the deltas so far, as jtext
 	callID string
 	name   string
 }
@@ -247,7 +247,8 @@ func (s *ChatToResponsesStream) event(dst []byte, typ string) *obj {
 
 func finish(o *obj) []byte { return append(o.end(), '\n', '\n') }
 
-// Event translates one chat chunk event, appending the Responses events to dst.
+// Event translates one chat chunk event, appending the Responses events to dst. The chunk is
+// read in one pass of the scanner; texts keep the escaped form they had in the chunk.
 func (s *ChatToResponsesStream) Event(dst, ev []byte) []byte {
 	_, data := ParseEvent(ev)
 	if len(data) == 0 || s.done {
@@ -256,72 +257,148 @@ func (s *ChatToResponsesStream) Event(dst, ev []byte) []byte {
 	if strings.HasPrefix(string(data), "[DONE]") {
 		return s.complete(dst)
 	}
-	c := gjson.ParseBytes(data)
-	if !c.IsObject() {
+	c := string(data)
+	var id, model, usage, errRaw string
+	var choices []chatDelta
+	ok := document(c, func(k string, v int) int {
+		if k == "choices" && c[v] == '[' {
+			return elements(c, v, 1, func(v int) int {
+				if c[v] != '{' {
+					return valueEnd(c, v, 2)
+				}
+				var ch chatDelta
+				e := members(c, v, 2, func(k string, v int) int {
+					if k == "delta" && c[v] == '{' {
+						return members(c, v, 3, func(k string, v int) int {
+							e := valueEnd(c, v, 4)
+							if e < 0 {
+								return -1
+							}
+							switch k {
+							case "content":
+								ch.content = c[v:e]
+							case "reasoning_content":
+								ch.reasoningContent = c[v:e]
+							case "reasoning":
+								ch.reasoning = c[v:e]
+							case "tool_calls":
+								ch.toolCalls = c[v:e]
+							}
+							return e
+						})
+					}
+					e := valueEnd(c, v, 3)
+					if e < 0 {
+						return -1
+					}
+					switch k {
+					case "index":
+						ch.index = c[v:e]
+					case "finish_reason":
+						ch.finish = c[v:e]
+					}
+					return e
+				})
+				choices = append(choices, ch)
+				return e
+			})
+		}
+		e := valueEnd(c, v, 1)
+		if e < 0 {
+			return -1
+		}
+		switch k {
+		case "id":
+			id = c[v:e]
+		case "model":
+			model = c[v:e]
+		case "usage":
+			usage = c[v:e]
+		case "error":
+			errRaw = c[v:e]
+		}
+		return e
+	})
+	if !ok {
 		return dst
 	}
-	if e := c.Get("error"); e.Exists() && e.Type != gjson.Null {
-		return s.fail(dst, e)
+	if errRaw != "" && errRaw != "null" {
+		return s.fail(dst, gjson.Parse(errRaw))
 	}
-	dst = s.start(dst, c.Get("id").String(), c.Get("model").String())
-	if u := c.Get("usage"); u.IsObject() {
+	dst = s.start(dst, strAt(id), strAt(model))
+	if kind(usage) == '{' {
+		u := gjson.Parse(usage)
 		s.usage = &chatUsage{PromptTokens: u.Get("prompt_tokens").Int(), CompletionTokens: u.Get("completion_tokens").Int()}
 		if d := u.Get("prompt_tokens_details.cached_tokens"); d.Exists() {
 			s.usage.PromptTokensDetails = &promptDetails{CachedTokens: d.Int()}
 		}
 	}
-	c.Get("choices").ForEach(func(_, ch gjson.Result) bool {
-		if ch.Get("index").Int() != 0 {
-			return true
+	for _, ch := range choices {
+		if ch.index != "" && gjson.Parse(ch.index).Int() != 0 {
+			continue
 		}
-		d := ch.Get("delta")
-		r := d.Get("reasoning_content")
-		if !r.Exists() {
-			r = d.Get("reasoning")
+		r := ch.reasoningContent
+		if r == "" {
+			r = ch.reasoning
 		}
-		if t := r.String(); t != "" {
+		if t := textAt(r); t != "" {
 			dst = s.openItem(dst, "reasoning", "")
-			s.open.text.WriteString(t)
+			s.open.text.WriteString(string(t))
 			dst = finish(s.event(dst, "response.reasoning_summary_text.delta").str("item_id", s.open.id).
-				int("output_index", int64(s.open.index)).int("summary_index", 0).str("delta", t))
+				int("output_index", int64(s.open.index)).int("summary_index", 0).text("delta", t))
 		}
-		if t := d.Get("content").String(); t != "" {
+		if t := textAt(ch.content); t != "" {
 			dst = s.openItem(dst, "message", "")
-			s.open.text.WriteString(t)
+			s.open.text.WriteString(string(t))
 			dst = finish(s.event(dst, "response.output_text.delta").str("item_id", s.open.id).
-				int("output_index", int64(s.open.index)).int("content_index", 0).str("delta", t).raw("logprobs", []byte("[]")))
+				int("output_index", int64(s.open.index)).int("content_index", 0).text("delta", t).raw("logprobs", []byte("[]")))
 		}
-		d.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
-			ci := int(tc.Get("index").Int())
-			it, known := s.tools[ci]
-			if !known {
-				callID := tc.Get("id").String()
-				if callID == "" {
-					callID = "call_" + s.baseName + "_" + strconv.Itoa(ci)
-				}
-				dst = s.openItem(dst, "function_call", callID)
-				s.open.name = tc.Get("function.name").String()
-				if s.tools == nil {
-					s.tools = map[int]*streamItem{}
-				}
-				s.tools[ci] = s.open
-				it = s.open
-				dst = finish(s.event(dst, "response.output_item.added").int("output_index", int64(it.index)).
-					raw("item", functionCallItem(it.id, it.callID, it.name, "", "in_progress")))
-			}
-			if args := tc.Get("function.arguments").String(); args != "" {
-				it.text.WriteString(args)
-				dst = finish(s.event(dst, "response.function_call_arguments.delta").str("item_id", it.id).
-					int("output_index", int64(it.index)).str("delta", args))
-			}
-			return true
-		})
-		if f := ch.Get("finish_reason"); f.Type == gjson.String && f.String() != "" {
-			s.finish = f.String()
-			dst = s.closeItem(dst)
+		if ch.toolCalls != "" {
+			gjson.Parse(ch.toolCalls).ForEach(func(_, tc gjson.Result) bool {
+				dst = s.toolCall(dst, tc)
+				return true
+			})
 		}
-		return true
-	})
+		if kind(ch.finish) == '"' {
+			if f := strAt(ch.finish); f != "" {
+				s.finish = f
+				dst = s.closeItem(dst)
+			}
+		}
+	}
+	return dst
+}
+
+// chatDelta is what Event reads of one choice of a chunk, as the values stand in its JSON.
+type chatDelta struct {
+	index, finish, content, reasoningContent, reasoning, toolCalls string
+}
+
+// toolCall translates one tool call delta: the call's item is added when it first appears, its
+// arguments follow as deltas.
+func (s *ChatToResponsesStream) toolCall(dst []byte, tc gjson.Result) []byte {
+	ci := int(tc.Get("index").Int())
+	it, known := s.tools[ci]
+	if !known {
+		callID := tc.Get("id").String()
+		if callID == "" {
+			callID = "call_" + s.baseName + "_" + strconv.Itoa(ci)
+		}
+		dst = s.openItem(dst, "function_call", callID)
+		s.open.name = tc.Get("function.name").String()
+		if s.tools == nil {
+			s.tools = map[int]*streamItem{}
+		}
+		s.tools[ci] = s.open
+		it = s.open
+		dst = finish(s.event(dst, "response.output_item.added").int("output_index", int64(it.index)).
+			raw("item", functionCallItem(it.id, it.callID, it.name, "", "in_progress")))
+	}
+	if args := textOf(tc.Get("function.arguments")); args != "" {
+		it.text.WriteString(string(args))
+		dst = finish(s.event(dst, "response.function_call_arguments.delta").str("item_id", it.id).
+			int("output_index", int64(it.index)).text("delta", args))
+	}
 	return dst
 }
 
@@ -383,7 +460,7 @@ func (s *ChatToResponsesStream) closeItem(dst []byte) []byte {
 		return dst
 	}
 	s.open = nil
-	text := quoteText(it.text.String()) // escaped once, written three times
+	text := jtext(it.text.String()) // the deltas as they came, escaped: written three times
 	idx := int64(it.index)
 	var item []byte
 	switch it.kind {
@@ -403,7 +480,7 @@ func (s *ChatToResponsesStream) closeItem(dst []byte) []byte {
 	case "function_call":
 		dst = finish(s.event(dst, "response.function_call_arguments.done").str("item_id", it.id).int("output_index", idx).
 			text("arguments", text))
-		item = functionCallItem(it.id, it.callID, it.name, it.text.String(), "completed")
+		item = functionCallItem(it.id, it.callID, it.name, text, "completed")
 	}
 	s.items = append(s.items, item)
 	return finish(s.event(dst, "response.output_item.done").int("output_index", idx).raw("item", item))
