@@ -568,6 +568,53 @@ func (w *chatWriter) item(it string) bool {
 	return true
 }
 
+// contentPart is one part of a content list: its type, and its fields as they stand in the JSON.
+type contentPart struct{ typ, text, image, detail string }
+
+// contentParts reads a content list (raw is an array). A null part reads as a part without a
+// type; ok is false when a part is not an object or a field has the wrong type (encoding/json
+// refused the whole list then, and so does this).
+func contentParts(raw string) (parts []contentPart, ok bool) {
+	ok = true
+	elements(raw, 0, 1, func(v int) int {
+		e := valueEnd(raw, v, 2)
+		p := raw[v:e]
+		switch kind(p) {
+		case '{':
+		case 'n':
+			parts = append(parts, contentPart{})
+			return e
+		default:
+			ok = false
+			return e
+		}
+		var typ string
+		var c contentPart
+		members(p, 0, 2, func(k string, v int) int {
+			e := valueEnd(p, v, 3)
+			switch k {
+			case "type":
+				typ = p[v:e]
+			case "text":
+				c.text = p[v:e]
+			case "image_url":
+				c.image = p[v:e]
+			case "detail":
+				c.detail = p[v:e]
+			}
+			return e
+		})
+		if want(typ, "", "", '"') != nil || want(c.text, "", "", '"') != nil || want(c.detail, "", "", '"') != nil {
+			ok = false
+			return e
+		}
+		c.typ = strAt(typ)
+		parts = append(parts, c)
+		return e
+	})
+	return parts, ok
+}
+
 // texts joins a content's texts (a string, or text parts: input_text, output_text, text, refusal)
 // with sep (as JSON text) into one JSON string.
 func (w *chatWriter) texts(raw, sep string) string {
@@ -581,60 +628,24 @@ func (w *chatWriter) texts(raw, sep string) string {
 		w.d.drop("input[].content")
 		return `""`
 	}
-	var parts []jtext
-	var drops []string
-	bad := false
-	elements(raw, 0, 1, func(v int) int {
-		e := valueEnd(raw, v, 2)
-		p := raw[v:e]
-		switch kind(p) {
-		case '{':
-		case 'n':
-			drops = append(drops, "input[].content[].type=")
-			return e
-		default:
-			bad = true
-			return e
-		}
-		var typ, text, detail string
-		members(p, 0, 2, func(k string, v int) int {
-			e := valueEnd(p, v, 3)
-			switch k {
-			case "type":
-				typ = p[v:e]
-			case "text":
-				text = p[v:e]
-			case "detail":
-				detail = p[v:e]
-			}
-			return e
-		})
-		if want(typ, "", "", '"') != nil || want(text, "", "", '"') != nil || want(detail, "", "", '"') != nil {
-			bad = true
-			return e
-		}
-		switch t := strAt(typ); t {
-		case "input_text", "output_text", "text", "refusal":
-			parts = append(parts, textAt(text))
-		default:
-			drops = append(drops, "input[].content[].type="+t)
-		}
-		return e
-	})
-	if bad {
+	parts, ok := contentParts(raw)
+	if !ok {
 		w.d.drop("input[].content")
 		return `""`
 	}
-	for _, n := range drops {
-		w.d.drop(n)
-	}
 	var b strings.Builder
 	b.WriteByte('"')
-	for i, p := range parts {
-		if i > 0 {
-			b.WriteString(sep)
+	n := 0
+	for _, p := range parts {
+		switch p.typ {
+		case "input_text", "output_text", "text", "refusal":
+			if n++; n > 1 {
+				b.WriteString(sep)
+			}
+			b.WriteString(string(textAt(p.text)))
+		default:
+			w.d.drop("input[].content[].type=" + p.typ)
 		}
-		b.WriteString(string(p))
 	}
 	b.WriteByte('"')
 	return b.String()
@@ -652,61 +663,26 @@ func (w *chatWriter) userContent(dst []byte, raw string) []byte {
 		w.d.drop("input[].content")
 		return append(dst, `""`...)
 	}
-	type part struct{ text, url, detail string } // text: a JSON string, or "" for an image
-	var parts []part
-	var drops []string
-	bad := false
-	elements(raw, 0, 1, func(v int) int {
-		e := valueEnd(raw, v, 2)
-		p := raw[v:e]
-		switch kind(p) {
-		case '{':
-		case 'n':
-			drops = append(drops, "input[].content[].type=")
-			return e
-		default:
-			bad = true
-			return e
-		}
-		var typ, text, image, detail string
-		members(p, 0, 2, func(k string, v int) int {
-			e := valueEnd(p, v, 3)
-			switch k {
-			case "type":
-				typ = p[v:e]
-			case "text":
-				text = p[v:e]
-			case "image_url":
-				image = p[v:e]
-			case "detail":
-				detail = p[v:e]
-			}
-			return e
-		})
-		if want(typ, "", "", '"') != nil || want(text, "", "", '"') != nil || want(detail, "", "", '"') != nil {
-			bad = true
-			return e
-		}
-		switch t := strAt(typ); t {
-		case "input_text", "text":
-			parts = append(parts, part{text: string(stringOrEmpty(text))})
-		case "input_image":
-			if kind(image) != '"' || image == `""` {
-				drops = append(drops, "input[].content[].file_id")
-				return e
-			}
-			parts = append(parts, part{url: image, detail: detail})
-		default:
-			drops = append(drops, "input[].content[].type="+t)
-		}
-		return e
-	})
-	if bad {
+	in, ok := contentParts(raw)
+	if !ok {
 		w.d.drop("input[].content")
 		return append(dst, `""`...)
 	}
-	for _, n := range drops {
-		w.d.drop(n)
+	type part struct{ text, url, detail string } // text: a JSON string, or "" for an image
+	var parts []part
+	for _, p := range in {
+		switch p.typ {
+		case "input_text", "text":
+			parts = append(parts, part{text: string(stringOrEmpty(p.text))})
+		case "input_image":
+			if kind(p.image) != '"' || p.image == `""` {
+				w.d.drop("input[].content[].file_id")
+				continue
+			}
+			parts = append(parts, part{url: p.image, detail: p.detail})
+		default:
+			w.d.drop("input[].content[].type=" + p.typ)
+		}
 	}
 	switch {
 	case len(parts) == 0:
