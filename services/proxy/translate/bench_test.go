@@ -110,3 +110,14 @@ func BenchmarkChatStreamToResponsesDelta(b *testing.B) {
 		out = s.Event(out[:0], ev)
 	}
 }
+
+func BenchmarkChatStreamToMessagesDelta(b *testing.B) {
+	ev := []byte(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-x","choices":[{"index":0,"delta":{"content":"c07 lorem ipsum "},"finish_reason":null}]}` + "\n\n")
+	s := NewChatToMessagesStream()
+	var out []byte
+	out = s.Event(out, ev)
+	b.ReportAllocs()
+	for b.Loop() {
+		out = s.Event(out[:0], ev)
+	}
+}

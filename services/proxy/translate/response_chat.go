@@ -3,6 +3,8 @@ package translate
 import (
 	"encoding/json"
 	"strings"
+
+	"github.com/tidwall/gjson"
 )
 
 // finishToStop maps OpenAI finish reasons to Anthropic stop reasons.
@@ -82,7 +84,9 @@ func (s *ChatToMessagesStream) Usage() (in, out int64) {
 	return s.usage.InputTokens + s.usage.CacheReadInputTokens, s.usage.OutputTokens
 }
 
-// Event translates one upstream event, appending the client events to dst.
+// Event translates one upstream event, appending the client events to dst. The chunk is read in
+// one pass of the scanner and the events are written by hand; texts keep the escaped form they
+// had in the chunk.
 func (s *ChatToMessagesStream) Event(dst, ev []byte) []byte {
 	_, data := ParseEvent(ev)
 	if len(data) == 0 {
@@ -92,59 +96,71 @@ func (s *ChatToMessagesStream) Event(dst, ev []byte) []byte {
 		s.done = true
 		return s.finish(dst)
 	}
-	var c struct {
-		chatResponse
-		Error json.RawMessage `json:"error"`
-	}
-	if json.Unmarshal(data, &c) != nil {
+	k, ok := readChatChunk(data)
+	if !ok {
 		return dst
 	}
-	if !isNull(c.Error) {
+	if k.err != "" && k.err != "null" {
 		s.errored = true
-		return appendEvent(dst, "error", anthropicStreamError(c.Error))
+		return appendEvent(dst, "error", anthropicStreamError(json.RawMessage(k.err)))
 	}
-	dst = s.start(dst, c.ID, c.Model)
-	if c.Usage != nil {
-		s.usage = msgUsageOf(c.Usage)
+	dst = s.start(dst, strAt(k.id), strAt(k.model))
+	if u := chatUsageAt(k.usage); u != nil {
+		s.usage = msgUsageOf(u)
 	}
-	for _, ch := range c.Choices {
-		if ch.Index != 0 {
+	for _, ch := range k.choices {
+		if !ch.first() {
 			continue // Anthropic has one answer; n > 1 is not carried over
 		}
-		if d := ch.Delta; d != nil {
-			if r := reasoningOf(d); r != "" {
-				dst = s.open(dst, "thinking", `{"type":"thinking","thinking":"","signature":""}`)
-				dst = s.delta(dst, s.block, map[string]any{"type": "thinking_delta", "thinking": r})
-			}
-			if d.Content != nil && *d.Content != "" {
-				dst = s.open(dst, "text", `{"type":"text","text":""}`)
-				dst = s.delta(dst, s.block, map[string]any{"type": "text_delta", "text": *d.Content})
-			}
-			for _, tc := range d.ToolCalls {
-				oi := 0
-				if tc.Index != nil {
-					oi = *tc.Index
-				}
+		r := ch.reasoningContent // reasoning_content wins when it is given at all
+		if kind(r) == 0 || kind(r) == 'n' {
+			r = ch.reasoning
+		}
+		if t := textAt(r); kind(r) == '"' && t != "" {
+			dst = s.open(dst, "thinking", `{"type":"thinking","thinking":"","signature":""}`)
+			dst = s.delta(dst, s.block, "thinking_delta", "thinking", t)
+		}
+		if t := textAt(ch.content); kind(ch.content) == '"' && t != "" {
+			dst = s.open(dst, "text", `{"type":"text","text":""}`)
+			dst = s.delta(dst, s.block, "text_delta", "text", t)
+		}
+		if kind(ch.toolCalls) == '[' {
+			gjson.Parse(ch.toolCalls).ForEach(func(_, tc gjson.Result) bool {
+				oi := int(tc.Get("index").Int())
 				bi, known := s.tools[oi]
 				if !known {
 					dst = s.closeBlock(dst)
 					bi = s.next
 					s.tools[oi] = bi
-					dst = s.openAt(dst, "tool_use", marshalOrNull(map[string]any{"type": "tool_use", "id": tc.ID,
-						"name": tc.Function.Name, "input": map[string]any{}}))
+					dst = s.openAt(dst, "tool_use", newObj(nil).str("type", "tool_use").str("id", tc.Get("id").String()).
+						str("name", tc.Get("function.name").String()).raw("input", []byte("{}")).end())
 				}
-				if tc.Function.Arguments != "" {
-					dst = s.delta(dst, bi, map[string]any{"type": "input_json_delta", "partial_json": tc.Function.Arguments})
+				if args := textOf(tc.Get("function.arguments")); args != "" {
+					dst = s.delta(dst, bi, "input_json_delta", "partial_json", args)
 				}
-			}
+				return true
+			})
 		}
-		if ch.FinishReason != nil && *ch.FinishReason != "" {
-			s.stop = finishToStop(*ch.FinishReason)
-			dst = s.closeBlock(dst)
+		if kind(ch.finish) == '"' {
+			if f := strAt(ch.finish); f != "" {
+				s.stop = finishToStop(f)
+				dst = s.closeBlock(dst)
+			}
 		}
 	}
 	return dst
 }
+
+// event starts an Anthropic event: its name line and the opening of its data with its type; the
+// caller adds its fields and ends it with endEvent.
+func event(dst []byte, typ string) *obj {
+	dst = append(dst, "event: "...)
+	dst = append(dst, typ...)
+	dst = append(dst, "\ndata: "...)
+	return newObj(dst).str("type", typ)
+}
+
+func endEvent(o *obj) []byte { return append(o.end(), '\n', '\n') }
 
 // start sends message_start once.
 func (s *ChatToMessagesStream) start(dst []byte, id, model string) []byte {
@@ -152,9 +168,12 @@ func (s *ChatToMessagesStream) start(dst []byte, id, model string) []byte {
 		return dst
 	}
 	s.started, s.id, s.model = true, msgID(id), model
-	return appendEvent(dst, "message_start", marshalOrNull(map[string]any{"type": "message_start", "message": map[string]any{
-		"id": s.id, "type": "message", "role": "assistant", "model": model, "content": []any{},
-		"stop_reason": nil, "stop_sequence": nil, "usage": map[string]int64{"input_tokens": 0, "output_tokens": 0}}}))
+	o := event(dst, "message_start")
+	m := o.open("message").str("id", s.id).str("type", "message").str("role", "assistant").str("model", model).
+		raw("content", []byte("[]")).raw("stop_reason", nullJSON).raw("stop_sequence", nullJSON).
+		raw("usage", []byte(`{"input_tokens":0,"output_tokens":0}`))
+	o.close(m)
+	return endEvent(o)
 }
 
 // open makes sure a block of kind is the open one (closing another and starting a new one).
@@ -163,28 +182,29 @@ func (s *ChatToMessagesStream) open(dst []byte, kind, block string) []byte {
 		return dst
 	}
 	dst = s.closeBlock(dst)
-	return s.openAt(dst, kind, json.RawMessage(block))
+	return s.openAt(dst, kind, []byte(block))
 }
 
-func (s *ChatToMessagesStream) openAt(dst []byte, kind string, block json.RawMessage) []byte {
+func (s *ChatToMessagesStream) openAt(dst []byte, kind string, block []byte) []byte {
 	s.block, s.kind = s.next, kind
 	s.next++
-	return appendEvent(dst, "content_block_start", marshalOrNull(map[string]any{"type": "content_block_start",
-		"index": s.block, "content_block": block}))
+	return endEvent(event(dst, "content_block_start").int("index", int64(s.block)).raw("content_block", block))
 }
 
 func (s *ChatToMessagesStream) closeBlock(dst []byte) []byte {
 	if s.block < 0 {
 		return dst
 	}
-	dst = appendEvent(dst, "content_block_stop", marshalOrNull(map[string]any{"type": "content_block_stop", "index": s.block}))
+	dst = endEvent(event(dst, "content_block_stop").int("index", int64(s.block)))
 	s.block, s.kind = -1, ""
 	return dst
 }
 
-func (s *ChatToMessagesStream) delta(dst []byte, index int, delta map[string]any) []byte {
-	return appendEvent(dst, "content_block_delta", marshalOrNull(map[string]any{"type": "content_block_delta", "index": index,
-		"delta": delta}))
+// delta writes a content_block_delta whose delta has a type and one text field.
+func (s *ChatToMessagesStream) delta(dst []byte, index int, typ, field string, text jtext) []byte {
+	o := event(dst, "content_block_delta").int("index", int64(index))
+	o.close(o.open("delta").str("type", typ).text(field, text))
+	return endEvent(o)
 }
 
 // finish ends the message: the open block, message_delta with the stop reason and usage, and
@@ -196,13 +216,14 @@ func (s *ChatToMessagesStream) finish(dst []byte) []byte {
 	if stop == "" {
 		stop = "end_turn"
 	}
-	usage := map[string]int64{"output_tokens": s.usage.OutputTokens, "input_tokens": s.usage.InputTokens}
+	o := event(dst, "message_delta")
+	o.close(o.open("delta").str("stop_reason", stop).raw("stop_sequence", nullJSON))
+	u := o.open("usage").int("input_tokens", s.usage.InputTokens).int("output_tokens", s.usage.OutputTokens)
 	if s.usage.CacheReadInputTokens > 0 {
-		usage["cache_read_input_tokens"] = s.usage.CacheReadInputTokens
+		u.int("cache_read_input_tokens", s.usage.CacheReadInputTokens)
 	}
-	dst = appendEvent(dst, "message_delta", marshalOrNull(map[string]any{"type": "message_delta",
-		"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil}, "usage": usage}))
-	return appendEvent(dst, "message_stop", []byte(`{"type":"message_stop"}`))
+	o.close(u)
+	return appendEvent(endEvent(o), "message_stop", []byte(`{"type":"message_stop"}`))
 }
 
 // anthropicStreamError is an OpenAI error object as an Anthropic error event's data.

@@ -257,84 +257,19 @@ func (s *ChatToResponsesStream) Event(dst, ev []byte) []byte {
 	if strings.HasPrefix(string(data), "[DONE]") {
 		return s.complete(dst)
 	}
-	c := string(data)
-	var id, model, usage, errRaw string
-	var choices []chatDelta
-	ok := document(c, func(k string, v int) int {
-		if k == "choices" && c[v] == '[' {
-			return elements(c, v, 1, func(v int) int {
-				if c[v] != '{' {
-					return valueEnd(c, v, 2)
-				}
-				var ch chatDelta
-				e := members(c, v, 2, func(k string, v int) int {
-					if k == "delta" && c[v] == '{' {
-						return members(c, v, 3, func(k string, v int) int {
-							e := valueEnd(c, v, 4)
-							if e < 0 {
-								return -1
-							}
-							switch k {
-							case "content":
-								ch.content = c[v:e]
-							case "reasoning_content":
-								ch.reasoningContent = c[v:e]
-							case "reasoning":
-								ch.reasoning = c[v:e]
-							case "tool_calls":
-								ch.toolCalls = c[v:e]
-							}
-							return e
-						})
-					}
-					e := valueEnd(c, v, 3)
-					if e < 0 {
-						return -1
-					}
-					switch k {
-					case "index":
-						ch.index = c[v:e]
-					case "finish_reason":
-						ch.finish = c[v:e]
-					}
-					return e
-				})
-				choices = append(choices, ch)
-				return e
-			})
-		}
-		e := valueEnd(c, v, 1)
-		if e < 0 {
-			return -1
-		}
-		switch k {
-		case "id":
-			id = c[v:e]
-		case "model":
-			model = c[v:e]
-		case "usage":
-			usage = c[v:e]
-		case "error":
-			errRaw = c[v:e]
-		}
-		return e
-	})
+	k, ok := readChatChunk(data)
 	if !ok {
 		return dst
 	}
-	if errRaw != "" && errRaw != "null" {
-		return s.fail(dst, gjson.Parse(errRaw))
+	if k.err != "" && k.err != "null" {
+		return s.fail(dst, gjson.Parse(k.err))
 	}
-	dst = s.start(dst, strAt(id), strAt(model))
-	if kind(usage) == '{' {
-		u := gjson.Parse(usage)
-		s.usage = &chatUsage{PromptTokens: u.Get("prompt_tokens").Int(), CompletionTokens: u.Get("completion_tokens").Int()}
-		if d := u.Get("prompt_tokens_details.cached_tokens"); d.Exists() {
-			s.usage.PromptTokensDetails = &promptDetails{CachedTokens: d.Int()}
-		}
+	dst = s.start(dst, strAt(k.id), strAt(k.model))
+	if u := chatUsageAt(k.usage); u != nil {
+		s.usage = u
 	}
-	for _, ch := range choices {
-		if ch.index != "" && gjson.Parse(ch.index).Int() != 0 {
+	for _, ch := range k.choices {
+		if !ch.first() {
 			continue
 		}
 		r := ch.reasoningContent
@@ -367,11 +302,6 @@ func (s *ChatToResponsesStream) Event(dst, ev []byte) []byte {
 		}
 	}
 	return dst
-}
-
-// chatDelta is what Event reads of one choice of a chunk, as the values stand in its JSON.
-type chatDelta struct {
-	index, finish, content, reasoningContent, reasoning, toolCalls string
 }
 
 // toolCall translates one tool call delta: the call's item is added when it first appears, its
