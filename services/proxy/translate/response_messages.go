@@ -3,6 +3,8 @@ package translate
 import (
 	"encoding/json"
 	"strings"
+
+	"github.com/tidwall/gjson"
 )
 
 // stopToFinish maps Anthropic stop reasons to OpenAI finish reasons.
@@ -65,114 +67,203 @@ func (s *MessagesToChatStream) Usage() (in, out int64) {
 	return u.PromptTokens, u.CompletionTokens
 }
 
-// Event translates one upstream event, appending the client events to dst.
+// msgEvent is what MessagesToChatStream reads of an Anthropic event, the values as they stand in
+// its JSON ("" when absent).
+type msgEvent struct {
+	typ, index, message, block, usage, err             string
+	deltaType, text, thinking, partialJSON, stopReason string
+}
+
+// readMsgEvent reads an event's data in one pass of the scanner; ok is false when it is not a
+// JSON object.
+func readMsgEvent(data []byte) (e msgEvent, ok bool) {
+	c := string(data)
+	ok = document(c, func(k string, v int) int {
+		if k == "delta" && c[v] == '{' {
+			return members(c, v, 2, func(k string, v int) int {
+				end := valueEnd(c, v, 3)
+				if end < 0 {
+					return -1
+				}
+				switch raw := c[v:end]; k {
+				case "type":
+					e.deltaType = raw
+				case "text":
+					e.text = raw
+				case "thinking":
+					e.thinking = raw
+				case "partial_json":
+					e.partialJSON = raw
+				case "stop_reason":
+					e.stopReason = raw
+				}
+				return end
+			})
+		}
+		end := valueEnd(c, v, 1)
+		if end < 0 {
+			return -1
+		}
+		switch raw := c[v:end]; k {
+		case "type":
+			e.typ = raw
+		case "index":
+			e.index = raw
+		case "message":
+			e.message = raw
+		case "content_block":
+			e.block = raw
+		case "usage":
+			e.usage = raw
+		case "error":
+			e.err = raw
+		}
+		return end
+	})
+	return e, ok
+}
+
+// Event translates one upstream event, appending the client events to dst. The event is read in
+// one pass of the scanner and the chunks are written by hand; texts keep the escaped form they had
+// in the event.
 func (s *MessagesToChatStream) Event(dst, ev []byte) []byte {
 	name, data := ParseEvent(ev)
-	var e struct {
-		Type    string `json:"type"`
-		Index   int    `json:"index"`
-		Message *struct {
-			ID    string   `json:"id"`
-			Model string   `json:"model"`
-			Usage msgUsage `json:"usage"`
-		} `json:"message"`
-		ContentBlock *msgBlock `json:"content_block"`
-		Delta        *struct {
-			Type        string  `json:"type"`
-			Text        string  `json:"text"`
-			Thinking    string  `json:"thinking"`
-			PartialJSON string  `json:"partial_json"`
-			StopReason  *string `json:"stop_reason"`
-		} `json:"delta"`
-		Usage *msgUsage       `json:"usage"`
-		Error json.RawMessage `json:"error"`
+	if len(data) == 0 {
+		return dst
 	}
-	if len(data) == 0 || json.Unmarshal(data, &e) != nil {
+	e, ok := readMsgEvent(data)
+	if !ok {
 		return dst // a comment, a keep-alive or something unreadable: nothing to say
 	}
-	if e.Type == "" {
-		e.Type = name
+	typ := strAt(e.typ)
+	if typ == "" {
+		typ = name
 	}
-	switch e.Type {
+	index := int(gjson.Parse(e.index).Int())
+	switch typ {
 	case "message_start":
-		if e.Message != nil {
-			s.id, s.model, s.usage = chatID(e.Message.ID), e.Message.Model, e.Message.Usage
+		if kind(e.message) == '{' {
+			m := gjson.Parse(e.message)
+			s.id, s.model, s.usage = chatID(m.Get("id").String()), m.Get("model").String(), msgUsageAt(m.Get("usage"))
 		}
 		s.started = true
-		empty := ""
-		return s.chunk(dst, &chatRespMessage{Role: "assistant", Content: &empty}, nil)
+		d := s.chunk(dst)
+		d.str("role", "assistant").str("content", "")
+		return s.end(d, "")
 	case "content_block_start":
-		if e.ContentBlock != nil && e.ContentBlock.Type == "tool_use" {
-			if s.tools == nil {
-				s.tools = map[int]int{}
-			}
-			idx := s.nextTool
-			s.tools[e.Index] = idx
-			s.nextTool++
-			return s.chunk(dst, &chatRespMessage{ToolCalls: []chatToolCall{{Index: &idx, ID: e.ContentBlock.ID, Type: "function",
-				Function: chatFunctionCall{Name: e.ContentBlock.Name}}}}, nil)
-		}
-	case "content_block_delta":
-		if e.Delta == nil {
+		if kind(e.block) != '{' {
 			return dst
 		}
-		switch e.Delta.Type {
+		b := gjson.Parse(e.block)
+		if b.Get("type").String() != "tool_use" {
+			return dst
+		}
+		if s.tools == nil {
+			s.tools = map[int]int{}
+		}
+		idx := s.nextTool
+		s.tools[index] = idx
+		s.nextTool++
+		call := newObj(nil).int("index", int64(idx))
+		if id := b.Get("id").String(); id != "" {
+			call.str("id", id)
+		}
+		call.str("type", "function")
+		fn := call.open("function")
+		if n := b.Get("name").String(); n != "" {
+			fn.str("name", n)
+		}
+		call.close(fn.str("arguments", ""))
+		d := s.chunk(dst)
+		d.key("tool_calls")
+		d.b = append(append(append(d.b, '['), call.end()...), ']')
+		return s.end(d, "")
+	case "content_block_delta":
+		switch strAt(e.deltaType) {
 		case "text_delta":
-			t := e.Delta.Text
-			return s.chunk(dst, &chatRespMessage{Content: &t}, nil)
+			d := s.chunk(dst)
+			d.text("content", textAt(e.text))
+			return s.end(d, "")
 		case "thinking_delta":
-			t := e.Delta.Thinking
-			return s.chunk(dst, &chatRespMessage{ReasoningContent: &t}, nil)
+			d := s.chunk(dst)
+			d.text("reasoning_content", textAt(e.thinking))
+			return s.end(d, "")
 		case "input_json_delta":
-			idx, ok := s.tools[e.Index]
+			idx, ok := s.tools[index]
 			if !ok {
 				return dst
 			}
-			return s.chunk(dst, &chatRespMessage{ToolCalls: []chatToolCall{{Index: &idx,
-				Function: chatFunctionCall{Arguments: e.Delta.PartialJSON}}}}, nil)
+			call := newObj(nil).int("index", int64(idx))
+			call.close(call.open("function").text("arguments", textAt(e.partialJSON)))
+			d := s.chunk(dst)
+			d.key("tool_calls")
+			d.b = append(append(append(d.b, '['), call.end()...), ']')
+			return s.end(d, "")
 		}
 	case "message_delta":
-		if e.Usage != nil {
-			if e.Usage.InputTokens > 0 {
-				s.usage.InputTokens = e.Usage.InputTokens
+		if kind(e.usage) == '{' {
+			u := msgUsageAt(gjson.Parse(e.usage))
+			if u.InputTokens > 0 {
+				s.usage.InputTokens = u.InputTokens
 			}
-			if e.Usage.CacheReadInputTokens > 0 {
-				s.usage.CacheReadInputTokens = e.Usage.CacheReadInputTokens
+			if u.CacheReadInputTokens > 0 {
+				s.usage.CacheReadInputTokens = u.CacheReadInputTokens
 			}
-			if e.Usage.CacheCreationInputTokens > 0 {
-				s.usage.CacheCreationInputTokens = e.Usage.CacheCreationInputTokens
+			if u.CacheCreationInputTokens > 0 {
+				s.usage.CacheCreationInputTokens = u.CacheCreationInputTokens
 			}
-			s.usage.OutputTokens = e.Usage.OutputTokens
+			s.usage.OutputTokens = u.OutputTokens
 		}
-		if e.Delta != nil && e.Delta.StopReason != nil {
-			finish := stopToFinish(*e.Delta.StopReason)
-			return s.chunk(dst, &chatRespMessage{}, &finish)
+		if kind(e.stopReason) == '"' {
+			d := s.chunk(dst)
+			return s.end(d, stopToFinish(strAt(e.stopReason)))
 		}
 	case "message_stop":
 		s.done = true
 		if s.IncludeUsage {
-			dst = appendData(dst, s.marshal(chatResponse{ID: s.id, Object: "chat.completion.chunk", Created: s.Created,
-				Model: s.model, Choices: []chatChoice{}, Usage: chatUsageOf(s.usage)}))
+			o := s.head(append(dst, "data: "...))
+			o.raw("choices", []byte("[]")).raw("usage", appendChatUsage(nil, s.usage))
+			dst = append(o.end(), '\n', '\n')
 		}
 		return append(dst, DoneEvent...)
 	case "error":
 		s.errored = true
-		return appendData(dst, chatStreamError(e.Error))
+		return appendData(dst, chatStreamError(json.RawMessage(e.err)))
 	}
 	return dst
 }
 
-func (s *MessagesToChatStream) chunk(dst []byte, delta *chatRespMessage, finish *string) []byte {
-	return appendData(dst, s.marshal(chatResponse{ID: s.id, Object: "chat.completion.chunk", Created: s.Created, Model: s.model,
-		Choices: []chatChoice{{Index: 0, Delta: delta, FinishReason: finish}}}))
+// msgUsageAt reads an Anthropic usage object.
+func msgUsageAt(u gjson.Result) msgUsage {
+	return msgUsage{InputTokens: u.Get("input_tokens").Int(), OutputTokens: u.Get("output_tokens").Int(),
+		CacheCreationInputTokens: u.Get("cache_creation_input_tokens").Int(), CacheReadInputTokens: u.Get("cache_read_input_tokens").Int()}
 }
 
-func (s *MessagesToChatStream) marshal(v chatResponse) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return []byte(`{}`)
+// head starts a chunk object with its id, object, created and model.
+func (s *MessagesToChatStream) head(dst []byte) *obj {
+	return newObj(dst).str("id", s.id).str("object", "chat.completion.chunk").int("created", s.Created).str("model", s.model)
+}
+
+// chunk starts a data event with one choice and opens its delta; the caller fills the delta and
+// ends the chunk with end.
+func (s *MessagesToChatStream) chunk(dst []byte) (delta *obj) {
+	o := s.head(append(dst, "data: "...))
+	o.key("choices")
+	o.b = append(o.b, '[')
+	choice := &obj{b: append(o.b, '{'), first: true}
+	choice.int("index", 0)
+	return choice.open("delta")
+}
+
+// end closes a chunk begun by chunk, with its finish reason ("" for null).
+func (s *MessagesToChatStream) end(delta *obj, finish string) []byte {
+	choice := &obj{b: append(delta.b, '}'), first: false}
+	if finish == "" {
+		choice.raw("finish_reason", nullJSON)
+	} else {
+		choice.str("finish_reason", finish)
 	}
-	return b
+	return append(choice.b, '}', ']', '}', '\n', '\n')
 }
 
 // chatStreamError is an Anthropic error object as an OpenAI stream error.
