@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"switchyard/services/errs"
+	"switchyard/services/proxy/translate"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -34,7 +35,7 @@ func DecodeRequest(body []byte) (Request, *errs.Error) {
 	if trimmed[0] != '{' {
 		return Request{}, errInvalid("invalid_request", "proxy.body_not_object")
 	}
-	if !json.Valid(trimmed) {
+	if !translate.ValidObject(trimmed) {
 		var v any
 		return Request{}, errInvalid("invalid_request", "proxy.body_invalid_json", jsonErrorText(json.Unmarshal(trimmed, &v)))
 	}

@@ -263,3 +263,7 @@ func document(s string, f func(key string, v int) int) bool {
 	end := members(s, i, 1, f)
 	return end >= 0 && skipSpace(s, end) == len(s)
 }
+
+// ValidObject reports whether b is one JSON document whose root is an object: what json.Valid
+// and a look at the first byte tell, in one pass several times faster on long texts.
+func ValidObject(b []byte) bool { return document(string(b), nil) }
