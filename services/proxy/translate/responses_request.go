@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -40,18 +41,11 @@ func typeError(field, want string) error {
 	return fmt.Errorf("not a Responses request: %s must be %s", field, want)
 }
 
-// want checks that raw is absent, null or of one of the kinds.
-func want(raw, field, what string, kinds ...byte) error {
+// is reports whether raw is absent, null or of one of the kinds (what encoding/json accepts for
+// a field of that type).
+func is(raw string, kinds ...byte) bool {
 	k := kind(raw)
-	if k == 0 || k == 'n' {
-		return nil
-	}
-	for _, w := range kinds {
-		if k == w {
-			return nil
-		}
-	}
-	return typeError(field, what)
+	return k == 0 || k == 'n' || slices.Contains(kinds, k)
 }
 
 // readResponsesFields reads the top level of a Responses request.
@@ -183,8 +177,8 @@ func ResponsesToChatEcho(body []byte, t Target) (Request, ResponsesEcho, error) 
 		{f.text, "text", "an object", []byte{'{'}},
 		{f.user, "user", "a string", []byte{'"'}},
 	} {
-		if err := want(c.raw, c.field, c.what, c.kinds...); err != nil {
-			return Request{}, ResponsesEcho{}, err
+		if !is(c.raw, c.kinds...) {
+			return Request{}, ResponsesEcho{}, typeError(c.field, c.what)
 		}
 	}
 	d := &dropper{}
@@ -202,15 +196,13 @@ func ResponsesToChatEcho(body []byte, t Target) (Request, ResponsesEcho, error) 
 	var effort string
 	if kind(f.reasoning) == '{' {
 		var bad bool
-		members(f.reasoning, 0, 1, func(k string, v int) int {
-			e := valueEnd(f.reasoning, v, 2)
-			if raw := f.reasoning[v:e]; k == "effort" {
-				bad = want(raw, "", "", '"') != nil
+		fieldsOf(f.reasoning, func(k, raw string) {
+			if k == "effort" {
+				bad = !is(raw, '"')
 				if kind(raw) == '"' {
 					effort = strAt(raw)
 				}
 			}
-			return e
 		})
 		if bad {
 			return Request{}, ResponsesEcho{}, typeError("reasoning.effort", "a string")
@@ -293,22 +285,18 @@ func responsesTools(raw string, d *dropper) ([]byte, error) {
 	}
 	var out []byte
 	var err error
-	elements(raw, 0, 1, func(v int) int {
-		e := valueEnd(raw, v, 2)
-		tool := raw[v:e]
+	eachElement(raw, func(tool string) {
 		switch kind(tool) {
 		case 'n':
 			d.drop("tools[].type=")
-			return e
+			return
 		case '{':
 		default:
 			err = typeError("tools[]", "an object")
-			return e
+			return
 		}
 		var typ, name, desc, params string
-		members(tool, 0, 2, func(k string, v int) int {
-			e := valueEnd(tool, v, 3)
-			val := tool[v:e]
+		fieldsOf(tool, func(k, val string) {
 			switch k {
 			case "type":
 				typ = val
@@ -319,16 +307,15 @@ func responsesTools(raw string, d *dropper) ([]byte, error) {
 			case "parameters":
 				params = val
 			}
-			return e
 		})
 		for _, c := range [][2]string{{typ, "tools[].type"}, {name, "tools[].name"}, {desc, "tools[].description"}} {
-			if err == nil {
-				err = want(c[0], c[1], "a string", '"')
+			if err == nil && !is(c[0], '"') {
+				err = typeError(c[1], "a string")
 			}
 		}
 		if t := strAt(typ); t != "function" {
 			d.drop("tools[].type=" + t)
-			return e
+			return
 		}
 		if len(out) > 0 {
 			out = append(out, ',')
@@ -346,7 +333,6 @@ func responsesTools(raw string, d *dropper) ([]byte, error) {
 		}
 		o.close(fn)
 		out = o.end()
-		return e
 	})
 	return out, err
 }
@@ -468,12 +454,8 @@ func (w *chatWriter) end() []byte {
 // items writes the input items; it reports false when the input is not a list of items.
 func (w *chatWriter) items(input string) bool {
 	good := true
-	end := elements(input, 0, 1, func(v int) int {
-		e := valueEnd(input, v, 2)
-		if e < 0 {
-			return -1
-		}
-		switch it := input[v:e]; kind(it) {
+	eachElement(input, func(it string) {
+		switch kind(it) {
 		case '{':
 			good = good && w.item(it)
 		case 'n':
@@ -481,17 +463,15 @@ func (w *chatWriter) items(input string) bool {
 		default:
 			good = false
 		}
-		return e
 	})
-	return end >= 0 && good
+	return good
 }
 
 // item writes one input item; it reports false when a field has the wrong type.
 func (w *chatWriter) item(it string) bool {
 	var typ, role, callID, name, args, content, output string
-	members(it, 0, 2, func(k string, v int) int {
-		e := valueEnd(it, v, 3)
-		switch val := it[v:e]; k {
+	fieldsOf(it, func(k, val string) {
+		switch k {
 		case "type":
 			typ = val
 		case "role":
@@ -507,10 +487,9 @@ func (w *chatWriter) item(it string) bool {
 		case "output":
 			output = val
 		}
-		return e
 	})
 	for _, f := range []string{typ, role, callID, name, args} {
-		if want(f, "", "", '"') != nil {
+		if !is(f, '"') {
 			return false
 		}
 	}
@@ -576,41 +555,36 @@ type contentPart struct{ typ, text, image, detail string }
 // refused the whole list then, and so does this).
 func contentParts(raw string) (parts []contentPart, ok bool) {
 	ok = true
-	elements(raw, 0, 1, func(v int) int {
-		e := valueEnd(raw, v, 2)
-		p := raw[v:e]
+	eachElement(raw, func(p string) {
 		switch kind(p) {
 		case '{':
 		case 'n':
 			parts = append(parts, contentPart{})
-			return e
+			return
 		default:
 			ok = false
-			return e
+			return
 		}
 		var typ string
 		var c contentPart
-		members(p, 0, 2, func(k string, v int) int {
-			e := valueEnd(p, v, 3)
+		fieldsOf(p, func(k, v string) {
 			switch k {
 			case "type":
-				typ = p[v:e]
+				typ = v
 			case "text":
-				c.text = p[v:e]
+				c.text = v
 			case "image_url":
-				c.image = p[v:e]
+				c.image = v
 			case "detail":
-				c.detail = p[v:e]
+				c.detail = v
 			}
-			return e
 		})
-		if want(typ, "", "", '"') != nil || want(c.text, "", "", '"') != nil || want(c.detail, "", "", '"') != nil {
+		if !is(typ, '"') || !is(c.text, '"') || !is(c.detail, '"') {
 			ok = false
-			return e
+			return
 		}
 		c.typ = strAt(typ)
 		parts = append(parts, c)
-		return e
 	})
 	return parts, ok
 }

@@ -267,3 +267,91 @@ func document(s string, f func(key string, v int) int) bool {
 // ValidObject reports whether b is one JSON document whose root is an object: what json.Valid
 // and a look at the first byte tell, in one pass several times faster on long texts.
 func ValidObject(b []byte) bool { return document(string(b), nil) }
+
+// The walkers below read values the scanner has already validated (parts of a document that
+// passed document, members or elements): they only find where each value ends, with a
+// byte search for quotes inside strings, so a nested value is not validated once per level.
+
+// skipString returns the index just past the valid string that starts at s[i].
+func skipString(s string, i int) int {
+	for j := i + 1; ; {
+		k := strings.IndexByte(s[j:], '"')
+		if k < 0 {
+			return len(s)
+		}
+		q := j + k
+		n := 0 // backslashes right before the quote: an odd count escapes it
+		for b := q - 1; b > i && s[b] == '\\'; b-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q + 1
+		}
+		j = q + 1
+	}
+}
+
+// skipValue returns the index just past the valid value that starts at s[i].
+func skipValue(s string, i int) int {
+	switch s[i] {
+	case '"':
+		return skipString(s, i)
+	case '{', '[':
+		depth := 0
+		for i < len(s) {
+			switch s[i] {
+			case '"':
+				i = skipString(s, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return len(s)
+	}
+	for i < len(s) {
+		switch s[i] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			return i
+		}
+		i++
+	}
+	return i
+}
+
+// fieldsOf calls f with each key of a valid object and its value as it stands.
+func fieldsOf(raw string, f func(k, v string)) {
+	i := skipSpace(raw, 1)
+	for i < len(raw) && raw[i] == '"' {
+		k := skipString(raw, i)
+		key := raw[i+1 : k-1]
+		if strings.IndexByte(key, '\\') >= 0 {
+			key = strAt(raw[i:k])
+		}
+		v := skipSpace(raw, skipSpace(raw, k)+1) // past the colon
+		e := skipValue(raw, v)
+		f(key, raw[v:e])
+		i = skipSpace(raw, e)
+		if i < len(raw) && raw[i] == ',' {
+			i = skipSpace(raw, i+1)
+		}
+	}
+}
+
+// eachElement calls f with each element of a valid array as it stands.
+func eachElement(raw string, f func(v string)) {
+	i := skipSpace(raw, 1)
+	for i < len(raw) && raw[i] != ']' {
+		e := skipValue(raw, i)
+		f(raw[i:e])
+		i = skipSpace(raw, e)
+		if i < len(raw) && raw[i] == ',' {
+			i = skipSpace(raw, i+1)
+		}
+	}
+}

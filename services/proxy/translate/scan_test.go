@@ -97,3 +97,46 @@ func TestAnswerReadersRefuseEveryTruncation(t *testing.T) {
 		}
 	}
 }
+
+// walk lists an object's members (and, for each array value, its elements) as the validating
+// scanner finds them and as the walkers for validated text do.
+func walk(s string) (scanned, walked []string) {
+	i := skipSpace(s, 0)
+	members(s, i, 1, func(k string, v int) int {
+		e := valueEnd(s, v, 2)
+		scanned = append(scanned, k+"="+s[v:e])
+		if s[v] == '[' {
+			elements(s, v, 2, func(v int) int {
+				e := valueEnd(s, v, 3)
+				scanned = append(scanned, "  "+s[v:e])
+				return e
+			})
+		}
+		return e
+	})
+	fieldsOf(strings.TrimSpace(s), func(k, v string) {
+		walked = append(walked, k+"="+v)
+		if v[0] == '[' {
+			eachElement(v, func(x string) { walked = append(walked, "  "+x) })
+		}
+	})
+	return scanned, walked
+}
+
+// FuzzWalkers: on any valid object, the walkers for validated text find the same members and
+// elements, with the same extents, as the validating scanner.
+func FuzzWalkers(f *testing.F) {
+	seedDir(f, "messages_request", ".json")
+	seedDir(f, "responses_request", ".json")
+	f.Add([]byte(`{ "a" : [ "x\\\"" , {"b":"\\\\"} , 1e5 , true ] , "c\u0041" : "\"" , "d":null }`))
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		s := string(doc)
+		if !scanValid(s) {
+			return
+		}
+		scanned, walked := walk(s)
+		if strings.Join(scanned, "\n") != strings.Join(walked, "\n") {
+			t.Fatalf("%q:\nscanner %q\nwalkers %q", s, scanned, walked)
+		}
+	})
+}
