@@ -17,6 +17,8 @@ func FuzzReadEvent(f *testing.F) {
 	f.Add([]byte("event: x\r\ndata: y\r\n\r\n"))
 	f.Add([]byte("\n\n\ndata: partial"))
 	f.Add([]byte("data: [DONE]\rX\n\ndata: [DONE]\r\r"))
+	f.Add([]byte("data: [DONE]data: [DONE]"))
+	f.Add([]byte("xdata: [DONE]\ndata: [DONE]]\n"))
 	f.Add([]byte(": comment\n\ndata: " + strings.Repeat("z", 70000) + "\n\n"))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		br := bufio.NewReaderSize(bytes.NewReader(in), 16)

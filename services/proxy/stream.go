@@ -63,20 +63,21 @@ func streamError(ev []byte) (data string, embeddedStatus int, ok bool) {
 	return "", 0, false
 }
 
+// hasDone reports whether ev has a line that is exactly the [DONE] data line (a trailing \r
+// allowed).
 func hasDone(ev []byte) bool {
-	for rest := ev; ; {
-		i := bytes.Index(rest, doneLine)
+	for from := 0; ; {
+		i := bytes.Index(ev[from:], doneLine)
 		if i < 0 {
 			return false
 		}
-		end := rest[i+len(doneLine):]
-		atLineStart := i == 0 || rest[i-1] == '\n'
-		tail := bytes.TrimLeft(end, "\r")
-		atLineEnd := len(tail) == 0 || tail[0] == '\n'
-		if atLineStart && atLineEnd {
+		i += from
+		from = i + 1
+		atLineStart := i == 0 || ev[i-1] == '\n'
+		tail := bytes.TrimLeft(ev[i+len(doneLine):], "\r")
+		if atLineStart && (len(tail) == 0 || tail[0] == '\n') {
 			return true
 		}
-		rest = end
 	}
 }
 
