@@ -21,6 +21,7 @@ type attemptResult struct {
 	br     *bufio.Reader // for streams: the body, with the first event already read
 	first  []byte        // for streams: the first complete event
 	body   []byte        // for buffered answers: the whole body
+	pooled *[]byte       // body's buffer, when it is a translation: back to the pool once delivered
 	status int
 	header http.Header
 
@@ -100,11 +101,11 @@ func (e *Engine) attempt(ctx context.Context, cancel context.CancelFunc, c *call
 		return protocolFailure(p.Name, resp.Header, e.scrubBytes(b, c, conn), "proxy.protocol_not_json")
 	}
 	if c.src != c.dst {
-		tb, err := c.translateBody(b)
+		tb, buf, err := c.translateBody(b)
 		if err != nil {
 			return protocolFailure(p.Name, resp.Header, e.scrubBytes(b, c, conn), "proxy.protocol_not_json")
 		}
-		return attemptResult{resp: resp, body: tb, status: resp.StatusCode, header: resp.Header, translated: true}
+		return attemptResult{resp: resp, body: tb, pooled: buf, status: resp.StatusCode, header: resp.Header, translated: true}
 	}
 	return attemptResult{resp: resp, body: b, status: resp.StatusCode, header: resp.Header}
 }

@@ -28,6 +28,7 @@ func (e *Engine) deliver(ctx context.Context, w http.ResponseWriter, c *call, co
 		// not delay the answer.
 		_ = http.NewResponseController(w).Flush()
 		c.trace.readUsage(res.body)
+		releaseAnswer(res.pooled) // written and read: nothing refers to it any more
 		e.opt.Observer.Tokens(c.t.provider.Name, c.trace.MetricModel, c.trace.InputTokens, c.trace.OutputTokens)
 		return nil
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 
 	"switchyard/services/catalog"
 	"switchyard/services/errs"
@@ -279,23 +280,49 @@ func (c *call) relay() streamRelay {
 }
 
 // translateBody turns a buffered upstream answer into the client's format.
-func (c *call) translateBody(b []byte) ([]byte, error) {
+func (c *call) translateBody(b []byte) (out []byte, buf *[]byte, err error) {
+	if c.src == c.dst {
+		return b, nil, nil
+	}
+	buf = answerBufs.Get().(*[]byte)
 	switch {
-	case c.src == c.dst:
-		return b, nil
 	case c.src == FormatChat:
-		return translate.MessagesResponseToChat(b, c.start.Unix())
+		out, err = translate.AppendMessagesResponseToChat((*buf)[:0], b, c.start.Unix())
 	case c.src == FormatMessages:
-		return translate.ChatResponseToMessages(b)
-	}
-	if c.dst == FormatMessages {
-		chat, err := translate.MessagesResponseToChat(b, c.start.Unix())
-		if err != nil {
-			return nil, err
+		out, err = translate.AppendChatResponseToMessages((*buf)[:0], b)
+	case c.dst == FormatMessages:
+		// Responses from a messages upstream: through chat, in a second buffer.
+		chat := answerBufs.Get().(*[]byte)
+		if *chat, err = translate.AppendMessagesResponseToChat((*chat)[:0], b, c.start.Unix()); err == nil {
+			out, err = translate.AppendChatResponseToResponses((*buf)[:0], *chat, c.echo)
 		}
-		b = chat
+		releaseAnswer(chat)
+	default:
+		out, err = translate.AppendChatResponseToResponses((*buf)[:0], b, c.echo)
 	}
-	return translate.ChatResponseToResponses(b, c.echo)
+	if err != nil {
+		releaseAnswer(buf)
+		return nil, nil, err
+	}
+	*buf = out
+	return out, buf, nil
+}
+
+// answerBufs recycles the buffers translated answers are written into. A translated answer is
+// as large as the upstream's (10 KB and more is common); written into a fresh buffer each time
+// it doubles what a translated request allocates, and the collector's work with it. A buffer
+// goes back once its answer was written to the client.
+var answerBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledAnswer: larger buffers (rare, long answers) are left to the collector rather than
+// kept alive by the pool.
+const maxPooledAnswer = 256 << 10
+
+func releaseAnswer(buf *[]byte) {
+	if buf != nil && cap(*buf) <= maxPooledAnswer {
+		*buf = (*buf)[:0]
+		answerBufs.Put(buf)
+	}
 }
 
 // passthrough relays events as they came, ending each with its blank line.

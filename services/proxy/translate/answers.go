@@ -2,6 +2,7 @@ package translate
 
 import (
 	"errors"
+	"slices"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -29,7 +30,12 @@ func appendToolCall(dst []byte, id, name, args string) []byte {
 // MessagesResponseToChat turns an Anthropic messages answer into a chat completion. created is
 // the completion's timestamp (Anthropic answers carry none).
 func MessagesResponseToChat(body []byte, created int64) ([]byte, error) {
-	s := string(body) // the one copy: every value read below is a part of it
+	return AppendMessagesResponseToChat(nil, body, created)
+}
+
+// AppendMessagesResponseToChat is MessagesResponseToChat appending to dst.
+func AppendMessagesResponseToChat(dst, body []byte, created int64) ([]byte, error) {
+	s := view(body) // every value read below is a part of it, copied once into the answer
 	var text, thinking jtext
 	var calls []byte
 	var id, model, stopReason string
@@ -105,7 +111,7 @@ func MessagesResponseToChat(body []byte, created int64) ([]byte, error) {
 		finish = stopToFinish(stopReason)
 	}
 	// Written front to back into one buffer the size of the whole answer.
-	out := newObj(make([]byte, 0, len(text)+len(thinking)+len(calls)+len(id)+len(model)+384)).str("id", chatID(id)).
+	out := newObj(slices.Grow(dst, len(text)+len(thinking)+len(calls)+len(id)+len(model)+384)).str("id", chatID(id)).
 		str("object", "chat.completion").int("created", created).str("model", model)
 	out.key("choices")
 	out.b = append(out.b, '[')
@@ -140,7 +146,7 @@ type chatAnswer struct {
 }
 
 func readChatAnswer(body []byte) (chatAnswer, error) {
-	s := string(body) // the one copy: every value read below is a part of it
+	s := view(body) // every value read below is a part of it; the caller copies what it keeps
 	var a chatAnswer
 	var reasoning, reasoningContent string
 	message := func(k string, v int) int {
@@ -244,6 +250,11 @@ func textAt(raw string) jtext {
 
 // ChatResponseToMessages turns a chat completion into an Anthropic message.
 func ChatResponseToMessages(body []byte) ([]byte, error) {
+	return AppendChatResponseToMessages(nil, body)
+}
+
+// AppendChatResponseToMessages is ChatResponseToMessages appending to dst.
+func AppendChatResponseToMessages(dst, body []byte) ([]byte, error) {
 	a, err := readChatAnswer(body)
 	if err != nil {
 		return nil, err
@@ -253,7 +264,7 @@ func ChatResponseToMessages(body []byte) ([]byte, error) {
 		stop = finishToStop(a.finish)
 	}
 	// Written front to back into one buffer the size of the whole answer.
-	out := newObj(make([]byte, 0, len(a.content)+len(a.reasoning)+len(a.refusal)+len(a.id)+len(a.model)+384)).
+	out := newObj(slices.Grow(dst, len(a.content)+len(a.reasoning)+len(a.refusal)+len(a.id)+len(a.model)+384)).
 		str("id", msgID(a.id)).str("type", "message").str("role", "assistant").str("model", a.model)
 	out.key("content")
 	out.b = append(out.b, '[')
@@ -295,6 +306,11 @@ func ChatResponseToMessages(body []byte) ([]byte, error) {
 
 // ChatResponseToResponses turns a chat completion into a Responses answer.
 func ChatResponseToResponses(body []byte, echo ResponsesEcho) ([]byte, error) {
+	return AppendChatResponseToResponses(nil, body, echo)
+}
+
+// AppendChatResponseToResponses is ChatResponseToResponses appending to dst.
+func AppendChatResponseToResponses(dst, body []byte, echo ResponsesEcho) ([]byte, error) {
 	a, err := readChatAnswer(body)
 	if err != nil {
 		return nil, err
@@ -306,7 +322,7 @@ func ChatResponseToResponses(body []byte, echo ResponsesEcho) ([]byte, error) {
 		status, details = statusOf(a.finish)
 	}
 	// Written front to back into one buffer the size of the whole answer, items in place.
-	out := responseHead(make([]byte, 0, len(a.content)+len(a.reasoning)+len(a.id)*3+1024), id, a.created, status, a.model)
+	out := responseHead(slices.Grow(dst, len(a.content)+len(a.reasoning)+len(a.id)*3+1024), id, a.created, status, a.model)
 	n := 0
 	sep := func() {
 		if n++; n > 1 {
