@@ -124,8 +124,15 @@ func toolAnthropic(w http.ResponseWriter, r *http.Request) {
 // OpenAI-compatible one ("up", model gpt-test), both playing the tool round.
 func sdkGateway(t *testing.T) (*testenv.Env, string) {
 	t.Helper()
-	ant := testenv.NewFakeAnthropic(t, toolAnthropic)
-	oai := testenv.NewFakeUpstream(t, toolOpenAI)
+	return gatewayWith(t, toolAnthropic, toolOpenAI)
+}
+
+// gatewayWith is sdkGateway's setup with other upstream handlers: messages answers the
+// Anthropic provider, chat the OpenAI-compatible one.
+func gatewayWith(t *testing.T, messages, chat http.HandlerFunc) (*testenv.Env, string) {
+	t.Helper()
+	ant := testenv.NewFakeAnthropic(t, messages)
+	oai := testenv.NewFakeUpstream(t, chat)
 	e := testenv.New(t)
 	e.MustAPI("PATCH", fmt.Sprintf("/api/providers/%d", e.ProviderID("anthropic")), map[string]any{"base_url": ant.URL}, 200)
 	e.AddConnection("anthropic", "main", "sk-ant", 0)

@@ -51,16 +51,7 @@ func TestTranslatedAnswersKeepTheirOwnBytes(t *testing.T) {
 		testenv.JSONAnswer(`{"id":"msg_1","type":"message","role":"assistant","model":"claude-test","content":[{"type":"text","text":`+
 			string(text)+`}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":3,"output_tokens":5}}`)(w, r)
 	}
-	ant := testenv.NewFakeAnthropic(t, messages)
-	oai := testenv.NewFakeUpstream(t, chat)
-	e := testenv.New(t)
-	e.MustAPI("PATCH", fmt.Sprintf("/api/providers/%d", e.ProviderID("anthropic")), map[string]any{"base_url": ant.URL}, 200)
-	e.AddConnection("anthropic", "main", "sk-ant", 0)
-	e.AddProvider("up", oai.URL+"/v1")
-	e.AddConnection("up", "main", "sk-up", 0)
-	key := e.NewKey()
-	e.WaitModels(key, "anthropic/claude-test")
-	e.WaitModels(key, "up/gpt-test")
+	e, key := gatewayWith(t, messages, chat)
 
 	type route struct {
 		name, path, model string
