@@ -194,6 +194,27 @@ func TestSessionLifetimesAreEnforced(t *testing.T) {
 	}
 }
 
+// With the shortest idle lifetime (a minute), a session used every 20 seconds stays logged in
+// over many idle periods (its last use is written often enough), and one left alone ends.
+func TestBusySessionOutlivesAShortIdleTimeout(t *testing.T) {
+	e := testenv.New(t)
+	e.MustAPI("PATCH", "/api/settings/sessions", map[string]any{"idle_timeout_ms": 60_000}, 200)
+	busy, unused := sessionCookie(t, e), sessionCookie(t, e)
+	for i := 1; i <= 30; i++ { // ten idle periods
+		e.Clock.Advance(20 * time.Second)
+		if !live(t, e, busy) {
+			t.Fatalf("a session used every 20 s ended after %v under a one-minute idle lifetime", time.Duration(i)*20*time.Second)
+		}
+	}
+	if live(t, e, unused) {
+		t.Fatal("a session unused for 10 minutes works under a one-minute idle lifetime")
+	}
+	e.Clock.Advance(time.Minute)
+	if live(t, e, busy) {
+		t.Fatal("a session unused for a minute works under a one-minute idle lifetime")
+	}
+}
+
 // One-time messages live in the server-side session: shown on the next page, then gone.
 func TestFlashMessagesSurviveTheMoveToServerSessions(t *testing.T) {
 	e := testenv.New(t)
