@@ -84,32 +84,76 @@ func TestCrossOriginPostsAreRefused(t *testing.T) {
 	}
 }
 
+// The session cookie is HttpOnly and SameSite=Lax, and Secure when the client came over TLS. A
+// reverse proxy's X-Forwarded-Proto says so only when the proxy is listed in --trusted-proxies:
+// from anyone else (here a peer outside the trusted list, or any peer without one) it is
+// ignored, for the session cookie, the language cookie and the base URL the overview shows.
 func TestSessionCookieFlags(t *testing.T) {
-	e := testenv.New(t)
-	for _, tls := range []bool{false, true} {
-		req, _ := http.NewRequest("POST", e.Base+"/login", strings.NewReader(url.Values{"password": {testenv.Password}}.Encode()))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		if tls {
-			req.Header.Set("X-Forwarded-Proto", "https")
-		}
-		resp, err := testenv.NoRedirect().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		var found bool
-		for _, ck := range resp.Cookies() {
-			if ck.Name != "switchyard_session" {
-				continue
+	for _, c := range []struct {
+		name    string
+		args    []string
+		forward bool
+		secure  bool
+	}{
+		{"plain", nil, false, false},
+		{"forwarded, no trusted proxies", nil, true, false},
+		{"forwarded by an untrusted peer", []string{"--trusted-proxies", "10.0.0.0/8"}, true, false},
+		{"forwarded by a trusted proxy", []string{"--trusted-proxies", "127.0.0.1/32"}, true, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := testenv.New(t, c.args...)
+			header := func(req *http.Request) {
+				if c.forward {
+					req.Header.Set("X-Forwarded-Proto", "https")
+				}
 			}
-			found = true
-			if !ck.HttpOnly || ck.SameSite != http.SameSiteLaxMode || ck.Secure != tls {
-				t.Errorf("tls=%v: cookie flags HttpOnly=%v SameSite=%v Secure=%v", tls, ck.HttpOnly, ck.SameSite, ck.Secure)
+			req, _ := http.NewRequest("POST", e.Base+"/login", strings.NewReader(url.Values{"password": {testenv.Password}}.Encode()))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			header(req)
+			resp, err := testenv.NoRedirect().Do(req)
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-		if !found {
-			t.Fatalf("tls=%v: no session cookie", tls)
-		}
+			resp.Body.Close()
+			var session *http.Cookie
+			for _, ck := range resp.Cookies() {
+				if ck.Name == "switchyard_session" {
+					session = ck
+				}
+			}
+			if session == nil {
+				t.Fatalf("no session cookie (%d)", resp.StatusCode)
+			}
+			if !session.HttpOnly || session.SameSite != http.SameSiteLaxMode || session.Secure != c.secure {
+				t.Errorf("session cookie flags HttpOnly=%v SameSite=%v Secure=%v, want Secure=%v", session.HttpOnly,
+					session.SameSite, session.Secure, c.secure)
+			}
+
+			req, _ = http.NewRequest("GET", e.Base+"/lang/de?next=/", nil)
+			header(req)
+			resp, err = testenv.NoRedirect().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			for _, ck := range resp.Cookies() {
+				if ck.Name == "switchyard_lang" && ck.Secure != c.secure {
+					t.Errorf("language cookie Secure=%v, want %v", ck.Secure, c.secure)
+				}
+			}
+
+			req, _ = http.NewRequest("GET", e.Base+"/", nil)
+			req.AddCookie(session)
+			header(req)
+			resp, err = http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := strings.Replace(e.Base, "http://", map[bool]string{false: "http://", true: "https://"}[c.secure], 1) + "/v1"
+			if body := testenv.ReadAll(t, resp); resp.StatusCode != 200 || !strings.Contains(body, `id="base-url">`+want+`<`) {
+				t.Errorf("overview: %d, base URL is not %s", resp.StatusCode, want)
+			}
+		})
 	}
 }
 

@@ -3,7 +3,6 @@ package web
 import (
 	"log/slog"
 	"net/http"
-	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -29,11 +28,6 @@ func NewSessions(svc *sessions.Service, log *slog.Logger) *Sessions {
 	return &Sessions{svc: svc, log: log}
 }
 
-// IsTLS reports whether the client reached us over TLS, directly or through a proxy that says so.
-func IsTLS(r *http.Request) bool {
-	return r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
-}
-
 type lookup struct{ sess *sessions.Session }
 
 // current is the request's live session, nil when none; it is looked up once per request.
@@ -55,7 +49,7 @@ func (s *Sessions) current(c echo.Context) *sessions.Session {
 
 func (s *Sessions) setCookie(c echo.Context, id string, maxAge int) {
 	c.SetCookie(&http.Cookie{Name: sessionCookie, Value: id, Path: "/", MaxAge: maxAge, HttpOnly: true,
-		SameSite: http.SameSiteLaxMode, Secure: IsTLS(c.Request())})
+		SameSite: http.SameSiteLaxMode, Secure: c.Scheme() == "https"})
 }
 
 // IsAdmin reports whether the request carries a live admin session.
