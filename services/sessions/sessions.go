@@ -100,8 +100,11 @@ func New(ctx context.Context, d *db.DB, kv Store, now func() time.Time) (*Servic
 // newID returns a fresh session id and its hash.
 func newID() (id, hash string) {
 	id = secrets.RandomToken(idBytes)
-	return id, secrets.SHA256Hex(id)
+	return id, HashID(id)
 }
+
+// HashID is what the database knows a session id by (Session.IDHash): its SHA-256, in hex.
+func HashID(id string) string { return secrets.SHA256Hex(id) }
 
 // wellFormed reports whether id could be one of ours, so junk costs no database read.
 func wellFormed(id string) bool {
@@ -141,7 +144,7 @@ func (s *Service) Lookup(ctx context.Context, id string) (*Session, error) {
 	if !wellFormed(id) {
 		return nil, nil
 	}
-	hash := secrets.SHA256Hex(id)
+	hash := HashID(id)
 	row, err := db.GetSession(ctx, s.db.R, hash)
 	if errors.Is(err, db.ErrNotFound) {
 		return nil, nil
