@@ -10,7 +10,9 @@ import (
 )
 
 // Every route that is not public refuses a caller without credentials; the test walks the route
-// table, so routes added later are covered without touching it.
+// table, so routes added later are covered without touching it. Dashboard routes send a browser
+// to the login page (or refuse its form post) and answer any other caller with a JSON 404, as for
+// an address that does not exist.
 func TestEveryProtectedRouteRefusesAnonymousCallers(t *testing.T) {
 	e := testenv.New(t)
 	c := testenv.NoRedirect()
@@ -23,6 +25,9 @@ func TestEveryProtectedRouteRefusesAnonymousCallers(t *testing.T) {
 		path := strings.NewReplacer(":id", "1", ":code", "en").Replace(r.Path)
 		req, _ := http.NewRequest(r.Method, e.Base+path, strings.NewReader("{}"))
 		req.Header.Set("Content-Type", "application/json")
+		if r.Access == "dashboard" {
+			req.Header.Set("Accept", "text/html,application/xhtml+xml,*/*;q=0.8")
+		}
 		resp, err := c.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -33,6 +38,16 @@ func TestEveryProtectedRouteRefusesAnonymousCallers(t *testing.T) {
 			loc := resp.Header.Get("Location")
 			if !(resp.StatusCode == http.StatusSeeOther && strings.HasPrefix(loc, "/login")) && resp.StatusCode != http.StatusUnauthorized {
 				t.Errorf("%s %s: %d %s", r.Method, r.Path, resp.StatusCode, loc)
+			}
+			req, _ := http.NewRequest(r.Method, e.Base+path, strings.NewReader("{}"))
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body := testenv.ReadAll(t, resp)
+			if resp.StatusCode != http.StatusNotFound || !strings.Contains(body, `"code":"not_found"`) {
+				t.Errorf("%s %s without a browser's Accept: %d %s", r.Method, r.Path, resp.StatusCode, body)
 			}
 		default: // admin, client, metrics (the admin token is set in tests)
 			if resp.StatusCode != http.StatusUnauthorized {

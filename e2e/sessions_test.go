@@ -57,10 +57,12 @@ func sessionID(t *testing.T, e *testenv.Env, cookie string) string {
 	return string(id)
 }
 
-// withCookie makes a request carrying a session cookie by hand (a copied cookie, no jar).
+// withCookie makes a request carrying a session cookie by hand (a copied cookie, no jar), as a
+// browser does (accepting HTML: without a session, dashboard pages send it to the login).
 func withCookie(t *testing.T, e *testenv.Env, method, path, cookie string) int {
 	t.Helper()
 	req, _ := http.NewRequest(method, e.Base+path, nil)
+	req.Header.Set("Accept", "text/html,application/xhtml+xml,*/*;q=0.8")
 	req.AddCookie(&http.Cookie{Name: "switchyard_session", Value: cookie})
 	resp, err := testenv.NoRedirect().Do(req)
 	if err != nil {

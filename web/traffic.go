@@ -38,7 +38,7 @@ func recordRequest(rec RequestRecorder, m *metrics.Metrics, now func() time.Time
 			if err := next(c); err != nil {
 				c.Error(err)
 			}
-			e := traffic.Entry{RequestID: requestIDOf(c), At: at, Surface: c.Path(), Status: c.Response().Status,
+			e := traffic.Entry{RequestID: requestIDOf(c), At: at, Surface: surfaceRoute(c.Path()), Status: c.Response().Status,
 				Latency: time.Since(start)}
 			if window > 0 {
 				e.Capture = &traffic.Capture{Request: in.buf, RequestSize: in.n, Response: out.buf, ResponseSize: out.n}
