@@ -90,10 +90,14 @@ func TestSurfacesAnswerWithAndWithoutV1(t *testing.T) {
 	if err != nil || len(resp.Output) == 0 {
 		t.Fatalf("OpenAI SDK on /responses: %v %+v", err, resp)
 	}
-	// The model list in Anthropic's shape when asked by an Anthropic client.
-	st, _, body = call(t, "GET", e.Base+"/models", "", aiSDK)
+	// The model list in Anthropic's shape when asked by an Anthropic client; like every proxy
+	// answer, without the dashboard's page headers.
+	st, h, body := call(t, "GET", e.Base+"/models", "", aiSDK)
 	if st != 200 || gjson.Get(body, "data.0.type").String() != "model" || !gjson.Get(body, "has_more").Exists() {
 		t.Fatalf("GET /models for an Anthropic client: %d %s", st, body)
+	}
+	if h.Get("Content-Security-Policy") != "" || h.Get("X-Frame-Options") != "" {
+		t.Errorf("GET /models carries page headers: %v", h)
 	}
 	// Codex's WebSocket attempt on /responses gets the same 426 as on /v1/responses.
 	st, _, body = call(t, "GET", e.Base+"/responses", "", map[string]string{"Authorization": "Bearer " + key,
