@@ -172,6 +172,8 @@ type storage struct {
 	// sessionKey keys the session ids a Claude account sees of a client session bound to
 	// another account.
 	sessionKey []byte
+	// cookieKey signs the dashboard's session cookies.
+	cookieKey []byte
 }
 
 // openStorage creates the data directory, loads (or generates) the secret key and opens and
@@ -201,7 +203,8 @@ func openStorage(ctx context.Context, cfg Config, log *slog.Logger) (storage, er
 	} else if n > 0 {
 		log.Info("applied migrations", "count", n)
 	}
-	return storage{db: d, box: box, sessionKey: secrets.Derive(key, "claude session ids v1", 32)}, nil
+	return storage{db: d, box: box, sessionKey: secrets.Derive(key, "claude session ids v1", 32),
+		cookieKey: secrets.Derive(key, "dashboard session cookies v1", 32)}, nil
 }
 
 // core are the services every other part builds on.
@@ -386,7 +389,7 @@ func buildWeb(cfg Config, st storage, c core, r *resilienceState, e engine, acco
 	opsSvc := &ops.Service{Catalog: c.catalog, Discovery: e.inventory, Cooldowns: r.cooldowns, Breakers: r.breakers,
 		Lockouts: r.lockouts, Queues: r.queues, Semaphores: r.semaphores, Health: r.health, Store: r.store,
 		Accounts: accounts, Lanes: r.lanes, Usage: r.usage, OAuthSettings: c.oauthSettings}
-	sessions := web.NewSessions(c.sessions, log)
+	sessions := web.NewSessions(c.sessions, st.cookieKey, log)
 	settingsH := &handlers.Settings{Svc: c.settings, OAuth: c.oauthSettings, Providers: c.catalog, Sessions: c.sessions}
 	return web.New(web.Deps{
 		Log: log, Auth: c.auth, Keys: c.keys, Sessions: sessions, Static: static.FS, Metrics: r.metrics,

@@ -35,7 +35,8 @@ type Config struct {
 	// 0 in a Config built by hand means the default).
 	ReadTimeout time.Duration
 	// TrustedProxies are the networks of reverse proxies whose X-Forwarded-For / X-Real-IP
-	// headers name the client (default none: the client is always the direct peer).
+	// headers name the client and whose X-Forwarded-Proto says it came over TLS (default none:
+	// the client is always the direct peer, over the connection's own scheme).
 	TrustedProxies []*net.IPNet
 	// RequestLogDays is how many days the request log keeps (default 7; 0 keeps none, the
 	// traffic charts are kept either way).
@@ -102,7 +103,7 @@ func ParseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 		"how long a client may take to send a request's headers and, but for authenticated proxy calls, its body (SWITCHYARD_READ_TIMEOUT)")
 	var trusted string
 	fs.StringVar(&trusted, "trusted-proxies", env("SWITCHYARD_TRUSTED_PROXIES", ""),
-		"comma-separated CIDRs (or addresses) of reverse proxies whose X-Forwarded-For and X-Real-IP are believed; none by default (SWITCHYARD_TRUSTED_PROXIES)")
+		"comma-separated CIDRs (or addresses) of reverse proxies whose X-Forwarded-For, X-Real-IP and X-Forwarded-Proto are believed; none by default (SWITCHYARD_TRUSTED_PROXIES)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, Usage)
 		fs.PrintDefaults()

@@ -90,6 +90,16 @@ func TestMalformedHeadersAreRefusedInTheSurfacesFormat(t *testing.T) {
 				t.Fatalf("not an Anthropic error: %s", body)
 			}
 		}},
+		{"Anthropic without /v1", post("/messages", "anthropic-version: 2023-06-01\r\nIdempotency-Key: ab\x01cd\r\n"), func(t *testing.T, body string) {
+			if !strings.Contains(body, `"type":"error"`) || !strings.Contains(body, "Idempotency-Key") {
+				t.Fatalf("not an Anthropic error: %s", body)
+			}
+		}},
+		{"OpenAI without /v1", post("/chat/completions", "Idempotency-Key: ab\x01cd\r\n"), func(t *testing.T, body string) {
+			if !strings.Contains(body, `"code":"invalid_header"`) || !strings.Contains(body, `"type":"invalid_request_error"`) {
+				t.Fatalf("not an OpenAI error: %s", body)
+			}
+		}},
 		{"admin API", "GET /api/providers HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer " + testenv.AdminToken + "\r\nX-Note: a\x02b\r\n\r\n",
 			func(t *testing.T, body string) {
 				var v struct {

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"switchyard/e2e/testenv"
+	"switchyard/services/traffic"
 )
 
 type loggedRequest struct {
@@ -51,8 +53,8 @@ func requestLog(t *testing.T, e *testenv.Env, query string) []loggedRequest {
 	return out.Items
 }
 
-// TestRequestLogAPI: every client request is logged off the request path with who asked, what
-// the engine did and how it ended; a failed-over request shows its attempt chain, a later one
+// TestRequestLogAPI: every authenticated client request is logged off the request path with who
+// asked, what the engine did and how it ended (one refused for its key is not); a failed-over request shows its attempt chain, a later one
 // the connection it skipped; filters select, newest first; no secret appears.
 func TestRequestLogAPI(t *testing.T) {
 	up := testenv.NewFakeUpstream(t, testenv.ByKey(map[string]http.HandlerFunc{
@@ -90,8 +92,8 @@ func TestRequestLogAPI(t *testing.T) {
 	}
 
 	all := requestLog(t, e, "")
-	if len(all) < 5 { // the four requests above and WaitModels' model lists
-		t.Fatalf("%d logged requests, want at least 5: %+v", len(all), all)
+	if len(all) < 4 { // the three authenticated requests above and WaitModels' model lists
+		t.Fatalf("%d logged requests, want at least 4: %+v", len(all), all)
 	}
 	for i := 1; i < len(all); i++ {
 		if all[i].ID >= all[i-1].ID {
@@ -99,10 +101,10 @@ func TestRequestLogAPI(t *testing.T) {
 		}
 	}
 	chats := requestLog(t, e, "?surface=/v1/chat/completions")
-	if len(chats) != 4 {
-		t.Fatalf("%d chat requests logged, want 4", len(chats))
+	if len(chats) != 3 { // the request refused for its key is counted, not logged
+		t.Fatalf("%d chat requests logged, want 3", len(chats))
 	}
-	notFound, refused, second, failover := chats[0], chats[1], chats[2], chats[3]
+	notFound, second, failover := chats[0], chats[1], chats[2]
 	if failover.Status != 200 || failover.Provider != "up" || failover.Model != "gpt-test" || failover.Connection != "second" ||
 		failover.AttemptCount != 2 || failover.Failovers != 1 || failover.ClientKey != "test" || failover.ClientKeyID == 0 ||
 		failover.InputTokens != 3 || failover.OutputTokens != 2 || failover.RequestID == "" {
@@ -113,9 +115,6 @@ func TestRequestLogAPI(t *testing.T) {
 	}
 	if second.Connection != "second" || second.AttemptCount != 1 {
 		t.Fatalf("second request: %+v", second)
-	}
-	if refused.Status != 401 || refused.ErrorCode != "invalid_api_key" || refused.ClientKeyID != 0 || refused.Error == "" {
-		t.Fatalf("refused request: %+v", refused)
 	}
 	if notFound.Status != 404 || notFound.ErrorCode != "model_not_found" || !strings.Contains(notFound.Error, "up/nope") {
 		t.Fatalf("unknown model: %+v", notFound)
@@ -143,8 +142,9 @@ func TestRequestLogAPI(t *testing.T) {
 		query string
 		want  int
 	}{
-		{"?status=error&surface=/v1/chat/completions", 2},
-		{"?status=4xx&surface=/v1/chat/completions", 2},
+		{"?status=error&surface=/v1/chat/completions", 1},
+		{"?status=4xx&surface=/v1/chat/completions", 1},
+		{"?status=401", 0},
 		{"?status=404", 1},
 		{"?status=2xx&provider=up&model=gpt-test", 2},
 		{fmt.Sprintf("?key=%d&surface=/v1/chat/completions", failover.ClientKeyID), 3},
@@ -217,5 +217,109 @@ func TestRequestLogRetention(t *testing.T) {
 	}
 	if u := off.App.Traffic.KeyUsage(off.Clock.Now().Add(-time.Hour)); len(u) == 0 {
 		t.Fatal("with the log off the traffic was not counted")
+	}
+}
+
+// metricSum sums a counter of a Prometheus scrape over every label set the filter keeps (nil:
+// all).
+func metricSum(metrics, name string, keep func(labels string) bool) float64 {
+	var n float64
+	for _, line := range strings.Split(metrics, "\n") {
+		rest, ok := strings.CutPrefix(line, name+"{")
+		if !ok {
+			continue
+		}
+		labels, value, _ := strings.Cut(rest, "} ")
+		if keep == nil || keep(labels) {
+			v, _ := strconv.ParseFloat(value, 64)
+			n += v
+		}
+	}
+	return n
+}
+
+// refusedTotal sums switchyard_refused_requests_total over every label set the filter keeps.
+func refusedTotal(metrics string, keep func(labels string) bool) float64 {
+	return metricSum(metrics, "switchyard_refused_requests_total", keep)
+}
+
+// TestRefusedAnonymousRequestsAreCountedNotLogged: requests refused before a client key
+// authenticated (no key, a wrong key; any surface, also an unknown address under /v1) never
+// become request-log rows, so nobody without a key can rotate the log; the refusals are counted
+// in switchyard_refused_requests_total by surface and reason and in the traffic charts.
+func TestRefusedAnonymousRequestsAreCountedNotLogged(t *testing.T) {
+	e, _, key := setupOne(t, testenv.JSONAnswer(testenv.CompletionJSON))
+	testenv.ReadAll(t, e.Chat(context.Background(), key, testenv.ChatBody))
+	// The request is handed to the log just after its answer went out.
+	e.Eventually("the authenticated request is logged", func() bool { return len(requestLog(t, e, "?surface=/v1/chat/completions")) == 1 })
+	before := requestLog(t, e, "?limit=500")
+	// Anonymous traffic is what the charts keep without a provider and without a key.
+	anonymous := func() (sum traffic.Point) {
+		for _, p := range e.App.Traffic.Series(traffic.LastHour, func(provider string, keyID int64) bool { return provider == "" && keyID == 0 }) {
+			sum.Requests += p.Requests
+			for i, n := range p.Errors {
+				sum.Errors[i] += n
+			}
+		}
+		return sum
+	}
+	if a := anonymous(); a.Requests != 0 {
+		t.Fatalf("anonymous traffic before any: %+v", a)
+	}
+
+	calls := []struct{ method, path, key string }{
+		{"POST", "/v1/chat/completions", ""},
+		{"POST", "/v1/messages", "sk-sy-not-a-key"},
+		{"GET", "/v1/models", ""},
+		{"POST", "/v1/responses", "sk-sy-not-a-key"},
+		{"GET", "/v1/no-such-surface", ""},
+	}
+	const rounds = 20
+	for i := 0; i < rounds; i++ {
+		for _, c := range calls {
+			req, _ := http.NewRequest(c.method, e.Base+c.path, strings.NewReader(testenv.ChatBody))
+			req.Header.Set("Content-Type", "application/json")
+			if c.key != "" {
+				req.Header.Set("x-api-key", c.key)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			testenv.ReadAll(t, resp)
+			if resp.StatusCode < 400 {
+				t.Fatalf("%s %s without a valid key: %d", c.method, c.path, resp.StatusCode)
+			}
+		}
+	}
+	n := rounds * len(calls)
+
+	// Each refusal is counted just after its answer went out.
+	var m string
+	e.Eventually("every refusal is counted", func() bool {
+		m = e.Metrics()
+		return refusedTotal(m, nil) == float64(n) && anonymous().Requests == int64(n)
+	})
+	if after := requestLog(t, e, "?limit=500"); len(after) != len(before) || after[0].ID != before[0].ID {
+		t.Fatalf("%d anonymous refusals added %d request-log rows", n, len(after)-len(before))
+	}
+	for _, want := range []string{`reason="missing_api_key",surface="/v1/chat/completions"`, `reason="invalid_api_key",surface="/v1/messages"`,
+		`surface="/v1/models"`, `surface="/v1/responses"`, `surface="/v1/*"`} {
+		if refusedTotal(m, func(l string) bool { return strings.Contains(l, want) }) == 0 {
+			t.Errorf("no refusal counted with %s", want)
+		}
+	}
+	if a := anonymous(); a.Errors[traffic.ClassClient] != int64(n) {
+		t.Fatalf("the traffic aggregates counted %d of %d refusals as refused requests", a.Errors[traffic.ClassClient], n)
+	}
+	now := e.App.Traffic.Total(traffic.LastHour)
+	// The overview's charts show them (the hour's totals count every request).
+	c := e.Login()
+	resp, err := c.Get(e.Base + "/overview/traffic?range=hour")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := testenv.ReadAll(t, resp); resp.StatusCode != 200 || !strings.Contains(body, strconv.FormatInt(now.Requests, 10)) {
+		t.Fatalf("overview traffic: %d, %d requests not shown", resp.StatusCode, now.Requests)
 	}
 }

@@ -10,7 +10,9 @@ import (
 )
 
 // Every route that is not public refuses a caller without credentials; the test walks the route
-// table, so routes added later are covered without touching it.
+// table, so routes added later are covered without touching it. Dashboard routes send a browser
+// to the login page (or refuse its form post) and answer any other caller with a JSON 404, as for
+// an address that does not exist.
 func TestEveryProtectedRouteRefusesAnonymousCallers(t *testing.T) {
 	e := testenv.New(t)
 	c := testenv.NoRedirect()
@@ -23,6 +25,9 @@ func TestEveryProtectedRouteRefusesAnonymousCallers(t *testing.T) {
 		path := strings.NewReplacer(":id", "1", ":code", "en").Replace(r.Path)
 		req, _ := http.NewRequest(r.Method, e.Base+path, strings.NewReader("{}"))
 		req.Header.Set("Content-Type", "application/json")
+		if r.Access == "dashboard" {
+			req.Header.Set("Accept", "text/html,application/xhtml+xml,*/*;q=0.8")
+		}
 		resp, err := c.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -33,6 +38,16 @@ func TestEveryProtectedRouteRefusesAnonymousCallers(t *testing.T) {
 			loc := resp.Header.Get("Location")
 			if !(resp.StatusCode == http.StatusSeeOther && strings.HasPrefix(loc, "/login")) && resp.StatusCode != http.StatusUnauthorized {
 				t.Errorf("%s %s: %d %s", r.Method, r.Path, resp.StatusCode, loc)
+			}
+			req, _ := http.NewRequest(r.Method, e.Base+path, strings.NewReader("{}"))
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body := testenv.ReadAll(t, resp)
+			if resp.StatusCode != http.StatusNotFound || !strings.Contains(body, `"code":"not_found"`) {
+				t.Errorf("%s %s without a browser's Accept: %d %s", r.Method, r.Path, resp.StatusCode, body)
 			}
 		default: // admin, client, metrics (the admin token is set in tests)
 			if resp.StatusCode != http.StatusUnauthorized {
@@ -84,32 +99,76 @@ func TestCrossOriginPostsAreRefused(t *testing.T) {
 	}
 }
 
+// The session cookie is HttpOnly and SameSite=Lax, and Secure when the client came over TLS. A
+// reverse proxy's X-Forwarded-Proto says so only when the proxy is listed in --trusted-proxies:
+// from anyone else (here a peer outside the trusted list, or any peer without one) it is
+// ignored, for the session cookie, the language cookie and the base URL the overview shows.
 func TestSessionCookieFlags(t *testing.T) {
-	e := testenv.New(t)
-	for _, tls := range []bool{false, true} {
-		req, _ := http.NewRequest("POST", e.Base+"/login", strings.NewReader(url.Values{"password": {testenv.Password}}.Encode()))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		if tls {
-			req.Header.Set("X-Forwarded-Proto", "https")
-		}
-		resp, err := testenv.NoRedirect().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		var found bool
-		for _, ck := range resp.Cookies() {
-			if ck.Name != "switchyard_session" {
-				continue
+	for _, c := range []struct {
+		name    string
+		args    []string
+		forward bool
+		secure  bool
+	}{
+		{"plain", nil, false, false},
+		{"forwarded, no trusted proxies", nil, true, false},
+		{"forwarded by an untrusted peer", []string{"--trusted-proxies", "10.0.0.0/8"}, true, false},
+		{"forwarded by a trusted proxy", []string{"--trusted-proxies", "127.0.0.1/32"}, true, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := testenv.New(t, c.args...)
+			header := func(req *http.Request) {
+				if c.forward {
+					req.Header.Set("X-Forwarded-Proto", "https")
+				}
 			}
-			found = true
-			if !ck.HttpOnly || ck.SameSite != http.SameSiteLaxMode || ck.Secure != tls {
-				t.Errorf("tls=%v: cookie flags HttpOnly=%v SameSite=%v Secure=%v", tls, ck.HttpOnly, ck.SameSite, ck.Secure)
+			req, _ := http.NewRequest("POST", e.Base+"/login", strings.NewReader(url.Values{"password": {testenv.Password}}.Encode()))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			header(req)
+			resp, err := testenv.NoRedirect().Do(req)
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-		if !found {
-			t.Fatalf("tls=%v: no session cookie", tls)
-		}
+			resp.Body.Close()
+			var session *http.Cookie
+			for _, ck := range resp.Cookies() {
+				if ck.Name == "switchyard_session" {
+					session = ck
+				}
+			}
+			if session == nil {
+				t.Fatalf("no session cookie (%d)", resp.StatusCode)
+			}
+			if !session.HttpOnly || session.SameSite != http.SameSiteLaxMode || session.Secure != c.secure {
+				t.Errorf("session cookie flags HttpOnly=%v SameSite=%v Secure=%v, want Secure=%v", session.HttpOnly,
+					session.SameSite, session.Secure, c.secure)
+			}
+
+			req, _ = http.NewRequest("GET", e.Base+"/lang/de?next=/", nil)
+			header(req)
+			resp, err = testenv.NoRedirect().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			for _, ck := range resp.Cookies() {
+				if ck.Name == "switchyard_lang" && ck.Secure != c.secure {
+					t.Errorf("language cookie Secure=%v, want %v", ck.Secure, c.secure)
+				}
+			}
+
+			req, _ = http.NewRequest("GET", e.Base+"/", nil)
+			req.AddCookie(session)
+			header(req)
+			resp, err = http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := strings.Replace(e.Base, "http://", map[bool]string{false: "http://", true: "https://"}[c.secure], 1) + "/v1"
+			if body := testenv.ReadAll(t, resp); resp.StatusCode != 200 || !strings.Contains(body, `id="base-url">`+want+`<`) {
+				t.Errorf("overview: %d, base URL is not %s", resp.StatusCode, want)
+			}
+		})
 	}
 }
 

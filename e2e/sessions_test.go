@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/securecookie"
+
 	"switchyard/e2e/testenv"
 	"switchyard/services/secrets"
 )
@@ -39,10 +41,28 @@ func sessionCookie(t *testing.T, e *testenv.Env) string {
 	return ""
 }
 
-// withCookie makes a request carrying a session cookie by hand (a copied cookie, no jar).
+// sessionID is the random session id a cookie carries, signed under the instance secret's
+// cookie key.
+func sessionID(t *testing.T, e *testenv.Env, cookie string) string {
+	t.Helper()
+	key, _, err := secrets.LoadOrCreateKey(e.DataDir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id []byte
+	codec := securecookie.New(secrets.Derive(key, "dashboard session cookies v1", 32), nil).SetSerializer(securecookie.NopEncoder{})
+	if err := codec.Decode("switchyard_session", cookie, &id); err != nil || len(id) != 43 {
+		t.Fatalf("the session cookie is not a signed id: %q %v", id, err)
+	}
+	return string(id)
+}
+
+// withCookie makes a request carrying a session cookie by hand (a copied cookie, no jar), as a
+// browser does (accepting HTML: without a session, dashboard pages send it to the login).
 func withCookie(t *testing.T, e *testenv.Env, method, path, cookie string) int {
 	t.Helper()
 	req, _ := http.NewRequest(method, e.Base+path, nil)
+	req.Header.Set("Accept", "text/html,application/xhtml+xml,*/*;q=0.8")
 	req.AddCookie(&http.Cookie{Name: "switchyard_session", Value: cookie})
 	resp, err := testenv.NoRedirect().Do(req)
 	if err != nil {
@@ -86,11 +106,24 @@ func TestLogoutEndsTheSessionOnTheServer(t *testing.T) {
 	if !live(t, e, other) {
 		t.Fatal("logging out one session ended another")
 	}
-	// Made-up and old-format cookies open nothing.
+	// Made-up and old-format cookies open nothing: a bare id as cookies held before they were
+	// signed, a gorilla cookie-store value as before the sessions moved to the server.
 	for _, junk := range []string{"x", strings.Repeat("A", 43), "MTcxNjAwMDAwMHxEdi1CQkFFQ180SUFBUkFCRUFBQUpfLUNBQUVHYzNSeWFXNW5EQWNBQldGa2JXbHVCR0p2YjJ3Q0FnQUJ8"} {
 		if live(t, e, junk) {
 			t.Fatalf("cookie %q was accepted", junk)
 		}
+	}
+	// The cookie is signed under a key derived from the instance secret: another gateway's
+	// cookie, or one altered, opens nothing here.
+	if live(t, e, sessionCookie(t, testenv.New(t))) {
+		t.Fatal("another instance's session cookie was accepted")
+	}
+	mine := sessionCookie(t, e)
+	if !live(t, e, mine) {
+		t.Fatal("a fresh session does not work")
+	}
+	if live(t, e, mine[:len(mine)-4]+"AAAA") {
+		t.Fatal("a cookie with an altered signature was accepted")
 	}
 }
 
@@ -194,6 +227,27 @@ func TestSessionLifetimesAreEnforced(t *testing.T) {
 	}
 }
 
+// With the shortest idle lifetime (a minute), a session used every 20 seconds stays logged in
+// over many idle periods (its last use is written often enough), and one left alone ends.
+func TestBusySessionOutlivesAShortIdleTimeout(t *testing.T) {
+	e := testenv.New(t)
+	e.MustAPI("PATCH", "/api/settings/sessions", map[string]any{"idle_timeout_ms": 60_000}, 200)
+	busy, unused := sessionCookie(t, e), sessionCookie(t, e)
+	for i := 1; i <= 30; i++ { // ten idle periods
+		e.Clock.Advance(20 * time.Second)
+		if !live(t, e, busy) {
+			t.Fatalf("a session used every 20 s ended after %v under a one-minute idle lifetime", time.Duration(i)*20*time.Second)
+		}
+	}
+	if live(t, e, unused) {
+		t.Fatal("a session unused for 10 minutes works under a one-minute idle lifetime")
+	}
+	e.Clock.Advance(time.Minute)
+	if live(t, e, busy) {
+		t.Fatal("a session unused for a minute works under a one-minute idle lifetime")
+	}
+}
+
 // One-time messages live in the server-side session: shown on the next page, then gone.
 func TestFlashMessagesSurviveTheMoveToServerSessions(t *testing.T) {
 	e := testenv.New(t)
@@ -228,7 +282,8 @@ func TestSessionIDsNeverReachTheLog(t *testing.T) {
 	withCookie(t, e, "POST", "/logout-everywhere", sessionCookie(t, e))
 	e.Stop()
 	logs := e.Logs.String()
-	for _, s := range []string{a, b, secrets.SHA256Hex(a), secrets.SHA256Hex(b), testenv.Password} {
+	ida, idb := sessionID(t, e, a), sessionID(t, e, b)
+	for _, s := range []string{a, b, ida, idb, secrets.SHA256Hex(ida), secrets.SHA256Hex(idb), testenv.Password} {
 		if strings.Contains(logs, s) {
 			t.Errorf("the log contains a session secret (%.6s…)", s)
 		}

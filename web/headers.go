@@ -1,8 +1,6 @@
 package web
 
 import (
-	"strings"
-
 	"github.com/labstack/echo/v4"
 )
 
@@ -18,7 +16,7 @@ const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 
 func securityHeaders() echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			if p := c.Request().URL.Path; p != "/v1" && !strings.HasPrefix(p, "/v1/") {
+			if !isProxyPath(c.Request().URL.Path) {
 				h := c.Response().Header()
 				h.Set("Content-Security-Policy", contentSecurityPolicy)
 				h.Set("X-Frame-Options", "DENY")

@@ -2,6 +2,7 @@ package web
 
 import (
 	"net/http"
+	"slices"
 
 	"github.com/labstack/echo/v4"
 )
@@ -23,15 +24,26 @@ func routes(e *echo.Echo, d Deps, files *assets) []Route {
 	add(e, "", "metrics", http.MethodGet, "/metrics", echo.WrapHandler(d.Metrics.Handler()), metricsAuth(d.Auth, d.Sessions))
 	add(e, "", "public", http.MethodGet, "/static/*", files.serve)
 
-	// The proxy surfaces.
-	v1 := e.Group("/v1", trace(), recordRequest(d.Traffic, d.Now), clientKey(d.Keys), liftReadDeadline(), noteIgnoredIdempotencyKey(d.Log))
-	add(v1, "/v1", "client", http.MethodPost, "/chat/completions", d.Proxy.Chat, observe(d.Metrics, "/v1/chat/completions"))
-	add(v1, "/v1", "client", http.MethodPost, "/messages", d.Proxy.Messages, observe(d.Metrics, "/v1/messages"))
-	add(v1, "/v1", "client", http.MethodPost, "/responses", d.Proxy.Responses, observe(d.Metrics, "/v1/responses"))
-	add(v1, "/v1", "client", http.MethodGet, "/responses", d.Proxy.ResponsesSocket, observe(d.Metrics, "/v1/responses"))
-	add(v1, "/v1", "client", http.MethodPost, "/messages/count_tokens", d.Proxy.CountTokens, observe(d.Metrics, "/v1/messages/count_tokens"))
-	add(v1, "/v1", "client", http.MethodGet, "/models", d.Proxy.Models, observe(d.Metrics, "/v1/models"))
-	add(v1, "/v1", "client", http.MethodGet, "/models/*", d.Proxy.Model, observe(d.Metrics, "/v1/models/{id}"))
+	// The proxy surfaces, under /v1 and without it: clients append their paths to a base URL that
+	// may or may not end in /v1 (the Anthropic SDKs append /v1/messages to http://host,
+	// @ai-sdk/anthropic appends /messages to http://host/v1), so both habits reach the same
+	// handlers through the same chain. Metrics and the request log name a surface by its /v1
+	// route, whichever address was used. Only /v1 catches unknown addresses (its group's
+	// middleware runs for them, so they need a key too); without /v1 only the surfaces answer.
+	chain := []echo.MiddlewareFunc{trace(), recordRequest(d.Traffic, d.Metrics, d.Now), clientKey(d.Keys), liftReadDeadline(),
+		noteIgnoredIdempotencyKey(d.Log)}
+	v1 := e.Group("/v1", chain...)
+	surface := func(method, path string, h echo.HandlerFunc, route string) {
+		add(v1, "/v1", "client", method, path, h, observe(d.Metrics, route))
+		add(e, "", "client", method, path, h, append(slices.Clip(chain), observe(d.Metrics, route))...)
+	}
+	surface(http.MethodPost, "/chat/completions", d.Proxy.Chat, "/v1/chat/completions")
+	surface(http.MethodPost, "/messages", d.Proxy.Messages, "/v1/messages")
+	surface(http.MethodPost, "/responses", d.Proxy.Responses, "/v1/responses")
+	surface(http.MethodGet, "/responses", d.Proxy.ResponsesSocket, "/v1/responses")
+	surface(http.MethodPost, "/messages/count_tokens", d.Proxy.CountTokens, "/v1/messages/count_tokens")
+	surface(http.MethodGet, "/models", d.Proxy.Models, "/v1/models")
+	surface(http.MethodGet, "/models/*", d.Proxy.Model, "/v1/models/{id}")
 
 	// The admin API.
 	api := e.Group("/api", crossOrigin(), adminAPI(d.Auth, d.Sessions))
@@ -73,7 +85,10 @@ func routes(e *echo.Echo, d Deps, files *assets) []Route {
 	add(pub, "", "public", http.MethodGet, "/login", d.Dashboard.LoginPage)
 	add(pub, "", "public", http.MethodPost, "/login", d.Dashboard.Login)
 	add(pub, "", "public", http.MethodGet, "/lang/:code", d.Dashboard.SetLang)
-	dash := e.Group("", crossOrigin(), locale(), dashboardAuth(d.Sessions))
+	// Callers that are no browser (an SDK with a wrong base URL, curl) and have no session get
+	// the JSON 404 of an unknown address instead of a redirect to a login page they cannot use;
+	// this group also catches every address without a route.
+	dash := e.Group("", crossOrigin(), locale(), pagesForBrowsers(d.Sessions), dashboardAuth(d.Sessions))
 	page := func(method, path string, h echo.HandlerFunc) { add(dash, "", "dashboard", method, path, h) }
 	page(http.MethodPost, "/logout", d.Dashboard.Logout)
 	page(http.MethodPost, "/logout-everywhere", d.Dashboard.LogoutEverywhere)

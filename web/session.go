@@ -2,36 +2,34 @@ package web
 
 import (
 	"log/slog"
-	"net/http"
-	"strings"
 
+	gsessions "github.com/gorilla/sessions"
 	"github.com/labstack/echo/v4"
 
 	"switchyard/services/sessions"
 	"switchyard/views"
 )
 
-// sessionCookie holds the session's random id, nothing else; the session lives on the server.
+// sessionCookie names the dashboard's session cookie; its value is the session's random id,
+// signed (serverStore).
 const sessionCookie = "switchyard_session"
 
 // sessionKey caches the request's session lookup on the echo context.
 const sessionKey = "switchyard.session"
 
-// Sessions is the dashboard's session store (handlers.Sessions): the cookie carries a random
-// id, the sessions service keeps the session, its lifetimes and its one-time messages.
+// Sessions is the dashboard's session store (handlers.Sessions), on gorilla/sessions: its
+// Store (serverStore) keeps each session as a server-side row behind a signed cookie, so logout,
+// log out everywhere and the lifetimes end sessions at once; one-time messages live in the row.
 type Sessions struct {
-	svc *sessions.Service
-	log *slog.Logger
+	store *serverStore
+	svc   *sessions.Service
+	log   *slog.Logger
 }
 
-// NewSessions builds the store on the sessions service.
-func NewSessions(svc *sessions.Service, log *slog.Logger) *Sessions {
-	return &Sessions{svc: svc, log: log}
-}
-
-// IsTLS reports whether the client reached us over TLS, directly or through a proxy that says so.
-func IsTLS(r *http.Request) bool {
-	return r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
+// NewSessions builds the store on the sessions service; cookieKey (derived from the instance
+// secret, 32 bytes) signs the cookies, so a new secret logs everyone out.
+func NewSessions(svc *sessions.Service, cookieKey []byte, log *slog.Logger) *Sessions {
+	return &Sessions{store: newServerStore(svc, cookieKey), svc: svc, log: log}
 }
 
 type lookup struct{ sess *sessions.Session }
@@ -41,21 +39,20 @@ func (s *Sessions) current(c echo.Context) *sessions.Session {
 	if l, ok := c.Get(sessionKey).(lookup); ok {
 		return l.sess
 	}
-	var sess *sessions.Session
-	if ck, err := c.Cookie(sessionCookie); err == nil {
-		if sess, err = s.svc.Lookup(c.Request().Context(), ck.Value); err != nil {
-			// The visitor is treated as logged out; the cause is worth a line (never the id).
-			s.log.Warn("session lookup", "request_id", requestIDOf(c), "error", err)
-			sess = nil
-		}
+	gs, err := s.store.Get(c.Request(), sessionCookie)
+	if err != nil {
+		// The visitor is treated as logged out; the cause is worth a line (never the id).
+		s.log.Warn("session lookup", "request_id", requestIDOf(c), "error", err)
 	}
+	sess := liveOf(gs)
 	c.Set(sessionKey, lookup{sess})
 	return sess
 }
 
-func (s *Sessions) setCookie(c echo.Context, id string, maxAge int) {
-	c.SetCookie(&http.Cookie{Name: sessionCookie, Value: id, Path: "/", MaxAge: maxAge, HttpOnly: true,
-		SameSite: http.SameSiteLaxMode, Secure: IsTLS(c.Request())})
+// save writes a session's cookie with the request's Secure flag (the client came over TLS).
+func (s *Sessions) save(c echo.Context, gs *gsessions.Session, maxAge int) error {
+	gs.Options.MaxAge, gs.Options.Secure = maxAge, c.Scheme() == "https"
+	return gs.Save(c.Request(), c.Response())
 }
 
 // IsAdmin reports whether the request carries a live admin session.
@@ -63,29 +60,27 @@ func (s *Sessions) IsAdmin(c echo.Context) bool { return s.current(c) != nil }
 
 // Login starts a new session (a fresh id, whatever cookie came in) and sets its cookie.
 func (s *Sessions) Login(c echo.Context) error {
-	ctx := c.Request().Context()
 	if old := s.current(c); old != nil {
-		if err := s.svc.End(ctx, old.IDHash); err != nil {
+		if err := s.svc.End(c.Request().Context(), old.IDHash); err != nil {
 			return err
 		}
 	}
-	id, err := s.svc.Create(ctx)
-	if err != nil {
+	if err := s.save(c, s.store.fresh(sessionCookie), int(s.svc.Settings().Absolute().Seconds())); err != nil {
 		return err
 	}
-	s.setCookie(c, id, int(s.svc.Settings().Absolute().Seconds()))
 	c.Set(sessionKey, lookup{})
 	return nil
 }
 
 // Logout ends the request's session on the server and drops its cookie.
 func (s *Sessions) Logout(c echo.Context) error {
-	if sess := s.current(c); sess != nil {
-		if err := s.svc.End(c.Request().Context(), sess.IDHash); err != nil {
-			return err
-		}
+	gs, err := s.store.Get(c.Request(), sessionCookie)
+	if err != nil {
+		return err
 	}
-	s.setCookie(c, "", -1)
+	if err := s.save(c, gs, -1); err != nil {
+		return err
+	}
 	c.Set(sessionKey, lookup{})
 	return nil
 }
@@ -96,7 +91,9 @@ func (s *Sessions) LogoutEverywhere(c echo.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	s.setCookie(c, "", -1)
+	if err := s.save(c, s.store.fresh(sessionCookie), -1); err != nil {
+		return 0, err
+	}
 	c.Set(sessionKey, lookup{})
 	return n, nil
 }

@@ -8,7 +8,6 @@ import (
 	"mime"
 	"net/http"
 	"path"
-	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -95,7 +94,7 @@ func compress() echo.MiddlewareFunc {
 		MinLength: 512,
 		Skipper: func(c echo.Context) bool {
 			p := c.Request().URL.Path
-			return p == "/v1" || strings.HasPrefix(p, "/v1/") || p == "/metrics" || p == "/health" || p == "/ready"
+			return isProxyPath(p) || p == "/metrics" || p == "/health" || p == "/ready"
 		},
 	})
 }

@@ -1,11 +1,13 @@
 package web
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"switchyard/services/errs"
+	"switchyard/services/metrics"
 	"switchyard/services/proxy"
 	"switchyard/services/traffic"
 )
@@ -13,11 +15,14 @@ import (
 // recordRequest hands every finished client request to the request log: who asked (the client
 // key), which surface, what the engine did (provider, connection, attempt chain, skipped
 // connections, tokens, time to first token) and how it ended. It runs inside trace() and outside
-// the client key check, so refused requests are logged too; errors are rendered first, so the
-// status is the one sent. Never a header. Bodies only when the log keeps them: then the first
-// bytes of the client's body and of what went to the client are copied as they pass (the
-// runner truncates and redacts them off the request path); otherwise nothing is wrapped.
-func recordRequest(rec RequestRecorder, now func() time.Time) echo.MiddlewareFunc {
+// the client key check; errors are rendered first, so the status is the one sent. A request
+// refused before any client key authenticated (missing or invalid key) is anonymous: it is
+// counted (switchyard_refused_requests_total by surface and reason, and the traffic charts) but
+// never logged row by row, so nobody without a key can rotate the log. Never a header. Bodies
+// only when the log keeps them: then the first bytes of the client's body and of what went to
+// the client are copied as they pass (the runner truncates and redacts them off the request
+// path); otherwise nothing is wrapped.
+func recordRequest(rec RequestRecorder, m *metrics.Metrics, now func() time.Time) echo.MiddlewareFunc {
 	window := 0
 	if n := rec.BodyBytes(); n > 0 {
 		window = n + traffic.CaptureMargin
@@ -33,7 +38,7 @@ func recordRequest(rec RequestRecorder, now func() time.Time) echo.MiddlewareFun
 			if err := next(c); err != nil {
 				c.Error(err)
 			}
-			e := traffic.Entry{RequestID: requestIDOf(c), At: at, Surface: c.Path(), Status: c.Response().Status,
+			e := traffic.Entry{RequestID: requestIDOf(c), At: at, Surface: surfaceRoute(c.Path()), Status: c.Response().Status,
 				Latency: time.Since(start)}
 			if window > 0 {
 				e.Capture = &traffic.Capture{Request: in.buf, RequestSize: in.n, Response: out.buf, ResponseSize: out.n}
@@ -49,6 +54,14 @@ func recordRequest(rec RequestRecorder, now func() time.Time) echo.MiddlewareFun
 				if re.Code == errs.ClientClosed {
 					e.Status = errs.StatusOf(errs.ClientClosed) // nothing was sent
 				}
+			}
+			if e.ClientKeyID == 0 {
+				reason := e.ErrorCode
+				if reason == "" {
+					reason = strconv.Itoa(e.Status)
+				}
+				m.Refused(e.Surface, reason)
+				e.CountOnly, e.Capture = true, nil
 			}
 			rec.Record(e)
 			return nil

@@ -18,6 +18,7 @@ type Metrics struct {
 	Registry *prometheus.Registry
 
 	requests   *prometheus.CounterVec
+	refused    *prometheus.CounterVec
 	duration   *prometheus.HistogramVec
 	ttft       *prometheus.HistogramVec
 	attempts   *prometheus.CounterVec
@@ -40,6 +41,9 @@ func New() *Metrics {
 	m := &Metrics{Registry: r,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_requests_total",
 			Help: "Client requests by route, status, provider and model."}, []string{"route", "status", "provider", "model"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_refused_requests_total",
+			Help: "Proxy requests refused before a client key authenticated (not in the request log), by surface and reason."},
+			[]string{"surface", "reason"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "switchyard_request_duration_seconds",
 			Help: "Client request latency, to the last byte.", Buckets: latencyBuckets}, []string{"route", "provider"}),
 		ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "switchyard_time_to_first_token_seconds",
@@ -63,7 +67,7 @@ func New() *Metrics {
 		lockoutsRc: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_model_lockouts_total",
 			Help: "Model lockouts recorded, by scope."}, []string{"provider", "scope"}),
 	}
-	r.MustRegister(m.requests, m.duration, m.ttft, m.attempts, m.retries, m.tokens, m.cooldowns, m.breakerTr,
+	r.MustRegister(m.requests, m.refused, m.duration, m.ttft, m.attempts, m.retries, m.tokens, m.cooldowns, m.breakerTr,
 		m.queueWait, m.queueRej, m.failOpen, m.lockoutsRc)
 	return m
 }
@@ -77,6 +81,12 @@ func (m *Metrics) Handler() http.Handler {
 func (m *Metrics) Request(route string, status int, provider, model string, d time.Duration) {
 	m.requests.WithLabelValues(route, strconv.Itoa(status), provider, model).Inc()
 	m.duration.WithLabelValues(route, provider).Observe(d.Seconds())
+}
+
+// Refused counts a proxy request refused before any client key authenticated (a missing or
+// invalid key): such requests are counted here and in the traffic charts, never logged row by row.
+func (m *Metrics) Refused(surface, reason string) {
+	m.refused.WithLabelValues(surface, reason).Inc()
 }
 
 // FirstToken records the time to the first streamed event.

@@ -24,9 +24,19 @@ import (
 // idBytes is the entropy of a session id (256 bits); the id is 43 base64url characters.
 const idBytes = 32
 
-// touchEvery bounds how often a session's last use is written: the idle lifetime is enforced
-// to within this much, and a busy dashboard costs one small write a minute, not one a request.
+// touchEvery bounds how often a session's last use is written: a busy dashboard costs one small
+// write a minute, not one a request. The idle lifetime is measured from the last write, so a
+// session in use may end up to this much early; touchInterval keeps that below a quarter of a
+// short idle lifetime.
 const touchEvery = time.Minute
+
+// touchInterval is how stale a session's recorded last use may grow before a use writes it: a
+// minute, or a quarter of the idle lifetime when that is shorter. A session used more often than
+// the idle lifetime therefore never ends for idleness (with a one-minute idle lifetime and a
+// write only every minute, a session used every 20 s would end at its third use).
+func touchInterval(idle time.Duration) time.Duration {
+	return min(touchEvery, idle/4)
+}
 
 // Session is a live session.
 type Session struct {
@@ -90,8 +100,11 @@ func New(ctx context.Context, d *db.DB, kv Store, now func() time.Time) (*Servic
 // newID returns a fresh session id and its hash.
 func newID() (id, hash string) {
 	id = secrets.RandomToken(idBytes)
-	return id, secrets.SHA256Hex(id)
+	return id, HashID(id)
 }
+
+// HashID is what the database knows a session id by (Session.IDHash): its SHA-256, in hex.
+func HashID(id string) string { return secrets.SHA256Hex(id) }
 
 // wellFormed reports whether id could be one of ours, so junk costs no database read.
 func wellFormed(id string) bool {
@@ -126,12 +139,12 @@ func (s *Service) Create(ctx context.Context) (string, error) {
 
 // Lookup returns the live session of a cookie's id, nil when there is none: unknown, ended, or
 // past its absolute or idle lifetime (then it is removed). A use is recorded at most once per
-// touchEvery.
+// touchInterval.
 func (s *Service) Lookup(ctx context.Context, id string) (*Session, error) {
 	if !wellFormed(id) {
 		return nil, nil
 	}
-	hash := secrets.SHA256Hex(id)
+	hash := HashID(id)
 	row, err := db.GetSession(ctx, s.db.R, hash)
 	if errors.Is(err, db.ErrNotFound) {
 		return nil, nil
@@ -145,7 +158,7 @@ func (s *Service) Lookup(ctx context.Context, id string) (*Session, error) {
 	if !now.Before(created.Add(set.Absolute())) || !now.Before(seen.Add(set.Idle())) {
 		return nil, db.DeleteSession(ctx, s.db.W, hash)
 	}
-	if now.Sub(seen) >= touchEvery {
+	if now.Sub(seen) >= touchInterval(set.Idle()) {
 		if err := db.TouchSession(ctx, s.db.W, hash, now.UnixMilli()); err != nil {
 			return nil, err
 		}

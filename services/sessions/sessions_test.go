@@ -81,6 +81,59 @@ func TestLifetimes(t *testing.T) {
 
 func opt(v int64) Optional { return Optional{Set: true, Value: &v} }
 
+// A short idle lifetime must not end a session in use: its last use is written at least every
+// quarter of the idle lifetime, so a session used every idle/3 lives on over many idle periods,
+// while one left alone ends once the idle lifetime passes.
+func TestShortIdleTimeoutKeepsBusySessions(t *testing.T) {
+	ctx := context.Background()
+	for _, idle := range []time.Duration{time.Minute, 2 * time.Minute, 10 * time.Minute} {
+		t.Run(idle.String(), func(t *testing.T) {
+			s, _, clk := newService(t)
+			if _, err := s.Save(ctx, Patch{IdleTimeoutMS: opt(idle.Milliseconds())}); err != nil {
+				t.Fatal(err)
+			}
+			busy, _ := s.Create(ctx)
+			unused, _ := s.Create(ctx)
+			step := idle / 3
+			for elapsed := time.Duration(0); elapsed < 30*idle; elapsed += step {
+				clk.t = clk.t.Add(step)
+				got, err := s.Lookup(ctx, busy)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got == nil {
+					t.Fatalf("a session used every %v ended after %v under an idle lifetime of %v", step, elapsed+step, idle)
+				}
+			}
+			if x, _ := s.Lookup(ctx, unused); x != nil {
+				t.Fatalf("a session unused for %v works under an idle lifetime of %v", 30*idle, idle)
+			}
+			// Left alone now, the busy session ends within the idle lifetime of its last use, and
+			// not before three quarters of it.
+			clk.t = clk.t.Add(idle * 3 / 4)
+			if x, _ := s.Lookup(ctx, busy); x == nil {
+				t.Fatal("a session ended before three quarters of its idle lifetime passed")
+			}
+			clk.t = clk.t.Add(idle)
+			if x, _ := s.Lookup(ctx, busy); x != nil {
+				t.Fatal("a session unused for its idle lifetime works")
+			}
+		})
+	}
+}
+
+func TestTouchInterval(t *testing.T) {
+	for _, c := range []struct{ idle, want time.Duration }{
+		{time.Minute, 15 * time.Second},
+		{4 * time.Minute, time.Minute},
+		{24 * time.Hour, time.Minute},
+	} {
+		if got := touchInterval(c.idle); got != c.want {
+			t.Errorf("idle %v: touch every %v, want %v", c.idle, got, c.want)
+		}
+	}
+}
+
 func TestEndAndFlashes(t *testing.T) {
 	ctx := context.Background()
 	s, _, _ := newService(t)

@@ -19,7 +19,7 @@ type Settings struct {
 	// (default 7 days; 5 minutes to 90 days).
 	AbsoluteLifetimeMS int64 `json:"absolute_lifetime_ms"`
 	// IdleTimeoutMS ends a session not used for this long (default 24 hours; 1 minute to 30
-	// days; enforced to within a minute).
+	// days; enforced to within a minute, or a quarter of it when that is less).
 	IdleTimeoutMS int64 `json:"idle_timeout_ms"`
 }
 

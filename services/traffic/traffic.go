@@ -58,6 +58,10 @@ type Entry struct {
 	// RequestBody and ResponseBody are the bodies as kept; a read fills them in (Get only).
 	RequestBody  Body
 	ResponseBody Body
+	// CountOnly marks a request refused before any client key authenticated: it is counted in
+	// the aggregates (the charts show it) but never becomes a request-log row, so anonymous
+	// callers cannot rotate the log's rows out.
+	CountOnly bool
 }
 
 // Attempt is one upstream call of a request.
@@ -171,7 +175,14 @@ func (s *Service) now() time.Time { return s.opt.Clock.Now() }
 //
 // Captured bodies waiting for the runner are bounded by maxPendingBodies: beyond it an entry is
 // kept without its bodies, so a runner that falls behind never holds more.
+//
+// A CountOnly entry is added to the aggregates at once and goes no further: a flood of refused
+// requests neither fills the runner's buffer nor costs a write beyond its minute's aggregate.
 func (s *Service) Record(e Entry) {
+	if e.CountOnly {
+		s.aggregate(&e)
+		return
+	}
 	held := e.Capture.size()
 	if held > 0 && s.bodies.Add(held) > maxPendingBodies {
 		s.bodies.Add(-held)
@@ -249,6 +260,11 @@ func (s *Service) ingest(e *Entry) {
 	e.ID = s.nextID
 	s.nextID++
 	s.pending = append(s.pending, e)
+	s.aggregate(e)
+}
+
+// aggregate adds the entry to its minute's cell, to be written with the next flush.
+func (s *Service) aggregate(e *Entry) {
 	m := e.At.Unix() / 60
 	if m < s.now().Unix()/60-keepMinutes {
 		return // too old for the charts

@@ -184,6 +184,38 @@ func TestRecordNeverBlocks(t *testing.T) {
 	}
 }
 
+// TestCountOnlyEntries: requests refused before a client key authenticated are counted in the
+// aggregates (at once, even with the runner stopped and its buffer full) and persisted with them,
+// but never become request-log rows, and they take no id from the logged requests.
+func TestCountOnlyEntries(t *testing.T) {
+	d := openDB(t)
+	clk := clockwork.NewFakeClock()
+	s := newService(t, d, clk, Options{Retention: time.Hour, Buffer: 1})
+	s.Record(Entry{At: clk.Now(), Surface: "/v1/chat/completions", ClientKeyID: 1, Status: 200}) // fills the buffer
+	for i := 0; i < 50; i++ {
+		s.Record(Entry{At: clk.Now(), Surface: "/v1/chat/completions", Status: 401, ErrorCode: "invalid_api_key", CountOnly: true})
+	}
+	if s.Dropped() != 0 {
+		t.Fatalf("refused requests took %d places of logged ones", s.Dropped())
+	}
+	if tot := s.Total(LastHour); tot.Requests != 50 || tot.Errors[ClassClient] != 50 {
+		t.Fatalf("aggregates %+v, want the 50 refused requests counted before the runner ran", tot)
+	}
+	stop := run(s)
+	list, err := s.List(context.Background(), Filter{})
+	if err != nil || len(list) != 1 || list[0].ID != 1 || list[0].Status != 200 {
+		t.Fatalf("the log has %d rows, want only the authenticated one: %v %+v", len(list), err, list)
+	}
+	if tot := s.Total(LastHour); tot.Requests != 51 || tot.Errors[ClassClient] != 50 {
+		t.Fatalf("aggregates %+v, want 51 requests and 50 refused", tot)
+	}
+	stop()
+	again := newService(t, d, clk, Options{Retention: time.Hour})
+	if tot := again.Total(LastHour); tot.Requests != 51 || tot.Errors[ClassClient] != 50 {
+		t.Fatalf("after a restart the aggregates are %+v", tot)
+	}
+}
+
 func TestRedactsStoredMessages(t *testing.T) {
 	d := openDB(t)
 	clk := clockwork.NewFakeClock()
