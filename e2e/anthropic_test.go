@@ -146,6 +146,8 @@ func TestMessagesErrorsInAnthropicShape(t *testing.T) {
 			t.Fatalf("%s: %d %s", name, r.StatusCode, body)
 		}
 	}
+	// A provider that refuses the models it does not list answers an unknown one itself.
+	e.MustAPI("PATCH", fmt.Sprintf("/api/providers/%d", e.ProviderID("anthropic")), map[string]any{"listed_models_only": true}, 200)
 	check("unknown model", e.PostAnthropic("/v1/messages", key, `{"model":"anthropic/nope","max_tokens":1,"messages":[]}`, nil), 404, "not_found_error")
 	check("bad key", e.PostAnthropic("/v1/messages", "sk-wrong", messagesBody, nil), 401, "authentication_error")
 	check("bad json", e.PostAnthropic("/v1/messages", key, `{"model":`, nil), 400, "invalid_request_error")

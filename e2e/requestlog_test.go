@@ -83,7 +83,7 @@ func TestRequestLogAPI(t *testing.T) {
 	} else {
 		testenv.ReadAll(t, r)
 	}
-	if r := e.Chat(context.Background(), key, `{"model":"up/nope","messages":[]}`); r.StatusCode != 404 {
+	if r := e.Chat(context.Background(), key, `{"model":"nobody/nope","messages":[]}`); r.StatusCode != 404 {
 		t.Fatalf("unknown model: %d", r.StatusCode)
 	} else {
 		testenv.ReadAll(t, r)
@@ -117,7 +117,7 @@ func TestRequestLogAPI(t *testing.T) {
 	if refused.Status != 401 || refused.ErrorCode != "invalid_api_key" || refused.ClientKeyID != 0 || refused.Error == "" {
 		t.Fatalf("refused request: %+v", refused)
 	}
-	if notFound.Status != 404 || notFound.ErrorCode != "model_not_found" || !strings.Contains(notFound.Error, "up/nope") {
+	if notFound.Status != 404 || notFound.ErrorCode != "model_not_found" || !strings.Contains(notFound.Error, "nobody/nope") {
 		t.Fatalf("unknown model: %+v", notFound)
 	}
 

@@ -123,8 +123,9 @@ type target struct {
 	model    string // the upstream's own model id
 }
 
-// resolve maps a client model string to a provider and upstream model: "provider/model", or a
-// bare model that exactly one provider's inventory lists.
+// resolve maps a client model string to a provider and upstream model: "provider/model" (any
+// model of a known provider, see checkListed), or a bare model that exactly one provider's
+// inventory lists.
 func (e *Engine) resolve(ctx context.Context, model string) (target, *errs.Error) {
 	reg := e.opt.Catalog.Registry()
 	if prov, name, ok := SplitModel(model, func(n string) bool { _, ok := reg.Provider(n); return ok }); ok {
@@ -151,15 +152,30 @@ func (e *Engine) resolve(ctx context.Context, model string) (target, *errs.Error
 // Model finds one model as a client names it, the way routing resolves the name
 // (provider/model, or a bare name exactly one provider serves), among the models /v1/models
 // lists; the answer carries the id the client used. A name routing refuses (unknown, ambiguous)
-// answers with routing's error, a model the list does not show as not found.
+// answers with routing's error, a model the list does not show as not found (after one
+// on-demand refresh of its provider's list), even where requests naming it are forwarded:
+// this endpoint describes the models the gateway knows, and a client asking about one
+// (OpenAI's SDKs' models.retrieve; Codex reads the list instead) is told the truth.
 func (e *Engine) Model(ctx context.Context, id string) (Model, *errs.Error) {
 	t, err := e.resolve(ctx, id)
 	if err != nil {
 		return Model{}, err
 	}
-	for _, m := range e.opt.Inventory.List() {
-		if m.Provider == t.provider.Name && m.Name == t.model {
-			m.ID = id
+	find := func() (Model, bool) {
+		for _, m := range e.opt.Inventory.List() {
+			if m.Provider == t.provider.Name && m.Name == t.model {
+				m.ID = id
+				return m, true
+			}
+		}
+		return Model{}, false
+	}
+	if m, ok := find(); ok {
+		return m, nil
+	}
+	if found, _ := e.opt.Inventory.Lookup(t.provider.Name, t.model); !found {
+		e.opt.Inventory.RefreshIfStale(ctx, t.provider, listedRefreshGap)
+		if m, ok := find(); ok {
 			return m, nil
 		}
 	}
@@ -177,15 +193,26 @@ func SplitModel(model string, isProvider func(string) bool) (provider, name stri
 	return prov, name, true
 }
 
-// checkListed refuses a model the provider's inventory does not list, after one on-demand
-// refresh. When the provider's inventory is unknown (discovery failed), the request is sent.
+// listedRefreshGap is how often a model the inventory does not list may make its provider's
+// list be fetched again on demand.
+const listedRefreshGap = 30 * time.Second
+
+// checkListed decides whether a provider/model the provider's inventory does not list is sent.
+// By default it is: the upstream decides (a model released since the last discovery refresh
+// works at once; one it does not serve answers 404, which the model lockout then remembers).
+// A provider with ListedModelsOnly refuses it instead, after one on-demand refresh of its list
+// (at most every listedRefreshGap), without calling the upstream. While the provider's
+// inventory is unknown (discovery never succeeded) the request is sent either way.
 func (e *Engine) checkListed(ctx context.Context, p *catalog.ProviderEntry, name, full string) (target, *errs.Error) {
 	t := target{provider: p, model: name}
+	if !p.ListedModelsOnly {
+		return t, nil
+	}
 	found, listed := e.opt.Inventory.Lookup(p.Name, name)
 	if found || !listed {
 		return t, nil
 	}
-	e.opt.Inventory.RefreshIfStale(ctx, p, 30*time.Second)
+	e.opt.Inventory.RefreshIfStale(ctx, p, listedRefreshGap)
 	if found, listed = e.opt.Inventory.Lookup(p.Name, name); found || !listed {
 		return t, nil
 	}
