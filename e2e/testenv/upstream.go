@@ -96,6 +96,13 @@ func (f *FakeUpstream) SetModels(models ...string) {
 	f.models = models
 }
 
+// Requests returns every request received so far, model lists included.
+func (f *FakeUpstream) Requests() []Recorded {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]Recorded(nil), f.requests...)
+}
+
 // ChatRequests returns the chat completions requests received so far.
 func (f *FakeUpstream) ChatRequests() []Recorded {
 	f.mu.Lock()

@@ -19,6 +19,7 @@ import (
 	"switchyard/services/catalog"
 	"switchyard/services/errs"
 	"switchyard/services/health"
+	"switchyard/services/proxy/tokencount"
 	"switchyard/services/resilience"
 	"switchyard/services/settings"
 )
@@ -75,6 +76,9 @@ type Engine struct {
 	// the ids other accounts see (oauth_session.go).
 	binds      *sessionBinds
 	sessionKey []byte
+	// tokens counts count_tokens requests toward providers without that endpoint; its
+	// vocabularies load on the first such request.
+	tokens *tokencount.Counter
 }
 
 type cachedBreakerConfig struct {
@@ -97,7 +101,7 @@ func New(opt Options) *Engine {
 	if len(key) == 0 {
 		key = newSessionKey()
 	}
-	return &Engine{opt: opt, binds: newSessionBinds(sessionBindTTL, sessionBindMax), sessionKey: key}
+	return &Engine{opt: opt, binds: newSessionBinds(sessionBindTTL, sessionBindMax), sessionKey: key, tokens: tokencount.New()}
 }
 
 // NewTransport returns the HTTP transport tuned for many concurrent upstream calls and streams.
