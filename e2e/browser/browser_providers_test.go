@@ -3,6 +3,7 @@ package browser
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -102,6 +103,18 @@ func TestListedModelsOnlyOnTheProviderEditPage(t *testing.T) {
 		)
 		if got := b.text("#listed-only-" + id); got != i18n.TL(i18n.DE, "providers.listed_only") {
 			t.Fatalf("German badge %q", got)
+		}
+	})
+
+	step("both pages fit a phone", func(t *testing.T) {
+		b.do(chromedp.EmulateViewport(390, 800))
+		defer b.do(chromedp.EmulateViewport(1280, 900))
+		for _, path := range []string{"/providers/" + id + "/edit", "/providers"} {
+			b.do(chromedp.Navigate(e.Base+path), chromedp.WaitVisible(chromedp.CSS(box)))
+			if over := b.eval(`String(document.documentElement.scrollWidth - document.documentElement.clientWidth)`); over != "0" {
+				t.Errorf("%s overflows a 390 px screen by %s px", path, over)
+			}
+			b.shot("provider-listed-only-390" + strings.ReplaceAll(path, "/", "-"))
 		}
 	})
 
