@@ -105,6 +105,18 @@ func TestUnlistedModelIsForwardedAndTheUpstreamDecides(t *testing.T) {
 	if r.StatusCode != 429 || !strings.Contains(body, "model_locked_out") || len(up.ChatRequests()) != calls {
 		t.Fatalf("locked unlisted model: %d %s", r.StatusCode, body)
 	}
+	// A made-up name is bounded: 256 bytes are forwarded, longer is refused before any work.
+	long := "up/" + strings.Repeat("m", 253)
+	r = e.Chat(context.Background(), key, `{"model":"`+long+`","messages":[]}`)
+	if body := testenv.ReadAll(t, r); r.StatusCode != 200 || gjson.Get(body, "model").String() != long[3:] {
+		t.Fatalf("a 256-byte model: %d %s", r.StatusCode, body)
+	}
+	calls = len(up.ChatRequests())
+	r = e.Chat(context.Background(), key, `{"model":"`+long+`m","messages":[]}`)
+	if body := testenv.ReadAll(t, r); r.StatusCode != 400 || gjson.Get(body, "error.code").String() != "invalid_request" ||
+		!strings.Contains(body, "longer than 256 bytes") || len(up.ChatRequests()) != calls {
+		t.Fatalf("a 257-byte model: %d %s", r.StatusCode, body)
+	}
 	// Other unlisted models of the same connection still go through.
 	r = e.Chat(context.Background(), key, `{"model":"up/gpt-other","messages":[]}`)
 	if body := testenv.ReadAll(t, r); r.StatusCode != 200 || gjson.Get(body, "model").String() != "gpt-other" {

@@ -127,10 +127,19 @@ type target struct {
 	model    string // the upstream's own model id
 }
 
+// MaxModelName bounds the model a client may name, in bytes. Unlisted models are forwarded, so
+// a name the client made up becomes a key of the lockout, breaker and health tables (and a row
+// of the lockout table on disk): those tables are bounded in entries, this bounds each entry.
+// Real ids, an inference profile's ARN included, are far shorter.
+const MaxModelName = 256
+
 // resolve maps a client model string to a provider and upstream model: "provider/model" (any
 // model of a known provider, see checkListed), or a bare model that exactly one provider's
 // inventory lists.
 func (e *Engine) resolve(ctx context.Context, model string) (target, *errs.Error) {
+	if len(model) > MaxModelName {
+		return target{}, errInvalid("invalid_request", "proxy.model_too_long", MaxModelName)
+	}
 	reg := e.opt.Catalog.Registry()
 	if prov, name, ok := SplitModel(model, func(n string) bool { _, ok := reg.Provider(n); return ok }); ok {
 		p, _ := reg.Provider(prov)
