@@ -100,8 +100,8 @@ func TestMessagesPassThroughToAnthropic(t *testing.T) {
 func TestCountTokensAndModelsInAnthropicShape(t *testing.T) {
 	e, _, key, _, _ := anthropicSetup(t, testenv.MessagesAnswer())
 	r := e.PostAnthropic("/v1/messages/count_tokens", key, `{"model":"anthropic/claude-test","messages":[{"role":"user","content":"hi"}]}`, nil)
-	if body := testenv.ReadAll(t, r); r.StatusCode != 200 || body != `{"input_tokens":42}` {
-		t.Fatalf("count_tokens: %d %s", r.StatusCode, body)
+	if body := testenv.ReadAll(t, r); r.StatusCode != 200 || body != `{"input_tokens":42}` || r.Header.Get("X-Switchyard-Token-Count") != "" {
+		t.Fatalf("count_tokens: %d %s %v", r.StatusCode, body, r.Header)
 	}
 
 	req, _ := http.NewRequest("GET", e.Base+"/v1/models", nil)
@@ -122,14 +122,15 @@ func TestCountTokensAndModelsInAnthropicShape(t *testing.T) {
 		t.Fatal("OpenAI-shaped list is empty")
 	}
 
-	// An OpenAI-compatible provider cannot count tokens: a clear error in Anthropic's shape.
+	// An OpenAI-compatible provider has no count_tokens: the gateway answers its own estimate
+	// in the same shape (TestCountTokensTowardAnOpenAIProviderIsEstimated has the details).
 	oai := testenv.NewFakeUpstream(t, testenv.JSONAnswer(testenv.CompletionJSON))
 	e.AddProvider("up", oai.URL+"/v1")
 	e.AddConnection("up", "main", "sk-up", 0)
 	e.WaitModels(key, "up/gpt-test")
 	r = e.PostAnthropic("/v1/messages/count_tokens", key, `{"model":"up/gpt-test","messages":[]}`, nil)
 	body := testenv.ReadAll(t, r)
-	if r.StatusCode != 400 || gjson.Get(body, "type").String() != "error" || gjson.Get(body, "error.type").String() != "invalid_request_error" {
+	if r.StatusCode != 200 || gjson.Get(body, "input_tokens").Int() <= 0 || r.Header.Get("X-Switchyard-Token-Count") != "estimate" {
 		t.Fatalf("count_tokens on openai-compatible: %d %s", r.StatusCode, body)
 	}
 }
@@ -146,6 +147,8 @@ func TestMessagesErrorsInAnthropicShape(t *testing.T) {
 			t.Fatalf("%s: %d %s", name, r.StatusCode, body)
 		}
 	}
+	// A provider that refuses the models it does not list answers an unknown one itself.
+	e.MustAPI("PATCH", fmt.Sprintf("/api/providers/%d", e.ProviderID("anthropic")), map[string]any{"listed_models_only": true}, 200)
 	check("unknown model", e.PostAnthropic("/v1/messages", key, `{"model":"anthropic/nope","max_tokens":1,"messages":[]}`, nil), 404, "not_found_error")
 	check("bad key", e.PostAnthropic("/v1/messages", "sk-wrong", messagesBody, nil), 401, "authentication_error")
 	check("bad json", e.PostAnthropic("/v1/messages", key, `{"model":`, nil), 400, "invalid_request_error")

@@ -163,7 +163,9 @@ func TestEveryErrorHasTheSurfacesShape(t *testing.T) {
 	q := testenv.NewFakeUpstream(t, func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }, "ok")
 
 	e := testenv.New(t, "--max-body-mib", "1")
-	e.AddProvider("up", up.URL+"/v1")
+	upID := e.AddProvider("up", up.URL+"/v1")
+	// up refuses the models it does not list (the "unknown model" class is the gateway's answer).
+	e.MustAPI("PATCH", fmt.Sprintf("/api/providers/%d", upID), map[string]any{"listed_models_only": true}, 200)
 	conns := []int64{e.AddConnection("up", "main", "sk-up", 0)}
 	e.MustAPI("PATCH", fmt.Sprintf("/api/providers/%d", e.ProviderID("anthropic")), map[string]any{"base_url": ant.URL}, 200)
 	conns = append(conns, e.AddConnection("anthropic", "main", "sk-ant", 0))

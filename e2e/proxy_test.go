@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"switchyard/e2e/testenv"
@@ -129,6 +130,8 @@ func TestClientCancelReachesUpstream(t *testing.T) {
 
 func TestProxyRejectsBadRequests(t *testing.T) {
 	e, up, key := setupOne(t, testenv.JSONAnswer(testenv.CompletionJSON))
+	// A provider forwards models it does not list unless told otherwise; this one refuses them.
+	e.MustAPI("PATCH", fmt.Sprintf("/api/providers/%d", e.ProviderID("up")), map[string]any{"listed_models_only": true}, 200)
 	big := `{"model":"up/gpt-test","messages":[{"role":"user","content":"` + strings.Repeat("x", 33<<20) + `"}]}`
 	cases := []struct {
 		name   string
@@ -146,7 +149,7 @@ func TestProxyRejectsBadRequests(t *testing.T) {
 		{"no key", "", "", `{"model":"up/gpt-test"}`, 401, "missing_api_key", ""},
 		{"wrong key", "sk-sy-wrong", "", `{"model":"up/gpt-test"}`, 401, "invalid_api_key", ""},
 		{"unknown provider", key, "", `{"model":"nope/gpt-test"}`, 404, "model_not_found", "nope/gpt-test"},
-		{"unknown model", key, "", `{"model":"up/gpt-missing"}`, 404, "model_not_found", "up/gpt-missing"},
+		{"unlisted model, listed models only", key, "", `{"model":"up/gpt-missing"}`, 404, "model_not_found", "up/gpt-missing"},
 		{"x-api-key works", key, "x-api-key", `{"model":"up/gpt-test","messages":[]}`, 200, "", ""},
 	}
 	for _, c := range cases {
@@ -203,8 +206,15 @@ func TestConnectionsSpreadByPriorityThenRoundRobin(t *testing.T) {
 
 func TestOpenAISDKThroughGateway(t *testing.T) {
 	e, _, key := setupOne(t, func(w http.ResponseWriter, r *http.Request) {
-		var req struct{ Stream bool }
+		var req struct {
+			Model  string
+			Stream bool
+		}
 		json.NewDecoder(r.Body).Decode(&req)
+		if req.Model == "unknown" {
+			testenv.Status(404, nil, `{"error":{"message":"The model unknown does not exist","type":"invalid_request_error","code":"model_not_found"}}`)(w, r)
+			return
+		}
 		if req.Stream {
 			testenv.SSEAnswer(testenv.SSEChunks, -1)(w, r)
 			return

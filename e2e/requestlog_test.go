@@ -85,7 +85,7 @@ func TestRequestLogAPI(t *testing.T) {
 	} else {
 		testenv.ReadAll(t, r)
 	}
-	if r := e.Chat(context.Background(), key, `{"model":"up/nope","messages":[]}`); r.StatusCode != 404 {
+	if r := e.Chat(context.Background(), key, `{"model":"nobody/nope","messages":[]}`); r.StatusCode != 404 {
 		t.Fatalf("unknown model: %d", r.StatusCode)
 	} else {
 		testenv.ReadAll(t, r)
@@ -116,7 +116,7 @@ func TestRequestLogAPI(t *testing.T) {
 	if second.Connection != "second" || second.AttemptCount != 1 {
 		t.Fatalf("second request: %+v", second)
 	}
-	if notFound.Status != 404 || notFound.ErrorCode != "model_not_found" || !strings.Contains(notFound.Error, "up/nope") {
+	if notFound.Status != 404 || notFound.ErrorCode != "model_not_found" || !strings.Contains(notFound.Error, "nobody/nope") {
 		t.Fatalf("unknown model: %+v", notFound)
 	}
 

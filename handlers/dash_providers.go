@@ -59,8 +59,8 @@ func (d *Dashboard) providersModel(c echo.Context) (views.ProvidersModel, error)
 				Breaker: string(resilience.CircuitClosed)}
 		}
 		m.Providers = append(m.Providers, views.ProviderRow{ID: p.ID, Name: p.Name, Type: p.Type, TypeLabel: typeLabel(ctx(c), p.Type),
-			Served: len(proxy.ServedSurfaces(p.Type)) > 0, BaseURL: p.BaseURL, Discovery: d.discovery(c, p.Name), State: st,
-			Connections: byProvider[p.ID]})
+			Served: len(proxy.ServedSurfaces(p.Type)) > 0, BaseURL: p.BaseURL, ListedModelsOnly: p.ListedModelsOnly,
+			Discovery: d.discovery(c, p.Name), State: st, Connections: byProvider[p.ID]})
 	}
 	return m, nil
 }
@@ -226,9 +226,10 @@ func (d *Dashboard) ProvidersPage(c echo.Context) error {
 // CreateProvider answers POST /providers.
 func (d *Dashboard) CreateProvider(c echo.Context) error {
 	f := views.ProviderForm{Name: strings.TrimSpace(c.FormValue("name")), Type: c.FormValue("type"),
-		BaseURL: strings.TrimSpace(c.FormValue("base_url")), ResponsesAPI: c.FormValue("responses_api") == "true"}
+		BaseURL: strings.TrimSpace(c.FormValue("base_url")), ResponsesAPI: c.FormValue("responses_api") == "true",
+		ListedModelsOnly: c.FormValue("listed_models_only") == "true"}
 	p, err := d.Catalog.CreateProvider(ctx(c), catalog.ProviderInput{Name: &f.Name, Type: &f.Type, BaseURL: &f.BaseURL,
-		ResponsesAPI: &f.ResponsesAPI}, nil)
+		ResponsesAPI: &f.ResponsesAPI, ListedModelsOnly: &f.ListedModelsOnly}, nil)
 	if err != nil {
 		fields, form, ok := formErrors(ctx(c), err, providerFields...)
 		if !ok {
@@ -257,7 +258,7 @@ func (d *Dashboard) EditProviderPage(c echo.Context) error {
 		return d.missing(c, err, "/providers")
 	}
 	return Render(c, http.StatusOK, views.ProviderEditPage(d.providerEditModel(c, p,
-		views.ProviderForm{Type: p.Type, BaseURL: p.BaseURL, ResponsesAPI: p.ResponsesAPI})))
+		views.ProviderForm{Type: p.Type, BaseURL: p.BaseURL, ResponsesAPI: p.ResponsesAPI, ListedModelsOnly: p.ListedModelsOnly})))
 }
 
 func (d *Dashboard) providerEditModel(c echo.Context, p catalog.Provider, f views.ProviderForm) views.ProviderEditModel {
@@ -266,7 +267,7 @@ func (d *Dashboard) providerEditModel(c echo.Context, p catalog.Provider, f view
 		ID: p.ID, Name: p.Name, Types: providerTypes(ctx(c)), Form: f}
 }
 
-// UpdateProvider answers POST /providers/:id/edit: type and base URL.
+// UpdateProvider answers POST /providers/:id/edit: type, base URL and the two switches.
 func (d *Dashboard) UpdateProvider(c echo.Context) error {
 	id, err := PathID(c)
 	if err != nil {
@@ -277,9 +278,9 @@ func (d *Dashboard) UpdateProvider(c echo.Context) error {
 		return d.missing(c, err, "/providers")
 	}
 	f := views.ProviderForm{Type: c.FormValue("type"), BaseURL: strings.TrimSpace(c.FormValue("base_url")),
-		ResponsesAPI: c.FormValue("responses_api") == "true"}
+		ResponsesAPI: c.FormValue("responses_api") == "true", ListedModelsOnly: c.FormValue("listed_models_only") == "true"}
 	p, err := d.Catalog.UpdateProvider(ctx(c), id, catalog.ProviderInput{Type: &f.Type, BaseURL: &f.BaseURL,
-		ResponsesAPI: &f.ResponsesAPI}, nil)
+		ResponsesAPI: &f.ResponsesAPI, ListedModelsOnly: &f.ListedModelsOnly}, nil)
 	if err != nil {
 		fields, form, ok := formErrors(ctx(c), err, providerFields...)
 		if !ok {

@@ -65,7 +65,10 @@ func (f *FakeUpstream) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		var data []string
-		for _, m := range f.models {
+		f.mu.Lock()
+		models := f.models
+		f.mu.Unlock()
+		for _, m := range models {
 			data = append(data, fmt.Sprintf(`{"id":%q,"object":"model","created":1,"owned_by":"x"}`, m))
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -84,6 +87,20 @@ func (f *FakeUpstream) serve(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.NotFound(w, r)
 	}
+}
+
+// SetModels changes the models GET /v1/models lists from now on (a model released upstream).
+func (f *FakeUpstream) SetModels(models ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.models = models
+}
+
+// Requests returns every request received so far, model lists included.
+func (f *FakeUpstream) Requests() []Recorded {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]Recorded(nil), f.requests...)
 }
 
 // ChatRequests returns the chat completions requests received so far.

@@ -140,18 +140,22 @@ type Provider struct {
 	Resilience json.RawMessage `json:"resilience"`
 	// ResponsesAPI: the upstream serves /responses itself (openai-compatible providers; openai
 	// always does), so Responses requests pass through.
-	ResponsesAPI bool  `json:"responses_api"`
-	CreatedAt    int64 `json:"created_at"`
-	UpdatedAt    int64 `json:"updated_at"`
+	ResponsesAPI bool `json:"responses_api"`
+	// ListedModelsOnly: model names the provider's model list does not show are refused (404
+	// model_not_found) instead of forwarded. Default false: the upstream decides.
+	ListedModelsOnly bool  `json:"listed_models_only"`
+	CreatedAt        int64 `json:"created_at"`
+	UpdatedAt        int64 `json:"updated_at"`
 }
 
 // ProviderInput is a create or partial update; nil fields are left as they are.
 type ProviderInput struct {
-	Name         *string         `json:"name"`
-	Type         *string         `json:"type"`
-	BaseURL      *string         `json:"base_url"`
-	Resilience   json.RawMessage `json:"resilience"`
-	ResponsesAPI *bool           `json:"responses_api"`
+	Name             *string         `json:"name"`
+	Type             *string         `json:"type"`
+	BaseURL          *string         `json:"base_url"`
+	Resilience       json.RawMessage `json:"resilience"`
+	ResponsesAPI     *bool           `json:"responses_api"`
+	ListedModelsOnly *bool           `json:"listed_models_only"`
 }
 
 // ProviderOverridesValidator checks a provider's resilience override document and returns it
@@ -160,7 +164,8 @@ type ProviderOverridesValidator func(raw []byte) ([]byte, map[string]errs.Msg)
 
 func providerView(p db.Provider) Provider {
 	return Provider{ID: p.ID, Name: p.Name, Type: p.Type, BaseURL: p.BaseURL,
-		Resilience: json.RawMessage(p.Resilience), ResponsesAPI: p.ResponsesAPI, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
+		Resilience: json.RawMessage(p.Resilience), ResponsesAPI: p.ResponsesAPI, ListedModelsOnly: p.ListedModelsOnly,
+		CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
 }
 
 // ListProviders returns every provider.
@@ -250,6 +255,9 @@ func applyProvider(p *db.Provider, in ProviderInput, create bool, validate Provi
 	}
 	if in.ResponsesAPI != nil {
 		p.ResponsesAPI = *in.ResponsesAPI
+	}
+	if in.ListedModelsOnly != nil {
+		p.ListedModelsOnly = *in.ListedModelsOnly
 	}
 	if create || in.Name != nil {
 		if !nameRE.MatchString(p.Name) {

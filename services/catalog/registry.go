@@ -49,7 +49,10 @@ type ProviderEntry struct {
 	BaseURL string
 	// ResponsesAPI: the upstream serves /responses itself.
 	ResponsesAPI bool
-	Overrides    json.RawMessage // per-provider resilience overrides, as stored
+	// ListedModelsOnly: a model the provider's model list does not show is refused, not
+	// forwarded.
+	ListedModelsOnly bool
+	Overrides        json.RawMessage // per-provider resilience overrides, as stored
 	// Resilience is Overrides decoded once, for the request path.
 	Resilience settings.ProviderOverrides
 	// Conns are the enabled connections whose credential could be opened, by priority then id.
@@ -88,7 +91,7 @@ func buildRegistry(provs []db.Provider, conns []db.Connection, open func(db.Conn
 	byID := make(map[int64]*ProviderEntry, len(provs))
 	for _, p := range provs {
 		e := &ProviderEntry{ID: p.ID, Name: p.Name, Type: p.Type, BaseURL: p.BaseURL, ResponsesAPI: p.ResponsesAPI,
-			Overrides: json.RawMessage(p.Resilience), rr: new(atomic.Uint64),
+			ListedModelsOnly: p.ListedModelsOnly, Overrides: json.RawMessage(p.Resilience), rr: new(atomic.Uint64),
 			Resilience: settings.ParseProviderOverrides([]byte(p.Resilience))}
 		if old != nil {
 			if prev, ok := old.byName[p.Name]; ok {

@@ -19,6 +19,7 @@ import (
 	"switchyard/services/catalog"
 	"switchyard/services/errs"
 	"switchyard/services/health"
+	"switchyard/services/proxy/tokencount"
 	"switchyard/services/resilience"
 	"switchyard/services/settings"
 )
@@ -75,6 +76,9 @@ type Engine struct {
 	// the ids other accounts see (oauth_session.go).
 	binds      *sessionBinds
 	sessionKey []byte
+	// tokens counts count_tokens requests toward providers without that endpoint; its
+	// vocabularies load on the first such request.
+	tokens *tokencount.Counter
 }
 
 type cachedBreakerConfig struct {
@@ -97,7 +101,7 @@ func New(opt Options) *Engine {
 	if len(key) == 0 {
 		key = newSessionKey()
 	}
-	return &Engine{opt: opt, binds: newSessionBinds(sessionBindTTL, sessionBindMax), sessionKey: key}
+	return &Engine{opt: opt, binds: newSessionBinds(sessionBindTTL, sessionBindMax), sessionKey: key, tokens: tokencount.New()}
 }
 
 // NewTransport returns the HTTP transport tuned for many concurrent upstream calls and streams.
@@ -123,9 +127,19 @@ type target struct {
 	model    string // the upstream's own model id
 }
 
-// resolve maps a client model string to a provider and upstream model: "provider/model", or a
-// bare model that exactly one provider's inventory lists.
+// MaxModelName bounds the model a client may name, in bytes. Unlisted models are forwarded, so
+// a name the client made up becomes a key of the lockout, breaker and health tables (and a row
+// of the lockout table on disk): those tables are bounded in entries, this bounds each entry.
+// Real ids, an inference profile's ARN included, are far shorter.
+const MaxModelName = 256
+
+// resolve maps a client model string to a provider and upstream model: "provider/model" (any
+// model of a known provider, see checkListed), or a bare model that exactly one provider's
+// inventory lists.
 func (e *Engine) resolve(ctx context.Context, model string) (target, *errs.Error) {
+	if len(model) > MaxModelName {
+		return target{}, errInvalid("invalid_request", "proxy.model_too_long", MaxModelName)
+	}
 	reg := e.opt.Catalog.Registry()
 	if prov, name, ok := SplitModel(model, func(n string) bool { _, ok := reg.Provider(n); return ok }); ok {
 		p, _ := reg.Provider(prov)
@@ -151,15 +165,30 @@ func (e *Engine) resolve(ctx context.Context, model string) (target, *errs.Error
 // Model finds one model as a client names it, the way routing resolves the name
 // (provider/model, or a bare name exactly one provider serves), among the models /v1/models
 // lists; the answer carries the id the client used. A name routing refuses (unknown, ambiguous)
-// answers with routing's error, a model the list does not show as not found.
+// answers with routing's error, a model the list does not show as not found (after one
+// on-demand refresh of its provider's list), even where requests naming it are forwarded:
+// this endpoint describes the models the gateway knows, and a client asking about one
+// (OpenAI's SDKs' models.retrieve; Codex reads the list instead) is told the truth.
 func (e *Engine) Model(ctx context.Context, id string) (Model, *errs.Error) {
 	t, err := e.resolve(ctx, id)
 	if err != nil {
 		return Model{}, err
 	}
-	for _, m := range e.opt.Inventory.List() {
-		if m.Provider == t.provider.Name && m.Name == t.model {
-			m.ID = id
+	find := func() (Model, bool) {
+		for _, m := range e.opt.Inventory.List() {
+			if m.Provider == t.provider.Name && m.Name == t.model {
+				m.ID = id
+				return m, true
+			}
+		}
+		return Model{}, false
+	}
+	if m, ok := find(); ok {
+		return m, nil
+	}
+	if found, _ := e.opt.Inventory.Lookup(t.provider.Name, t.model); !found {
+		e.opt.Inventory.RefreshIfStale(ctx, t.provider, listedRefreshGap)
+		if m, ok := find(); ok {
 			return m, nil
 		}
 	}
@@ -177,15 +206,26 @@ func SplitModel(model string, isProvider func(string) bool) (provider, name stri
 	return prov, name, true
 }
 
-// checkListed refuses a model the provider's inventory does not list, after one on-demand
-// refresh. When the provider's inventory is unknown (discovery failed), the request is sent.
+// listedRefreshGap is how often a model the inventory does not list may make its provider's
+// list be fetched again on demand.
+const listedRefreshGap = 30 * time.Second
+
+// checkListed decides whether a provider/model the provider's inventory does not list is sent.
+// By default it is: the upstream decides (a model released since the last discovery refresh
+// works at once; one it does not serve answers 404, which the model lockout then remembers).
+// A provider with ListedModelsOnly refuses it instead, after one on-demand refresh of its list
+// (at most every listedRefreshGap), without calling the upstream. While the provider's
+// inventory is unknown (discovery never succeeded) the request is sent either way.
 func (e *Engine) checkListed(ctx context.Context, p *catalog.ProviderEntry, name, full string) (target, *errs.Error) {
 	t := target{provider: p, model: name}
+	if !p.ListedModelsOnly {
+		return t, nil
+	}
 	found, listed := e.opt.Inventory.Lookup(p.Name, name)
 	if found || !listed {
 		return t, nil
 	}
-	e.opt.Inventory.RefreshIfStale(ctx, p, 30*time.Second)
+	e.opt.Inventory.RefreshIfStale(ctx, p, listedRefreshGap)
 	if found, listed = e.opt.Inventory.Lookup(p.Name, name); found || !listed {
 		return t, nil
 	}

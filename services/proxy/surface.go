@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 
 	"switchyard/services/catalog"
 	"switchyard/services/errs"
+	"switchyard/services/proxy/tokencount"
 	"switchyard/services/proxy/translate"
 	"switchyard/services/resilience"
 	"switchyard/services/settings"
@@ -63,9 +66,50 @@ func nativeResponses(p *catalog.ProviderEntry) bool {
 	return p.Type == catalog.TypeOpenAI || (p.Type == catalog.TypeOpenAICompatible && p.ResponsesAPI)
 }
 
-// CountTokens forwards POST /v1/messages/count_tokens to an Anthropic provider.
+// CountTokens answers POST /v1/messages/count_tokens: forwarded to an anthropic or
+// anthropic-compatible provider, counted locally for every other (see countLocally).
 func (e *Engine) CountTokens(ctx context.Context, w http.ResponseWriter, raw []byte, in http.Header, tr *Trace) *errs.Error {
 	return e.serve(ctx, w, raw, in, tr, FormatMessages, true)
+}
+
+// TokenCountHeader marks a count_tokens answer the gateway estimated itself ("estimate"), and
+// TokenizerHeader names the encoding it counted with.
+const (
+	TokenCountHeader = "X-Switchyard-Token-Count"
+	TokenizerHeader  = "X-Switchyard-Tokenizer"
+)
+
+// countsLocally reports whether a count_tokens request toward t is answered by the gateway:
+// only Anthropic's wire format has the endpoint.
+func countsLocally(t target, countTokens bool) bool {
+	return countTokens && t.provider != nil && !isAnthropic(t.provider.Type)
+}
+
+// countLocally answers a count_tokens request toward a provider without that endpoint with the
+// gateway's own count, in Anthropic's shape ({"input_tokens": N}) and marked as an estimate. It
+// makes no upstream call, so it takes no queue slot and no connection.
+func (e *Engine) countLocally(ctx context.Context, w http.ResponseWriter, t target, req Request, tr *Trace) *errs.Error {
+	n, enc, err := e.tokens.Messages(ctx, req.Body, t.model)
+	switch {
+	case errors.Is(err, tokencount.ErrNoMessages):
+		return errInvalid("invalid_request", "proxy.count_tokens_messages")
+	case ctx.Err() != nil:
+		return clientGone()
+	case err != nil:
+		return &errs.Error{Code: errs.Internal, Msg: errs.M("err.internal"), Err: fmt.Errorf("count tokens: %w", err)}
+	}
+	body := strconv.AppendInt([]byte(`{"input_tokens":`), int64(n), 10)
+	body = append(body, '}')
+	h := w.Header()
+	h.Set("X-Switchyard-Provider", t.provider.Name)
+	h.Set(TokenCountHeader, "estimate")
+	h.Set(TokenizerHeader, string(enc))
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+	tr.Status = http.StatusOK
+	return nil
 }
 
 // serve is every surface's way through the engine. It returns an error only when nothing has
@@ -87,7 +131,7 @@ func (e *Engine) serve(ctx context.Context, w http.ResponseWriter, raw []byte, i
 	var t target
 	var rerr *errs.Error
 	if m := peekModel(raw); m != "" {
-		if t, rerr = e.resolve(ctx, m); rerr == nil {
+		if t, rerr = e.resolve(ctx, m); rerr == nil && !countsLocally(t, countTokens) {
 			if qerr := e.admitQueue(t); qerr != nil {
 				tr.ErrorCode = qerr.ReasonCode()
 				return qerr
@@ -108,6 +152,13 @@ func (e *Engine) serve(ctx context.Context, w http.ResponseWriter, raw []byte, i
 	tr.Provider, tr.Model, tr.MetricModel = t.provider.Name, t.model, t.model
 	if found, _ := e.opt.Inventory.Lookup(t.provider.Name, t.model); !found {
 		tr.MetricModel = UnlistedModel // clients choose model names: keep metric labels bounded
+	}
+	if countsLocally(t, countTokens) {
+		if cerr := e.countLocally(ctx, w, t, req, tr); cerr != nil {
+			tr.ErrorCode = cerr.ReasonCode()
+			return cerr
+		}
+		return nil
 	}
 	c, perr := e.prepare(t, req, in, tr, src, countTokens)
 	if perr != nil {
@@ -141,8 +192,6 @@ func (e *Engine) prepare(t target, req Request, in http.Header, tr *Trace, src F
 		}
 	}
 	switch {
-	case countTokens && c.dst != FormatMessages:
-		return nil, errInvalid("unsupported_operation", "proxy.count_tokens_unsupported", t.provider.Name, t.provider.Type)
 	case countTokens:
 		c.path = "/v1/messages/count_tokens"
 	case c.dst == FormatMessages:

@@ -15,8 +15,9 @@ func ServedSurfaces(providerType string) []string {
 		// Native on messages and count_tokens; chat completions through translation.
 		return []string{"/v1/messages", "/v1/messages/count_tokens", "/v1/chat/completions", "/v1/responses"}
 	}
-	// Native on chat completions (and Responses for openai); the rest through translation.
-	return []string{"/v1/chat/completions", "/v1/messages", "/v1/responses"}
+	// Native on chat completions (and Responses for openai); the rest through translation, and
+	// count_tokens answered with the gateway's own estimate.
+	return []string{"/v1/chat/completions", "/v1/messages", "/v1/messages/count_tokens", "/v1/responses"}
 }
 
 // FetchError is why a provider's model list could not be fetched, in parts a reader's language
