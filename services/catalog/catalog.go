@@ -17,6 +17,7 @@ import (
 
 	"switchyard/db"
 	"switchyard/services/errs"
+	"switchyard/services/names"
 	"switchyard/services/secrets"
 )
 
@@ -252,7 +253,9 @@ func applyProvider(p *db.Provider, in ProviderInput, create bool, validate Provi
 		p.ResponsesAPI = *in.ResponsesAPI
 	}
 	if create || in.Name != nil {
-		if !nameRE.MatchString(p.Name) {
+		if m, bad := names.Check(p.Name); bad {
+			fields["name"] = m
+		} else if !nameRE.MatchString(p.Name) {
 			fields["name"] = errs.M("err.provider_name")
 		}
 	}
@@ -309,6 +312,11 @@ func checkBaseURL(s string) (errs.Msg, bool) {
 	}
 	if u.RawQuery != "" || u.Fragment != "" {
 		return errs.M("err.base_url_query"), true
+	}
+	if u.User != nil {
+		// The address is shown on the dashboard and stored in the clear; a credential belongs in
+		// a connection, where it is sealed and never shown again.
+		return errs.M("err.base_url_userinfo"), true
 	}
 	return errs.Msg{}, false
 }
