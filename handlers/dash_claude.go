@@ -40,12 +40,16 @@ func (d *Dashboard) renderClaude(c echo.Context, status int, f views.ClaudeForm)
 // StartClaudeSignIn answers POST /oauth/claude/start: the providers page with the sign-in's
 // second step, the address to sign in at and the field for the code Claude shows.
 func (d *Dashboard) StartClaudeSignIn(c echo.Context) error {
-	f := views.ClaudeForm{Provider: strings.TrimSpace(c.FormValue("provider"))}
-	si, err := d.Claude.Start(f.Provider)
+	f := views.ClaudeForm{Provider: strings.TrimSpace(c.FormValue("provider")), SignInName: strings.TrimSpace(c.FormValue("name"))}
+	si, err := d.Claude.Start(f.Provider, f.SignInName)
 	if err != nil {
 		fields, form, ok := formErrors(ctx(c), err, claudeFields...)
 		if !ok {
 			return err
+		}
+		if msg, ok := fields["name"]; ok { // the sign-in's name field, not the setup token form's
+			fields["signin_name"] = msg
+			delete(fields, "name")
 		}
 		f.Errors, f.Error = fields, form
 		return d.renderClaude(c, http.StatusUnprocessableEntity, f)

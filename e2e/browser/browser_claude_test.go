@@ -16,7 +16,8 @@ import (
 )
 
 // TestClaudeAccountInBrowser adds a Claude account the way a person does: "Sign in with Claude",
-// open the sign-in page (played here by the fake), paste the code Claude shows; then the
+// open the sign-in page (played here by the fake), paste the code Claude shows; the account
+// becomes claude-1, its row shows the account's e-mail to the operator; then the
 // account's row shows its 5-hour and weekly use and, once it hits its wall with the lane on, the
 // lane — in English and in German.
 func TestClaudeAccountInBrowser(t *testing.T) {
@@ -79,10 +80,13 @@ func TestClaudeAccountInBrowser(t *testing.T) {
 			b.clickLoad("#claude-complete"),
 			chromedp.WaitVisible(chromedp.CSS(".flash-success")),
 		)
-		if got := b.text(".flash-success"); !strings.Contains(got, "ada@example.com") {
+		if got := b.text(".flash-success"); !strings.Contains(got, "claude-1") || strings.Contains(got, "@") {
 			t.Fatalf("flash %q", got)
 		}
-		id = strconv.FormatInt(e.ConnectionID("ada@example.com"), 10)
+		id = strconv.FormatInt(e.ConnectionID("claude-1"), 10)
+		if got := b.text("#conn-" + id + " .conn-account"); got != "ada@example.com" {
+			t.Fatalf("the row shows the account as %q", got)
+		}
 		if html := b.eval(`document.documentElement.outerHTML`); strings.Contains(html, "sk-ant-oat01-ada") || strings.Contains(html, "sk-ant-ort01") {
 			t.Fatal("the page shows a token")
 		}

@@ -85,6 +85,9 @@ func (s *Service) OnNewCredentials(fn func(ctx context.Context, connectionID int
 // New loads the registry from the database.
 func New(ctx context.Context, d *db.DB, box *secrets.Box, log *slog.Logger) (*Service, error) {
 	s := &Service{db: d, box: box, log: log}
+	if err := s.renameEmailNamed(ctx); err != nil {
+		return nil, fmt.Errorf("rename connections named after e-mails: %w", err)
+	}
 	if err := s.rebuild(ctx); err != nil {
 		return nil, err
 	}
