@@ -15,6 +15,8 @@ import (
 type ClaudeSignIn interface {
 	Start(provider, name string) (oauth.SignIn, error)
 	Complete(ctx context.Context, pasted string) (catalog.Connection, bool, error)
+	// Pending is a started sign-in still waiting for its code, by its state.
+	Pending(state string) (oauth.SignIn, bool)
 }
 
 // ClaudeAccounts serves the Claude sign-in of the admin API.

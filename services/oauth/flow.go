@@ -30,12 +30,14 @@ const SignInTTL = 10 * time.Minute
 const maxPending = 64
 
 // pendingSignIn is a started sign-in: the PKCE verifier stays here, server-side, until the code
-// comes back (once).
+// comes back (once). So does the address to sign in at, so a page that shows it again takes it
+// from here, never from what a browser sent.
 type pendingSignIn struct {
 	verifier string
 	provider string
 	// name is the connection name the operator chose for a new account; "" = claude-N.
 	name    string
+	authURL string
 	expires time.Time
 	started time.Time
 }
@@ -89,10 +91,23 @@ func (s *Service) Start(provider, name string) (SignIn, error) {
 		}
 		delete(s.pending, oldest)
 	}
-	s.pending[state] = pendingSignIn{verifier: verifier, provider: provider, name: name, expires: now.Add(SignInTTL), started: now}
+	s.pending[state] = pendingSignIn{verifier: verifier, provider: provider, name: name, authURL: authURL,
+		expires: now.Add(SignInTTL), started: now}
 	return SignIn{AuthURL: authURL, State: state, ExpiresAt: now.Add(SignInTTL)}, nil
 }
 
+// Pending returns the sign-in started with state while it still waits for its code: the page
+// that asks for the code shows its address again from here.
+func (s *Service) Pending(state string) (SignIn, bool) {
+	now := s.opt.Clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.pending[state]
+	if !ok || !now.Before(p.expires) {
+		return SignIn{}, false
+	}
+	return SignIn{AuthURL: p.authURL, State: state, ExpiresAt: p.expires}, true
+}
 
 func oauthConfig(cfg settings.ClaudeOAuth) *oauth2.Config {
 	return &oauth2.Config{ClientID: cfg.ClientID, RedirectURL: cfg.RedirectURI, Scopes: cfg.Scopes,

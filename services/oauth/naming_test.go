@@ -77,6 +77,31 @@ func TestSignInNamesConnectionsWithoutTheEmail(t *testing.T) {
 	}
 }
 
+// Pending gives the address of a started sign-in back from the server's own record, until the
+// sign-in is used or expires.
+func TestPendingSignIn(t *testing.T) {
+	h := newHarness(t)
+	si, _ := h.svc.Start("", "")
+	got, ok := h.svc.Pending(si.State)
+	if !ok || got.AuthURL != si.AuthURL || got.State != si.State {
+		t.Fatalf("pending %+v %v, started %+v", got, ok, si)
+	}
+	if _, ok := h.svc.Pending("forged"); ok {
+		t.Fatal("a state never given out is pending")
+	}
+	if _, _, err := h.svc.Complete(context.Background(), h.fake.authorize(si.AuthURL, "ada@example.com")); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := h.svc.Pending(si.State); ok {
+		t.Fatal("a used sign-in is still pending")
+	}
+	late, _ := h.svc.Start("", "")
+	h.clock.Advance(SignInTTL)
+	if _, ok := h.svc.Pending(late.State); ok {
+		t.Fatal("an expired sign-in is still pending")
+	}
+}
+
 // Connections that earlier versions named after their account's e-mail are renamed to claude-N
 // once, at the start after the upgrade, with a log line that names no e-mail; a name chosen
 // later stays.
