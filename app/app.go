@@ -307,7 +307,7 @@ func buildResilience(ctx context.Context, clock clockwork.Clock, st storage, c c
 	c.settings.OnChange(func(s *settings.Snapshot) { r.lockouts.SetConfig(lockoutConfig(s)) })
 	r.queues = resilience.NewQueues(clock, func(connID int64, waited time.Duration, outcome string) {
 		if conn, ok := c.catalog.Registry().Connection(connID); ok {
-			r.metrics.QueueWait(conn.Provider, conn.Name, outcome, waited)
+			r.metrics.QueueWait(conn.Provider, conn.Label, outcome, waited)
 		}
 	})
 	r.semaphores = resilience.NewSemaphores(clock)

@@ -43,9 +43,9 @@ func bearerOf(r testenv.Recorded) string {
 }
 
 // Signing in through the admin API: start gives an authorize address with PKCE (S256), complete
-// takes CODE#STATE and answers the connection with the account's email and never a token. The
-// same account again updates its connection; a state that was never given out, or given out 10
-// minutes ago, is refused.
+// takes CODE#STATE and answers the connection (named claude-1, not after the account) with the
+// account's email and never a token. The same account again updates its connection; a state that
+// was never given out, or given out 10 minutes ago, is refused.
 func TestClaudeSignInThroughTheAPI(t *testing.T) {
 	e, f, key := claudeSetup(t, nil)
 	start := e.MustAPI("POST", "/api/oauth/claude/start", nil, 200)
@@ -65,7 +65,7 @@ func TestClaudeSignInThroughTheAPI(t *testing.T) {
 		t.Fatalf("complete: %d %v", st, conn)
 	}
 	account := conn["account"].(map[string]any)
-	if conn["auth_type"] != "oauth" || conn["name"] != "ada@example.com" || account["email"] != "ada@example.com" || account["plan"] != "claude_max" {
+	if conn["auth_type"] != "oauth" || conn["name"] != "claude-1" || account["email"] != "ada@example.com" || account["plan"] != "claude_max" {
 		t.Fatalf("connection %v", conn)
 	}
 	id := int64(conn["id"].(float64))

@@ -49,8 +49,8 @@ func TestClaudeUsagePollingAndWindowSkipping(t *testing.T) {
 		}
 	}
 	metrics := e.Metrics()
-	for _, want := range []string{`switchyard_claude_usage_utilization{connection="ada@example.com",provider="anthropic",window="five_hour"} 100`,
-		`switchyard_claude_usage_utilization{connection="bob@example.com",provider="anthropic",window="seven_day"} 10`} {
+	for _, want := range []string{`switchyard_claude_usage_utilization{connection="claude-1",provider="anthropic",window="five_hour"} 100`,
+		`switchyard_claude_usage_utilization{connection="claude-2",provider="anthropic",window="seven_day"} 10`} {
 		if !strings.Contains(metrics, want) {
 			t.Fatalf("metrics lack %s", want)
 		}

@@ -13,8 +13,10 @@ import (
 
 // ClaudeSignIn runs the Claude sign-in (oauth.Service).
 type ClaudeSignIn interface {
-	Start(provider string) (oauth.SignIn, error)
+	Start(provider, name string) (oauth.SignIn, error)
 	Complete(ctx context.Context, pasted string) (catalog.Connection, bool, error)
+	// Pending is a started sign-in still waiting for its code, by its state.
+	Pending(state string) (oauth.SignIn, bool)
 }
 
 // ClaudeAccounts serves the Claude sign-in of the admin API.
@@ -22,18 +24,20 @@ type ClaudeAccounts struct {
 	Svc ClaudeSignIn
 }
 
-// Start answers POST /api/oauth/claude/start ({"provider": NAME}, optional, default
-// anthropic): the address to sign in at and the state the pasted code must carry.
+// Start answers POST /api/oauth/claude/start ({"provider": NAME, "name": NAME}, both optional:
+// provider anthropic, and a new account's connection named claude-1, claude-2, …): the address to
+// sign in at and the state the pasted code must carry.
 func (a *ClaudeAccounts) Start(c echo.Context) error {
 	var in struct {
 		Provider string `json:"provider"`
+		Name     string `json:"name"`
 	}
 	if c.Request().ContentLength != 0 {
 		if err := bindJSON(c, &in); err != nil && !isEmptyBody(err) {
 			return err
 		}
 	}
-	si, err := a.Svc.Start(in.Provider)
+	si, err := a.Svc.Start(in.Provider, in.Name)
 	if err != nil {
 		return err
 	}

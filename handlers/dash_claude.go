@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -33,36 +34,61 @@ func (d *Dashboard) renderClaude(c echo.Context, status int, f views.ClaudeForm)
 	if err != nil {
 		return err
 	}
+	f.HTTPLinks = d.claudeHTTPLinks()
 	m.Claude = f
 	return Render(c, status, views.ProvidersPage(m))
+}
+
+// claudeHTTPLinks reports whether an http sign-in address may be a link: only when the configured
+// authorize address is http itself (a test, an air-gapped install), so a real gateway links to
+// https alone.
+func (d *Dashboard) claudeHTTPLinks() bool {
+	if d.Settings == nil || d.Settings.OAuth == nil {
+		return false
+	}
+	u, err := url.Parse(d.Settings.OAuth.Snapshot().Claude().AuthorizeURL)
+	return err == nil && strings.EqualFold(u.Scheme, "http")
 }
 
 // StartClaudeSignIn answers POST /oauth/claude/start: the providers page with the sign-in's
 // second step, the address to sign in at and the field for the code Claude shows.
 func (d *Dashboard) StartClaudeSignIn(c echo.Context) error {
-	f := views.ClaudeForm{Provider: strings.TrimSpace(c.FormValue("provider"))}
-	si, err := d.Claude.Start(f.Provider)
+	f := views.ClaudeForm{Provider: strings.TrimSpace(c.FormValue("provider")), SignInName: strings.TrimSpace(c.FormValue("name"))}
+	si, err := d.Claude.Start(f.Provider, f.SignInName)
 	if err != nil {
 		fields, form, ok := formErrors(ctx(c), err, claudeFields...)
 		if !ok {
 			return err
 		}
+		if msg, ok := fields["name"]; ok { // the sign-in's name field, not the setup token form's
+			fields["signin_name"] = msg
+			delete(fields, "name")
+		}
 		f.Errors, f.Error = fields, form
 		return d.renderClaude(c, http.StatusUnprocessableEntity, f)
 	}
-	f.AuthURL = si.AuthURL
+	f.AuthURL, f.State = si.AuthURL, si.State
 	return d.renderClaude(c, http.StatusOK, f)
 }
 
 // CompleteClaudeSignIn answers POST /oauth/claude/complete with the pasted CODE#STATE (or the
 // callback address): the account's connection is added, or updated when it is there already.
+// When that fails the card asks again, showing the address to sign in at from the sign-in kept
+// on the server under the form's state (never an address the form sent); a sign-in that is over
+// (used or expired) starts again at the first step.
 func (d *Dashboard) CompleteClaudeSignIn(c echo.Context) error {
-	f := views.ClaudeForm{AuthURL: strings.TrimSpace(c.FormValue("auth_url"))}
 	conn, created, err := d.Claude.Complete(ctx(c), c.FormValue("code"))
 	if err != nil {
 		fields, form, ok := formErrors(ctx(c), err, claudeFields...)
 		if !ok {
 			return err
+		}
+		var f views.ClaudeForm
+		if si, pending := d.Claude.Pending(strings.TrimSpace(c.FormValue("state"))); pending {
+			f.AuthURL, f.State = si.AuthURL, si.State
+		} else if msg, ok := fields["code"]; ok { // no code field on the first step: say it above
+			form = strings.TrimPrefix(form+"; "+msg, "; ")
+			delete(fields, "code")
 		}
 		f.Errors, f.Error = fields, form
 		return d.renderClaude(c, http.StatusUnprocessableEntity, f)

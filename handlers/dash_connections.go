@@ -117,9 +117,13 @@ func (d *Dashboard) EditConnectionPage(c echo.Context) error {
 func (d *Dashboard) connectionEditModel(c echo.Context, conn catalog.Connection, f views.ConnectionForm,
 	typed, qerrs map[string]string) views.ConnectionEditModel {
 	path := "/connections/" + c.Param("id") + "/edit"
+	var account string
+	if conn.Account != nil {
+		account = conn.Account.Email
+	}
 	return views.ConnectionEditModel{
 		Shell: d.shell(c, "providers", i18n.T(ctx(c), "connections.edit_title", conn.Provider, conn.Name), path),
-		ID:    conn.ID, Provider: conn.Provider, Name: conn.Name, Form: f, AuthType: conn.AuthType,
+		ID:    conn.ID, Provider: conn.Provider, Name: conn.Name, Account: account, Form: f, AuthType: conn.AuthType,
 		SetupToken: conn.Account != nil && conn.Account.SetupToken,
 		Queue:      d.queueFields(c, conn, typed, qerrs)}
 }

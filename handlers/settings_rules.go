@@ -108,8 +108,10 @@ func joinInts(v []int) string {
 	return strings.Join(s, ", ")
 }
 
-// ruleKeyRE reads a rule error key of the settings service: error_rules[2].reason.
-var ruleKeyRE = regexp.MustCompile(`^(error_rules|status_restatements)\[([0-9]+)\](?:\.([a-z_]+))?$`)
+// ruleKeyRE reads a rule error key of the settings service: error_rules[2].reason, or one inside
+// a field (error_rules[2].body_markers[0], error_rules[2].header_matches.x-name), which is shown at
+// that field.
+var ruleKeyRE = regexp.MustCompile(`^(error_rules|status_restatements)\[([0-9]+)\](?:\.([a-z_]+)(?:\[[0-9]+\]|\..*)?)?$`)
 
 // postedIndices lists the rule indices of one list present in the form, in order.
 func postedIndices(form url.Values, list string) []int {

@@ -16,7 +16,9 @@ import (
 )
 
 // TestClaudeAccountInBrowser adds a Claude account the way a person does: "Sign in with Claude",
-// open the sign-in page (played here by the fake), paste the code Claude shows; then the
+// open the sign-in page (played here by the fake), paste the code Claude shows (a wrong paste
+// first: the card keeps linking to the server's sign-in); the account becomes claude-1, its row
+// shows the account's e-mail to the operator; then the
 // account's row shows its 5-hour and weekly use and, once it hits its wall with the lane on, the
 // lane — in English and in German.
 func TestClaudeAccountInBrowser(t *testing.T) {
@@ -73,16 +75,36 @@ func TestClaudeAccountInBrowser(t *testing.T) {
 			t.Fatalf("sign-in link %q", href)
 		}
 		b.shot("claude-paste")
+		// A paste that is no code, sent with a forged address in the form: the card asks again
+		// and links to the sign-in the server keeps, never to what the form carried.
+		b.eval(`(() => { const form = document.querySelector('#claude-complete-form');
+			let i = form.querySelector('input[name=auth_url]');
+			if (!i) { i = document.createElement('input'); i.type = 'hidden'; i.name = 'auth_url'; form.appendChild(i); }
+			i.value = 'javascript:alert(1)'; return 'ok'; })()`)
+		b.do(
+			chromedp.SendKeys(chromedp.CSS("#claude-code"), "not a code"),
+			b.clickLoad("#claude-complete"),
+			chromedp.WaitVisible(chromedp.CSS("#claude-auth-link")),
+		)
+		if again := b.eval(`document.querySelector('#claude-auth-link').href`); again != href {
+			t.Fatalf("after a refused paste the card links to %q, want the server's %q", again, href)
+		}
+		if html := b.eval(`document.documentElement.outerHTML`); strings.Contains(html, "javascript:alert") {
+			t.Fatal("the page renders the forged address")
+		}
 		pasted := f.Authorize(href, "ada@example.com") // what Claude's page shows after signing in
 		b.do(
 			chromedp.SendKeys(chromedp.CSS("#claude-code"), pasted),
 			b.clickLoad("#claude-complete"),
 			chromedp.WaitVisible(chromedp.CSS(".flash-success")),
 		)
-		if got := b.text(".flash-success"); !strings.Contains(got, "ada@example.com") {
+		if got := b.text(".flash-success"); !strings.Contains(got, "claude-1") || strings.Contains(got, "@") {
 			t.Fatalf("flash %q", got)
 		}
-		id = strconv.FormatInt(e.ConnectionID("ada@example.com"), 10)
+		id = strconv.FormatInt(e.ConnectionID("claude-1"), 10)
+		if got := b.text("#conn-" + id + " .conn-account"); got != "ada@example.com" {
+			t.Fatalf("the row shows the account as %q", got)
+		}
 		if html := b.eval(`document.documentElement.outerHTML`); strings.Contains(html, "sk-ant-oat01-ada") || strings.Contains(html, "sk-ant-ort01") {
 			t.Fatal("the page shows a token")
 		}

@@ -17,6 +17,7 @@ import (
 
 	"switchyard/db"
 	"switchyard/services/errs"
+	"switchyard/services/names"
 	"switchyard/services/secrets"
 )
 
@@ -84,6 +85,9 @@ func (s *Service) OnNewCredentials(fn func(ctx context.Context, connectionID int
 // New loads the registry from the database.
 func New(ctx context.Context, d *db.DB, box *secrets.Box, log *slog.Logger) (*Service, error) {
 	s := &Service{db: d, box: box, log: log}
+	if err := s.renameEmailNamed(ctx); err != nil {
+		return nil, fmt.Errorf("rename connections named after e-mails: %w", err)
+	}
 	if err := s.rebuild(ctx); err != nil {
 		return nil, err
 	}
@@ -260,7 +264,9 @@ func applyProvider(p *db.Provider, in ProviderInput, create bool, validate Provi
 		p.ListedModelsOnly = *in.ListedModelsOnly
 	}
 	if create || in.Name != nil {
-		if !nameRE.MatchString(p.Name) {
+		if m, bad := names.Check(p.Name); bad {
+			fields["name"] = m
+		} else if !nameRE.MatchString(p.Name) {
 			fields["name"] = errs.M("err.provider_name")
 		}
 	}
@@ -317,6 +323,11 @@ func checkBaseURL(s string) (errs.Msg, bool) {
 	}
 	if u.RawQuery != "" || u.Fragment != "" {
 		return errs.M("err.base_url_query"), true
+	}
+	if u.User != nil {
+		// The address is shown on the dashboard and stored in the clear; a credential belongs in
+		// a connection, where it is sealed and never shown again.
+		return errs.M("err.base_url_userinfo"), true
 	}
 	return errs.Msg{}, false
 }

@@ -12,6 +12,7 @@ import (
 
 	"switchyard/db"
 	"switchyard/services/errs"
+	"switchyard/services/names"
 )
 
 // Connection is the public view of a connection; it never carries the credential.
@@ -242,8 +243,10 @@ func (s *Service) applyConnection(ctx context.Context, q db.Querier, c *db.Conne
 	if in.Name != nil {
 		c.Name = strings.TrimSpace(*in.Name)
 	}
-	if (create || in.Name != nil) && (c.Name == "" || len(c.Name) > 100) {
-		fields["name"] = errs.M("err.name_required")
+	if create || in.Name != nil {
+		if m, bad := names.Check(c.Name); bad {
+			fields["name"] = m
+		}
 	}
 	if in.AuthType != nil {
 		switch {

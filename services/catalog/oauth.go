@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -13,6 +14,7 @@ import (
 
 	"switchyard/db"
 	"switchyard/services/errs"
+	"switchyard/services/names"
 )
 
 // OAuthCredential is what an OAuth connection holds: its tokens and the account they belong to.
@@ -115,12 +117,20 @@ func checkSetupToken(t string) (errs.Msg, bool) {
 	return errs.Msg{}, false
 }
 
-// SaveOAuthAccount stores a signed-in account on a provider (of type anthropic): when one of the
-// provider's OAuth connections already belongs to the same account it gets the new credential
-// (signing in again never duplicates a connection, and clears a terminal state such as expired);
-// otherwise a new connection named name is created (name-2, name-3, … when taken). created
-// reports which happened.
+// SaveOAuthAccount stores a signed-in account on a provider (of type anthropic). When one of the
+// provider's OAuth connections already belongs to the same account (by the account's UUID in its
+// stored credential) it gets the new credential and keeps its name: signing in again never
+// duplicates a connection, and clears a terminal state such as expired. Otherwise a new connection
+// is created, named name when the operator gave one (name-2, name-3, … when taken) or else the next
+// free of claude-1, claude-2, …: never after the account's e-mail, which only operators see (it
+// stays in the credential and shows as the account's details). created reports which happened.
 func (s *Service) SaveOAuthAccount(ctx context.Context, provider, name string, cred OAuthCredential) (Connection, bool, error) {
+	name = strings.TrimSpace(name)
+	if name != "" {
+		if m, bad := names.Check(name); bad {
+			return Connection{}, false, errs.Fields(map[string]errs.Msg{"name": m})
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out Connection
@@ -140,6 +150,12 @@ func (s *Service) SaveOAuthAccount(ctx context.Context, provider, name string, c
 		if err != nil {
 			return err
 		}
+		taken := map[string]bool{}
+		for _, r := range rows {
+			if r.ProviderID == prov.ID {
+				taken[r.Name] = true
+			}
+		}
 		for _, r := range rows {
 			if r.ProviderID != prov.ID || r.AuthType != AuthOAuth || cred.Account.UUID == "" {
 				continue
@@ -157,26 +173,13 @@ func (s *Service) SaveOAuthAccount(ctx context.Context, provider, name string, c
 			return nil
 		}
 		c := db.Connection{ProviderID: prov.ID, AuthType: AuthOAuth, Enabled: true, Secret: []byte{0}}
-		base := strings.TrimSpace(name)
-		if base == "" {
-			base = "claude"
+		if name != "" {
+			c.Name = freeName(taken, name, false)
+		} else {
+			c.Name = freeName(taken, neutralAccountName, true)
 		}
-		if len(base) > 90 {
-			base = base[:90]
-		}
-		for i := 1; ; i++ {
-			c.Name = base
-			if i > 1 {
-				c.Name = fmt.Sprintf("%s-%d", base, i)
-			}
-			err := db.InsertConnection(ctx, tx, &c)
-			if errors.Is(err, db.ErrConflict) && i < 100 {
-				continue
-			}
-			if err != nil {
-				return mapDBErr(err, "name", "err.connection_exists")
-			}
-			break
+		if err := db.InsertConnection(ctx, tx, &c); err != nil {
+			return mapDBErr(err, "name", "err.connection_exists")
 		}
 		cred.Rev = 1
 		c.Secret = s.box.Seal(encodeOAuth(cred), connectionAAD(c.ID))
@@ -200,6 +203,94 @@ func (s *Service) SaveOAuthAccount(ctx context.Context, provider, name string, c
 		}
 	}
 	return out, existing == 0, nil
+}
+
+// neutralAccountName is the stem of the names Claude accounts get: claude-1, claude-2, …
+const neutralAccountName = "claude"
+
+// freeName is the first of base, base-2, base-3, … (numbered: base-1, base-2, …) that taken lacks.
+// The stem is cut so that the name with its number stays within names.MaxLen characters.
+func freeName(taken map[string]bool, base string, numbered bool) string {
+	if r := []rune(base); len(r) > names.MaxLen-8 {
+		base = strings.TrimSpace(string(r[:names.MaxLen-8]))
+	}
+	if !numbered && !taken[base] {
+		return base
+	}
+	for i := 1; ; i++ {
+		if i == 1 && !numbered {
+			continue
+		}
+		if n := base + "-" + strconv.Itoa(i); !taken[n] {
+			return n
+		}
+	}
+}
+
+// neutralNamesKey is set in key_value once the connections named after their account's e-mail
+// (as sign-ins named them before) were renamed, so the renaming happens once and a name the
+// operator chooses later stays.
+const neutralNamesKey = "catalog.oauth_names_neutral"
+
+// renameEmailNamed gives every OAuth connection whose name is its account's e-mail (or the e-mail
+// with a -N suffix, as taken names got) the next free neutral name, once per database.
+func (s *Service) renameEmailNamed(ctx context.Context) error {
+	if _, done, err := db.GetValue(ctx, s.db.W, neutralNamesKey); err != nil || done {
+		return err
+	}
+	return s.db.WithTx(ctx, func(tx *sqlx.Tx) error {
+		rows, err := db.ListConnections(ctx, tx)
+		if err != nil {
+			return err
+		}
+		taken := map[int64]map[string]bool{}
+		for _, r := range rows {
+			if taken[r.ProviderID] == nil {
+				taken[r.ProviderID] = map[string]bool{}
+			}
+			taken[r.ProviderID][r.Name] = true
+		}
+		for _, r := range rows {
+			if r.AuthType != AuthOAuth {
+				continue
+			}
+			cred, err := s.openOAuth(r)
+			if err != nil || !namedAfter(r.Name, cred.Account.Email) {
+				continue
+			}
+			r.Name = freeName(taken[r.ProviderID], neutralAccountName, true)
+			taken[r.ProviderID][r.Name] = true
+			if err := db.UpdateConnection(ctx, tx, &r); err != nil {
+				return err
+			}
+			// Never the old name: it is the e-mail address this renaming keeps out of sight.
+			s.log.Info("renamed a Claude connection that was named after its account's e-mail",
+				"connection_id", r.ID, "name", r.Name)
+		}
+		return db.PutValue(ctx, tx, neutralNamesKey, "done")
+	})
+}
+
+// namedAfter reports whether a connection name is the e-mail address, or the address with the
+// -N suffix a taken name got.
+func namedAfter(name, email string) bool {
+	if email == "" || len(name) < len(email) || !strings.EqualFold(name[:len(email)], email) {
+		return false
+	}
+	rest := name[len(email):]
+	if rest == "" {
+		return true
+	}
+	digits, ok := strings.CutPrefix(rest, "-")
+	if !ok || digits == "" {
+		return false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // ErrStaleCredential is returned by StoreRefreshed when the connection's credential changed

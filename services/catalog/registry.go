@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"log/slog"
 	"sort"
+	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"switchyard/db"
@@ -83,6 +85,20 @@ type ConnEntry struct {
 	// LowPriorityLane and LimitReset are the Claude subscription toggles.
 	LowPriorityLane bool
 	LimitReset      bool
+	// Label is the connection as clients and metrics name it (ClientLabel): never an e-mail.
+	Label string
+}
+
+// ClientLabel is how a connection is named wherever someone other than an operator may read it:
+// error messages and diagnostics on the proxy surfaces, and Prometheus labels (a scrape is often
+// stored and shown far from the dashboard). It is the connection's name, unless the name contains
+// an '@': then it could be an account's e-mail address, which only operators see, and the label
+// is "#" and the connection's id instead.
+func ClientLabel(id int64, name string) string {
+	if strings.Contains(name, "@") {
+		return "#" + strconv.FormatInt(id, 10)
+	}
+	return name
 }
 
 func buildRegistry(provs []db.Provider, conns []db.Connection, open func(db.Connection) (string, error),
@@ -111,6 +127,7 @@ func buildRegistry(provs []db.Provider, conns []db.Connection, open func(db.Conn
 			Priority: c.Priority, Overrides: json.RawMessage(c.Overrides), Enabled: c.Enabled,
 			Settings:        settings.ParseConnectionOverrides([]byte(c.Overrides)),
 			LowPriorityLane: c.LowPriorityLane, LimitReset: c.LimitReset}
+		ce.Label = ClientLabel(c.ID, c.Name)
 		if c.MaxConcurrent.Valid {
 			ce.MaxConcurrent = int(c.MaxConcurrent.Int64)
 		}

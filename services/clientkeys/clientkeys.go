@@ -13,6 +13,7 @@ import (
 
 	"switchyard/db"
 	"switchyard/services/errs"
+	"switchyard/services/names"
 	"switchyard/services/secrets"
 )
 
@@ -109,8 +110,8 @@ func (s *Service) Authenticate(presented string) (Identity, bool) {
 // Create makes a new key and returns it; the key is not retrievable later.
 func (s *Service) Create(ctx context.Context, name string) (Created, error) {
 	name = strings.TrimSpace(name)
-	if name == "" || len(name) > 100 {
-		return Created{}, errs.Field("name", "err.name_required")
+	if m, bad := names.Check(name); bad {
+		return Created{}, errs.Fields(map[string]errs.Msg{"name": m})
 	}
 	secret := KeyPrefix + secrets.RandomToken(32)
 	row := db.ClientKey{Name: name, Prefix: secret[:len(KeyPrefix)+6], KeyHash: secrets.SHA256Hex(secret)}

@@ -1,6 +1,11 @@
 // Package metrics owns the Prometheus registry and every metric the gateway exports. Services
 // report through small methods; state that already lives in memory (connection states, breaker
 // states, queue depths) is read at scrape time by collectors instead of being mirrored.
+//
+// A "connection" label carries the connection's client label (catalog.ClientLabel), never its
+// name as such: the name of a Claude account may be its e-mail address, and scrapes travel far
+// from the dashboard. Label values are written escaped by the Prometheus text format, so any name
+// the catalog accepts keeps the exposition parseable.
 package metrics
 
 import (

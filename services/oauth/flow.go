@@ -18,6 +18,7 @@ import (
 
 	"switchyard/services/catalog"
 	"switchyard/services/errs"
+	"switchyard/services/names"
 	"switchyard/services/redact"
 	"switchyard/services/settings"
 )
@@ -29,12 +30,16 @@ const SignInTTL = 10 * time.Minute
 const maxPending = 64
 
 // pendingSignIn is a started sign-in: the PKCE verifier stays here, server-side, until the code
-// comes back (once).
+// comes back (once). So does the address to sign in at, so a page that shows it again takes it
+// from here, never from what a browser sent.
 type pendingSignIn struct {
 	verifier string
 	provider string
-	expires  time.Time
-	started  time.Time
+	// name is the connection name the operator chose for a new account; "" = claude-N.
+	name    string
+	authURL string
+	expires time.Time
+	started time.Time
 }
 
 // SignIn is what Start answers: the address to open and the state that ties the code to it.
@@ -45,11 +50,18 @@ type SignIn struct {
 }
 
 // Start begins a Claude sign-in for provider ("" = anthropic): authorization code with PKCE
-// (S256). The browser opens AuthURL; Claude's page then shows CODE#STATE to paste back.
-func (s *Service) Start(provider string) (SignIn, error) {
-	provider = strings.TrimSpace(provider)
+// (S256). The browser opens AuthURL; Claude's page then shows CODE#STATE to paste back. name is
+// the connection name for a new account ("" = the next free claude-N); an account signed in
+// before keeps its connection and that connection's name.
+func (s *Service) Start(provider, name string) (SignIn, error) {
+	provider, name = strings.TrimSpace(provider), strings.TrimSpace(name)
 	if provider == "" {
 		provider = catalog.TypeAnthropic
+	}
+	if name != "" {
+		if m, bad := names.Check(name); bad {
+			return SignIn{}, errs.Fields(map[string]errs.Msg{"name": m})
+		}
 	}
 	p, ok := s.opt.Catalog.Registry().Provider(provider)
 	switch {
@@ -79,8 +91,22 @@ func (s *Service) Start(provider string) (SignIn, error) {
 		}
 		delete(s.pending, oldest)
 	}
-	s.pending[state] = pendingSignIn{verifier: verifier, provider: provider, expires: now.Add(SignInTTL), started: now}
+	s.pending[state] = pendingSignIn{verifier: verifier, provider: provider, name: name, authURL: authURL,
+		expires: now.Add(SignInTTL), started: now}
 	return SignIn{AuthURL: authURL, State: state, ExpiresAt: now.Add(SignInTTL)}, nil
+}
+
+// Pending returns the sign-in started with state while it still waits for its code: the page
+// that asks for the code shows its address again from here.
+func (s *Service) Pending(state string) (SignIn, bool) {
+	now := s.opt.Clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.pending[state]
+	if !ok || !now.Before(p.expires) {
+		return SignIn{}, false
+	}
+	return SignIn{AuthURL: p.authURL, State: state, ExpiresAt: p.expires}, true
 }
 
 func oauthConfig(cfg settings.ClaudeOAuth) *oauth2.Config {
@@ -136,7 +162,7 @@ func (s *Service) Complete(ctx context.Context, pasted string) (catalog.Connecti
 		return catalog.Connection{}, false, errs.New(errs.Upstream, "oauth.exchange_failed", "the answer has no refresh token")
 	}
 	cred := res.credential(now, catalog.OAuthCredential{})
-	conn, created, err := s.opt.Catalog.SaveOAuthAccount(ctx, p.provider, cred.Account.Email, cred)
+	conn, created, err := s.opt.Catalog.SaveOAuthAccount(ctx, p.provider, p.name, cred)
 	if err != nil {
 		return catalog.Connection{}, false, err
 	}

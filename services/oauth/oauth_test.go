@@ -190,6 +190,8 @@ type harness struct {
 	expired *expirer
 	usage   *resilience.Usage
 	opts    *settings.OAuthService
+	db      *db.DB
+	box     *secrets.Box
 }
 
 func newHarness(t *testing.T) *harness { return newHarnessWith(t, nil) }
@@ -221,7 +223,7 @@ func newHarnessWith(t *testing.T, other http.Handler) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, cat: cat, fake: fake, clock: clockwork.NewFakeClockAt(time.Unix(1_800_000_000, 0)), expired: &expirer{}, opts: opts}
+	h := &harness{t: t, cat: cat, fake: fake, db: d, box: box, clock: clockwork.NewFakeClockAt(time.Unix(1_800_000_000, 0)), expired: &expirer{}, opts: opts}
 	h.usage = resilience.NewUsage(h.clock, nil)
 	h.svc, err = New(ctx, Options{Catalog: cat, Settings: opts, Client: fake.Client(), Clock: h.clock, Log: log, Expire: h.expired, Usage: h.usage})
 	if err != nil {
@@ -234,7 +236,7 @@ func newHarnessWith(t *testing.T, other http.Handler) *harness {
 // signIn runs start → authorize → complete for an account.
 func (h *harness) signIn(email string) (catalog.Connection, bool) {
 	h.t.Helper()
-	si, err := h.svc.Start("")
+	si, err := h.svc.Start("", "")
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -278,7 +280,7 @@ func codeKey(t *testing.T, err error) string {
 func TestSignInWithPKCE(t *testing.T) {
 	h := newHarness(t)
 	conn, created := h.signIn("ada@example.com")
-	if !created || conn.AuthType != catalog.AuthOAuth || conn.Name != "ada@example.com" || conn.Account == nil ||
+	if !created || conn.AuthType != catalog.AuthOAuth || conn.Name != "claude-1" || conn.Account == nil ||
 		conn.Account.Email != "ada@example.com" || conn.Account.Plan != "claude_max" || conn.Account.SetupToken {
 		t.Fatalf("connection %+v account %+v", conn, conn.Account)
 	}
@@ -305,11 +307,11 @@ func TestSignInWithPKCE(t *testing.T) {
 		t.Fatalf("re-auth did not replace the tokens: %+v", next)
 	}
 	// A second account is a second connection.
-	if other, created := h.signIn("bob@example.com"); !created || other.ID == conn.ID {
-		t.Fatal("a second account did not get its own connection")
+	if other, created := h.signIn("bob@example.com"); !created || other.ID == conn.ID || other.Name != "claude-2" {
+		t.Fatalf("a second account did not get its own connection: %+v", other)
 	}
 	// The whole callback address works as well as CODE#STATE.
-	si, _ := h.svc.Start("anthropic")
+	si, _ := h.svc.Start("anthropic", "")
 	pasted := h.fake.authorize(si.AuthURL, "cy@example.com")
 	code, state, _ := strings.Cut(pasted, "#")
 	if _, _, err := h.svc.Complete(context.Background(), "https://platform.claude.com/oauth/code/callback?code="+code+"&state="+state); err != nil {
@@ -320,7 +322,7 @@ func TestSignInWithPKCE(t *testing.T) {
 func TestSignInStateChecks(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
-	si, _ := h.svc.Start("")
+	si, _ := h.svc.Start("", "")
 	pasted := h.fake.authorize(si.AuthURL, "ada@example.com")
 	code, _, _ := strings.Cut(pasted, "#")
 
@@ -343,14 +345,14 @@ func TestSignInStateChecks(t *testing.T) {
 		t.Fatalf("used twice: %v", err)
 	}
 	// A wrong verifier (a code of another sign-in) is refused by the token endpoint.
-	a, _ := h.svc.Start("")
-	b, _ := h.svc.Start("")
+	a, _ := h.svc.Start("", "")
+	b, _ := h.svc.Start("", "")
 	codeA, _, _ := strings.Cut(h.fake.authorize(a.AuthURL, "x@example.com"), "#")
 	h.fake.authorize(b.AuthURL, "y@example.com")
 	if _, _, err := h.svc.Complete(ctx, codeA+"#"+b.State); codeKey(t, err) != "oauth.exchange_failed" {
 		t.Fatalf("wrong verifier: %v", err)
 	}
-	if _, err := h.svc.Start("openai"); err == nil {
+	if _, err := h.svc.Start("openai", ""); err == nil {
 		t.Fatal("a sign-in on an openai provider started")
 	}
 	if conns, _ := h.cat.ListConnections(ctx); len(conns) != 0 {

@@ -70,7 +70,7 @@ func (e *Engine) admitQueue(t target) *errs.Error {
 			first, maxWait = conn, cfg.MaxWait
 		}
 	}
-	e.opt.Observer.QueueRejected(t.provider.Name, first.Name, resilience.CodeQueueFull)
+	e.opt.Observer.QueueRejected(t.provider.Name, first.Label, resilience.CodeQueueFull)
 	return queueFull(t.provider.Name, maxWait)
 }
 
@@ -101,7 +101,7 @@ func (e *Engine) admit(ctx context.Context, w http.ResponseWriter, c *call, conn
 	cfg := queueConfig(c.snap, conn)
 	p := c.t.provider.Name
 	if !resilience.Admit(e.waiting(conn.ID), cfg.MaxDepth).Admit {
-		e.opt.Observer.QueueRejected(p, conn.Name, resilience.CodeQueueFull)
+		e.opt.Observer.QueueRejected(p, conn.Label, resilience.CodeQueueFull)
 		return a, queueFull(p, cfg.MaxWait), true, false
 	}
 	hb := e.heartbeats(c, w)
@@ -112,11 +112,11 @@ func (e *Engine) admit(ctx context.Context, w http.ResponseWriter, c *call, conn
 		case resilience.CodeClientClosed:
 			return a, clientGone(), false, false
 		case resilience.CodeQueueFull:
-			e.opt.Observer.QueueRejected(p, conn.Name, qerr.Code)
+			e.opt.Observer.QueueRejected(p, conn.Label, qerr.Code)
 			return a, queueFull(p, cfg.MaxWait), true, false
 		}
-		e.opt.Observer.QueueRejected(p, conn.Name, qerr.Code)
-		qe := withRetry(fail(errs.CodeForStatus(qerr.Status), qerr.Code, "proxy.queue_timeout", conn.Name, p, cfg.MaxWait.String()), qerr.RetryAfter)
+		e.opt.Observer.QueueRejected(p, conn.Label, qerr.Code)
+		qe := withRetry(fail(errs.CodeForStatus(qerr.Status), qerr.Code, "proxy.queue_timeout", conn.Label, p, cfg.MaxWait.String()), qerr.RetryAfter)
 		qe.Status = qerr.Status
 		return a, qe, false, false
 	}
@@ -143,7 +143,7 @@ func (e *Engine) admit(ctx context.Context, w http.ResponseWriter, c *call, conn
 		}
 		if !ok {
 			e.opt.Log.Warn("quota-share slot not available; proceeding without one", "provider", p, "connection_id", conn.ID)
-			e.opt.Observer.FailOpen(p, conn.Name)
+			e.opt.Observer.FailOpen(p, conn.Label)
 		}
 		a.release = rel
 	}

@@ -16,7 +16,7 @@ func (e *Engine) RegisterGauges(m GaugeRegistrar) {
 			reg := e.opt.Catalog.Registry()
 			for _, p := range reg.Providers() {
 				for _, c := range reg.ConnectionsOf(p.ID) {
-					labels, v := value(connectionRef{provider: p.Name, name: c.Name, id: c.ID})
+					labels, v := value(connectionRef{provider: p.Name, name: c.Label, id: c.ID})
 					out = append(out, metrics.GaugeSample{Labels: labels, Value: v})
 				}
 			}

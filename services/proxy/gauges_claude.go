@@ -20,10 +20,10 @@ func (e *Engine) registerClaudeGauges(m GaugeRegistrar) {
 						continue
 					}
 					if u.FiveHour != nil {
-						out = append(out, metrics.GaugeSample{Labels: []string{p.Name, c.Name, "five_hour"}, Value: u.FiveHour.Utilization})
+						out = append(out, metrics.GaugeSample{Labels: []string{p.Name, c.Label, "five_hour"}, Value: u.FiveHour.Utilization})
 					}
 					if u.SevenDay != nil {
-						out = append(out, metrics.GaugeSample{Labels: []string{p.Name, c.Name, "seven_day"}, Value: u.SevenDay.Utilization})
+						out = append(out, metrics.GaugeSample{Labels: []string{p.Name, c.Label, "seven_day"}, Value: u.SevenDay.Utilization})
 					}
 				}
 			}
@@ -41,10 +41,10 @@ func (e *Engine) registerClaudeGauges(m GaugeRegistrar) {
 						continue
 					}
 					if u.FiveHour != nil && !u.FiveHour.ResetsAt.IsZero() {
-						out = append(out, metrics.GaugeSample{Labels: []string{p.Name, c.Name, "five_hour"}, Value: float64(u.FiveHour.ResetsAt.Unix())})
+						out = append(out, metrics.GaugeSample{Labels: []string{p.Name, c.Label, "five_hour"}, Value: float64(u.FiveHour.ResetsAt.Unix())})
 					}
 					if u.SevenDay != nil && !u.SevenDay.ResetsAt.IsZero() {
-						out = append(out, metrics.GaugeSample{Labels: []string{p.Name, c.Name, "seven_day"}, Value: float64(u.SevenDay.ResetsAt.Unix())})
+						out = append(out, metrics.GaugeSample{Labels: []string{p.Name, c.Label, "seven_day"}, Value: float64(u.SevenDay.ResetsAt.Unix())})
 					}
 				}
 			}
@@ -66,7 +66,7 @@ func (e *Engine) registerClaudeGauges(m GaugeRegistrar) {
 					if e.opt.Lanes.Active(c.ID) {
 						v = 1
 					}
-					out = append(out, metrics.GaugeSample{Labels: []string{p.Name, c.Name}, Value: v})
+					out = append(out, metrics.GaugeSample{Labels: []string{p.Name, c.Label}, Value: v})
 				}
 			}
 			return out

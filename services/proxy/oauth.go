@@ -90,7 +90,7 @@ func (e *Engine) outgoing(ctx context.Context, c *call, conn *catalog.ConnEntry)
 		if ctx.Err() != nil {
 			return nil, nil, &attemptResult{transport: true, err: clientGone()}
 		}
-		r := attemptResult{noToken: true, err: fail(errs.Unavailable, "oauth_token_unavailable", "proxy.oauth_token", conn.Name)}
+		r := attemptResult{noToken: true, err: fail(errs.Unavailable, "oauth_token_unavailable", "proxy.oauth_token", conn.Label)}
 		return nil, nil, &r
 	}
 	c.claude.token = token

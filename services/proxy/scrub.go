@@ -15,14 +15,15 @@ import (
 // secrets lists what an attempt on conn must never let out: the connection's key and, for an
 // OAuth connection, the tokens the registry holds, the token the attempt carried and the
 // account's live access and refresh tokens (a refresh may have rotated them since the registry
-// was built). It is called on the paths that scrub, never for a clean answer.
+// was built), and the account's e-mail address, which only operators see. It is called on the
+// paths that scrub, never for a clean answer.
 func (e *Engine) secrets(c *call, conn *catalog.ConnEntry) []string {
 	if conn == nil {
 		return nil
 	}
 	out := []string{conn.APIKey.Reveal()}
 	if conn.OAuth != nil {
-		out = append(out, conn.OAuth.AccessToken.Reveal(), conn.OAuth.RefreshToken.Reveal())
+		out = append(out, conn.OAuth.AccessToken.Reveal(), conn.OAuth.RefreshToken.Reveal(), conn.OAuth.Account.Email)
 	}
 	if e.subscription(conn) {
 		if c != nil {

@@ -213,7 +213,7 @@ func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*err
 		if execTimedOut.Load() {
 			step.Reason = resilience.CodeExecutionTimeout
 			return fail(errs.Timeout, resilience.CodeExecutionTimeout, "proxy.execution_timeout",
-				conn.Name, c.t.provider.Name, adm.deadline.String()), verdict()
+				conn.Label, c.t.provider.Name, adm.deadline.String()), verdict()
 		}
 		f := e.fail(c, conn, res)
 		step.Reason = string(f.outcome.Reason)
@@ -346,7 +346,7 @@ func (e *Engine) exhausted(c *call, conns []*catalog.ConnEntry, last *failure) *
 	reasons := map[string]bool{}
 	for _, x := range all {
 		if x.lockout != nil {
-			locked = append(locked, fmt.Sprintf("%s/%s on %s", c.t.provider.Name, x.lockout.Target, x.conn.Name))
+			locked = append(locked, fmt.Sprintf("%s/%s on %s", c.t.provider.Name, x.lockout.Target, x.conn.Label))
 		} else if x.why.Status == resilience.StatusCooling && x.why.Reason != "" {
 			reasons[string(x.why.Reason)] = true
 		}
@@ -413,7 +413,7 @@ func (e *Engine) lockedOut(c *call, conn *catalog.ConnEntry) (exclusion, bool) {
 func diagnostics(all []exclusion) *Diagnostics {
 	out := make([]Excluded, 0, len(all))
 	for _, x := range all {
-		d := Excluded{Connection: x.conn.Name, Reason: "connection_cooldown", Detail: string(x.why.Reason),
+		d := Excluded{Connection: x.conn.Label, Reason: "connection_cooldown", Detail: string(x.why.Reason),
 			SecondsLeft: int64((x.why.Remaining + time.Second - 1) / time.Second)}
 		switch {
 		case x.lockout != nil:

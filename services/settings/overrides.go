@@ -34,6 +34,7 @@ type QueueOverrides struct {
 // Validate checks every set field; the error is an *errs.Error keyed like the JSON.
 func (o ConnectionOverrides) Validate() error {
 	fe := fieldErrors{}
+	checkBounds("", o, fe)
 	q := o.RequestQueue
 	checkPtr(fe, "max_concurrent", o.MaxConcurrent, between(1, 10_000))
 	checkSetting(fe, "request_queue.max_wait_ms", q.MaxWaitMS)
@@ -91,6 +92,7 @@ type BreakerOverrides struct {
 // when both are set. (If only one is overridden, engines cap the wait at max anyway.)
 func (p ProviderOverrides) Validate() error {
 	fe := fieldErrors{}
+	checkBounds("", p, fe)
 	for _, st := range registry {
 		if v, ok := p.Value(st.path); ok {
 			st.check(st.path, v, fe)

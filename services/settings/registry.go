@@ -147,7 +147,11 @@ func newSetting[D, T any](path string, kind Kind, def T, field func(*D) *T, chec
 			}
 			return v, nil
 		},
-		check: func(path string, v any, fe fieldErrors) { check(path, v.(T), fe) },
+		check: func(path string, v any, fe fieldErrors) {
+			if checkBounds(path, v, fe) {
+				check(path, v.(T), fe)
+			}
+		},
 	}
 	if input != nil {
 		s.input = func(v any) Input { return input(v.(T)) }

@@ -47,10 +47,9 @@ func RuleOptions() (reasons, scopes, terminals []string) {
 	return slices.Clone(ruleReasons), slices.Clone(ruleScopes), slices.Clone(ruleTerminals)
 }
 
-const (
-	maxRules  = 1_000
-	maxRuleMS = 30 * 24 * 3_600_000 // 30 days, the cap on honoured upstream hints
-)
+// maxRuleMS is 30 days, the cap on honoured upstream hints. (How many rules a list may hold is
+// bounded for every list of every document: MaxEntries.)
+const maxRuleMS = 30 * 24 * 3_600_000
 
 func oneOf(allowed []string) func(string) *errs.Msg {
 	return func(v string) *errs.Msg {
@@ -100,9 +99,6 @@ func (m ruleMatch) check(prefix string, fe fieldErrors) {
 }
 
 func checkRuleList(path string, n int, name func(int) string, fe fieldErrors) {
-	if n > maxRules {
-		fe.add(path, errs.M("err.too_many_rules", maxRules))
-	}
 	seen := map[string]bool{}
 	for i := range n {
 		key := ruleKey(path, i) + ".name"
