@@ -25,6 +25,7 @@ type loggedRequest struct {
 	ErrorCode    string `json:"error_code"`
 	Error        string `json:"error"`
 	AttemptCount int    `json:"attempt_count"`
+	Retries      int    `json:"retries"`
 	Failovers    int    `json:"failovers"`
 	InputTokens  int64  `json:"input_tokens"`
 	OutputTokens int64  `json:"output_tokens"`
@@ -33,6 +34,7 @@ type loggedRequest struct {
 		Kind       string `json:"kind"`
 		Status     int    `json:"status"`
 		Reason     string `json:"reason"`
+		Detail     string `json:"detail"`
 		DurationMS *int64 `json:"duration_ms"`
 	} `json:"attempts"`
 	Skipped []struct {

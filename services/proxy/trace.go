@@ -45,6 +45,8 @@ type Attempt struct {
 	Status       int           `json:"status"` // the upstream's status; 0 when no answer came
 	Reason       string        `json:"reason,omitempty"`
 	Duration     time.Duration `json:"duration"`
+	// Detail says more where the reason needs it: a redirect's target (scrubbed).
+	Detail string `json:"detail,omitempty"`
 }
 
 // skip notes why connections were left out, keeping one entry per connection.

@@ -217,9 +217,10 @@ func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*err
 		}
 		f := e.fail(c, conn, res)
 		step.Reason = string(f.outcome.Reason)
-		if res.transport {
+		if res.transport || res.redirect {
 			step.Reason = f.err.ReasonCode()
 		}
+		step.Detail = res.location
 		e.opt.Observer.Attempt(c.t.provider.Name, string(f.outcome.Reason), kind)
 		last = &f
 		if !f.outcome.Failover && !f.retryable || c.probe {

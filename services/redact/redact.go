@@ -7,8 +7,10 @@ package redact
 
 import (
 	"bytes"
+	"net/url"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 )
 
 // Mark stands where a secret was.
@@ -196,4 +198,57 @@ var secretField = regexp.MustCompile(`(?i)("[^"\\]*(?:api[_-]?key|authorization|
 // a stream of events; a value cut off at the end is removed to the end.
 func Fields(text string) string {
 	return secretField.ReplaceAllString(text, `$1"`+Mark+`"`)
+}
+
+// Redirect is a redirect's target as a log line or an attempt chain may show it: resolved
+// against the address that answered (from; nil = as it came), without user info, with the values
+// of its query and its fragment replaced by Mark (an address can carry a token or a code there),
+// scrubbed like String and cut to a readable length. An address that cannot be read is Mark.
+func Redirect(from *url.URL, location string, secrets ...string) string {
+	location = strings.TrimSpace(location)
+	if location == "" {
+		return ""
+	}
+	u, err := url.Parse(location)
+	if err == nil && from != nil {
+		u = from.ResolveReference(u)
+	}
+	if err != nil || u.Opaque != "" {
+		return Mark
+	}
+	u.User = nil
+	query, fragment := u.RawQuery, u.Fragment != "" || u.RawFragment != ""
+	u.RawQuery, u.Fragment, u.RawFragment, u.ForceQuery = "", "", "", false
+	out := cut(String(u.String(), secrets...), 240)
+	if query != "" {
+		parts := strings.Split(query, "&")
+		if len(parts) > 8 {
+			parts = append(parts[:8], "…")
+		}
+		for i, p := range parts {
+			switch name, _, ok := strings.Cut(p, "="); {
+			case p == "…":
+			case ok:
+				parts[i] = cut(String(name, secrets...), 40) + "=" + Mark
+			default:
+				parts[i] = Mark // a bare value
+			}
+		}
+		out += "?" + strings.Join(parts, "&")
+	}
+	if fragment {
+		out += "#" + Mark
+	}
+	return out
+}
+
+// cut shortens s to at most n bytes on a character boundary, marking the cut with "…".
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }

@@ -1,6 +1,9 @@
 package redact
 
-import "testing"
+import (
+	"net/url"
+	"testing"
+)
 
 func TestStringRemovesSecrets(t *testing.T) {
 	cases := []struct {
@@ -74,5 +77,26 @@ func TestBytesKeepsATextWithShortSecretsInWords(t *testing.T) {
 	b := []byte(`{"content":"abcdef is a word"}`)
 	if got := Bytes(b, "abc"); &got[0] != &b[0] {
 		t.Fatal("a body with nothing to remove was copied")
+	}
+}
+
+func TestRedirectTargets(t *testing.T) {
+	from, _ := url.Parse("https://api.example.com/v1/chat/completions")
+	cases := []struct{ name, loc, want string }{
+		{"absolute", "https://other.example.net/v1/chat/completions", "https://other.example.net/v1/chat/completions"},
+		{"relative", "/elsewhere", "https://api.example.com/elsewhere"},
+		{"user info", "http://admin:hunter2@10.0.0.1:8080/x", "http://10.0.0.1:8080/x"},
+		{"query and fragment", "https://x.test/cb?code=abc123&state=s1&flag#tok", "https://x.test/cb?code=[redacted]&state=[redacted]&[redacted]#[redacted]"},
+		{"a credential in the path", "https://x.test/keys/sk-proj-SECRET0123456789/use", "https://x.test/keys/[redacted]/use"},
+		{"a named credential in the path", "https://x.test/k/plain.key.value", "https://x.test/k/[redacted]"},
+		{"unreadable", "http://[::1%zz/", "[redacted]"},
+		{"none", "", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Redirect(from, tc.loc, "plain.key.value"); got != tc.want {
+				t.Errorf("Redirect(%q) = %q, want %q", tc.loc, got, tc.want)
+			}
+		})
 	}
 }
