@@ -159,7 +159,6 @@ func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*err
 				return clientGone(), &resilience.Result{ClientAbort: true}
 			}
 			retries++
-			c.trace.Retries++
 			clear(tried)
 			clear(busy)
 			kind = "retry"
@@ -179,21 +178,19 @@ func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*err
 			}
 			return qerr, verdict() // local queue errors are never the provider's fault
 		}
-		c.trace.Attempts++
-		c.trace.ConnectionID = conn.ID
 		stepKind := kind
 		if stepKind == "" {
 			stepKind = "first"
 		}
-		c.trace.Chain = append(c.trace.Chain, Attempt{ConnectionID: conn.ID, Connection: conn.Name, Kind: stepKind})
-		step := &c.trace.Chain[len(c.trace.Chain)-1]
 		began := e.opt.Clock.Now()
+		c.trace.attempt(conn, stepKind, began)
 		actx, cancel := context.WithCancel(ctx)
 		var execTimedOut atomic.Bool
 		backstop := e.opt.Clock.AfterFunc(adm.deadline, func() { execTimedOut.Store(true); cancel() })
 		res := e.attemptOn(actx, cancel, w, c, conn, began.Add(adm.deadline))
 		backstop.Stop()
-		step.Status, step.Duration = res.status, e.opt.Clock.Since(began)
+		step := c.trace.step() // the last call (a Claude account may have made several)
+		step.end(res.status, e.opt.Clock.Now())
 		if res.err == nil && !execTimedOut.Load() {
 			e.opt.Observer.Attempt(c.t.provider.Name, "ok", kind)
 			e.opt.Cooldowns.RecordSuccess(conn.ID)
@@ -227,7 +224,6 @@ func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*err
 			return f.err, verdict()
 		}
 		kind = "failover"
-		c.trace.Failovers++
 	}
 }
 
