@@ -175,3 +175,60 @@ func TestSaturatedConnectionSpillsOver(t *testing.T) {
 	wg2.Wait()
 
 }
+
+// A provider with no enabled connection (none added, or the only one switched off) answers at
+// once, on every surface and streamed or not, with a 404 no_executable_targets in the client's
+// format that no client retries: x-should-retry: false, no Retry-After, a message naming the
+// provider and where connections are added. Nothing is counted against the provider: once a
+// connection is there, the next request is served.
+func TestProviderWithoutConnectionIsANonRetryable404(t *testing.T) {
+	up := testenv.NewFakeUpstream(t, testenv.JSONAnswer(testenv.CompletionJSON))
+	e := testenv.New(t)
+	e.AddProvider("bare", up.URL+"/v1")
+	e.AddProvider("off", up.URL+"/v1")
+	off := e.AddConnection("off", "main", "sk-off", 0)
+	e.MustAPI("PATCH", fmt.Sprintf("/api/connections/%d", off), map[string]any{"enabled": false}, 200)
+	key := e.NewKey()
+	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"circuit_breaker": map[string]any{"enabled": true, "failure_threshold": 1}}, 200)
+	for _, provider := range []string{"bare", "off"} {
+		for _, s := range surfaces {
+			for _, stream := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%s/%s/stream=%v", provider, s.name, stream), func(t *testing.T) {
+					body := s.body(provider + "/gpt-test")
+					if stream {
+						body = strings.Replace(body, `{"model"`, `{"stream":true,"model"`, 1)
+					}
+					r := e.Post(context.Background(), s.path, key, body, map[string]string{"anthropic-version": "2023-06-01"})
+					got := testenv.ReadAll(t, r)
+					if r.StatusCode != 404 || r.Header.Get("X-Should-Retry") != "false" || r.Header.Get("Retry-After") != "" {
+						t.Fatalf("%d x-should-retry %q retry-after %q: %s", r.StatusCode, r.Header.Get("X-Should-Retry"), r.Header.Get("Retry-After"), got)
+					}
+					checkShape(t, s.name, got)
+					msg := gjson.Get(got, "error.message").String()
+					if !strings.Contains(msg, "provider "+provider+" has no enabled connection") || !strings.Contains(msg, "Providers & Connections") {
+						t.Fatalf("message %q", msg)
+					}
+					if s.name == "messages" {
+						if typ := gjson.Get(got, "error.type").String(); typ != "not_found_error" {
+							t.Fatalf("type %s", typ)
+						}
+					} else if code := gjson.Get(got, "error.code").String(); code != "no_executable_targets" {
+						t.Fatalf("code %s", code)
+					}
+				})
+			}
+		}
+	}
+	if len(up.ChatRequests()) != 0 {
+		t.Fatal("an upstream was called")
+	}
+	if b := e.ProviderStatus("bare")["breaker"]; b != "closed" {
+		t.Fatalf("the breaker counted it: %v", b)
+	}
+	e.MustAPI("PATCH", fmt.Sprintf("/api/connections/%d", off), map[string]any{"enabled": true}, 200)
+	if r := e.Chat(context.Background(), key, `{"model":"off/gpt-test","messages":[]}`); r.StatusCode != 200 {
+		t.Fatalf("with its connection on again: %d %s", r.StatusCode, testenv.ReadAll(t, r))
+	} else {
+		testenv.ReadAll(t, r)
+	}
+}

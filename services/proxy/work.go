@@ -79,6 +79,9 @@ func (e *Engine) breakerConfig(c *call) resilience.BreakerConfig {
 // gate and the health window.
 func (e *Engine) run(ctx context.Context, w http.ResponseWriter, c *call) *errs.Error {
 	p := c.t.provider
+	if len(p.Conns) == 0 {
+		return noConnection(p.Name) // before the breaker: nothing to try, nothing to count
+	}
 	tk, open := e.opt.Breakers.Allow(p.Name, c.t.model, e.breakerConfig(c))
 	if open != nil {
 		key := "proxy.circuit_open"
@@ -116,7 +119,7 @@ func (e *Engine) run(ctx context.Context, w http.ResponseWriter, c *call) *errs.
 func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*errs.Error, *resilience.Result) {
 	conns := c.t.provider.Candidates()
 	if len(conns) == 0 {
-		return withRetry(fail(errs.Unavailable, "no_connections", "proxy.no_connections", c.t.provider.Name), 30*time.Second), nil
+		return noConnection(c.t.provider.Name), nil
 	}
 	var last *failure
 	var queueErr *errs.Error // set when a connection's queue was full
@@ -225,6 +228,17 @@ func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*err
 		}
 		kind = "failover"
 	}
+}
+
+// noConnection is the answer for a provider without an enabled connection: nothing can serve the
+// request until an operator adds one, so it is a 404 no client retries (the OpenAI and Anthropic
+// SDKs and Codex retry neither a 404 nor an answer with x-should-retry: false), naming the page
+// where connections are added. Once it was a 503 with Retry-After: 30, which clients retried for
+// minutes in silence.
+func noConnection(provider string) *errs.Error {
+	e := fail(errs.NotFound, "no_executable_targets", "proxy.no_connections", provider)
+	e.Header = http.Header{"X-Should-Retry": {"false"}}
+	return e
 }
 
 // pick returns the first untried connection that may take a request for the model now, or -1
