@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tidwall/gjson"
 
@@ -231,4 +232,57 @@ func TestProviderWithoutConnectionIsANonRetryable404(t *testing.T) {
 	} else {
 		testenv.ReadAll(t, r)
 	}
+}
+
+// Out of credits is not bad credentials. Every connection out of credits: 429 insufficient_quota
+// (OpenAI's type and code; Anthropic's billing_error), x-should-retry: false, Retry-After at the
+// next re-probe. One out of credits and the other expired: still 429 at the re-probe (a later
+// request can succeed then), naming both states; the Retry-After counts down with the clock.
+// Every connection expired or banned: 401 connections_unusable.
+func TestOutOfCreditsIsNotBadCredentials(t *testing.T) {
+	e, _, key, a, b := twoKeys(t, testenv.ByKey(map[string]http.HandlerFunc{
+		"sk-a": testenv.Status(402, nil, `{"error":{"message":"Insufficient credits: top up to continue","type":"insufficient_credits"}}`),
+		"sk-b": testenv.Status(401, nil, `{"error":{"message":"key revoked"}}`),
+	}))
+	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0}}, 200)
+	check := func(name string, r *http.Response, status int, typ, code, anthropic, retryAfter, words string) {
+		t.Helper()
+		got := testenv.ReadAll(t, r)
+		if r.StatusCode != status || r.Header.Get("X-Should-Retry") != "false" || r.Header.Get("Retry-After") != retryAfter {
+			t.Fatalf("%s: %d x-should-retry %q retry-after %q: %s", name, r.StatusCode, r.Header.Get("X-Should-Retry"), r.Header.Get("Retry-After"), got)
+		}
+		if anthropic != "" {
+			if gjson.Get(got, "error.type").String() != anthropic {
+				t.Fatalf("%s: %s", name, got)
+			}
+		} else if gjson.Get(got, "error.type").String() != typ || gjson.Get(got, "error.code").String() != code {
+			t.Fatalf("%s: %s", name, got)
+		}
+		if !strings.Contains(gjson.Get(got, "error.message").String(), words) {
+			t.Fatalf("%s: the message lacks %q: %s", name, words, got)
+		}
+	}
+	// a runs out of credits, b's key is refused: one request tries both.
+	check("mixed", e.Chat(context.Background(), key, testenv.ChatBody), 429, "insufficient_quota", "insufficient_quota", "", "1800",
+		"(credits_exhausted, expired)")
+	if sa, sb := e.State(a), e.State(b); sa.Status != "credits_exhausted" || sb.Status != "expired" {
+		t.Fatalf("a %+v, b %+v", sa, sb)
+	}
+	e.Clock.Advance(10 * time.Minute)
+	check("mixed, later, anthropic shape", e.PostAnthropic("/v1/messages", key, `{"model":"up/gpt-test","max_tokens":8,"messages":[]}`, nil),
+		429, "", "", "billing_error", "1200", "out of credits")
+	check("mixed, responses", e.Post(context.Background(), "/v1/responses", key, `{"model":"up/gpt-test","input":"hi"}`, nil),
+		429, "insufficient_quota", "insufficient_quota", "", "1200", "the next check of the credits is in 1200 s")
+
+	// Both out of credits.
+	e.MustAPI("POST", fmt.Sprintf("/api/connections/%d/reset", b), map[string]any{"terminal": true}, 200)
+	e.MustAPI("PATCH", fmt.Sprintf("/api/connections/%d", b), map[string]any{"api_key": "sk-a"}, 200)
+	check("all out of credits", e.Chat(context.Background(), key, testenv.ChatBody), 429, "insufficient_quota", "insufficient_quota", "", "1200",
+		"(credits_exhausted)")
+
+	// Both need new credentials: 401.
+	e.MustAPI("PATCH", fmt.Sprintf("/api/connections/%d", a), map[string]any{"api_key": "sk-b"}, 200)
+	e.MustAPI("PATCH", fmt.Sprintf("/api/connections/%d", b), map[string]any{"api_key": "sk-b"}, 200)
+	check("all expired", e.Chat(context.Background(), key, testenv.ChatBody), 401, "authentication_error", "connections_unusable", "", "",
+		"reconnect")
 }

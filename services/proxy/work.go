@@ -326,10 +326,11 @@ func earliest(ex []exclusion) (time.Duration, bool) {
 
 // exhausted builds the answer when no connection is left to try. If some connection could serve
 // now, the last upstream failure is the answer. Otherwise every connection is excluded: all of
-// them terminal → 401 naming the states and saying to reconnect; the model locked out where the
-// connections are not terminal → 429 listing the locked targets; else 429 with the earliest
-// recovery and the reasons. Retry-After is the earliest time anything recovers; the body's
-// diagnostics name every exclusion.
+// them terminal → 429 insufficient_quota when some only ran out of credits, else 401 naming the
+// states and saying to reconnect (terminal); the model locked out where the connections are not
+// terminal → 429 listing the locked targets; else 429 with the earliest recovery and the reasons.
+// Retry-After is the earliest time anything recovers; the body's diagnostics name every
+// exclusion.
 func (e *Engine) exhausted(c *call, conns []*catalog.ConnEntry, last *failure) *errs.Error {
 	all := e.excludedNow(c, conns)
 	if len(all) < len(conns) && last != nil {
@@ -338,13 +339,7 @@ func (e *Engine) exhausted(c *call, conns []*catalog.ConnEntry, last *failure) *
 	soonest, timed := earliest(all)
 	diag := diagnostics(all)
 	if !timed && len(all) == len(conns) {
-		states := map[string]bool{}
-		for _, x := range all {
-			states[string(x.why.Status)] = true
-		}
-		unusable := fail(errs.Unauthorized, "connections_unusable", "proxy.connections_unusable", c.t.provider.Name, joinKeys(states, "terminal"))
-		unusable.Header, unusable.Diagnostics = http.Header{"X-Should-Retry": {"false"}}, diag
-		return unusable
+		return e.terminal(c, all, diag)
 	}
 	if last != nil {
 		if timed { // when the gateway can serve again, not the upstream's last hint
@@ -378,6 +373,40 @@ func (e *Engine) exhausted(c *call, conns []*catalog.ConnEntry, last *failure) *
 		c.t.provider.Name, joinKeys(reasons, "cooldown"), roundUp(soonest)), soonest)
 	cooling.Diagnostics = diag
 	return cooling
+}
+
+// terminal is the answer when every connection is in a terminal state. Out of credits is not bad
+// credentials: a connection out of credits is re-probed (every 30 min), so while any is, a later
+// request can succeed and the answer is 429 insufficient_quota with Retry-After at the earliest
+// re-probe, also when the others are banned or expired; only when every connection needs new
+// credentials (banned, expired) is it 401 connections_unusable, saying to reconnect. Neither is
+// worth a client's retry now: x-should-retry: false.
+func (e *Engine) terminal(c *call, all []exclusion, diag *Diagnostics) *errs.Error {
+	states := map[string]bool{}
+	now := e.opt.Clock.Now()
+	var probe time.Duration // until the earliest re-probe of a connection out of credits; 0 = none is
+	for _, x := range all {
+		states[string(x.why.Status)] = true
+		if x.why.Status != resilience.StatusCreditsExhausted {
+			continue
+		}
+		d := resilience.CreditsProbeInterval
+		if next := e.opt.Cooldowns.Get(x.conn.ID).NextProbe; !next.IsZero() {
+			d = max(next.Sub(now), time.Second)
+		}
+		if probe == 0 || d < probe {
+			probe = d
+		}
+	}
+	var out *errs.Error
+	if probe > 0 {
+		out = withRetry(fail(errs.RateLimited, reasonInsufficientQuota, "proxy.insufficient_quota", c.t.provider.Name,
+			joinKeys(states, "terminal"), roundUp(probe)), probe)
+	} else {
+		out = fail(errs.Unauthorized, "connections_unusable", "proxy.connections_unusable", c.t.provider.Name, joinKeys(states, "terminal"))
+	}
+	out.Header, out.Diagnostics = http.Header{"X-Should-Retry": {"false"}}, diag
+	return out
 }
 
 // outage reports whether every connection cools for the provider's own trouble (server errors,
