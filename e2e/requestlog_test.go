@@ -315,3 +315,45 @@ func TestRequestLogCountsMatchTheChain(t *testing.T) {
 	close(g.release)
 	<-held
 }
+
+// A request refused after the client key was accepted is logged with the model it asked for and
+// whether it asked for a stream: an unknown model, an ambiguous one, a field named twice, a
+// provider without a connection, an open breaker.
+func TestRequestLogKeepsWhatRefusedRequestsAskedFor(t *testing.T) {
+	e, up, key := setupOne(t, testenv.Status(500, nil, `{"error":{"message":"kaboom"}}`))
+	other := testenv.NewFakeUpstream(t, testenv.JSONAnswer(testenv.CompletionJSON))
+	e.AddProvider("twin", other.URL+"/v1")
+	e.AddConnection("twin", "main", "sk-twin", 0)
+	e.WaitModels(key, "twin/gpt-test")
+	e.AddProvider("empty", up.URL+"/v1")
+	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0},
+		"circuit_breaker": map[string]any{"enabled": true, "failure_threshold": 1}}, 200)
+	testenv.ReadAll(t, e.Chat(context.Background(), key, `{"model":"up/gpt-test","messages":[]}`)) // opens up's breaker
+	cases := []struct {
+		body, model, code string
+		stream            bool
+		status            int
+	}{
+		{`{"model":"up/nope","stream":true,"messages":[]}`, "up/nope", "model_not_found", true, 404},
+		{`{"model":"gpt-test","messages":[]}`, "gpt-test", "ambiguous_model", false, 400},
+		{`{"model":"twin/gpt-test","stream":true,"messages":[],"stream":true}`, "twin/gpt-test", "duplicate_key", true, 400},
+		{`{"model":"empty/gpt-test","stream":true,"messages":[]}`, "gpt-test", "no_executable_targets", true, 404},
+		{`{"model":"up/gpt-test","stream":true,"messages":[]}`, "gpt-test", "circuit_open", true, 503},
+	}
+	for _, c := range cases {
+		r := e.Chat(context.Background(), key, c.body)
+		if body := testenv.ReadAll(t, r); r.StatusCode != c.status {
+			t.Fatalf("%s: %d %s", c.body, r.StatusCode, body)
+		}
+		got := requestLog(t, e, "?surface=/v1/chat/completions&limit=1")[0]
+		var row struct {
+			Model     string `json:"model"`
+			Stream    bool   `json:"stream"`
+			ErrorCode string `json:"error_code"`
+		}
+		e.API("GET", fmt.Sprintf("/api/requests/%d", got.ID), nil, &row)
+		if row.Model != c.model || row.Stream != c.stream || row.ErrorCode != c.code {
+			t.Errorf("%s: logged %+v, want model %q stream %v code %s", c.body, row, c.model, c.stream, c.code)
+		}
+	}
+}
