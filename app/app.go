@@ -338,7 +338,7 @@ func buildResilience(ctx context.Context, clock clockwork.Clock, st storage, c c
 // resets. It follows the catalog: new accounts and new credentials are taken at every change.
 func buildAccounts(ctx context.Context, clock clockwork.Clock, c core, r *resilienceState, log *slog.Logger) (*oauth.Service, error) {
 	svc, err := oauth.New(ctx, oauth.Options{Catalog: c.catalog, Settings: c.oauthSettings,
-		Client: &http.Client{Transport: proxy.NewTransport()}, Clock: clock, Log: log, Store: r.store, Expire: r.cooldowns, Usage: r.usage})
+		Client: proxy.NewClient(), Clock: clock, Log: log, Store: r.store, Expire: r.cooldowns, Usage: r.usage})
 	if err != nil {
 		return nil, err
 	}
@@ -361,7 +361,7 @@ type engine struct {
 }
 
 func buildEngine(clock clockwork.Clock, st storage, c core, r *resilienceState, accounts *oauth.Service, log *slog.Logger) engine {
-	client := &http.Client{Transport: proxy.NewTransport()}
+	client := proxy.NewClient() // redirects are never followed
 	inv := proxy.NewInventory(client, c.catalog.Registry, log, clock)
 	inv.Tokens = accounts
 	c.catalog.OnChange(func(*catalog.Registry) { inv.Kick() })

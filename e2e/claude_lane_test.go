@@ -425,3 +425,39 @@ func TestLaneStatePersists(t *testing.T) {
 		t.Fatal("the restored lane does not send the slow header")
 	}
 }
+
+// Every call a Claude account's loop makes is a step of the attempt chain, and the request log
+// counts the chain: the wall's 429 the lane takes on, then the slow call that serves; a 401 that a
+// refreshed token answers, then the call with it.
+func TestClaudeAccountCallsAreInTheChain(t *testing.T) {
+	l := newLaneEnv(t, true, false)
+	type step struct {
+		kind   string
+		status int
+		reason string
+	}
+	chain := func() []step {
+		t.Helper()
+		d := requestDetail(t, l.Env, requestLog(t, l.Env, "?surface=/v1/messages&limit=1")[0].ID)
+		checkCounts(t, d)
+		var out []step
+		for _, a := range d.Attempts {
+			out = append(out, step{a.Kind, a.Status, a.Reason})
+		}
+		return out
+	}
+	l.script.push(l.wall("treatment"), l.slow(200, "active"))
+	if st, body := l.post(); st != 200 {
+		t.Fatalf("%d %s", st, body)
+	}
+	if got := chain(); fmt.Sprint(got) != fmt.Sprint([]step{{"first", 429, "lane_accepted"}, {"retry", 200, ""}}) {
+		t.Fatalf("lane chain %v", got)
+	}
+	l.f.RevokeAll()
+	if st, body := l.post(); st != 200 {
+		t.Fatalf("%d %s", st, body)
+	}
+	if got := chain(); fmt.Sprint(got) != fmt.Sprint([]step{{"first", 401, "token_rejected"}, {"retry", 200, ""}}) {
+		t.Fatalf("refresh chain %v", got)
+	}
+}

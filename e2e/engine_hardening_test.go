@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tidwall/gjson"
 
@@ -174,4 +175,114 @@ func TestSaturatedConnectionSpillsOver(t *testing.T) {
 	close(g2.release)
 	wg2.Wait()
 
+}
+
+// A provider with no enabled connection (none added, or the only one switched off) answers at
+// once, on every surface and streamed or not, with a 404 no_executable_targets in the client's
+// format that no client retries: x-should-retry: false, no Retry-After, a message naming the
+// provider and where connections are added. Nothing is counted against the provider: once a
+// connection is there, the next request is served.
+func TestProviderWithoutConnectionIsANonRetryable404(t *testing.T) {
+	up := testenv.NewFakeUpstream(t, testenv.JSONAnswer(testenv.CompletionJSON))
+	e := testenv.New(t)
+	e.AddProvider("bare", up.URL+"/v1")
+	e.AddProvider("off", up.URL+"/v1")
+	off := e.AddConnection("off", "main", "sk-off", 0)
+	e.MustAPI("PATCH", fmt.Sprintf("/api/connections/%d", off), map[string]any{"enabled": false}, 200)
+	key := e.NewKey()
+	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"circuit_breaker": map[string]any{"enabled": true, "failure_threshold": 1}}, 200)
+	for _, provider := range []string{"bare", "off"} {
+		for _, s := range surfaces {
+			for _, stream := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%s/%s/stream=%v", provider, s.name, stream), func(t *testing.T) {
+					body := s.body(provider + "/gpt-test")
+					if stream {
+						body = strings.Replace(body, `{"model"`, `{"stream":true,"model"`, 1)
+					}
+					r := e.Post(context.Background(), s.path, key, body, map[string]string{"anthropic-version": "2023-06-01"})
+					got := testenv.ReadAll(t, r)
+					if r.StatusCode != 404 || r.Header.Get("X-Should-Retry") != "false" || r.Header.Get("Retry-After") != "" {
+						t.Fatalf("%d x-should-retry %q retry-after %q: %s", r.StatusCode, r.Header.Get("X-Should-Retry"), r.Header.Get("Retry-After"), got)
+					}
+					checkShape(t, s.name, got)
+					msg := gjson.Get(got, "error.message").String()
+					if !strings.Contains(msg, "provider "+provider+" has no enabled connection") || !strings.Contains(msg, "Providers & Connections") {
+						t.Fatalf("message %q", msg)
+					}
+					if s.name == "messages" {
+						if typ := gjson.Get(got, "error.type").String(); typ != "not_found_error" {
+							t.Fatalf("type %s", typ)
+						}
+					} else if code := gjson.Get(got, "error.code").String(); code != "no_executable_targets" {
+						t.Fatalf("code %s", code)
+					}
+				})
+			}
+		}
+	}
+	if len(up.ChatRequests()) != 0 {
+		t.Fatal("an upstream was called")
+	}
+	if b := e.ProviderStatus("bare")["breaker"]; b != "closed" {
+		t.Fatalf("the breaker counted it: %v", b)
+	}
+	e.MustAPI("PATCH", fmt.Sprintf("/api/connections/%d", off), map[string]any{"enabled": true}, 200)
+	if r := e.Chat(context.Background(), key, `{"model":"off/gpt-test","messages":[]}`); r.StatusCode != 200 {
+		t.Fatalf("with its connection on again: %d %s", r.StatusCode, testenv.ReadAll(t, r))
+	} else {
+		testenv.ReadAll(t, r)
+	}
+}
+
+// Out of credits is not bad credentials. Every connection out of credits: 429 insufficient_quota
+// (OpenAI's type and code; Anthropic's billing_error), x-should-retry: false, Retry-After at the
+// next re-probe. One out of credits and the other expired: still 429 at the re-probe (a later
+// request can succeed then), naming both states; the Retry-After counts down with the clock.
+// Every connection expired or banned: 401 connections_unusable.
+func TestOutOfCreditsIsNotBadCredentials(t *testing.T) {
+	e, _, key, a, b := twoKeys(t, testenv.ByKey(map[string]http.HandlerFunc{
+		"sk-a": testenv.Status(402, nil, `{"error":{"message":"Insufficient credits: top up to continue","type":"insufficient_credits"}}`),
+		"sk-b": testenv.Status(401, nil, `{"error":{"message":"key revoked"}}`),
+	}))
+	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0}}, 200)
+	check := func(name string, r *http.Response, status int, typ, code, anthropic, retryAfter, words string) {
+		t.Helper()
+		got := testenv.ReadAll(t, r)
+		if r.StatusCode != status || r.Header.Get("X-Should-Retry") != "false" || r.Header.Get("Retry-After") != retryAfter {
+			t.Fatalf("%s: %d x-should-retry %q retry-after %q: %s", name, r.StatusCode, r.Header.Get("X-Should-Retry"), r.Header.Get("Retry-After"), got)
+		}
+		if anthropic != "" {
+			if gjson.Get(got, "error.type").String() != anthropic {
+				t.Fatalf("%s: %s", name, got)
+			}
+		} else if gjson.Get(got, "error.type").String() != typ || gjson.Get(got, "error.code").String() != code {
+			t.Fatalf("%s: %s", name, got)
+		}
+		if !strings.Contains(gjson.Get(got, "error.message").String(), words) {
+			t.Fatalf("%s: the message lacks %q: %s", name, words, got)
+		}
+	}
+	// a runs out of credits, b's key is refused: one request tries both.
+	check("mixed", e.Chat(context.Background(), key, testenv.ChatBody), 429, "insufficient_quota", "insufficient_quota", "", "1800",
+		"(credits_exhausted, expired)")
+	if sa, sb := e.State(a), e.State(b); sa.Status != "credits_exhausted" || sb.Status != "expired" {
+		t.Fatalf("a %+v, b %+v", sa, sb)
+	}
+	e.Clock.Advance(10 * time.Minute)
+	check("mixed, later, anthropic shape", e.PostAnthropic("/v1/messages", key, `{"model":"up/gpt-test","max_tokens":8,"messages":[]}`, nil),
+		429, "", "", "billing_error", "1200", "out of credits")
+	check("mixed, responses", e.Post(context.Background(), "/v1/responses", key, `{"model":"up/gpt-test","input":"hi"}`, nil),
+		429, "insufficient_quota", "insufficient_quota", "", "1200", "the next check of the credits is in 1200 s")
+
+	// Both out of credits.
+	e.MustAPI("POST", fmt.Sprintf("/api/connections/%d/reset", b), map[string]any{"terminal": true}, 200)
+	e.MustAPI("PATCH", fmt.Sprintf("/api/connections/%d", b), map[string]any{"api_key": "sk-a"}, 200)
+	check("all out of credits", e.Chat(context.Background(), key, testenv.ChatBody), 429, "insufficient_quota", "insufficient_quota", "", "1200",
+		"(credits_exhausted)")
+
+	// Both need new credentials: 401.
+	e.MustAPI("PATCH", fmt.Sprintf("/api/connections/%d", a), map[string]any{"api_key": "sk-b"}, 200)
+	e.MustAPI("PATCH", fmt.Sprintf("/api/connections/%d", b), map[string]any{"api_key": "sk-b"}, 200)
+	check("all expired", e.Chat(context.Background(), key, testenv.ChatBody), 401, "authentication_error", "connections_unusable", "", "",
+		"reconnect")
 }

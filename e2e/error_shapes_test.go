@@ -84,6 +84,7 @@ func TestEveryErrorHasTheSurfacesShape(t *testing.T) {
 		anthropic  string // Anthropic error.type
 		words      string // part of the message
 		retryAfter string // "" unchecked, "*" present, else its exact value
+		noRetry    bool   // the answer says x-should-retry: false
 	}
 	tooLarge := `{"model":"up/ok","input":"` + strings.Repeat("x", 1<<20) + `"}`
 	classes := []class{
@@ -101,7 +102,7 @@ func TestEveryErrorHasTheSurfacesShape(t *testing.T) {
 		{name: "hidden in 200 with its status", model: "up/hidden500", status: 500, code: "server_error", anthropic: "api_error", words: "hidden failure"},
 		{name: "bad request upstream", model: "up/picky", status: 400, code: "request_rejected", anthropic: "invalid_request_error", words: "temperature is odd"},
 		{name: "unauthorized upstream", model: "up/locked", status: 401, code: "connections_unusable", anthropic: "authentication_error", words: "reconnect"},
-		{name: "credits exhausted upstream", model: "up/broke", status: 401, code: "connections_unusable", anthropic: "authentication_error", words: "credits_exhausted"},
+		{name: "credits exhausted upstream", model: "up/broke", status: 429, code: "insufficient_quota", anthropic: "billing_error", words: "out of credits", retryAfter: "1800", noRetry: true},
 		{name: "upstream timeout", model: "up/slow", slow: true, status: 504, code: "upstream_timeout", anthropic: "timeout_error", words: "first-byte timeout"},
 
 		// An Anthropic upstream's failures, natively on messages and translated on the others.
@@ -111,7 +112,7 @@ func TestEveryErrorHasTheSurfacesShape(t *testing.T) {
 		{name: "anthropic hidden in 200", model: "anthropic/claude-hidden", status: 502, code: "server_error", anthropic: "api_error", words: "hidden failure"},
 		{name: "anthropic bad request", model: "anthropic/claude-picky", status: 400, code: "request_rejected", anthropic: "invalid_request_error", words: "temperature: range"},
 		{name: "anthropic unauthorized", model: "anthropic/claude-locked", status: 401, code: "connections_unusable", anthropic: "authentication_error", words: "reconnect"},
-		{name: "anthropic credits exhausted", model: "anthropic/claude-broke", status: 401, code: "connections_unusable", anthropic: "authentication_error", words: "credits_exhausted"},
+		{name: "anthropic credits exhausted", model: "anthropic/claude-broke", status: 429, code: "insufficient_quota", anthropic: "billing_error", words: "out of credits", retryAfter: "1800", noRetry: true},
 		{name: "anthropic timeout", model: "anthropic/claude-slow", slow: true, status: 504, code: "upstream_timeout", anthropic: "timeout_error", words: "first-byte timeout"},
 
 		// The gateway's resilience states.
@@ -127,8 +128,10 @@ func TestEveryErrorHasTheSurfacesShape(t *testing.T) {
 			anthropic: "rate_limit_error", words: "cooling down (rate_limit)", retryAfter: "7"},
 		{name: "every connection cooling for server errors", model: "up/ok", prime: "up/broken", status: 503, code: "all_connections_cooling",
 			anthropic: "overloaded_error", words: "cooling down (server_error)", retryAfter: "*"},
-		{name: "every connection terminal", model: "up/ok", prime: "up/broke", status: 401, code: "connections_unusable",
-			anthropic: "authentication_error", words: "reconnect"},
+		{name: "every connection out of credits", model: "up/ok", prime: "up/broke", status: 429, code: "insufficient_quota",
+			anthropic: "billing_error", words: "credits_exhausted", retryAfter: "1800", noRetry: true},
+		{name: "every connection needs new credentials", model: "up/ok", prime: "up/locked", status: 401, code: "connections_unusable",
+			anthropic: "authentication_error", words: "reconnect", noRetry: true},
 	}
 
 	slowArrived := make(chan struct{}, 1)
@@ -264,6 +267,9 @@ func TestEveryErrorHasTheSurfacesShape(t *testing.T) {
 					}
 				} else if code := gjson.Get(got, "error.code").String(); code != c.code {
 					t.Fatalf("code %s, want %s: %s", code, c.code, got)
+				}
+				if c.noRetry && r.Header.Get("X-Should-Retry") != "false" {
+					t.Fatalf("x-should-retry %q, want false", r.Header.Get("X-Should-Retry"))
 				}
 				switch ra := r.Header.Get("Retry-After"); {
 				case c.retryAfter == "*" && ra == "":

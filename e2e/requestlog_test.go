@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,6 +28,7 @@ type loggedRequest struct {
 	ErrorCode    string `json:"error_code"`
 	Error        string `json:"error"`
 	AttemptCount int    `json:"attempt_count"`
+	Retries      int    `json:"retries"`
 	Failovers    int    `json:"failovers"`
 	InputTokens  int64  `json:"input_tokens"`
 	OutputTokens int64  `json:"output_tokens"`
@@ -35,6 +37,7 @@ type loggedRequest struct {
 		Kind       string `json:"kind"`
 		Status     int    `json:"status"`
 		Reason     string `json:"reason"`
+		Detail     string `json:"detail"`
 		DurationMS *int64 `json:"duration_ms"`
 	} `json:"attempts"`
 	Skipped []struct {
@@ -321,5 +324,140 @@ func TestRefusedAnonymousRequestsAreCountedNotLogged(t *testing.T) {
 	}
 	if body := testenv.ReadAll(t, resp); resp.StatusCode != 200 || !strings.Contains(body, strconv.FormatInt(now.Requests, 10)) {
 		t.Fatalf("overview traffic: %d, %d requests not shown", resp.StatusCode, now.Requests)
+	}
+}
+
+// checkCounts fails unless a logged request's counts are its chain's: attempt_count its length,
+// retries and failovers the steps of those kinds.
+func checkCounts(t *testing.T, d loggedRequest) {
+	t.Helper()
+	kinds := map[string]int{}
+	for _, a := range d.Attempts {
+		kinds[a.Kind]++
+	}
+	if d.AttemptCount != len(d.Attempts) || d.Retries != kinds["retry"] || d.Failovers != kinds["failover"] {
+		t.Fatalf("counts %d/%d/%d (attempts/retries/failovers) for the chain %+v", d.AttemptCount, d.Retries, d.Failovers, d.Attempts)
+	}
+}
+
+func requestDetail(t *testing.T, e *testenv.Env, id int64) loggedRequest {
+	t.Helper()
+	var d loggedRequest
+	if code := e.API("GET", fmt.Sprintf("/api/requests/%d", id), nil, &d); code != 200 {
+		t.Fatalf("detail: %d", code)
+	}
+	return d
+}
+
+// The request log's retry and failover counts are the attempt chain's: a request that fails over,
+// waits out a backoff round and fails over again has 4 attempts, 1 retry and 2 failovers, exactly
+// what its chain shows; a request that passes over a connection with a full queue counts no move.
+func TestRequestLogCountsMatchTheChain(t *testing.T) {
+	var bCalls atomic.Int64
+	e, _, key, _, _ := twoKeys(t, testenv.ByKey(map[string]http.HandlerFunc{
+		"sk-a": testenv.Status(502, nil, `{"error":{"message":"bad gateway"}}`),
+		"sk-b": func(w http.ResponseWriter, r *http.Request) {
+			if bCalls.Add(1) == 1 {
+				testenv.Status(502, nil, `{"error":{"message":"bad gateway"}}`)(w, r)
+				return
+			}
+			testenv.JSONAnswer(testenv.CompletionJSON)(w, r)
+		},
+	}))
+	// Cooldowns shorter than the backoff: the second round finds both connections again.
+	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 1},
+		"circuit_breaker":     map[string]any{"enabled": false},
+		"connection_cooldown": map[string]any{"api_key": map[string]any{"base_cooldown_ms": 100}}}, 200)
+	res := make(chan *http.Response, 1)
+	go func() { res <- e.Chat(context.Background(), key, testenv.ChatBody) }()
+	var r *http.Response
+	e.Eventually("the backoff round ran", func() bool {
+		select {
+		case r = <-res:
+			return true
+		default:
+			e.Clock.Advance(time.Second) // the backoff wait before the second round
+			return false
+		}
+	})
+	if body := testenv.ReadAll(t, r); r.StatusCode != 200 {
+		t.Fatalf("%d %s", r.StatusCode, body)
+	}
+	logged := requestLog(t, e, "?surface=/v1/chat/completions")
+	d := requestDetail(t, e, logged[0].ID)
+	var kinds []string
+	for _, s := range d.Attempts {
+		kinds = append(kinds, s.Connection+":"+s.Kind)
+	}
+	if strings.Join(kinds, " ") != "a:first b:failover a:retry b:failover" || d.Retries != 1 || d.Failovers != 2 {
+		t.Fatalf("chain %v, retries %d, failovers %d", kinds, d.Retries, d.Failovers)
+	}
+	checkCounts(t, d)
+
+	// A connection at its execution cap is passed over: the request that spills to b makes one
+	// attempt, the first, and counts no move.
+	g := newGated()
+	e2, _, key2, a2, _ := twoKeys(t, testenv.ByKey(map[string]http.HandlerFunc{"sk-a": g.handler, "sk-b": testenv.JSONAnswer(testenv.CompletionJSON)}))
+	e2.MustAPI("PATCH", fmt.Sprintf("/api/connections/%d", a2), map[string]any{"overrides": map[string]any{
+		"request_queue": map[string]any{"max_concurrent_executions": 1}}}, 200)
+	held := make(chan struct{})
+	go func() {
+		defer close(held)
+		testenv.ReadAll(t, e2.Chat(context.Background(), key2, testenv.ChatBody))
+	}()
+	<-g.arrived
+	if r := e2.Chat(context.Background(), key2, testenv.ChatBody); r.StatusCode != 200 {
+		t.Fatalf("past the busy connection: %d %s", r.StatusCode, testenv.ReadAll(t, r))
+	} else {
+		testenv.ReadAll(t, r)
+	}
+	spilled := requestDetail(t, e2, requestLog(t, e2, "?surface=/v1/chat/completions")[0].ID)
+	if len(spilled.Attempts) != 1 || spilled.Attempts[0].Connection != "b" || spilled.Attempts[0].Kind != "first" {
+		t.Fatalf("spilled request %+v", spilled)
+	}
+	checkCounts(t, spilled)
+	close(g.release)
+	<-held
+}
+
+// A request refused after the client key was accepted is logged with the model it asked for and
+// whether it asked for a stream: an unknown model, an ambiguous one, a field named twice, a
+// provider without a connection, an open breaker.
+func TestRequestLogKeepsWhatRefusedRequestsAskedFor(t *testing.T) {
+	e, up, key := setupOne(t, testenv.Status(500, nil, `{"error":{"message":"kaboom"}}`))
+	other := testenv.NewFakeUpstream(t, testenv.JSONAnswer(testenv.CompletionJSON))
+	e.AddProvider("twin", other.URL+"/v1")
+	e.AddConnection("twin", "main", "sk-twin", 0)
+	e.WaitModels(key, "twin/gpt-test")
+	e.AddProvider("empty", up.URL+"/v1")
+	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0},
+		"circuit_breaker": map[string]any{"enabled": true, "failure_threshold": 1}}, 200)
+	testenv.ReadAll(t, e.Chat(context.Background(), key, `{"model":"up/gpt-test","messages":[]}`)) // opens up's breaker
+	cases := []struct {
+		body, model, code string
+		stream            bool
+		status            int
+	}{
+		{`{"model":"up/nope","stream":true,"messages":[]}`, "up/nope", "model_not_found", true, 404},
+		{`{"model":"gpt-test","messages":[]}`, "gpt-test", "ambiguous_model", false, 400},
+		{`{"model":"twin/gpt-test","stream":true,"messages":[],"stream":true}`, "twin/gpt-test", "duplicate_key", true, 400},
+		{`{"model":"empty/gpt-test","stream":true,"messages":[]}`, "gpt-test", "no_executable_targets", true, 404},
+		{`{"model":"up/gpt-test","stream":true,"messages":[]}`, "gpt-test", "circuit_open", true, 503},
+	}
+	for _, c := range cases {
+		r := e.Chat(context.Background(), key, c.body)
+		if body := testenv.ReadAll(t, r); r.StatusCode != c.status {
+			t.Fatalf("%s: %d %s", c.body, r.StatusCode, body)
+		}
+		got := requestLog(t, e, "?surface=/v1/chat/completions&limit=1")[0]
+		var row struct {
+			Model     string `json:"model"`
+			Stream    bool   `json:"stream"`
+			ErrorCode string `json:"error_code"`
+		}
+		e.API("GET", fmt.Sprintf("/api/requests/%d", got.ID), nil, &row)
+		if row.Model != c.model || row.Stream != c.stream || row.ErrorCode != c.code {
+			t.Errorf("%s: logged %+v, want model %q stream %v code %s", c.body, row, c.model, c.stream, c.code)
+		}
 	}
 }

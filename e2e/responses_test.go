@@ -464,3 +464,34 @@ func TestResponsesWebSocketIsRefused(t *testing.T) {
 		t.Fatalf("plain GET: %d %v %s", r.StatusCode, r.Header, body)
 	}
 }
+
+// A Responses request answered through translation is stored nowhere, so its answer says
+// store: false even when the request asked for true: the whole answer, and the response objects
+// of a stream's response.created and response.completed.
+func TestTranslatedResponsesSayStoreFalse(t *testing.T) {
+	e, _, key := setupOne(t, func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(string(mustRead(r)), `"stream":true`) {
+			testenv.SSEAnswer(testenv.SSEChunks, -1)(w, r)
+			return
+		}
+		testenv.JSONAnswer(testenv.CompletionJSON)(w, r)
+	})
+	r := e.Post(context.Background(), "/v1/responses", key, `{"model":"up/gpt-test","input":"hi","store":true}`, nil)
+	if body := testenv.ReadAll(t, r); r.StatusCode != 200 || gjson.Get(body, "store").Type != gjson.False {
+		t.Fatalf("%d %s", r.StatusCode, body)
+	}
+	r = e.Post(context.Background(), "/v1/responses", key, `{"model":"up/gpt-test","input":"hi","store":true,"stream":true}`, nil)
+	names, data := sseEvents(t, r)
+	seen := 0
+	for i, n := range names {
+		if n == "response.created" || n == "response.completed" {
+			seen++
+			if gjson.Get(data[i], "response.store").Type != gjson.False {
+				t.Fatalf("%s: %s", n, data[i])
+			}
+		}
+	}
+	if seen != 2 {
+		t.Fatalf("events %v", names)
+	}
+}

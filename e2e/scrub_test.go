@@ -94,3 +94,49 @@ func sseThenError(good, bad string) http.HandlerFunc {
 		rc.Flush()
 	}
 }
+
+// An upstream that echoes a key it refuses in any form never gets it back out: a key shorter
+// than the redaction's by-value minimum (removed where it stands as a word, while words that
+// contain it stay), OpenAI's partly masked echo ("sk-abc*****wxyz") and a masked echo of a key of
+// any other shape ("****0042"). Neither the client, the log, the state API nor the request log
+// holds what the upstream said of the key.
+func TestShortAndMaskedKeyEchoesAreScrubbed(t *testing.T) {
+	cases := []struct {
+		name, key, echo, leak string
+		stays                 string // ordinary text around it that must survive
+	}{
+		{"short key", "q7z", "Invalid API key q7z; the q7zone setting is fine", "key q7z", "q7zone"},
+		{"openai masked echo", "sk-proj-AbCdEf0123456789wxyz", "Incorrect API key provided: sk-proj-************************wxyz. You can find your API key at https://platform.openai.com/account/api-keys.",
+			"********wxyz", "You can find your API key"},
+		{"masked echo of another shape", "local.vllm.token.0042", "Authentication Fails, Your api key: ****0042 is invalid", "****0042", "is invalid"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			// A 403 is relayed with the upstream's words (a 401 would make the connection
+			// expired and the client read the gateway's own message instead).
+			up := testenv.NewFakeUpstream(t, testenv.Status(403, nil, `{"error":{"message":"`+c.echo+`","type":"invalid_request_error"}}`))
+			e := testenv.New(t)
+			e.AddProvider("up", up.URL+"/v1")
+			e.AddConnection("up", "main", c.key, 0)
+			key := e.NewKey()
+			e.WaitModels(key, "up/gpt-test")
+			r := e.Chat(context.Background(), key, testenv.ChatBody)
+			body := testenv.ReadAll(t, r)
+			if r.StatusCode != 403 || !strings.Contains(body, "[redacted]") || !strings.Contains(body, c.stays) {
+				t.Fatalf("client: %d %s", r.StatusCode, body)
+			}
+			logged := requestLog(t, e, "?surface=/v1/chat/completions")
+			if len(logged) != 1 || !strings.Contains(logged[0].Error, "[redacted]") {
+				t.Fatalf("request log: %+v", logged)
+			}
+			detail := e.MustAPI("GET", fmt.Sprintf("/api/requests/%d", logged[0].ID), nil, 200)
+			state := e.MustAPI("GET", "/api/resilience/state", nil, 200)
+			for what, text := range map[string]string{"client answer": body, "log": e.Logs.String(), "state": fmt.Sprint(state),
+				"request log": fmt.Sprint(logged), "request detail": fmt.Sprint(detail)} {
+				if strings.Contains(text, c.leak) || c.key != "q7z" && strings.Contains(text, c.key) {
+					t.Errorf("the %s holds the key's echo: %s", what, text)
+				}
+			}
+		})
+	}
+}

@@ -138,6 +138,7 @@ type attemptItem struct {
 	Kind         string `json:"kind"`
 	Status       int    `json:"status"`
 	Reason       string `json:"reason"`
+	Detail       string `json:"detail,omitempty"`
 	DurationMS   int64  `json:"duration_ms"`
 }
 
@@ -209,7 +210,7 @@ func (r *Requests) Get(c echo.Context) error {
 		BodyTruncated: e.RequestBody.Truncated || e.ResponseBody.Truncated}
 	for _, a := range e.Chain {
 		d.Attempts = append(d.Attempts, attemptItem{Connection: a.Connection, ConnectionID: a.ConnectionID, Kind: a.Kind,
-			Status: a.Status, Reason: a.Reason, DurationMS: a.Duration.Milliseconds()})
+			Status: a.Status, Reason: a.Reason, Detail: a.Detail, DurationMS: a.Duration.Milliseconds()})
 	}
 	for _, x := range e.Skipped {
 		d.Skipped = append(d.Skipped, skipItem{Connection: x.Connection, Reason: x.Reason, Detail: x.Detail, Target: x.Target,

@@ -93,7 +93,7 @@ func (r *Requests) RequestDetailPage(c echo.Context) error {
 		Request:   bodyView(e.RequestBody), Response: bodyView(e.ResponseBody)}
 	for i, a := range e.Chain {
 		row := views.AttemptRow{N: i + 1, Connection: a.Connection, Kind: i18n.T(cx, "requests.kind."+a.Kind), Status: a.Status,
-			Duration: views.FormatElapsed(cx, a.Duration)}
+			Duration: views.FormatElapsed(cx, a.Duration), Detail: a.Detail}
 		if a.Reason != "" {
 			row.Reason = reasonLabel(cx, a.Reason)
 		}

@@ -25,6 +25,8 @@ func fetchProblem(ctx context.Context, reg *catalog.Registry, fe *proxy.FetchErr
 	switch fe.Kind {
 	case "status":
 		p.Text, p.Excerpt = i18n.T(ctx, "problem.fetch.status", fe.Status), fe.Excerpt
+	case "redirect": // the excerpt is where it pointed
+		p.Text, p.Excerpt = i18n.T(ctx, "problem.fetch.redirect", fe.Status), fe.Excerpt
 	case "transport", "not_a_list":
 		if fe.Err != nil {
 			p.Excerpt = fe.Err.Error()

@@ -77,7 +77,7 @@ func fromTrace(e *traffic.Entry, tr *proxy.Trace) {
 	e.InputTokens, e.OutputTokens = tr.InputTokens, tr.OutputTokens
 	for _, a := range tr.Chain {
 		e.Chain = append(e.Chain, traffic.Attempt{ConnectionID: a.ConnectionID, Connection: a.Connection, Kind: a.Kind,
-			Status: a.Status, Reason: a.Reason, Duration: a.Duration})
+			Status: a.Status, Reason: a.Reason, Duration: a.Duration, Detail: a.Detail})
 		if a.ConnectionID == tr.ConnectionID {
 			e.Connection = a.Connection
 		}

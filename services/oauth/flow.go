@@ -274,6 +274,10 @@ func (s *Service) exchange(ctx context.Context, cfg settings.ClaudeOAuth, body m
 		return tokenAnswer{}, fmt.Errorf("token endpoint: %w", err)
 	}
 	defer resp.Body.Close()
+	if isRedirect(resp.StatusCode) {
+		return tokenAnswer{}, &tokenError{status: resp.StatusCode, code: "upstream_redirect",
+			message: "a redirect to " + redact.Redirect(req.URL, resp.Header.Get("Location"), bodySecrets(body)...) + ", not followed"}
+	}
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
 		return tokenAnswer{}, fmt.Errorf("token endpoint: %w", err)
@@ -294,12 +298,7 @@ func (s *Service) exchange(ctx context.Context, cfg settings.ClaudeOAuth, body m
 			}
 		}
 		// The endpoint may echo what it was sent (a refresh token, a code): none of it goes on.
-		secrets := make([]string, 0, len(body))
-		for k, v := range body {
-			if k != "grant_type" && k != "client_id" {
-				secrets = append(secrets, v)
-			}
-		}
+		secrets := bodySecrets(body)
 		te.code, te.message = redact.String(te.code, secrets...), redact.String(te.message, secrets...)
 		if len(te.message) > 200 {
 			te.message = te.message[:200]
@@ -311,6 +310,18 @@ func (s *Service) exchange(ctx context.Context, cfg settings.ClaudeOAuth, body m
 		return tokenAnswer{}, fmt.Errorf("token endpoint: the answer has no access token")
 	}
 	return t, nil
+}
+
+// bodySecrets are the values of a token request that must never be repeated: everything but the
+// grant type and the client id (a code, its verifier and state, a refresh token).
+func bodySecrets(body map[string]string) []string {
+	out := make([]string, 0, len(body))
+	for k, v := range body {
+		if k != "grant_type" && k != "client_id" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 func retryAfter(v string, now time.Time) time.Duration {

@@ -72,6 +72,21 @@ type Options struct {
 	Usage *resilience.Usage
 }
 
+// noRedirects returns a copy of c (nil: the default client) that hands back a redirect instead of
+// following it: a followed redirect would send an OAuth code and its verifier, a refresh token or
+// an access token to wherever the token or usage endpoint points. The 3xx is a failed call.
+func noRedirects(c *http.Client) *http.Client {
+	out := http.Client{}
+	if c != nil {
+		out = *c
+	}
+	out.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &out
+}
+
+// isRedirect reports whether a status is a redirect, which is never followed.
+func isRedirect(status int) bool { return status >= 300 && status < 400 }
+
 // RefreshState is what the refresher remembers of an account besides its tokens.
 type RefreshState struct {
 	ConnectionID int64 `json:"connection_id"`
@@ -127,6 +142,7 @@ func New(ctx context.Context, opt Options) (*Service, error) {
 	if opt.Log == nil {
 		opt.Log = slog.New(slog.DiscardHandler)
 	}
+	opt.Client = noRedirects(opt.Client)
 	s := &Service{opt: opt, accounts: map[int64]*account{}, pending: map[string]pendingSignIn{},
 		wake: make(chan struct{}, 1), changed: make(chan struct{}, 1), polls: make(chan int64, 64)}
 	if opt.Store != nil {

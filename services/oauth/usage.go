@@ -14,6 +14,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"switchyard/services/catalog"
+	"switchyard/services/redact"
 	"switchyard/services/resilience"
 	"switchyard/services/settings"
 )
@@ -228,6 +229,10 @@ func (s *Service) accountCall(ctx context.Context, c *catalog.ConnEntry, method,
 		return err
 	}
 	defer resp.Body.Close()
+	if isRedirect(resp.StatusCode) { // not followed: it would carry the account's token elsewhere
+		return fmt.Errorf("%s answered HTTP %d, a redirect to %s, which is not followed", req.URL.Path, resp.StatusCode,
+			redact.Redirect(req.URL, resp.Header.Get("Location"), token))
+	}
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
 		return err

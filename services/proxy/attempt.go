@@ -32,6 +32,10 @@ type attemptResult struct {
 	transport    bool // no (complete) answer
 	localTimeout bool // our own timeout fired
 	noToken      bool // no usable token for the account: nothing was sent
+	// redirect is set when the upstream answered a redirect (status is its 3xx), which is never
+	// followed: a failure like a 502. location is its target, scrubbed for the log and the chain.
+	redirect bool
+	location string
 }
 
 // attempt makes one upstream call. cancel ends ctx; the first-byte timeout uses it when the
@@ -59,6 +63,10 @@ func (e *Engine) attempt(ctx context.Context, cancel context.CancelFunc, c *call
 			return r
 		}
 		return transportFailure(p.Name, err)
+	}
+	if isRedirect(resp.StatusCode) {
+		resp.Body.Close()
+		return redirectFailure(p.Name, resp, e.scrubLocation(req, resp, c, conn))
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
@@ -108,6 +116,20 @@ func (e *Engine) attempt(ctx context.Context, cancel context.CancelFunc, c *call
 		return attemptResult{resp: resp, body: tb, pooled: buf, status: resp.StatusCode, header: resp.Header, translated: true}
 	}
 	return attemptResult{resp: resp, body: b, status: resp.StatusCode, header: resp.Header}
+}
+
+// redirectFailure is a redirect the upstream answered: not followed (the call would go, with its
+// credential and body, wherever the upstream points), but failed like the 502 it amounts to, so
+// it is retried, fails over and counts for the breaker as a server error does. The client is told
+// where it pointed, without credentials.
+func redirectFailure(provider string, resp *http.Response, location string) attemptResult {
+	target := location
+	if target == "" {
+		target = "(no Location)"
+	}
+	e := &errs.Error{Code: errs.Upstream, Status: http.StatusBadGateway, Reason: "upstream_redirect",
+		Msg: errs.M("proxy.upstream_redirect", provider, resp.StatusCode, target)}
+	return attemptResult{status: resp.StatusCode, header: resp.Header, err: e, redirect: true, location: location}
 }
 
 // looksLikeJSON is the cheap check that a success body is a JSON document: its first byte. A

@@ -97,6 +97,7 @@ func New(opt Options) *Engine {
 	if opt.Clock == nil {
 		opt.Clock = clockwork.NewRealClock()
 	}
+	opt.Client = noRedirects(opt.Client)
 	key := opt.SessionKey
 	if len(key) == 0 {
 		key = newSessionKey()
@@ -120,6 +121,32 @@ func NewTransport() *http.Transport {
 		DisableCompression: true,
 	}
 }
+
+// NewClient returns the HTTP client for calls to upstreams: NewTransport, and redirects are
+// never followed.
+func NewClient() *http.Client {
+	return &http.Client{Transport: NewTransport(), CheckRedirect: refuseRedirect}
+}
+
+// refuseRedirect makes a client hand back a 3xx answer instead of following it. Following one
+// would send the call again, to wherever the upstream points (an internal address included),
+// with its body (a prompt, an OAuth code and verifier, a refresh token) and with the credential
+// headers Go does not drop on the way (x-api-key). The caller treats the 3xx as the upstream's
+// failure it is.
+func refuseRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// noRedirects returns a copy of c that refuses redirects, whoever built c (nil: NewClient).
+func noRedirects(c *http.Client) *http.Client {
+	if c == nil {
+		return NewClient()
+	}
+	out := *c
+	out.CheckRedirect = refuseRedirect
+	return &out
+}
+
+// isRedirect reports whether an upstream's status is a redirect, which is never followed.
+func isRedirect(status int) bool { return status >= 300 && status < 400 }
 
 // target is a resolved model address.
 type target struct {

@@ -50,17 +50,27 @@ func (e *Engine) fail(c *call, conn *catalog.ConnEntry, res attemptResult) failu
 	default:
 		f.retryable = c.retryOn.Match(out.Status)
 	}
-	if out.Status != res.status && out.Status > 0 { // restated: the client sees the restated answer
+	answered := res.status
+	if res.redirect {
+		answered = http.StatusBadGateway // what Classify makes of a redirect
+	}
+	if out.Status != answered && out.Status > 0 { // restated: the client sees the restated answer
 		f.err = &errs.Error{Code: errs.CodeForStatus(out.Status), Status: out.Status, Reason: "upstream_error", Msg: res.err.Msg,
 			RetryAfter: out.RetryAfter}
 	} else if out.RetryAfter > 0 && f.err.RetryAfter == 0 {
 		f.err.RetryAfter = out.RetryAfter
 	}
-	if res.status > 0 && out.Reason != "" {
-		f.err.Reason = string(out.Reason) // the client's code names what went wrong, as classified
+	// The client's code names what went wrong, as classified; a redirect keeps upstream_redirect
+	// (its class, server_error, would hide it) unless a restatement made it another answer.
+	if res.status > 0 && out.Reason != "" && (!res.redirect || f.err != res.err) {
+		f.err.Reason = string(out.Reason)
 	}
-	e.opt.Log.Info("upstream attempt failed", "provider", c.t.provider.Name, "connection_id", conn.ID,
-		"status", res.status, "reason", out.Reason, "scope", out.Scope, "terminal", out.Terminal, "failover", out.Failover)
+	attrs := []any{"provider", c.t.provider.Name, "connection_id", conn.ID, "status", res.status, "reason", out.Reason,
+		"scope", out.Scope, "terminal", out.Terminal, "failover", out.Failover}
+	if res.redirect {
+		attrs = append(attrs, "location", res.location)
+	}
+	e.opt.Log.Info("upstream attempt failed", attrs...)
 	return f
 }
 

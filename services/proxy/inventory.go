@@ -57,7 +57,7 @@ type Inventory struct {
 
 // NewInventory builds an empty inventory; Run fills it.
 func NewInventory(client *http.Client, reg func() *catalog.Registry, log *slog.Logger, clock clockwork.Clock) *Inventory {
-	return &Inventory{client: client, reg: reg, log: log, clock: clock,
+	return &Inventory{client: noRedirects(client), reg: reg, log: log, clock: clock,
 		byProvider: map[string]*providerModels{}, kick: make(chan struct{}, 1)}
 }
 
@@ -297,11 +297,15 @@ func FetchModels(ctx context.Context, client *http.Client, p *catalog.ProviderEn
 	if err != nil {
 		return nil, &FetchError{Kind: "transport", Err: err}
 	}
-	resp, err := client.Do(req)
+	resp, err := noRedirects(client).Do(req)
 	if err != nil {
 		return nil, transportFetchError(err)
 	}
 	defer resp.Body.Close()
+	if isRedirect(resp.StatusCode) {
+		return nil, &FetchError{Kind: "redirect", Status: resp.StatusCode,
+			Excerpt: redact.Redirect(req.URL, resp.Header.Get("Location"), fetchSecrets(c, token, tokens)...)}
+	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
 		return nil, transportFetchError(err)

@@ -30,10 +30,10 @@ func (e *Engine) attemptOn(ctx context.Context, cancel context.CancelFunc, w htt
 	for {
 		c.claude.slow = e.opt.Lanes != nil && e.opt.Lanes.Active(conn.ID)
 		if calls++; calls > 1 {
-			c.trace.Attempts++
+			c.trace.attempt(conn, "retry", e.opt.Clock.Now())
 		}
 		res := e.attempt(ctx, cancel, c, conn)
-		if res.noToken || res.resp == nil && res.status == 0 {
+		if res.noToken || res.redirect || res.resp == nil && res.status == 0 {
 			return res
 		}
 		sig := resilience.ParseUnified(res.header)
@@ -48,6 +48,7 @@ func (e *Engine) attemptOn(ctx context.Context, cancel context.CancelFunc, w htt
 			if _, err := e.opt.Accounts.TokenRejected(ctx, conn, c.claude.token); err == nil {
 				e.opt.Log.Info("upstream refused the access token; trying once more with a refreshed one",
 					"provider", c.t.provider.Name, "connection_id", conn.ID)
+				e.endStep(c, res, "token_rejected")
 				continue
 			}
 			return res
@@ -71,8 +72,10 @@ func (e *Engine) attemptOn(ctx context.Context, cancel context.CancelFunc, w htt
 		}
 		switch d.Action {
 		case resilience.LaneRetry:
+			e.endStep(c, res, laneReason(d.Why))
 			continue
 		case resilience.LaneWait:
+			e.endStep(c, res, laneReason(d.Why))
 			if !e.laneWait(ctx, w, c, conn, d.Wait) {
 				return attemptResult{transport: true, err: clientGone()}
 			}
@@ -81,6 +84,24 @@ func (e *Engine) attemptOn(ctx context.Context, cancel context.CancelFunc, w htt
 		}
 		return res
 	}
+}
+
+// endStep notes the answer of a call the account's loop takes on (it sends the request again),
+// with why, in the attempt chain.
+func (e *Engine) endStep(c *call, res attemptResult, why string) {
+	step := c.trace.step()
+	step.end(res.status, e.opt.Clock.Now())
+	step.Reason = why
+}
+
+// laneReason is the attempt chain's reason for a call the usage wall's state machine took on:
+// limit_reset after a claimed reset, else lane_<step> (lane_accepted, lane_joined,
+// lane_slot_busy).
+func laneReason(why string) string {
+	if why == "reset" {
+		return "limit_reset"
+	}
+	return "lane_" + why
 }
 
 // remaining is the time left before the earlier of the attempt's execution deadline and the

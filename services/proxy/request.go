@@ -75,6 +75,13 @@ func peekModel(body []byte) string {
 	return strings.TrimSpace(m.String())
 }
 
+// peekStream reads whether a body asks for a stream (a true stream field) without validating
+// the rest, for the log of a request refused before its body was read; count_tokens never
+// streams.
+func peekStream(body []byte, countTokens bool) bool {
+	return !countTokens && gjsonBool(body, "stream")
+}
+
 // withModel returns body with its model field replaced by the upstream model name.
 func withModel(body []byte, model string) ([]byte, error) {
 	return sjson.SetBytes(body, "model", model)

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"net/http"
 
 	"switchyard/services/catalog"
 	"switchyard/services/redact"
@@ -42,6 +43,12 @@ func (e *Engine) scrub(text string, c *call, conn *catalog.ConnEntry) string {
 // scrubBytes is scrub for a body; it returns b itself when nothing was removed.
 func (e *Engine) scrubBytes(b []byte, c *call, conn *catalog.ConnEntry) []byte {
 	return redact.Bytes(b, e.secrets(c, conn)...)
+}
+
+// scrubLocation is the target of a redirect the upstream answered, as the log, the attempt chain
+// and the client may see it: resolved, without user info or query values, without secrets.
+func (e *Engine) scrubLocation(req *http.Request, resp *http.Response, c *call, conn *catalog.ConnEntry) string {
+	return redact.Redirect(req.URL, resp.Header.Get("Location"), e.secrets(c, conn)...)
 }
 
 var (

@@ -130,25 +130,30 @@ func (e *Engine) serve(ctx context.Context, w http.ResponseWriter, raw []byte, i
 	}
 	var t target
 	var rerr *errs.Error
+	// Until the model resolves, the trace holds it as the client wrote it: a request refused
+	// before (unknown or ambiguous model, a bad field, a full queue) is logged with what it asked
+	// for, its stream flag too.
 	if m := peekModel(raw); m != "" {
+		tr.Model = m
 		if t, rerr = e.resolve(ctx, m); rerr == nil && !countsLocally(t, countTokens) {
 			if qerr := e.admitQueue(t); qerr != nil {
-				tr.ErrorCode = qerr.ReasonCode()
+				tr.ErrorCode, tr.Stream = qerr.ReasonCode(), peekStream(raw, countTokens)
 				return qerr
 			}
 		}
 	}
 	req, derr := DecodeRequest(raw)
 	if derr != nil {
+		tr.Stream = peekStream(raw, countTokens)
 		return derr
-	}
-	if rerr != nil {
-		return rerr
 	}
 	if countTokens {
 		req.Stream = false
 	}
 	tr.Stream = req.Stream
+	if rerr != nil {
+		return rerr
+	}
 	tr.Provider, tr.Model, tr.MetricModel = t.provider.Name, t.model, t.model
 	if found, _ := e.opt.Inventory.Lookup(t.provider.Name, t.model); !found {
 		tr.MetricModel = UnlistedModel // clients choose model names: keep metric labels bounded

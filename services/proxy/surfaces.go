@@ -23,7 +23,8 @@ func ServedSurfaces(providerType string) []string {
 // FetchError is why a provider's model list could not be fetched, in parts a reader's language
 // can frame: what kind of failure, the upstream's status and the start of its answer.
 type FetchError struct {
-	// Kind is "status" (the upstream answered Status), "transport", "timeout", "not_a_list" or
+	// Kind is "status" (the upstream answered Status), "redirect" (it answered Status, a redirect
+	// to Excerpt, which is not followed), "transport", "timeout", "not_a_list" or
 	// "no_connection".
 	Kind   string
 	Status int
@@ -38,6 +39,8 @@ func (e *FetchError) Error() string {
 	switch e.Kind {
 	case "status":
 		return fmt.Sprintf("list models: upstream answered HTTP %d: %s", e.Status, e.Excerpt)
+	case "redirect":
+		return fmt.Sprintf("list models: upstream answered HTTP %d, a redirect to %q, which is not followed", e.Status, e.Excerpt)
 	case "not_a_list":
 		return fmt.Sprintf("list models: not a model list: %v", e.Err)
 	case "no_connection":

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+
+	"switchyard/services/catalog"
 )
 
 // Trace collects what happened to one request, for the request log and metrics. The handler
@@ -21,9 +23,11 @@ type Trace struct {
 	// metrics use, so made-up model names cannot grow the series without bound.
 	MetricModel  string
 	ConnectionID int64
-	Attempts     int // upstream calls made
-	Retries      int // rounds started again after a backoff wait
-	Failovers    int // moves to another connection
+	// Attempts, Retries and Failovers count the Chain: every upstream call, the calls of kind
+	// retry and those of kind failover (see Trace.attempt).
+	Attempts     int
+	Retries      int
+	Failovers    int
 	Status       int // status of the answer relayed, 0 if none
 	Stream       bool
 	Complete     bool          // a stream ended with its terminal event
@@ -45,6 +49,40 @@ type Attempt struct {
 	Status       int           `json:"status"` // the upstream's status; 0 when no answer came
 	Reason       string        `json:"reason,omitempty"`
 	Duration     time.Duration `json:"duration"`
+	// Detail says more where the reason needs it: a redirect's target (scrubbed).
+	Detail string `json:"detail,omitempty"`
+
+	began time.Time
+	ended bool
+}
+
+// attempt notes an upstream call on conn, begun at now, as the chain's next step and counts it.
+// kind is first, retry (the request sent again: a new round after a backoff wait, or once more on
+// the same Claude account after a refreshed token, a limit reset or in its lane) or failover
+// (moved to another connection after a failure). Every call goes through here, so the counts are
+// the chain's on every path.
+func (t *Trace) attempt(conn *catalog.ConnEntry, kind string, now time.Time) {
+	t.Chain = append(t.Chain, Attempt{ConnectionID: conn.ID, Connection: conn.Name, Kind: kind, began: now})
+	t.ConnectionID = conn.ID
+	t.Attempts++
+	switch kind {
+	case "retry":
+		t.Retries++
+	case "failover":
+		t.Failovers++
+	}
+}
+
+// step is the call in progress: the chain's last step.
+func (t *Trace) step() *Attempt { return &t.Chain[len(t.Chain)-1] }
+
+// end notes the step's answer (status 0: none) when the call ended at now; a step ended before
+// keeps its answer.
+func (a *Attempt) end(status int, now time.Time) {
+	if a.ended {
+		return
+	}
+	a.Status, a.Duration, a.ended = status, now.Sub(a.began), true
 }
 
 // skip notes why connections were left out, keeping one entry per connection.

@@ -8,8 +8,15 @@ import (
 	"switchyard/services/errs"
 )
 
+// reasonInsufficientQuota is the reason of the answer when every connection is out of credits:
+// OpenAI's own code and type for an account without quota, Anthropic's billing_error.
+const reasonInsufficientQuota = "insufficient_quota"
+
 // OpenAIType is an error's "type" in the OpenAI format.
 func OpenAIType(e *errs.Error) string {
+	if e.Reason == reasonInsufficientQuota {
+		return reasonInsufficientQuota
+	}
 	switch e.Code {
 	case errs.Invalid, errs.TooLarge, errs.NotFound, errs.Conflict:
 		return "invalid_request_error"
@@ -29,6 +36,9 @@ func OpenAIType(e *errs.Error) string {
 
 // AnthropicType is an error's "error.type" in the Anthropic format.
 func AnthropicType(e *errs.Error) string {
+	if e.Reason == reasonInsufficientQuota {
+		return "billing_error"
+	}
 	switch e.Code {
 	case errs.Invalid, errs.Conflict:
 		return "invalid_request_error"

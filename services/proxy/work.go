@@ -79,6 +79,9 @@ func (e *Engine) breakerConfig(c *call) resilience.BreakerConfig {
 // gate and the health window.
 func (e *Engine) run(ctx context.Context, w http.ResponseWriter, c *call) *errs.Error {
 	p := c.t.provider
+	if len(p.Conns) == 0 {
+		return noConnection(p.Name) // before the breaker: nothing to try, nothing to count
+	}
 	tk, open := e.opt.Breakers.Allow(p.Name, c.t.model, e.breakerConfig(c))
 	if open != nil {
 		key := "proxy.circuit_open"
@@ -116,7 +119,7 @@ func (e *Engine) run(ctx context.Context, w http.ResponseWriter, c *call) *errs.
 func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*errs.Error, *resilience.Result) {
 	conns := c.t.provider.Candidates()
 	if len(conns) == 0 {
-		return withRetry(fail(errs.Unavailable, "no_connections", "proxy.no_connections", c.t.provider.Name), 30*time.Second), nil
+		return noConnection(c.t.provider.Name), nil
 	}
 	var last *failure
 	var queueErr *errs.Error // set when a connection's queue was full
@@ -159,7 +162,6 @@ func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*err
 				return clientGone(), &resilience.Result{ClientAbort: true}
 			}
 			retries++
-			c.trace.Retries++
 			clear(tried)
 			clear(busy)
 			kind = "retry"
@@ -179,21 +181,19 @@ func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*err
 			}
 			return qerr, verdict() // local queue errors are never the provider's fault
 		}
-		c.trace.Attempts++
-		c.trace.ConnectionID = conn.ID
 		stepKind := kind
 		if stepKind == "" {
 			stepKind = "first"
 		}
-		c.trace.Chain = append(c.trace.Chain, Attempt{ConnectionID: conn.ID, Connection: conn.Name, Kind: stepKind})
-		step := &c.trace.Chain[len(c.trace.Chain)-1]
 		began := e.opt.Clock.Now()
+		c.trace.attempt(conn, stepKind, began)
 		actx, cancel := context.WithCancel(ctx)
 		var execTimedOut atomic.Bool
 		backstop := e.opt.Clock.AfterFunc(adm.deadline, func() { execTimedOut.Store(true); cancel() })
 		res := e.attemptOn(actx, cancel, w, c, conn, began.Add(adm.deadline))
 		backstop.Stop()
-		step.Status, step.Duration = res.status, e.opt.Clock.Since(began)
+		step := c.trace.step() // the last call (a Claude account may have made several)
+		step.end(res.status, e.opt.Clock.Now())
 		if res.err == nil && !execTimedOut.Load() {
 			e.opt.Observer.Attempt(c.t.provider.Name, "ok", kind)
 			e.opt.Cooldowns.RecordSuccess(conn.ID)
@@ -217,17 +217,28 @@ func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*err
 		}
 		f := e.fail(c, conn, res)
 		step.Reason = string(f.outcome.Reason)
-		if res.transport {
+		if res.transport || res.redirect {
 			step.Reason = f.err.ReasonCode()
 		}
+		step.Detail = res.location
 		e.opt.Observer.Attempt(c.t.provider.Name, string(f.outcome.Reason), kind)
 		last = &f
 		if !f.outcome.Failover && !f.retryable || c.probe {
 			return f.err, verdict()
 		}
 		kind = "failover"
-		c.trace.Failovers++
 	}
+}
+
+// noConnection is the answer for a provider without an enabled connection: nothing can serve the
+// request until an operator adds one, so it is a 404 no client retries (the OpenAI and Anthropic
+// SDKs and Codex retry neither a 404 nor an answer with x-should-retry: false), naming the page
+// where connections are added. Once it was a 503 with Retry-After: 30, which clients retried for
+// minutes in silence.
+func noConnection(provider string) *errs.Error {
+	e := fail(errs.NotFound, "no_executable_targets", "proxy.no_connections", provider)
+	e.Header = http.Header{"X-Should-Retry": {"false"}}
+	return e
 }
 
 // pick returns the first untried connection that may take a request for the model now, or -1
@@ -315,10 +326,11 @@ func earliest(ex []exclusion) (time.Duration, bool) {
 
 // exhausted builds the answer when no connection is left to try. If some connection could serve
 // now, the last upstream failure is the answer. Otherwise every connection is excluded: all of
-// them terminal → 401 naming the states and saying to reconnect; the model locked out where the
-// connections are not terminal → 429 listing the locked targets; else 429 with the earliest
-// recovery and the reasons. Retry-After is the earliest time anything recovers; the body's
-// diagnostics name every exclusion.
+// them terminal → 429 insufficient_quota when some only ran out of credits, else 401 naming the
+// states and saying to reconnect (terminal); the model locked out where the connections are not
+// terminal → 429 listing the locked targets; else 429 with the earliest recovery and the reasons.
+// Retry-After is the earliest time anything recovers; the body's diagnostics name every
+// exclusion.
 func (e *Engine) exhausted(c *call, conns []*catalog.ConnEntry, last *failure) *errs.Error {
 	all := e.excludedNow(c, conns)
 	if len(all) < len(conns) && last != nil {
@@ -327,13 +339,7 @@ func (e *Engine) exhausted(c *call, conns []*catalog.ConnEntry, last *failure) *
 	soonest, timed := earliest(all)
 	diag := diagnostics(all)
 	if !timed && len(all) == len(conns) {
-		states := map[string]bool{}
-		for _, x := range all {
-			states[string(x.why.Status)] = true
-		}
-		unusable := fail(errs.Unauthorized, "connections_unusable", "proxy.connections_unusable", c.t.provider.Name, joinKeys(states, "terminal"))
-		unusable.Header, unusable.Diagnostics = http.Header{"X-Should-Retry": {"false"}}, diag
-		return unusable
+		return e.terminal(c, all, diag)
 	}
 	if last != nil {
 		if timed { // when the gateway can serve again, not the upstream's last hint
@@ -367,6 +373,40 @@ func (e *Engine) exhausted(c *call, conns []*catalog.ConnEntry, last *failure) *
 		c.t.provider.Name, joinKeys(reasons, "cooldown"), roundUp(soonest)), soonest)
 	cooling.Diagnostics = diag
 	return cooling
+}
+
+// terminal is the answer when every connection is in a terminal state. Out of credits is not bad
+// credentials: a connection out of credits is re-probed (every 30 min), so while any is, a later
+// request can succeed and the answer is 429 insufficient_quota with Retry-After at the earliest
+// re-probe, also when the others are banned or expired; only when every connection needs new
+// credentials (banned, expired) is it 401 connections_unusable, saying to reconnect. Neither is
+// worth a client's retry now: x-should-retry: false.
+func (e *Engine) terminal(c *call, all []exclusion, diag *Diagnostics) *errs.Error {
+	states := map[string]bool{}
+	now := e.opt.Clock.Now()
+	var probe time.Duration // until the earliest re-probe of a connection out of credits; 0 = none is
+	for _, x := range all {
+		states[string(x.why.Status)] = true
+		if x.why.Status != resilience.StatusCreditsExhausted {
+			continue
+		}
+		d := resilience.CreditsProbeInterval
+		if next := e.opt.Cooldowns.Get(x.conn.ID).NextProbe; !next.IsZero() {
+			d = max(next.Sub(now), time.Second)
+		}
+		if probe == 0 || d < probe {
+			probe = d
+		}
+	}
+	var out *errs.Error
+	if probe > 0 {
+		out = withRetry(fail(errs.RateLimited, reasonInsufficientQuota, "proxy.insufficient_quota", c.t.provider.Name,
+			joinKeys(states, "terminal"), roundUp(probe)), probe)
+	} else {
+		out = fail(errs.Unauthorized, "connections_unusable", "proxy.connections_unusable", c.t.provider.Name, joinKeys(states, "terminal"))
+	}
+	out.Header, out.Diagnostics = http.Header{"X-Should-Retry": {"false"}}, diag
+	return out
 }
 
 // outage reports whether every connection cools for the provider's own trouble (server errors,

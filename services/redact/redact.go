@@ -7,33 +7,52 @@ package redact
 
 import (
 	"bytes"
+	"net/url"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 )
 
 // Mark stands where a secret was.
 const Mark = "[redacted]"
 
-// minSecret is the shortest credential removed by value: shorter ones would blank out ordinary
-// words.
+// minSecret is the shortest credential removed wherever it appears. A shorter one (an upstream
+// may take any key, "abc" included) is removed only where it stands as a whole token: inside a
+// word it would blank out ordinary text.
 const minSecret = 4
 
 // keyShaped matches what looks like a credential in free text: OpenAI-style sk-… (Anthropic's
-// sk-ant-…, the gateway's own client keys sk-sy-…), Google's AIza…, Groq's gsk_…, xAI's xai-…,
-// and bearer tokens.
-var keyShaped = regexp.MustCompile(`\b(?:sk-[A-Za-z0-9_\-]{12,}|AIza[0-9A-Za-z_\-]{30,}|gsk_[A-Za-z0-9]{20,}|xai-[A-Za-z0-9]{20,})|(?i:bearer)\s+[A-Za-z0-9._~+/\-]{12,}=*`)
+// sk-ant-…, the gateway's own client keys sk-sy-…), also when an upstream echoes it partly
+// masked (OpenAI's "Incorrect API key provided: sk-abc*****wxyz"), Google's AIza…, Groq's gsk_…,
+// xAI's xai-…, and bearer tokens.
+var keyShaped = regexp.MustCompile(`\b(?:sk-[A-Za-z0-9_\-]*\*{3,}[A-Za-z0-9_\-*]*|sk-[A-Za-z0-9_\-]{12,}|AIza[0-9A-Za-z_\-]{30,}|gsk_[A-Za-z0-9]{20,}|xai-[A-Za-z0-9]{20,})|(?i:bearer)\s+[A-Za-z0-9._~+/\-]{12,}=*`)
 
-// String removes secrets from text: each of the given credentials wherever it appears (empty and
-// very short ones are skipped), and anything shaped like a key. The pattern runs only when a
-// cheap substring check finds a key's prefix, so text without one costs a few scans.
+// maskRun is the run of asterisks with which upstreams mask the key they echo.
+const maskRun = "***"
+
+// String removes secrets from text: each of the given credentials wherever it appears (one
+// shorter than minSecret only as a whole token), an upstream's partly masked echo of one (its
+// first and last characters around asterisks, as a whole token), and anything shaped like a
+// key. The pattern runs only when a cheap substring check finds a key's prefix, so text without
+// one costs a few scans.
 func String(text string, secrets ...string) string {
 	if text == "" {
 		return text
 	}
+	masked := strings.Contains(text, maskRun)
 	for _, s := range secrets {
-		if len(s) >= minSecret && strings.Contains(text, s) {
-			text = strings.ReplaceAll(text, s, Mark)
+		switch {
+		case s == "":
+		case len(s) >= minSecret:
+			if strings.Contains(text, s) {
+				text = strings.ReplaceAll(text, s, Mark)
+			}
+		default:
+			text = replaceTokens(text, s)
 		}
+	}
+	if masked {
+		text = replaceMasked(text, secrets)
 	}
 	if mayBeKeyShaped(text) {
 		text = keyShaped.ReplaceAllString(text, Mark)
@@ -47,9 +66,9 @@ func Bytes(b []byte, secrets ...string) []byte {
 		return b
 	}
 	hit := bytes.Contains(b, []byte("sk-")) || bytes.Contains(b, []byte("AIza")) || bytes.Contains(b, []byte("gsk_")) ||
-		bytes.Contains(b, []byte("xai-")) || containsFold(b, "bearer")
+		bytes.Contains(b, []byte("xai-")) || containsFold(b, "bearer") || bytes.Contains(b, []byte(maskRun))
 	for _, s := range secrets {
-		if len(s) >= minSecret && bytes.Contains(b, []byte(s)) {
+		if s != "" && bytes.Contains(b, []byte(s)) {
 			hit = true
 			break
 		}
@@ -57,7 +76,91 @@ func Bytes(b []byte, secrets ...string) []byte {
 	if !hit {
 		return b
 	}
-	return []byte(String(string(b), secrets...))
+	in := string(b)
+	if out := String(in, secrets...); out != in {
+		return []byte(out)
+	}
+	return b
+}
+
+// wordByte reports whether c can be part of a word or a key: ASCII letters and digits, '-', '_'
+// and the bytes of non-ASCII characters. Anything else (space, punctuation, quotes) ends a token.
+func wordByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c >= 0x80
+}
+
+// replaceTokens replaces s where it stands as a whole token: no word byte right before or after.
+func replaceTokens(text, s string) string {
+	var out []byte
+	last := 0
+	for from := 0; from+len(s) <= len(text); {
+		j := strings.Index(text[from:], s)
+		if j < 0 {
+			break
+		}
+		j += from
+		end := j + len(s)
+		if (j == 0 || !wordByte(text[j-1])) && (end == len(text) || !wordByte(text[end])) {
+			out = append(append(out, text[last:j]...), Mark...)
+			last, from = end, end
+			continue
+		}
+		from = j + 1
+	}
+	if out == nil {
+		return text
+	}
+	return string(append(out, text[last:]...))
+}
+
+// maskByte reports whether c can be part of a masked echo: a word byte, '.', or the mask's '*'.
+func maskByte(c byte) bool { return wordByte(c) || c == '.' || c == '*' }
+
+// replaceMasked replaces every token with a run of asterisks whose visible ends could be the
+// first and last characters of one of the secrets (what an upstream shows of a key it refuses);
+// a mask that shows nothing of a key stays.
+func replaceMasked(text string, secrets []string) string {
+	var out []byte
+	last := 0
+	for i := 0; i < len(text); {
+		if !maskByte(text[i]) {
+			i++
+			continue
+		}
+		j := i
+		for j < len(text) && maskByte(text[j]) {
+			j++
+		}
+		end := j
+		for end > i && text[end-1] == '.' { // a full stop after the token is the sentence's
+			end--
+		}
+		if tok := text[i:end]; strings.Contains(tok, maskRun) && echoes(tok, secrets) {
+			out = append(append(out, text[last:i]...), Mark...)
+			last = end
+		}
+		i = j
+	}
+	if out == nil {
+		return text
+	}
+	return string(append(out, text[last:]...))
+}
+
+// echoes reports whether a masked token shows the start and the end of one of the secrets around
+// its asterisks.
+func echoes(tok string, secrets []string) bool {
+	first, lastStar := strings.IndexByte(tok, '*'), strings.LastIndexByte(tok, '*')
+	head, tail := tok[:first], tok[lastStar+1:]
+	if head == "" && tail == "" {
+		return false
+	}
+	for _, s := range secrets {
+		if s != "" && len(head)+len(tail) < len(s) && strings.HasPrefix(s, head) && strings.HasSuffix(s, tail) {
+			return true
+		}
+	}
+	return false
 }
 
 // mayBeKeyShaped is the cheap check before the pattern: a key's prefix or the word bearer.
@@ -95,4 +198,57 @@ var secretField = regexp.MustCompile(`(?i)("[^"\\]*(?:api[_-]?key|authorization|
 // a stream of events; a value cut off at the end is removed to the end.
 func Fields(text string) string {
 	return secretField.ReplaceAllString(text, `$1"`+Mark+`"`)
+}
+
+// Redirect is a redirect's target as a log line or an attempt chain may show it: resolved
+// against the address that answered (from; nil = as it came), without user info, with the values
+// of its query and its fragment replaced by Mark (an address can carry a token or a code there),
+// scrubbed like String and cut to a readable length. An address that cannot be read is Mark.
+func Redirect(from *url.URL, location string, secrets ...string) string {
+	location = strings.TrimSpace(location)
+	if location == "" {
+		return ""
+	}
+	u, err := url.Parse(location)
+	if err == nil && from != nil {
+		u = from.ResolveReference(u)
+	}
+	if err != nil || u.Opaque != "" {
+		return Mark
+	}
+	u.User = nil
+	query, fragment := u.RawQuery, u.Fragment != "" || u.RawFragment != ""
+	u.RawQuery, u.Fragment, u.RawFragment, u.ForceQuery = "", "", "", false
+	out := cut(String(u.String(), secrets...), 240)
+	if query != "" {
+		parts := strings.Split(query, "&")
+		if len(parts) > 8 {
+			parts = append(parts[:8], "…")
+		}
+		for i, p := range parts {
+			switch name, _, ok := strings.Cut(p, "="); {
+			case p == "…":
+			case ok:
+				parts[i] = cut(String(name, secrets...), 40) + "=" + Mark
+			default:
+				parts[i] = Mark // a bare value
+			}
+		}
+		out += "?" + strings.Join(parts, "&")
+	}
+	if fragment {
+		out += "#" + Mark
+	}
+	return out
+}
+
+// cut shortens s to at most n bytes on a character boundary, marking the cut with "…".
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }

@@ -1,6 +1,9 @@
 package redact
 
-import "testing"
+import (
+	"net/url"
+	"testing"
+)
 
 func TestStringRemovesSecrets(t *testing.T) {
 	cases := []struct {
@@ -16,7 +19,18 @@ func TestStringRemovesSecrets(t *testing.T) {
 		{"nothing secret", "nothing secret here, a skeleton key and sk- alone", "nothing secret here, a skeleton key and sk- alone", nil},
 		{"a named secret of any shape", "token tok.ABC123xyz was refused", "token [redacted] was refused", []string{"tok.ABC123xyz"}},
 		{"several named secrets", "a=first-one b=second-one", "a=[redacted] b=[redacted]", []string{"first-one", "", "second-one"}},
-		{"too short to name", "the word abc stays", "the word abc stays", []string{"abc"}},
+		{"a short credential inside words stays", "the word abcdef and xabc stay", "the word abcdef and xabc stay", []string{"abc"}},
+		{"a short credential as a token goes", `key "abc" refused; abc. (abc) x-abc`, `key "[redacted]" refused; [redacted]. ([redacted]) x-abc`, []string{"abc"}},
+		{"a one-character credential", "got k, a k and kk", "got [redacted], a [redacted] and kk", []string{"k"}},
+		{"a short credential in a non-ASCII word stays", "abcé and éabc", "abcé and éabc", []string{"abc"}},
+		{"openai's masked echo", "Incorrect API key provided: sk-abc*****wxyz. You can find your API key at …",
+			"Incorrect API key provided: [redacted]. You can find your API key at …", nil},
+		{"a long masked project key", "key sk-proj-********************************abcd is wrong", "key [redacted] is wrong", nil},
+		{"a masked echo of a named key", "Your api key: ****0042 is invalid; and loca*****0042.", "Your api key: [redacted] is invalid; and [redacted].",
+			[]string{"local.vllm.token.0042"}},
+		{"a masked echo of a short key", "key a***c refused", "key [redacted] refused", []string{"abc"}},
+		{"masks of something else stay", "rated ***** by f***ing users; **bold** and zz***zz", "rated ***** by f***ing users; **bold** and zz***zz",
+			[]string{"local.vllm.token.0042"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -54,6 +68,34 @@ func TestFieldsRemovesSecretValues(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := Fields(tc.in); got != tc.want {
 				t.Errorf("Fields(%q)\n got %q\nwant %q", tc.in, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestBytesKeepsATextWithShortSecretsInWords(t *testing.T) {
+	b := []byte(`{"content":"abcdef is a word"}`)
+	if got := Bytes(b, "abc"); &got[0] != &b[0] {
+		t.Fatal("a body with nothing to remove was copied")
+	}
+}
+
+func TestRedirectTargets(t *testing.T) {
+	from, _ := url.Parse("https://api.example.com/v1/chat/completions")
+	cases := []struct{ name, loc, want string }{
+		{"absolute", "https://other.example.net/v1/chat/completions", "https://other.example.net/v1/chat/completions"},
+		{"relative", "/elsewhere", "https://api.example.com/elsewhere"},
+		{"user info", "http://admin:hunter2@10.0.0.1:8080/x", "http://10.0.0.1:8080/x"},
+		{"query and fragment", "https://x.test/cb?code=abc123&state=s1&flag#tok", "https://x.test/cb?code=[redacted]&state=[redacted]&[redacted]#[redacted]"},
+		{"a credential in the path", "https://x.test/keys/sk-proj-SECRET0123456789/use", "https://x.test/keys/[redacted]/use"},
+		{"a named credential in the path", "https://x.test/k/plain.key.value", "https://x.test/k/[redacted]"},
+		{"unreadable", "http://[::1%zz/", "[redacted]"},
+		{"none", "", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Redirect(from, tc.loc, "plain.key.value"); got != tc.want {
+				t.Errorf("Redirect(%q) = %q, want %q", tc.loc, got, tc.want)
 			}
 		})
 	}

@@ -147,7 +147,8 @@ type Restatement struct {
 // Input is one failed upstream answer.
 type Input struct {
 	// Status is the HTTP status; 0 (or less) means no answer (transport error). A 2xx is an
-	// error hidden in a 200: the error object's status is used, else 502.
+	// error hidden in a 200: the error object's status is used, else 502. A 3xx is a redirect,
+	// which the gateway never follows: a server error whose effective status is 502.
 	Status int
 	Header http.Header
 	// Body is the response body or its start; only the first 16 KiB are read.
@@ -251,6 +252,9 @@ var builtinRules = []builtinRule{
 	{name: "transport_error", match: func(f *facts) bool { return f.status <= 0 },
 		reason: ReasonServerError, scope: ScopeConnection, failover: true, evidence: sigNone,
 		msg: "no answer from upstream"},
+	{name: "redirect", match: func(f *facts) bool { return f.status >= 300 && f.status < 400 },
+		reason: ReasonServerError, scope: ScopeConnection, failover: true, evidence: sigNone,
+		msg: "redirect, not followed"},
 	{name: "account_deactivated", match: func(f *facts) bool { return f.status < 500 && f.has(sigBanned) },
 		reason: ReasonAuthError, scope: ScopeConnection, terminal: TerminalBanned, failover: true, evidence: sigBanned,
 		msg: "account deactivated upstream"},
@@ -330,8 +334,9 @@ var builtinRules = []builtinRule{
 // Classify maps one failed upstream answer to a reason, scope, cooldown and terminal state. It
 // is pure: the same Input always gives the same Outcome.
 //
-// Order: hidden-200 mapping → first matching Restatement (changes the status) → built-in table
-// (builtinRules) → first matching operator Rule (overrides) → cooldown from, in order, a
+// Order: hidden-200 mapping (and a 3xx as 502) → first matching Restatement (changes the
+// status) → built-in table (builtinRules) → first matching operator Rule (overrides) → cooldown
+// from, in order, a
 // terminal state or ScopeNone (none), the rule's Cooldown, the upstream reset hint
 // (ParseResetHint; rate-limit bucket headers only for rate_limit/quota_exhausted or a 429,
 // FromUpstream=true), a quota window for quota walls, else 0 (engine backoff). Whether an
@@ -366,6 +371,12 @@ func Classify(in Input) Outcome {
 			}
 		}
 	}
+	redirect := status >= 300 && status < 400
+	if redirect {
+		// Not followed: the upstream failed to answer here. Restatements, rules, breakers and
+		// lockouts see the 502 it amounts to; the table still names the redirect.
+		status = http.StatusBadGateway
+	}
 	out := Outcome{Status: status}
 
 	var restatedFrom int
@@ -390,6 +401,9 @@ func Classify(in Input) Outcome {
 	}
 	out.Reason, out.Scope, out.Terminal, out.Failover = row.reason, row.scope, row.terminal, row.failover
 	out.Message = describe(status, row, &f)
+	if redirect && restatement == nil {
+		out.Message = strconv.Itoa(in.Status) + " " + row.msg
+	}
 	kind := row.cooldown
 
 	var ruleCooldown time.Duration

@@ -264,6 +264,29 @@ func TestClassifyHiddenErrors(t *testing.T) {
 	})
 }
 
+// A redirect is never followed: every 3xx is the upstream's failure, a server error whose
+// effective status is 502 (so breakers, lockouts and retries treat it as one), whatever its body
+// says; an operator's rule or restatement for 502 applies to it.
+func TestClassifyRedirects(t *testing.T) {
+	server := classifyWant{reason: ReasonServerError, scope: ScopeConnection, failover: true, status: 502}
+	cases := []classifyCase{}
+	for _, st := range []int{301, 302, 303, 307, 308} {
+		cases = append(cases, classifyCase{name: http.StatusText(st), in: Input{Status: st, Header: http.Header{"Location": {"http://10.0.0.1/"}}}, want: server})
+	}
+	cases = append(cases,
+		classifyCase{name: "words in the body don't matter", in: Input{Status: 307, Body: `{"error":{"message":"Your credit balance is too low; account deactivated"}}`},
+			want: server},
+		classifyCase{name: "a rule for 502 applies", in: Input{Status: 302, Rules: []Rule{{Name: "gw", Statuses: []int{502}, Reason: ReasonModelCapacity, Scope: ScopeModel}}},
+			want: classifyWant{reason: ReasonModelCapacity, scope: ScopeModel, failover: true, status: 502, rule: "gw"}},
+		classifyCase{name: "a restatement of 502 applies", in: Input{Status: 308, Restatements: []Restatement{{Name: "r", FromStatus: 502, ToStatus: 503}}},
+			want: classifyWant{reason: ReasonServerError, scope: ScopeConnection, failover: true, status: 503, rule: "r", restated: "r"}},
+	)
+	runClassify(t, cases)
+	if out := Classify(Input{Status: 307, Now: hintNow}); !strings.Contains(out.Message, "307") || !strings.Contains(out.Message, "redirect") {
+		t.Fatalf("message %q names neither the status nor the redirect", out.Message)
+	}
+}
+
 func TestClassifyOperatorRules(t *testing.T) {
 	openRouter402 := Rule{Name: "openrouter-402", Provider: "OpenRouter", Statuses: []int{402},
 		Reason: ReasonQuotaExhausted, Scope: ScopeConnection, Cooldown: 2 * time.Minute}

@@ -72,6 +72,8 @@ type Attempt struct {
 	Status       int           `json:"status"`
 	Reason       string        `json:"reason,omitempty"`
 	Duration     time.Duration `json:"duration"`
+	// Detail says more where the reason needs it: a redirect's target (scrubbed).
+	Detail string `json:"detail,omitempty"`
 }
 
 // Skip is a connection the request left out, and why.

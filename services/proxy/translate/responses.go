@@ -25,7 +25,6 @@ type ResponsesEcho struct {
 	Reasoning         json.RawMessage `json:"reasoning"`
 	Text              json.RawMessage `json:"text"`
 	Metadata          json.RawMessage `json:"metadata"`
-	Store             bool            `json:"store"`
 
 	checked bool // the raw fields are known to be valid JSON (read by the scanner)
 }
@@ -50,7 +49,9 @@ func (e ResponsesEcho) appendFields(o *obj) {
 	o.raw("reasoning", raw(e.Reasoning))
 	o.raw("text", raw(e.Text))
 	o.raw("metadata", raw(e.Metadata))
-	o.raw("store", boolJSON(e.Store))
+	// A translated answer is stored nowhere, whatever the request asked for: saying store: true
+	// would promise a previous_response_id that no later request can use.
+	o.raw("store", boolJSON(false))
 }
 
 func boolJSON(b bool) []byte {

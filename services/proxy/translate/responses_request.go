@@ -19,7 +19,7 @@ import (
 // ("" when absent).
 type responsesFields struct {
 	model, input, instructions, tools, toolChoice, parallel, maxOut, temperature, topP,
-	reasoning, stream, text, user, metadata, store string
+	reasoning, stream, text, user, metadata string
 	unknown []string
 }
 
@@ -86,8 +86,9 @@ func readResponsesFields(s string) (responsesFields, bool) {
 			f.user = raw
 		case "metadata":
 			f.metadata = raw
-		case "store": // read for the echo: nothing is stored on this path
-			f.store = raw
+		case "store":
+			// Accepted and not carried: nothing is stored on this path, and the answer says
+			// store: false.
 		case "include", "prompt_cache_key":
 			// Nothing to carry: they only shape what a stateful provider returns or caches.
 		default:
@@ -103,7 +104,7 @@ func isInt(raw string) bool { return kind(raw) == '0' && !strings.ContainsAny(ra
 
 // echo is what the answer repeats of the request; values of the wrong type leave their default.
 func (f *responsesFields) echo() ResponsesEcho {
-	e := ResponsesEcho{ParallelToolCalls: f.parallel != "false", Store: f.store != "false", checked: true}
+	e := ResponsesEcho{ParallelToolCalls: f.parallel != "false", checked: true}
 	if kind(f.instructions) == '"' {
 		s := strAt(f.instructions)
 		e.Instructions = &s
