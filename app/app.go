@@ -217,7 +217,7 @@ type core struct {
 
 func buildCore(ctx context.Context, cfg Config, st storage, lookupEnv func(string) (string, bool), log *slog.Logger) (core, error) {
 	kv := db.KV{DB: st.db}
-	authSvc, generated, err := auth.Init(ctx, kv, cfg.AdminPassword, cfg.AdminToken, time.Now)
+	authSvc, generated, err := auth.Init(ctx, kv, cfg.AdminPassword, cfg.AdminToken, clockOf(cfg).Now)
 	if err != nil {
 		return core{}, err
 	}

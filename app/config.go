@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+
+	"switchyard/services/auth"
 )
 
 // Config is the bootstrap configuration: flags with environment twins. Runtime settings live
@@ -109,7 +111,7 @@ func ParseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 		fmt.Fprint(stderr, `
 Environment only:
   SWITCHYARD_ADMIN_PASSWORD  dashboard password (generated and printed once when unset on first start)
-  SWITCHYARD_ADMIN_TOKEN     lets automation call /api/* with Authorization: Bearer <token>
+  SWITCHYARD_ADMIN_TOKEN     lets automation call /api/* with Authorization: Bearer <token> (at least 16 characters)
   SWITCHYARD_SECRET_KEY      encrypts provider credentials at rest (generated into the data dir when unset)
 `)
 	}
@@ -149,6 +151,9 @@ Environment only:
 	}
 	c.AdminPassword = env("SWITCHYARD_ADMIN_PASSWORD", "")
 	c.AdminToken = env("SWITCHYARD_ADMIN_TOKEN", "")
+	if err := auth.CheckTokenStrength(c.AdminToken); err != nil {
+		return c, cmd, err
+	}
 	c.SecretKey = env("SWITCHYARD_SECRET_KEY", "")
 	switch c.LogFormat {
 	case "text", "json":

@@ -102,3 +102,13 @@ func TestTrustedProxies(t *testing.T) {
 		}
 	}
 }
+
+// An admin token shorter than 16 characters is refused: it could be guessed.
+func TestAdminTokenLength(t *testing.T) {
+	for tok, ok := range map[string]bool{"": true, "my-admin-token": false, "0123456789abcde": false, "0123456789abcdef": true} {
+		env := func(k string) (string, bool) { return tok, k == "SWITCHYARD_ADMIN_TOKEN" }
+		if _, _, err := ParseConfig(nil, env, &bytes.Buffer{}); (err == nil) != ok {
+			t.Errorf("token %q: %v", tok, err)
+		}
+	}
+}

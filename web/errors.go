@@ -5,7 +5,9 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -78,14 +80,19 @@ func edgeError(err error) *errs.Error {
 
 func writeError(c echo.Context, e *errs.Error) error {
 	r := c.Request()
-	switch surfaceOf(r) {
+	s := surfaceOf(r)
+	switch s {
 	case surfaceOpenAI:
 		proxy.ErrorHeaders(c.Response().Header(), e)
 		return c.Blob(proxyStatus(e), echo.MIMEApplicationJSON, proxy.OpenAIErrorBody(e))
 	case surfaceAnthropic:
 		proxy.ErrorHeaders(c.Response().Header(), e)
 		return c.Blob(proxyStatus(e), echo.MIMEApplicationJSON, proxy.AnthropicErrorBody(e))
-	case surfaceAdmin:
+	}
+	if e.RetryAfter > 0 {
+		c.Response().Header().Set("Retry-After", strconv.FormatInt(int64((e.RetryAfter+time.Second-1)/time.Second), 10))
+	}
+	if s == surfaceAdmin {
 		return c.JSON(e.HTTPStatus(), adminError(e))
 	}
 	status := e.HTTPStatus()

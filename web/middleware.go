@@ -140,13 +140,43 @@ func metricsAuth(a *auth.Service, s *Sessions) echo.MiddlewareFunc {
 			if !a.TokenEnabled() {
 				return next(c)
 			}
-			if tok, ok := bearer(c.Request()); ok && a.CheckToken(tok) || s.IsAdmin(c) {
+			if ok, wait := adminCredentials(c, a, s); ok {
 				return next(c)
+			} else if wait > 0 {
+				return tooManyFailures(wait)
 			}
 			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="switchyard"`)
-			return c.String(http.StatusUnauthorized, "unauthorized\n")
+			return errs.New(errs.Unauthorized, "err.admin_auth")
 		}
 	}
+}
+
+// adminCredentials checks a request's admin bearer token (when one is configured), else its
+// session. A token that does not check out spends the client's budget of failed checks; while
+// that budget is spent the token is not checked at all and wait says for how long (a session
+// still passes).
+func adminCredentials(c echo.Context, a *auth.Service, s *Sessions) (ok bool, wait time.Duration) {
+	r := c.Request()
+	if tok, sent := bearer(r); sent && a.TokenEnabled() {
+		client := c.RealIP()
+		if wait = a.CredentialWait(client); wait == 0 {
+			if a.CheckToken(tok) {
+				return true, 0
+			}
+			a.CredentialFailed(client)
+		}
+	}
+	if s.IsAdmin(c) {
+		return true, 0
+	}
+	return false, wait
+}
+
+// tooManyFailures is the answer to a client whose budget of failed token or key checks is spent.
+func tooManyFailures(wait time.Duration) *errs.Error {
+	secs := int64((wait + time.Second - 1) / time.Second)
+	return &errs.Error{Code: errs.RateLimited, Reason: "too_many_auth_failures", Msg: errs.M("err.too_many_auth_failures", secs),
+		RetryAfter: wait}
 }
 
 // locale puts the negotiated language into the request context.
@@ -183,11 +213,10 @@ func crossOrigin() echo.MiddlewareFunc {
 func adminAPI(a *auth.Service, s *Sessions) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			if tok, ok := bearer(c.Request()); ok && a.CheckToken(tok) {
+			if ok, wait := adminCredentials(c, a, s); ok {
 				return next(c)
-			}
-			if s.IsAdmin(c) {
-				return next(c)
+			} else if wait > 0 {
+				return tooManyFailures(wait)
 			}
 			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="switchyard"`)
 			return errs.New(errs.Unauthorized, "err.admin_auth")
@@ -215,8 +244,10 @@ func dashboardAuth(s *Sessions) echo.MiddlewareFunc {
 }
 
 // clientKey authenticates proxy callers by Authorization: Bearer or x-api-key and notes the key
-// in the trace.
-func clientKey(k *clientkeys.Service) echo.MiddlewareFunc {
+// in the trace. A key that does not check out spends the client address's budget of failed
+// checks; while it is spent, keys from that address are not checked (429 with Retry-After), and
+// other addresses are unaffected.
+func clientKey(k *clientkeys.Service, a *auth.Service) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			r := c.Request()
@@ -227,8 +258,13 @@ func clientKey(k *clientkeys.Service) echo.MiddlewareFunc {
 			if key == "" {
 				return &errs.Error{Code: errs.Unauthorized, Reason: "missing_api_key", Msg: errs.M("proxy.missing_api_key")}
 			}
+			client := c.RealIP()
+			if wait := a.CredentialWait(client); wait > 0 {
+				return tooManyFailures(wait)
+			}
 			id, ok := k.Authenticate(key)
 			if !ok {
+				a.CredentialFailed(client)
 				return &errs.Error{Code: errs.Unauthorized, Reason: "invalid_api_key", Msg: errs.M("proxy.invalid_api_key")}
 			}
 			if tr := proxy.TraceFrom(r.Context()); tr != nil {

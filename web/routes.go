@@ -24,7 +24,7 @@ func routes(e *echo.Echo, d Deps, files *assets) []Route {
 	add(e, "", "public", http.MethodGet, "/static/*", files.serve)
 
 	// The proxy surfaces.
-	v1 := e.Group("/v1", trace(), recordRequest(d.Traffic, d.Now), clientKey(d.Keys), liftReadDeadline(), noteIgnoredIdempotencyKey(d.Log))
+	v1 := e.Group("/v1", trace(), recordRequest(d.Traffic, d.Now), clientKey(d.Keys, d.Auth), liftReadDeadline(), noteIgnoredIdempotencyKey(d.Log))
 	add(v1, "/v1", "client", http.MethodPost, "/chat/completions", d.Proxy.Chat, observe(d.Metrics, "/v1/chat/completions"))
 	add(v1, "/v1", "client", http.MethodPost, "/messages", d.Proxy.Messages, observe(d.Metrics, "/v1/messages"))
 	add(v1, "/v1", "client", http.MethodPost, "/responses", d.Proxy.Responses, observe(d.Metrics, "/v1/responses"))
