@@ -80,6 +80,10 @@ func edgeError(err error) *errs.Error {
 
 func writeError(c echo.Context, e *errs.Error) error {
 	r := c.Request()
+	if unreadBody(c) {
+		// The rest of the body is not wanted: close rather than have net/http read it first.
+		c.Response().Header().Set(echo.HeaderConnection, "close")
+	}
 	s := surfaceOf(r)
 	switch s {
 	case surfaceOpenAI:

@@ -246,7 +246,7 @@ func dashboardAuth(s *Sessions) echo.MiddlewareFunc {
 // clientKey authenticates proxy callers by Authorization: Bearer or x-api-key and notes the key
 // in the trace. A key that does not check out spends the client address's budget of failed
 // checks; while it is spent, keys from that address are not checked (429 with Retry-After), and
-// other addresses are unaffected.
+// other addresses are unaffected. A valid key lifts the edge's body cap.
 func clientKey(k *clientkeys.Service, a *auth.Service) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
@@ -267,6 +267,7 @@ func clientKey(k *clientkeys.Service, a *auth.Service) echo.MiddlewareFunc {
 				a.CredentialFailed(client)
 				return &errs.Error{Code: errs.Unauthorized, Reason: "invalid_api_key", Msg: errs.M("proxy.invalid_api_key")}
 			}
+			liftBodyLimit(c)
 			if tr := proxy.TraceFrom(r.Context()); tr != nil {
 				tr.ClientKeyID = id.KeyID
 			}

@@ -73,7 +73,7 @@ func routes(e *echo.Echo, d Deps, files *assets) []Route {
 	add(pub, "", "public", http.MethodGet, "/login", d.Dashboard.LoginPage)
 	add(pub, "", "public", http.MethodPost, "/login", d.Dashboard.Login)
 	add(pub, "", "public", http.MethodGet, "/lang/:code", d.Dashboard.SetLang)
-	dash := e.Group("", crossOrigin(), locale(), dashboardAuth(d.Sessions))
+	dash := e.Group("", crossOrigin(), locale(), dashboardAuth(d.Sessions), parseForm())
 	page := func(method, path string, h echo.HandlerFunc) { add(dash, "", "dashboard", method, path, h) }
 	page(http.MethodPost, "/logout", d.Dashboard.Logout)
 	page(http.MethodPost, "/logout-everywhere", d.Dashboard.LogoutEverywhere)

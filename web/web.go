@@ -77,7 +77,8 @@ func New(d Deps) (*echo.Echo, []Route, error) {
 	e.Logger.SetOutput(discard{}) // echo's own logger is unused: the request log and the error handler log
 	e.HTTPErrorHandler = errorHandler(d.Log)
 	e.IPExtractor = clientIP(d.TrustedProxies)
-	e.Use(recoverer(d.Log), requestID(), requestLog(d.Log), securityHeaders(), readDeadline(d.ReadTimeout), compress(), withAssets(files))
+	e.Use(recoverer(d.Log), requestID(), requestLog(d.Log), securityHeaders(), readDeadline(d.ReadTimeout), limitBody(MaxEdgeBody),
+		compress(), withAssets(files))
 	return e, routes(e, d, files), nil
 }
 
