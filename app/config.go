@@ -39,6 +39,14 @@ type Config struct {
 	// TrustedProxies are the networks of reverse proxies whose X-Forwarded-For / X-Real-IP
 	// headers name the client (default none: the client is always the direct peer).
 	TrustedProxies []*net.IPNet
+	// MaxConnsPerClient is how many connections one client address may keep idle while no request
+	// on them authenticated; past it, a connection is closed after its answer (default 64; 0 = no
+	// cap). Trusted proxies are exempt.
+	MaxConnsPerClient int64
+	// AnonymousIdleTimeout is how long a keep-alive connection on which no request authenticated
+	// may stay idle (default 5 s; authenticated connections get two minutes; 0 in a Config built
+	// by hand means the default).
+	AnonymousIdleTimeout time.Duration
 	// RequestLogDays is how many days the request log keeps (default 7; 0 keeps none, the
 	// traffic charts are kept either way).
 	RequestLogDays int64
@@ -56,6 +64,12 @@ const MaxRequestLogBodyKiB = 256
 
 // DefaultReadTimeout is the default of --read-timeout.
 const DefaultReadTimeout = 10 * time.Second
+
+// DefaultAnonymousIdleTimeout is the default of --anonymous-idle-timeout.
+const DefaultAnonymousIdleTimeout = 5 * time.Second
+
+// DefaultMaxConnsPerClient is the default of --max-conns-per-client.
+const DefaultMaxConnsPerClient = 64
 
 // Usage is the head of --help.
 const Usage = `Switchyard — a self-hosted LLM gateway.
@@ -84,6 +98,7 @@ func ParseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 	var c Config
 	grace, graceErr := time.ParseDuration(env("SWITCHYARD_SHUTDOWN_GRACE", "30s"))
 	readTimeout, readErr := time.ParseDuration(env("SWITCHYARD_READ_TIMEOUT", DefaultReadTimeout.String()))
+	anonIdle, anonIdleErr := time.ParseDuration(env("SWITCHYARD_ANONYMOUS_IDLE_TIMEOUT", DefaultAnonymousIdleTimeout.String()))
 	fs := flag.NewFlagSet("switchyard", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.Addr, "addr", env("SWITCHYARD_ADDR", "127.0.0.1:8080"), "listen address (SWITCHYARD_ADDR)")
@@ -105,6 +120,10 @@ func ParseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 	var trusted string
 	fs.StringVar(&trusted, "trusted-proxies", env("SWITCHYARD_TRUSTED_PROXIES", ""),
 		"comma-separated CIDRs (or addresses) of reverse proxies whose X-Forwarded-For and X-Real-IP are believed; none by default (SWITCHYARD_TRUSTED_PROXIES)")
+	fs.Int64Var(&c.MaxConnsPerClient, "max-conns-per-client", envInt(lookupEnv, "SWITCHYARD_MAX_CONNS_PER_CLIENT", DefaultMaxConnsPerClient),
+		"idle connections one client address may keep while no request on them authenticated (more are closed after their answer); 0 = no cap; trusted proxies are exempt (SWITCHYARD_MAX_CONNS_PER_CLIENT)")
+	fs.DurationVar(&c.AnonymousIdleTimeout, "anonymous-idle-timeout", anonIdle,
+		"how long a keep-alive connection may stay idle while no request on it authenticated (SWITCHYARD_ANONYMOUS_IDLE_TIMEOUT)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, Usage)
 		fs.PrintDefaults()
@@ -126,6 +145,15 @@ Environment only:
 	}
 	if readErr != nil {
 		return c, cmd, fmt.Errorf("SWITCHYARD_READ_TIMEOUT: %w", readErr)
+	}
+	if anonIdleErr != nil {
+		return c, cmd, fmt.Errorf("SWITCHYARD_ANONYMOUS_IDLE_TIMEOUT: %w", anonIdleErr)
+	}
+	if c.AnonymousIdleTimeout <= 0 {
+		return c, cmd, fmt.Errorf("--anonymous-idle-timeout must be positive, not %s", c.AnonymousIdleTimeout)
+	}
+	if c.MaxConnsPerClient < 0 || c.MaxConnsPerClient > 1_000_000 {
+		return c, cmd, fmt.Errorf("--max-conns-per-client must be between 0 and 1000000, not %d", c.MaxConnsPerClient)
 	}
 	if c.ReadTimeout <= 0 {
 		return c, cmd, fmt.Errorf("--read-timeout must be positive, not %s", c.ReadTimeout)

@@ -161,12 +161,14 @@ func adminCredentials(c echo.Context, a *auth.Service, s *Sessions) (ok bool, wa
 		client := c.RealIP()
 		if wait = a.CredentialWait(client); wait == 0 {
 			if a.CheckToken(tok) {
+				markAuthenticated(r)
 				return true, 0
 			}
 			a.CredentialFailed(client)
 		}
 	}
 	if s.IsAdmin(c) {
+		markAuthenticated(r)
 		return true, 0
 	}
 	return false, wait
@@ -229,6 +231,7 @@ func dashboardAuth(s *Sessions) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			if s.IsAdmin(c) {
+				markAuthenticated(c.Request())
 				return next(c)
 			}
 			if c.Request().Header.Get("HX-Request") == "true" {
@@ -246,7 +249,8 @@ func dashboardAuth(s *Sessions) echo.MiddlewareFunc {
 // clientKey authenticates proxy callers by Authorization: Bearer or x-api-key and notes the key
 // in the trace. A key that does not check out spends the client address's budget of failed
 // checks; while it is spent, keys from that address are not checked (429 with Retry-After), and
-// other addresses are unaffected. A valid key lifts the edge's body cap.
+// other addresses are unaffected. A valid key lifts the edge's body cap and marks the connection
+// authenticated.
 func clientKey(k *clientkeys.Service, a *auth.Service) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
@@ -267,6 +271,7 @@ func clientKey(k *clientkeys.Service, a *auth.Service) echo.MiddlewareFunc {
 				a.CredentialFailed(client)
 				return &errs.Error{Code: errs.Unauthorized, Reason: "invalid_api_key", Msg: errs.M("proxy.invalid_api_key")}
 			}
+			markAuthenticated(r)
 			liftBodyLimit(c)
 			if tr := proxy.TraceFrom(r.Context()); tr != nil {
 				tr.ClientKeyID = id.KeyID
