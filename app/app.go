@@ -427,6 +427,7 @@ func buildWeb(cfg Config, st storage, c core, r *resilienceState, e engine, acco
 			Inventory: e.inventory, Settings: settingsH, Ops: opsSvc, Traffic: tr, ValidateConnectionOverrides: settings.CheckConnectionOverrides,
 			Claude: accounts},
 		SessionsAPI: &handlers.SessionsAPI{Svc: c.sessions}, TrustedProxies: cfg.TrustedProxies, ReadTimeout: readTimeout(cfg),
+		Hosts:  web.HostPolicy{Public: cfg.PublicHosts, Listen: cfg.Addr},
 		Claude: &handlers.ClaudeAccounts{Svc: accounts},
 	})
 }

@@ -47,6 +47,10 @@ type Config struct {
 	// may stay idle (default 5 s; authenticated connections get two minutes; 0 in a Config built
 	// by hand means the default).
 	AnonymousIdleTimeout time.Duration
+	// PublicHosts are the names (and addresses) the gateway answers to besides loopback and its
+	// listen address; a request for another Host gets 421, but for proxy calls with a valid
+	// client key (DNS rebinding). Lower case, without port.
+	PublicHosts []string
 	// RequestLogDays is how many days the request log keeps (default 7; 0 keeps none, the
 	// traffic charts are kept either way).
 	RequestLogDays int64
@@ -124,6 +128,9 @@ func ParseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 		"idle connections one client address may keep while no request on them authenticated (more are closed after their answer); 0 = no cap; trusted proxies are exempt (SWITCHYARD_MAX_CONNS_PER_CLIENT)")
 	fs.DurationVar(&c.AnonymousIdleTimeout, "anonymous-idle-timeout", anonIdle,
 		"how long a keep-alive connection may stay idle while no request on it authenticated (SWITCHYARD_ANONYMOUS_IDLE_TIMEOUT)")
+	publicHosts := hostList{list: splitList(env("SWITCHYARD_PUBLIC_HOSTS", ""))}
+	fs.Var(&publicHosts, "public-host",
+		"a name (or address) clients reach the gateway by, besides loopback and the listen address; repeatable; requests for other hosts get 421 (SWITCHYARD_PUBLIC_HOSTS, comma-separated)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, Usage)
 		fs.PrintDefaults()
@@ -167,6 +174,9 @@ Environment only:
 	var err error
 	if c.TrustedProxies, err = ParseCIDRs(trusted); err != nil {
 		return c, cmd, fmt.Errorf("--trusted-proxies: %w", err)
+	}
+	if c.PublicHosts, err = ParseHosts(publicHosts.list); err != nil {
+		return c, cmd, fmt.Errorf("--public-host: %w", err)
 	}
 	if c.RequestLogDays < 0 || c.RequestLogDays > 3650 {
 		return c, cmd, fmt.Errorf("--request-log-days must be between 0 and 3650, not %d", c.RequestLogDays)
@@ -218,6 +228,73 @@ func ParseCIDRs(list string) ([]*net.IPNet, error) {
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+// hostList is a repeatable flag: the environment's list until the first flag replaces it (a flag
+// given on the command line wins over its environment twin).
+type hostList struct {
+	list []string
+	set  bool
+}
+
+func (h *hostList) String() string { return strings.Join(h.list, ",") }
+
+func (h *hostList) Set(v string) error {
+	if !h.set {
+		h.list, h.set = nil, true
+	}
+	h.list = append(h.list, splitList(v)...)
+	return nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// ParseHosts checks public host names: a DNS name or an IP address, optionally with a port
+// (ignored: a name is accepted on every port). They are returned in lower case, without port.
+func ParseHosts(list []string) ([]string, error) {
+	var out []string
+	for _, h := range list {
+		name := strings.ToLower(h)
+		if host, port, err := net.SplitHostPort(name); err == nil {
+			if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+				return nil, fmt.Errorf("%q: bad port", h)
+			}
+			name = host
+		}
+		name = strings.TrimSuffix(strings.TrimSuffix(strings.TrimPrefix(name, "["), "]"), ".")
+		if net.ParseIP(name) == nil && !validHostName(name) {
+			return nil, fmt.Errorf("%q is neither a host name nor an address (no scheme or path: gateway.example.com)", h)
+		}
+		out = append(out, name)
+	}
+	return out, nil
+}
+
+// validHostName reports whether s is a DNS name: dot-separated labels of letters, digits and
+// hyphens, none empty, none starting or ending with a hyphen.
+func validHostName(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for _, l := range strings.Split(s, ".") {
+		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
+			return false
+		}
+		for i := 0; i < len(l); i++ {
+			if c := l[i]; !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // envInt reads an integer environment variable; an unparsable value is reported as out of range.

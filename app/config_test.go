@@ -103,6 +103,37 @@ func TestTrustedProxies(t *testing.T) {
 	}
 }
 
+// --public-host is repeatable and takes a comma-separated list too; SWITCHYARD_PUBLIC_HOSTS is
+// its twin, replaced as a whole by the flag. Names are kept in lower case without port.
+func TestPublicHosts(t *testing.T) {
+	env := func(k string) (string, bool) {
+		return map[string]string{"SWITCHYARD_PUBLIC_HOSTS": "Gateway.Example.com, gw.internal:8443"}[k], k == "SWITCHYARD_PUBLIC_HOSTS"
+	}
+	none := func(string) (string, bool) { return "", false }
+	cfg, _, err := ParseConfig(nil, none, &bytes.Buffer{})
+	if err != nil || len(cfg.PublicHosts) != 0 {
+		t.Fatalf("default: %v %v", cfg.PublicHosts, err)
+	}
+	cfg, _, err = ParseConfig(nil, env, &bytes.Buffer{})
+	if err != nil || strings.Join(cfg.PublicHosts, " ") != "gateway.example.com gw.internal" {
+		t.Fatalf("env: %v %v", cfg.PublicHosts, err)
+	}
+	cfg, _, err = ParseConfig([]string{"--public-host", "a.example", "--public-host", "[2001:DB8::1]:443,b.example."}, env, &bytes.Buffer{})
+	if err != nil || strings.Join(cfg.PublicHosts, " ") != "a.example 2001:db8::1 b.example" {
+		t.Fatalf("flags: %v %v", cfg.PublicHosts, err)
+	}
+	for _, bad := range []string{"https://gw.example", "gw.example/v1", "-gw.example", "gw..example", "gw.example:http"} {
+		if _, _, err := ParseConfig([]string{"--public-host", bad}, none, &bytes.Buffer{}); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	var help bytes.Buffer
+	ParseConfig([]string{"--help"}, none, &help)
+	if !strings.Contains(help.String(), "-public-host") || !strings.Contains(help.String(), "SWITCHYARD_PUBLIC_HOSTS") {
+		t.Errorf("--help lacks --public-host: %s", help.String())
+	}
+}
+
 func TestConnectionLimits(t *testing.T) {
 	env := func(m map[string]string) func(string) (string, bool) {
 		return func(k string) (string, bool) { v, ok := m[k]; return v, ok }

@@ -92,7 +92,7 @@ func TestSlowClientsAreCutOffAtTheReadTimeout(t *testing.T) {
 
 	t.Run("slow login bodies", func(t *testing.T) {
 		start := time.Now()
-		conns := slowClients(t, addr, 30, "POST /login HTTP/1.1\r\nHost: gw\r\nContent-Type: application/x-www-form-urlencoded\r\n"+
+		conns := slowClients(t, addr, 30, "POST /login HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\n"+
 			"Content-Length: 8000\r\n\r\npassword=", true)
 		answered := 0
 		for i, a := range awaitHangUp(t, conns, start, time.Second, 6*time.Second) {
@@ -109,12 +109,12 @@ func TestSlowClientsAreCutOffAtTheReadTimeout(t *testing.T) {
 	})
 	t.Run("slow headers", func(t *testing.T) {
 		start := time.Now()
-		conns := slowClients(t, addr, 30, "GET /login HTTP/1.1\r\nHost: gw\r\nX-Slow: ", false)
+		conns := slowClients(t, addr, 30, "GET /login HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ", false)
 		awaitHangUp(t, conns, start, time.Second, 6*time.Second)
 	})
 	t.Run("slow admin API body", func(t *testing.T) {
 		start := time.Now()
-		conns := slowClients(t, addr, 1, "POST /api/providers HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer "+testenv.AdminToken+
+		conns := slowClients(t, addr, 1, "POST /api/providers HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer "+testenv.AdminToken+
 			"\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{\"name\":\"", false)
 		a := awaitHangUp(t, conns, start, time.Second, 6*time.Second)[0]
 		if !strings.HasPrefix(a, "HTTP/1.1 408 ") || !strings.Contains(a, `"code":"request_timeout"`) {

@@ -250,17 +250,24 @@ func dashboardAuth(s *Sessions) echo.MiddlewareFunc {
 // in the trace. A key that does not check out spends the client address's budget of failed
 // checks; while it is spent, keys from that address are not checked (429 with Retry-After), and
 // other addresses are unaffected. A valid key lifts the edge's body cap and marks the connection
-// authenticated.
+// authenticated. A call for a host the gateway does not answer for passes only with a valid key
+// (421 otherwise; see hostGuard).
 func clientKey(k *clientkeys.Service, a *auth.Service) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			r := c.Request()
+			refuse := func(e *errs.Error) error {
+				if isForeignHost(c) {
+					return misdirected(r)
+				}
+				return e
+			}
 			key, ok := bearer(r)
 			if !ok {
 				key = r.Header.Get("x-api-key")
 			}
 			if key == "" {
-				return &errs.Error{Code: errs.Unauthorized, Reason: "missing_api_key", Msg: errs.M("proxy.missing_api_key")}
+				return refuse(&errs.Error{Code: errs.Unauthorized, Reason: "missing_api_key", Msg: errs.M("proxy.missing_api_key")})
 			}
 			client := c.RealIP()
 			if wait := a.CredentialWait(client); wait > 0 {
@@ -269,7 +276,7 @@ func clientKey(k *clientkeys.Service, a *auth.Service) echo.MiddlewareFunc {
 			id, ok := k.Authenticate(key)
 			if !ok {
 				a.CredentialFailed(client)
-				return &errs.Error{Code: errs.Unauthorized, Reason: "invalid_api_key", Msg: errs.M("proxy.invalid_api_key")}
+				return refuse(&errs.Error{Code: errs.Unauthorized, Reason: "invalid_api_key", Msg: errs.M("proxy.invalid_api_key")})
 			}
 			markAuthenticated(r)
 			liftBodyLimit(c)

@@ -31,6 +31,8 @@ type Deps struct {
 	// ReadTimeout bounds how long a request may take to send its body, except authenticated
 	// proxy calls (0 = no bound).
 	ReadTimeout time.Duration
+	// Hosts are the Host headers the gateway answers for (DNS rebinding).
+	Hosts HostPolicy
 	// Traffic receives every finished client request (the request log and the charts).
 	Traffic RequestRecorder
 	// Now is the gateway's clock, for the request log's timestamps.
@@ -77,9 +79,16 @@ func New(d Deps) (*echo.Echo, []Route, error) {
 	e.Logger.SetOutput(discard{}) // echo's own logger is unused: the request log and the error handler log
 	e.HTTPErrorHandler = errorHandler(d.Log)
 	e.IPExtractor = clientIP(d.TrustedProxies)
+	clientRoutes := map[string]bool{} // method + path of every proxy route, filled below
 	e.Use(recoverer(d.Log), requestID(), requestLog(d.Log), securityHeaders(), readDeadline(d.ReadTimeout), limitBody(MaxEdgeBody),
-		compress(), withAssets(files))
-	return e, routes(e, d, files), nil
+		hostGuard(newHostPolicy(d.Hosts), clientRoutes), compress(), withAssets(files))
+	table := routes(e, d, files)
+	for _, r := range table {
+		if r.Access == "client" {
+			clientRoutes[r.Method+" "+r.Path] = true
+		}
+	}
+	return e, table, nil
 }
 
 type discard struct{}
