@@ -1,9 +1,12 @@
 package web
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
+	"net/url"
 	"strings"
 	"time"
 
@@ -133,17 +136,22 @@ func observe(m *metrics.Metrics, route string) echo.MiddlewareFunc {
 	}
 }
 
-// metricsAuth protects /metrics with the admin token when one is set (or an admin session).
+// metricsAuth protects /metrics: with the admin token when one is set (or an admin session);
+// without one, only loopback clients (and admin sessions) may read it, so a gateway listening on
+// a public address does not show its traffic to the world.
 func metricsAuth(a *auth.Service, s *Sessions) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			if !a.TokenEnabled() {
-				return next(c)
-			}
 			if ok, wait := adminCredentials(c, a, s); ok {
 				return next(c)
 			} else if wait > 0 {
 				return tooManyFailures(wait)
+			}
+			if !a.TokenEnabled() {
+				if isLoopback(c.RealIP()) {
+					return next(c)
+				}
+				return errs.New(errs.Forbidden, "err.metrics_loopback")
 			}
 			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="switchyard"`)
 			return errs.New(errs.Unauthorized, "err.admin_auth")
@@ -174,11 +182,30 @@ func adminCredentials(c echo.Context, a *auth.Service, s *Sessions) (ok bool, wa
 	return false, wait
 }
 
+// identifyAdmin notes whether a public route's caller is the admin (token or session), for the
+// answers that say more to the admin (/health, /ready); it refuses nobody.
+func identifyAdmin(a *auth.Service, s *Sessions) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if ok, _ := adminCredentials(c, a, s); ok {
+				handlers.MarkAdminCaller(c)
+			}
+			return next(c)
+		}
+	}
+}
+
 // tooManyFailures is the answer to a client whose budget of failed token or key checks is spent.
 func tooManyFailures(wait time.Duration) *errs.Error {
 	secs := int64((wait + time.Second - 1) / time.Second)
 	return &errs.Error{Code: errs.RateLimited, Reason: "too_many_auth_failures", Msg: errs.M("err.too_many_auth_failures", secs),
 		RetryAfter: wait}
+}
+
+// isLoopback reports whether an address is a loopback address.
+func isLoopback(addr string) bool {
+	a, err := netip.ParseAddr(addr)
+	return err == nil && a.Unmap().IsLoopback()
 }
 
 // locale puts the negotiated language into the request context.
@@ -197,18 +224,45 @@ func locale() echo.MiddlewareFunc {
 }
 
 // crossOrigin refuses state-changing browser requests that come from another origin, using the
-// Fetch metadata and Origin headers (net/http's CrossOriginProtection); non-browser clients,
-// which send neither, pass.
+// Fetch metadata and Origin headers (net/http's CrossOriginProtection) and, when a browser sends
+// neither (old ones), the Referer; non-browser clients, which send none of them, pass.
 func crossOrigin() echo.MiddlewareFunc {
 	cop := http.NewCrossOriginProtection()
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			if err := cop.Check(c.Request()); err != nil {
+			r := c.Request()
+			err := cop.Check(r)
+			if err == nil {
+				err = crossOriginReferer(r)
+			}
+			if err != nil {
 				return &errs.Error{Code: errs.Forbidden, Reason: "forbidden", Msg: errs.M("err.cross_origin"), Err: err}
 			}
 			return next(c)
 		}
 	}
+}
+
+// crossOriginReferer is the Referer check for a state-changing request that carries neither
+// Sec-Fetch-Site nor Origin (CrossOriginProtection lets those pass): a Referer naming another
+// host, or none that can be read, refuses it.
+func crossOriginReferer(r *http.Request) error {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return nil
+	}
+	ref := r.Header.Get("Referer")
+	if ref == "" || r.Header.Get("Sec-Fetch-Site") != "" || r.Header.Get("Origin") != "" {
+		return nil
+	}
+	u, err := url.Parse(ref)
+	if err != nil || u.Host == "" {
+		return errors.New("cross-origin request detected from an unreadable Referer header")
+	}
+	if !strings.EqualFold(u.Host, r.Host) {
+		return errors.New("cross-origin request detected from Referer header")
+	}
+	return nil
 }
 
 // adminAPI lets a request through with a logged-in session or the admin bearer token.

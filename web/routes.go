@@ -18,8 +18,8 @@ func routes(e *echo.Echo, d Deps, files *assets) []Route {
 	}
 
 	// Probes, metrics and static files.
-	add(e, "", "public", http.MethodGet, "/health", d.Health.Live)
-	add(e, "", "public", http.MethodGet, "/ready", d.Health.Ready)
+	add(e, "", "public", http.MethodGet, "/health", d.Health.Live, identifyAdmin(d.Auth, d.Sessions))
+	add(e, "", "public", http.MethodGet, "/ready", d.Health.Ready, identifyAdmin(d.Auth, d.Sessions))
 	add(e, "", "metrics", http.MethodGet, "/metrics", echo.WrapHandler(d.Metrics.Handler()), metricsAuth(d.Auth, d.Sessions))
 	add(e, "", "public", http.MethodGet, "/static/*", files.serve)
 

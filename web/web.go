@@ -64,7 +64,8 @@ type Route struct {
 	Method string
 	Path   string
 	// Access says who may call it: "public", "client" (client key), "admin" (session or token),
-	// "dashboard" (session), "metrics" (admin token when one is set).
+	// "dashboard" (session), "metrics" (admin token when one is set, else loopback clients; or a
+	// session).
 	Access string
 }
 
