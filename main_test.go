@@ -20,3 +20,18 @@ func TestRunVersionAndHelp(t *testing.T) {
 		t.Fatalf("unknown command: %d", code)
 	}
 }
+
+// An admin token shorter than 16 characters stops the process before it starts, saying why.
+func TestRunRefusesAShortAdminToken(t *testing.T) {
+	env := func(k string) (string, bool) {
+		if k == "SWITCHYARD_ADMIN_TOKEN" {
+			return "my-admin-token", true
+		}
+		return "", false
+	}
+	var out, errOut bytes.Buffer
+	code := run([]string{"serve", "--addr", "127.0.0.1:0", "--data-dir", t.TempDir()}, env, &out, &errOut)
+	if code != 2 || !bytes.Contains(errOut.Bytes(), []byte("SWITCHYARD_ADMIN_TOKEN must be at least 16 characters long, not 14")) {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+}

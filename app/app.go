@@ -115,15 +115,39 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 		return nil, fmt.Errorf("listen %s: %w", cfg.Addr, err)
 	}
 	a.Addr = ln.Addr().String()
+	guard := buildConnGuard(cfg, log)
 	// The headers must arrive within the read timeout (the body's deadline is set per route by
-	// the edge); an idle keep-alive connection is closed after two minutes.
+	// the edge); an idle keep-alive connection is closed after two minutes, or after the
+	// anonymous idle timeout while no request on it authenticated (the guard).
 	a.server = &http.Server{Handler: a.Echo, ReadHeaderTimeout: readTimeout(cfg), IdleTimeout: 120 * time.Second,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		ConnState: guard.ConnState, ConnContext: guard.ConnContext, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	a.runners.start()
-	go func() { a.served <- a.server.Serve(web.MalformedRequestListener(ln, log)) }()
+	go func() { a.served <- a.server.Serve(guard.Listener(web.MalformedRequestListener(ln, log))) }()
 	log.Info("switchyard listening", "addr", "http://"+a.Addr, "version", Version, "data_dir", cfg.DataDir)
 	ok = true
 	return a, nil
+}
+
+// buildConnGuard raises the limit of open files to its maximum and sets the connection guard's
+// budget by it (web.ConnBudget), with the per-client cap and the anonymous idle timeout.
+func buildConnGuard(cfg Config, log *slog.Logger) *web.ConnGuard {
+	limit, err := raiseFileLimit()
+	if err != nil {
+		log.Warn("cannot read the limit of open files; connections are not budgeted", "error", err)
+	}
+	maxOpen, reserve := web.ConnBudget(limit)
+	log.Info("open files", "limit", limit, "max_connections", maxOpen, "reserve", reserve,
+		"max_conns_per_client", cfg.MaxConnsPerClient, "anonymous_idle_timeout", anonymousIdleTimeout(cfg))
+	return web.NewConnGuard(web.ConnLimits{PerClient: int(cfg.MaxConnsPerClient), Trusted: cfg.TrustedProxies,
+		AnonymousIdle: anonymousIdleTimeout(cfg), MaxOpen: maxOpen}, log, time.Now)
+}
+
+// anonymousIdleTimeout is the configured anonymous idle timeout, or its default.
+func anonymousIdleTimeout(cfg Config) time.Duration {
+	if cfg.AnonymousIdleTimeout <= 0 {
+		return DefaultAnonymousIdleTimeout
+	}
+	return cfg.AnonymousIdleTimeout
 }
 
 // readTimeout is the configured read timeout, or its default.
@@ -220,7 +244,7 @@ type core struct {
 
 func buildCore(ctx context.Context, cfg Config, st storage, lookupEnv func(string) (string, bool), log *slog.Logger) (core, error) {
 	kv := db.KV{DB: st.db}
-	authSvc, generated, err := auth.Init(ctx, kv, cfg.AdminPassword, cfg.AdminToken, time.Now)
+	authSvc, generated, err := auth.Init(ctx, kv, cfg.AdminPassword, cfg.AdminToken, clockOf(cfg).Now)
 	if err != nil {
 		return core{}, err
 	}
@@ -406,6 +430,7 @@ func buildWeb(cfg Config, st storage, c core, r *resilienceState, e engine, acco
 			Inventory: e.inventory, Settings: settingsH, Ops: opsSvc, Traffic: tr, ValidateConnectionOverrides: settings.CheckConnectionOverrides,
 			Claude: accounts},
 		SessionsAPI: &handlers.SessionsAPI{Svc: c.sessions}, TrustedProxies: cfg.TrustedProxies, ReadTimeout: readTimeout(cfg),
+		Hosts:  web.HostPolicy{Public: cfg.PublicHosts, Listen: cfg.Addr},
 		Claude: &handlers.ClaudeAccounts{Svc: accounts},
 	})
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+
+	"switchyard/services/auth"
 )
 
 // Config is the bootstrap configuration: flags with environment twins. Runtime settings live
@@ -38,6 +40,18 @@ type Config struct {
 	// headers name the client and whose X-Forwarded-Proto says it came over TLS (default none:
 	// the client is always the direct peer, over the connection's own scheme).
 	TrustedProxies []*net.IPNet
+	// MaxConnsPerClient is how many connections one client address may keep idle while no request
+	// on them authenticated; past it, a connection is closed after its answer (default 64; 0 = no
+	// cap). Trusted proxies are exempt.
+	MaxConnsPerClient int64
+	// AnonymousIdleTimeout is how long a keep-alive connection on which no request authenticated
+	// may stay idle (default 5 s; authenticated connections get two minutes; 0 in a Config built
+	// by hand means the default).
+	AnonymousIdleTimeout time.Duration
+	// PublicHosts are the names (and addresses) the gateway answers to besides loopback and its
+	// listen address; a request for another Host gets 421, but for proxy calls with a valid
+	// client key (DNS rebinding). Lower case, without port.
+	PublicHosts []string
 	// RequestLogDays is how many days the request log keeps (default 7; 0 keeps none, the
 	// traffic charts are kept either way).
 	RequestLogDays int64
@@ -55,6 +69,12 @@ const MaxRequestLogBodyKiB = 256
 
 // DefaultReadTimeout is the default of --read-timeout.
 const DefaultReadTimeout = 10 * time.Second
+
+// DefaultAnonymousIdleTimeout is the default of --anonymous-idle-timeout.
+const DefaultAnonymousIdleTimeout = 5 * time.Second
+
+// DefaultMaxConnsPerClient is the default of --max-conns-per-client.
+const DefaultMaxConnsPerClient = 64
 
 // Usage is the head of --help.
 const Usage = `Switchyard — a self-hosted LLM gateway.
@@ -83,6 +103,7 @@ func ParseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 	var c Config
 	grace, graceErr := time.ParseDuration(env("SWITCHYARD_SHUTDOWN_GRACE", "30s"))
 	readTimeout, readErr := time.ParseDuration(env("SWITCHYARD_READ_TIMEOUT", DefaultReadTimeout.String()))
+	anonIdle, anonIdleErr := time.ParseDuration(env("SWITCHYARD_ANONYMOUS_IDLE_TIMEOUT", DefaultAnonymousIdleTimeout.String()))
 	fs := flag.NewFlagSet("switchyard", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.Addr, "addr", env("SWITCHYARD_ADDR", "127.0.0.1:8080"), "listen address (SWITCHYARD_ADDR)")
@@ -104,13 +125,20 @@ func ParseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 	var trusted string
 	fs.StringVar(&trusted, "trusted-proxies", env("SWITCHYARD_TRUSTED_PROXIES", ""),
 		"comma-separated CIDRs (or addresses) of reverse proxies whose X-Forwarded-For, X-Real-IP and X-Forwarded-Proto are believed; none by default (SWITCHYARD_TRUSTED_PROXIES)")
+	fs.Int64Var(&c.MaxConnsPerClient, "max-conns-per-client", envInt(lookupEnv, "SWITCHYARD_MAX_CONNS_PER_CLIENT", DefaultMaxConnsPerClient),
+		"idle connections one client address may keep while no request on them authenticated (more are closed after their answer); 0 = no cap; trusted proxies are exempt (SWITCHYARD_MAX_CONNS_PER_CLIENT)")
+	fs.DurationVar(&c.AnonymousIdleTimeout, "anonymous-idle-timeout", anonIdle,
+		"how long a keep-alive connection may stay idle while no request on it authenticated (SWITCHYARD_ANONYMOUS_IDLE_TIMEOUT)")
+	publicHosts := hostList{list: splitList(env("SWITCHYARD_PUBLIC_HOSTS", ""))}
+	fs.Var(&publicHosts, "public-host",
+		"a name (or address) clients reach the gateway by, besides loopback and the listen address; repeatable; requests for other hosts get 421 (SWITCHYARD_PUBLIC_HOSTS, comma-separated)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, Usage)
 		fs.PrintDefaults()
 		fmt.Fprint(stderr, `
 Environment only:
   SWITCHYARD_ADMIN_PASSWORD  dashboard password (generated and printed once when unset on first start)
-  SWITCHYARD_ADMIN_TOKEN     lets automation call /api/* with Authorization: Bearer <token>
+  SWITCHYARD_ADMIN_TOKEN     lets automation call /api/* with Authorization: Bearer <token> (at least 16 characters)
   SWITCHYARD_SECRET_KEY      encrypts provider credentials at rest (generated into the data dir when unset)
 `)
 	}
@@ -126,6 +154,15 @@ Environment only:
 	if readErr != nil {
 		return c, cmd, fmt.Errorf("SWITCHYARD_READ_TIMEOUT: %w", readErr)
 	}
+	if anonIdleErr != nil {
+		return c, cmd, fmt.Errorf("SWITCHYARD_ANONYMOUS_IDLE_TIMEOUT: %w", anonIdleErr)
+	}
+	if c.AnonymousIdleTimeout <= 0 {
+		return c, cmd, fmt.Errorf("--anonymous-idle-timeout must be positive, not %s", c.AnonymousIdleTimeout)
+	}
+	if c.MaxConnsPerClient < 0 || c.MaxConnsPerClient > 1_000_000 {
+		return c, cmd, fmt.Errorf("--max-conns-per-client must be between 0 and 1000000, not %d", c.MaxConnsPerClient)
+	}
 	if c.ReadTimeout <= 0 {
 		return c, cmd, fmt.Errorf("--read-timeout must be positive, not %s", c.ReadTimeout)
 	}
@@ -139,6 +176,9 @@ Environment only:
 	if c.TrustedProxies, err = ParseCIDRs(trusted); err != nil {
 		return c, cmd, fmt.Errorf("--trusted-proxies: %w", err)
 	}
+	if c.PublicHosts, err = ParseHosts(publicHosts.list); err != nil {
+		return c, cmd, fmt.Errorf("--public-host: %w", err)
+	}
 	if c.RequestLogDays < 0 || c.RequestLogDays > 3650 {
 		return c, cmd, fmt.Errorf("--request-log-days must be between 0 and 3650, not %d", c.RequestLogDays)
 	}
@@ -150,6 +190,9 @@ Environment only:
 	}
 	c.AdminPassword = env("SWITCHYARD_ADMIN_PASSWORD", "")
 	c.AdminToken = env("SWITCHYARD_ADMIN_TOKEN", "")
+	if err := auth.CheckTokenStrength(c.AdminToken); err != nil {
+		return c, cmd, err
+	}
 	c.SecretKey = env("SWITCHYARD_SECRET_KEY", "")
 	switch c.LogFormat {
 	case "text", "json":
@@ -186,6 +229,73 @@ func ParseCIDRs(list string) ([]*net.IPNet, error) {
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+// hostList is a repeatable flag: the environment's list until the first flag replaces it (a flag
+// given on the command line wins over its environment twin).
+type hostList struct {
+	list []string
+	set  bool
+}
+
+func (h *hostList) String() string { return strings.Join(h.list, ",") }
+
+func (h *hostList) Set(v string) error {
+	if !h.set {
+		h.list, h.set = nil, true
+	}
+	h.list = append(h.list, splitList(v)...)
+	return nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// ParseHosts checks public host names: a DNS name or an IP address, optionally with a port
+// (ignored: a name is accepted on every port). They are returned in lower case, without port.
+func ParseHosts(list []string) ([]string, error) {
+	var out []string
+	for _, h := range list {
+		name := strings.ToLower(h)
+		if host, port, err := net.SplitHostPort(name); err == nil {
+			if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+				return nil, fmt.Errorf("%q: bad port", h)
+			}
+			name = host
+		}
+		name = strings.TrimSuffix(strings.TrimSuffix(strings.TrimPrefix(name, "["), "]"), ".")
+		if net.ParseIP(name) == nil && !validHostName(name) {
+			return nil, fmt.Errorf("%q is neither a host name nor an address (no scheme or path: gateway.example.com)", h)
+		}
+		out = append(out, name)
+	}
+	return out, nil
+}
+
+// validHostName reports whether s is a DNS name: dot-separated labels of letters, digits and
+// hyphens, none empty, none starting or ending with a hyphen.
+func validHostName(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for _, l := range strings.Split(s, ".") {
+		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
+			return false
+		}
+		for i := 0; i < len(l); i++ {
+			if c := l[i]; !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // envInt reads an integer environment variable; an unparsable value is reported as out of range.

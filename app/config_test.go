@@ -102,3 +102,81 @@ func TestTrustedProxies(t *testing.T) {
 		}
 	}
 }
+
+// --public-host is repeatable and takes a comma-separated list too; SWITCHYARD_PUBLIC_HOSTS is
+// its twin, replaced as a whole by the flag. Names are kept in lower case without port.
+func TestPublicHosts(t *testing.T) {
+	env := func(k string) (string, bool) {
+		return map[string]string{"SWITCHYARD_PUBLIC_HOSTS": "Gateway.Example.com, gw.internal:8443"}[k], k == "SWITCHYARD_PUBLIC_HOSTS"
+	}
+	none := func(string) (string, bool) { return "", false }
+	cfg, _, err := ParseConfig(nil, none, &bytes.Buffer{})
+	if err != nil || len(cfg.PublicHosts) != 0 {
+		t.Fatalf("default: %v %v", cfg.PublicHosts, err)
+	}
+	cfg, _, err = ParseConfig(nil, env, &bytes.Buffer{})
+	if err != nil || strings.Join(cfg.PublicHosts, " ") != "gateway.example.com gw.internal" {
+		t.Fatalf("env: %v %v", cfg.PublicHosts, err)
+	}
+	cfg, _, err = ParseConfig([]string{"--public-host", "a.example", "--public-host", "[2001:DB8::1]:443,b.example."}, env, &bytes.Buffer{})
+	if err != nil || strings.Join(cfg.PublicHosts, " ") != "a.example 2001:db8::1 b.example" {
+		t.Fatalf("flags: %v %v", cfg.PublicHosts, err)
+	}
+	for _, bad := range []string{"https://gw.example", "gw.example/v1", "-gw.example", "gw..example", "gw.example:http"} {
+		if _, _, err := ParseConfig([]string{"--public-host", bad}, none, &bytes.Buffer{}); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	var help bytes.Buffer
+	ParseConfig([]string{"--help"}, none, &help)
+	if !strings.Contains(help.String(), "-public-host") || !strings.Contains(help.String(), "SWITCHYARD_PUBLIC_HOSTS") {
+		t.Errorf("--help lacks --public-host: %s", help.String())
+	}
+}
+
+func TestConnectionLimits(t *testing.T) {
+	env := func(m map[string]string) func(string) (string, bool) {
+		return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+	}
+	cfg, _, err := ParseConfig(nil, env(nil), &bytes.Buffer{})
+	if err != nil || cfg.MaxConnsPerClient != DefaultMaxConnsPerClient || cfg.AnonymousIdleTimeout != DefaultAnonymousIdleTimeout {
+		t.Fatalf("defaults: %d %v %v", cfg.MaxConnsPerClient, cfg.AnonymousIdleTimeout, err)
+	}
+	cfg, _, err = ParseConfig(nil, env(map[string]string{"SWITCHYARD_MAX_CONNS_PER_CLIENT": "0", "SWITCHYARD_ANONYMOUS_IDLE_TIMEOUT": "2s"}), &bytes.Buffer{})
+	if err != nil || cfg.MaxConnsPerClient != 0 || cfg.AnonymousIdleTimeout != 2*time.Second {
+		t.Fatalf("env: %d %v %v", cfg.MaxConnsPerClient, cfg.AnonymousIdleTimeout, err)
+	}
+	cfg, _, err = ParseConfig([]string{"--max-conns-per-client", "16", "--anonymous-idle-timeout", "750ms"},
+		env(map[string]string{"SWITCHYARD_MAX_CONNS_PER_CLIENT": "0"}), &bytes.Buffer{})
+	if err != nil || cfg.MaxConnsPerClient != 16 || cfg.AnonymousIdleTimeout != 750*time.Millisecond {
+		t.Fatalf("flags: %d %v %v", cfg.MaxConnsPerClient, cfg.AnonymousIdleTimeout, err)
+	}
+	for name, m := range map[string]map[string]string{
+		"negative cap":      {"SWITCHYARD_MAX_CONNS_PER_CLIENT": "-1"},
+		"unparsable cap":    {"SWITCHYARD_MAX_CONNS_PER_CLIENT": "many"},
+		"zero idle timeout": {"SWITCHYARD_ANONYMOUS_IDLE_TIMEOUT": "0s"},
+		"bad idle timeout":  {"SWITCHYARD_ANONYMOUS_IDLE_TIMEOUT": "soon"},
+	} {
+		if _, _, err := ParseConfig(nil, env(m), &bytes.Buffer{}); err == nil {
+			t.Errorf("%s accepted", name)
+		}
+	}
+	var help bytes.Buffer
+	ParseConfig([]string{"--help"}, env(nil), &help)
+	for _, want := range []string{"-max-conns-per-client", "SWITCHYARD_MAX_CONNS_PER_CLIENT", "-anonymous-idle-timeout",
+		"SWITCHYARD_ANONYMOUS_IDLE_TIMEOUT"} {
+		if !strings.Contains(help.String(), want) {
+			t.Errorf("--help lacks %s", want)
+		}
+	}
+}
+
+// An admin token shorter than 16 characters is refused: it could be guessed.
+func TestAdminTokenLength(t *testing.T) {
+	for tok, ok := range map[string]bool{"": true, "my-admin-token": false, "0123456789abcde": false, "0123456789abcdef": true} {
+		env := func(k string) (string, bool) { return tok, k == "SWITCHYARD_ADMIN_TOKEN" }
+		if _, _, err := ParseConfig(nil, env, &bytes.Buffer{}); (err == nil) != ok {
+			t.Errorf("token %q: %v", tok, err)
+		}
+	}
+}

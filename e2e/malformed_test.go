@@ -57,7 +57,7 @@ func TestMalformedHeadersAreRefusedInTheSurfacesFormat(t *testing.T) {
 	key := e.NewKey()
 	e.WaitModels(key, "up/gpt-test")
 	post := func(path, badHeader string) string {
-		return "POST " + path + " HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer " + key + "\r\nContent-Type: application/json\r\n" +
+		return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + key + "\r\nContent-Type: application/json\r\n" +
 			badHeader + "Content-Length: " + itoa(int64(len(testenv.ChatBody))) + "\r\n\r\n" + testenv.ChatBody
 	}
 	cases := []struct {
@@ -100,7 +100,7 @@ func TestMalformedHeadersAreRefusedInTheSurfacesFormat(t *testing.T) {
 				t.Fatalf("not an OpenAI error: %s", body)
 			}
 		}},
-		{"admin API", "GET /api/providers HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer " + testenv.AdminToken + "\r\nX-Note: a\x02b\r\n\r\n",
+		{"admin API", "GET /api/providers HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + testenv.AdminToken + "\r\nX-Note: a\x02b\r\n\r\n",
 			func(t *testing.T, body string) {
 				var v struct {
 					Error struct{ Message, Code string }
@@ -124,12 +124,12 @@ func TestMalformedHeadersAreRefusedInTheSurfacesFormat(t *testing.T) {
 	}
 
 	// After a good request on the same connection, the refusal still knows its own request.
-	rs := rawExchange(t, e.Base, "GET /login HTTP/1.1\r\nHost: gw\r\n\r\n", post("/v1/chat/completions", "Idempotency-Key: \x01\r\n"))
+	rs := rawExchange(t, e.Base, "GET /login HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", post("/v1/chat/completions", "Idempotency-Key: \x01\r\n"))
 	if rs[0].StatusCode != 200 || rs[1].StatusCode != 400 || !strings.Contains(bodyOf(rs[1]), `"type":"invalid_request_error"`) {
 		t.Fatalf("keep-alive: %d then %d", rs[0].StatusCode, rs[1].StatusCode)
 	}
 	// Dashboard addresses keep net/http's plain text.
-	if r := rawExchange(t, e.Base, "GET /login HTTP/1.1\r\nHost: gw\r\nX-Note: a\x02b\r\n\r\n")[0]; r.StatusCode != 400 ||
+	if r := rawExchange(t, e.Base, "GET /login HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Note: a\x02b\r\n\r\n")[0]; r.StatusCode != 400 ||
 		!strings.HasPrefix(r.Header.Get("Content-Type"), "text/plain") {
 		t.Fatalf("dashboard: %d %q", r.StatusCode, r.Header.Get("Content-Type"))
 	}

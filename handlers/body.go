@@ -25,14 +25,14 @@ const maxJSONDepth = 64
 func readAdminBody(c echo.Context) ([]byte, error) {
 	raw, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, maxAdminBody))
 	if err != nil {
-		return nil, bodyError(err)
+		return nil, BodyError(err)
 	}
 	return raw, nil
 }
 
-// bodyError says why a request body could not be read: too large, too slow (the edge's read
+// BodyError says why a request body could not be read: too large, too slow (the edge's read
 // deadline passed: 408, and the connection closes) or cut off.
-func bodyError(err error) *errs.Error {
+func BodyError(err error) *errs.Error {
 	var tooLarge *http.MaxBytesError
 	var ne net.Error
 	switch {

@@ -23,17 +23,28 @@ func (d *Dashboard) LoginPage(c echo.Context) error {
 	return Render(c, http.StatusOK, views.LoginPage(views.LoginModel{Next: safeNext(c.QueryParam("next"))}))
 }
 
-// Login answers POST /login: checks the password (rate-limited per client address).
+// maxLoginBody bounds the login form: a password and the page to go back to.
+const maxLoginBody = 8 << 10
+
+// Login answers POST /login: checks the password, rate-limited per client address. The throttle
+// comes first, before any of the body is read, so a client past its budget costs nothing but its
+// headers; the form is read within maxLoginBody (413 beyond). The page to go back to comes from
+// the form, or from the query string when the form is not read.
 func (d *Dashboard) Login(c echo.Context) error {
-	// Read the form first: a body that arrives too slowly or broken is no login attempt.
-	if err := c.Request().ParseForm(); err != nil {
-		return bodyError(err)
-	}
-	next := safeNext(c.FormValue("next"))
+	r := c.Request()
 	if !d.Auth.AllowLogin(c.RealIP()) {
 		c.Response().Header().Set("Retry-After", "12")
-		return Render(c, http.StatusTooManyRequests, views.LoginPage(views.LoginModel{Next: next, ErrorKey: "login.too_many"}))
+		c.Response().Header().Set(echo.HeaderConnection, "close") // the body stays unread
+		return Render(c, http.StatusTooManyRequests, views.LoginPage(views.LoginModel{Next: safeNext(c.QueryParam("next")), ErrorKey: "login.too_many"}))
 	}
+	if r.ContentLength > maxLoginBody {
+		return BodyError(&http.MaxBytesError{Limit: maxLoginBody})
+	}
+	r.Body = http.MaxBytesReader(c.Response().Writer, r.Body, maxLoginBody)
+	if err := r.ParseForm(); err != nil {
+		return BodyError(err)
+	}
+	next := safeNext(c.FormValue("next"))
 	if !d.Auth.CheckPassword(c.FormValue("password")) {
 		return Render(c, http.StatusUnauthorized, views.LoginPage(views.LoginModel{Next: next, ErrorKey: "login.wrong_password"}))
 	}

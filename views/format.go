@@ -76,6 +76,15 @@ func langURL(code, path string) templ.SafeURL {
 	return templ.SafeURL("/lang/" + code + "?next=" + url.QueryEscape(path))
 }
 
+// loginAction is where the login form posts: /login, carrying the page to go back to in the
+// query string too, so that it survives an answer that does not read the form (throttled).
+func loginAction(next string) templ.SafeURL {
+	if next == "" || next == "/" {
+		return "/login"
+	}
+	return templ.SafeURL("/login?next=" + url.QueryEscape(next))
+}
+
 // idURL builds a dashboard URL from a prefix, an id and an optional suffix.
 func idURL(prefix string, id int64, suffix string) string {
 	return prefix + strconv.FormatInt(id, 10) + suffix

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -182,6 +184,10 @@ func edgeError(err error) *errs.Error {
 
 func writeError(c echo.Context, e *errs.Error, s surface) error {
 	r := c.Request()
+	if unreadBody(c) {
+		// The rest of the body is not wanted: close rather than have net/http read it first.
+		c.Response().Header().Set(echo.HeaderConnection, "close")
+	}
 	switch s {
 	case surfaceOpenAI:
 		proxy.ErrorHeaders(c.Response().Header(), e)
@@ -189,7 +195,11 @@ func writeError(c echo.Context, e *errs.Error, s surface) error {
 	case surfaceAnthropic:
 		proxy.ErrorHeaders(c.Response().Header(), e)
 		return c.Blob(proxyStatus(e), echo.MIMEApplicationJSON, proxy.AnthropicErrorBody(e))
-	case surfaceAdmin:
+	}
+	if e.RetryAfter > 0 {
+		c.Response().Header().Set("Retry-After", strconv.FormatInt(int64((e.RetryAfter+time.Second-1)/time.Second), 10))
+	}
+	if s == surfaceAdmin {
 		return c.JSON(e.HTTPStatus(), adminError(e))
 	}
 	status := e.HTTPStatus()

@@ -1,9 +1,12 @@
 package web
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
+	"net/url"
 	"strings"
 	"time"
 
@@ -133,20 +136,76 @@ func observe(m *metrics.Metrics, route string) echo.MiddlewareFunc {
 	}
 }
 
-// metricsAuth protects /metrics with the admin token when one is set (or an admin session).
+// metricsAuth protects /metrics: with the admin token when one is set (or an admin session);
+// without one, only loopback clients (and admin sessions) may read it, so a gateway listening on
+// a public address does not show its traffic to the world.
 func metricsAuth(a *auth.Service, s *Sessions) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			if !a.TokenEnabled() {
+			if ok, wait := adminCredentials(c, a, s); ok {
 				return next(c)
+			} else if wait > 0 {
+				return tooManyFailures(wait)
 			}
-			if tok, ok := bearer(c.Request()); ok && a.CheckToken(tok) || s.IsAdmin(c) {
-				return next(c)
+			if !a.TokenEnabled() {
+				if isLoopback(c.RealIP()) {
+					return next(c)
+				}
+				return errs.New(errs.Forbidden, "err.metrics_loopback")
 			}
 			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="switchyard"`)
-			return c.String(http.StatusUnauthorized, "unauthorized\n")
+			return errs.New(errs.Unauthorized, "err.admin_auth")
 		}
 	}
+}
+
+// adminCredentials checks a request's admin bearer token (when one is configured), else its
+// session. A token that does not check out spends the client's budget of failed checks; while
+// that budget is spent the token is not checked at all and wait says for how long (a session
+// still passes).
+func adminCredentials(c echo.Context, a *auth.Service, s *Sessions) (ok bool, wait time.Duration) {
+	r := c.Request()
+	if tok, sent := bearer(r); sent && a.TokenEnabled() {
+		client := c.RealIP()
+		if wait = a.CredentialWait(client); wait == 0 {
+			if a.CheckToken(tok) {
+				markAuthenticated(r)
+				return true, 0
+			}
+			a.CredentialFailed(client)
+		}
+	}
+	if s.IsAdmin(c) {
+		markAuthenticated(r)
+		return true, 0
+	}
+	return false, wait
+}
+
+// identifyAdmin notes whether a public route's caller is the admin (token or session), for the
+// answers that say more to the admin (/health, /ready); it refuses nobody.
+func identifyAdmin(a *auth.Service, s *Sessions) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if ok, _ := adminCredentials(c, a, s); ok {
+				handlers.MarkAdminCaller(c)
+			}
+			return next(c)
+		}
+	}
+}
+
+// tooManyFailures is the answer to a client whose budget of failed token or key checks is spent.
+func tooManyFailures(wait time.Duration) *errs.Error {
+	secs := int64((wait + time.Second - 1) / time.Second)
+	return &errs.Error{Code: errs.RateLimited, Reason: "too_many_auth_failures", Msg: errs.M("err.too_many_auth_failures", secs),
+		RetryAfter: wait}
+}
+
+// isLoopback reports whether an address is a loopback address.
+func isLoopback(addr string) bool {
+	a, err := netip.ParseAddr(addr)
+	return err == nil && a.Unmap().IsLoopback()
 }
 
 // locale puts the negotiated language into the request context.
@@ -165,13 +224,18 @@ func locale() echo.MiddlewareFunc {
 }
 
 // crossOrigin refuses state-changing browser requests that come from another origin, using the
-// Fetch metadata and Origin headers (net/http's CrossOriginProtection); non-browser clients,
-// which send neither, pass.
+// Fetch metadata and Origin headers (net/http's CrossOriginProtection) and, when a browser sends
+// neither (old ones), the Referer; non-browser clients, which send none of them, pass.
 func crossOrigin() echo.MiddlewareFunc {
 	cop := http.NewCrossOriginProtection()
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			if err := cop.Check(c.Request()); err != nil {
+			r := c.Request()
+			err := cop.Check(r)
+			if err == nil {
+				err = crossOriginReferer(r)
+			}
+			if err != nil {
 				return &errs.Error{Code: errs.Forbidden, Reason: "forbidden", Msg: errs.M("err.cross_origin"), Err: err}
 			}
 			return next(c)
@@ -179,15 +243,36 @@ func crossOrigin() echo.MiddlewareFunc {
 	}
 }
 
+// crossOriginReferer is the Referer check for a state-changing request that carries neither
+// Sec-Fetch-Site nor Origin (CrossOriginProtection lets those pass): a Referer naming another
+// host, or none that can be read, refuses it.
+func crossOriginReferer(r *http.Request) error {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return nil
+	}
+	ref := r.Header.Get("Referer")
+	if ref == "" || r.Header.Get("Sec-Fetch-Site") != "" || r.Header.Get("Origin") != "" {
+		return nil
+	}
+	u, err := url.Parse(ref)
+	if err != nil || u.Host == "" {
+		return errors.New("cross-origin request detected from an unreadable Referer header")
+	}
+	if !strings.EqualFold(u.Host, r.Host) {
+		return errors.New("cross-origin request detected from Referer header")
+	}
+	return nil
+}
+
 // adminAPI lets a request through with a logged-in session or the admin bearer token.
 func adminAPI(a *auth.Service, s *Sessions) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			if tok, ok := bearer(c.Request()); ok && a.CheckToken(tok) {
+			if ok, wait := adminCredentials(c, a, s); ok {
 				return next(c)
-			}
-			if s.IsAdmin(c) {
-				return next(c)
+			} else if wait > 0 {
+				return tooManyFailures(wait)
 			}
 			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="switchyard"`)
 			return errs.New(errs.Unauthorized, "err.admin_auth")
@@ -200,6 +285,7 @@ func dashboardAuth(s *Sessions) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			if s.IsAdmin(c) {
+				markAuthenticated(c.Request())
 				return next(c)
 			}
 			if c.Request().Header.Get("HX-Request") == "true" {
@@ -215,22 +301,39 @@ func dashboardAuth(s *Sessions) echo.MiddlewareFunc {
 }
 
 // clientKey authenticates proxy callers by Authorization: Bearer or x-api-key and notes the key
-// in the trace.
-func clientKey(k *clientkeys.Service) echo.MiddlewareFunc {
+// in the trace. A key that does not check out spends the client address's budget of failed
+// checks; while it is spent, keys from that address are not checked (429 with Retry-After), and
+// other addresses are unaffected. A valid key lifts the edge's body cap and marks the connection
+// authenticated. A call for a host the gateway does not answer for passes only with a valid key
+// (421 otherwise; see hostGuard).
+func clientKey(k *clientkeys.Service, a *auth.Service) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			r := c.Request()
+			refuse := func(e *errs.Error) error {
+				if isForeignHost(c) {
+					return misdirected(r)
+				}
+				return e
+			}
 			key, ok := bearer(r)
 			if !ok {
 				key = r.Header.Get("x-api-key")
 			}
 			if key == "" {
-				return &errs.Error{Code: errs.Unauthorized, Reason: "missing_api_key", Msg: errs.M("proxy.missing_api_key")}
+				return refuse(&errs.Error{Code: errs.Unauthorized, Reason: "missing_api_key", Msg: errs.M("proxy.missing_api_key")})
+			}
+			client := c.RealIP()
+			if wait := a.CredentialWait(client); wait > 0 {
+				return tooManyFailures(wait)
 			}
 			id, ok := k.Authenticate(key)
 			if !ok {
-				return &errs.Error{Code: errs.Unauthorized, Reason: "invalid_api_key", Msg: errs.M("proxy.invalid_api_key")}
+				a.CredentialFailed(client)
+				return refuse(&errs.Error{Code: errs.Unauthorized, Reason: "invalid_api_key", Msg: errs.M("proxy.invalid_api_key")})
 			}
+			markAuthenticated(r)
+			liftBodyLimit(c)
 			if tr := proxy.TraceFrom(r.Context()); tr != nil {
 				tr.ClientKeyID = id.KeyID
 			}

@@ -19,8 +19,8 @@ func routes(e *echo.Echo, d Deps, files *assets) []Route {
 	}
 
 	// Probes, metrics and static files.
-	add(e, "", "public", http.MethodGet, "/health", d.Health.Live)
-	add(e, "", "public", http.MethodGet, "/ready", d.Health.Ready)
+	add(e, "", "public", http.MethodGet, "/health", d.Health.Live, identifyAdmin(d.Auth, d.Sessions))
+	add(e, "", "public", http.MethodGet, "/ready", d.Health.Ready, identifyAdmin(d.Auth, d.Sessions))
 	add(e, "", "metrics", http.MethodGet, "/metrics", echo.WrapHandler(d.Metrics.Handler()), metricsAuth(d.Auth, d.Sessions))
 	add(e, "", "public", http.MethodGet, "/static/*", files.serve)
 
@@ -30,7 +30,7 @@ func routes(e *echo.Echo, d Deps, files *assets) []Route {
 	// handlers through the same chain. Metrics and the request log name a surface by its /v1
 	// route, whichever address was used. Only /v1 catches unknown addresses (its group's
 	// middleware runs for them, so they need a key too); without /v1 only the surfaces answer.
-	chain := []echo.MiddlewareFunc{trace(), recordRequest(d.Traffic, d.Metrics, d.Now), clientKey(d.Keys), liftReadDeadline(),
+	chain := []echo.MiddlewareFunc{trace(), recordRequest(d.Traffic, d.Metrics, d.Now), clientKey(d.Keys, d.Auth), liftReadDeadline(),
 		noteIgnoredIdempotencyKey(d.Log)}
 	v1 := e.Group("/v1", chain...)
 	surface := func(method, path string, h echo.HandlerFunc, route string) {
@@ -88,7 +88,7 @@ func routes(e *echo.Echo, d Deps, files *assets) []Route {
 	// Callers that are no browser (an SDK with a wrong base URL, curl) and have no session get
 	// the JSON 404 of an unknown address instead of a redirect to a login page they cannot use;
 	// this group also catches every address without a route.
-	dash := e.Group("", crossOrigin(), locale(), pagesForBrowsers(d.Sessions), dashboardAuth(d.Sessions))
+	dash := e.Group("", crossOrigin(), locale(), pagesForBrowsers(d.Sessions), dashboardAuth(d.Sessions), parseForm())
 	page := func(method, path string, h echo.HandlerFunc) { add(dash, "", "dashboard", method, path, h) }
 	page(http.MethodPost, "/logout", d.Dashboard.Logout)
 	page(http.MethodPost, "/logout-everywhere", d.Dashboard.LogoutEverywhere)

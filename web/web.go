@@ -31,6 +31,8 @@ type Deps struct {
 	// ReadTimeout bounds how long a request may take to send its body, except authenticated
 	// proxy calls (0 = no bound).
 	ReadTimeout time.Duration
+	// Hosts are the Host headers the gateway answers for (DNS rebinding).
+	Hosts HostPolicy
 	// Traffic receives every finished client request (the request log and the charts).
 	Traffic RequestRecorder
 	// Now is the gateway's clock, for the request log's timestamps.
@@ -62,7 +64,8 @@ type Route struct {
 	Method string
 	Path   string
 	// Access says who may call it: "public", "client" (client key), "admin" (session or token),
-	// "dashboard" (session), "metrics" (admin token when one is set).
+	// "dashboard" (session), "metrics" (admin token when one is set, else loopback clients; or a
+	// session).
 	Access string
 }
 
@@ -78,8 +81,16 @@ func New(d Deps) (*echo.Echo, []Route, error) {
 	e.HTTPErrorHandler = errorHandler(d.Log)
 	e.IPExtractor = clientIP(d.TrustedProxies)
 	e.SchemeExtractor = clientScheme(d.TrustedProxies)
-	e.Use(recoverer(d.Log), requestID(), requestLog(d.Log), securityHeaders(), readDeadline(d.ReadTimeout), compress(), withAssets(files))
-	return e, routes(e, d, files), nil
+	clientRoutes := map[string]bool{} // method + path of every proxy route, filled below
+	e.Use(recoverer(d.Log), requestID(), requestLog(d.Log), securityHeaders(), readDeadline(d.ReadTimeout), limitBody(MaxEdgeBody),
+		hostGuard(newHostPolicy(d.Hosts), clientRoutes), compress(), withAssets(files))
+	table := routes(e, d, files)
+	for _, r := range table {
+		if r.Access == "client" {
+			clientRoutes[r.Method+" "+r.Path] = true
+		}
+	}
+	return e, table, nil
 }
 
 type discard struct{}

@@ -1,5 +1,6 @@
 // Package auth guards the dashboard and the admin API: the admin password (only its hash is
-// stored), the optional automation token, and a limiter against password guessing.
+// stored), the optional automation token, and limiters against guessing passwords, tokens and
+// client keys.
 package auth
 
 import (
@@ -8,8 +9,7 @@ import (
 	"fmt"
 	"sync"
 	"time"
-
-	"golang.org/x/time/rate"
+	"unicode/utf8"
 
 	"switchyard/services/secrets"
 )
@@ -27,22 +27,43 @@ type Service struct {
 	store Store
 	token string // SWITCHYARD_ADMIN_TOKEN; "" = token access off
 
-	mu       sync.Mutex
-	hash     string
-	limiters map[string]*limiterEntry
-	now      func() time.Time
+	mu   sync.Mutex
+	hash string
+	now  func() time.Time
+	// logins budgets password attempts, credentials failed bearer-token and client-key checks.
+	logins, credentials *throttle
 }
 
-type limiterEntry struct {
-	lim  *rate.Limiter
-	seen time.Time
+// MinTokenLength is the shortest admin token accepted: a shorter one could be guessed.
+const MinTokenLength = 16
+
+// The throttles' budget per client address: ThrottleBurst attempts at once, then one every
+// ThrottleInterval.
+const (
+	ThrottleBurst    = 5
+	ThrottleInterval = 12 * time.Second
+)
+
+// CheckTokenStrength refuses an admin token shorter than MinTokenLength characters ("" = none
+// set, allowed).
+func CheckTokenStrength(token string) error {
+	if n := utf8.RuneCountInString(token); token != "" && n < MinTokenLength {
+		return fmt.Errorf("SWITCHYARD_ADMIN_TOKEN must be at least %d characters long, not %d (for example: openssl rand -hex 24)",
+			MinTokenLength, n)
+	}
+	return nil
 }
 
 // Init prepares the admin password: envPassword (when set) replaces the stored hash; with no
 // stored hash and no env password a random one is generated and returned so the caller can
-// print it once. Only the hash is ever stored.
+// print it once. Only the hash is ever stored. A set adminToken must pass CheckTokenStrength.
+// now is the clock of the throttles.
 func Init(ctx context.Context, store Store, envPassword, adminToken string, now func() time.Time) (s *Service, generated string, err error) {
-	s = &Service{store: store, token: adminToken, limiters: map[string]*limiterEntry{}, now: now}
+	if err := CheckTokenStrength(adminToken); err != nil {
+		return nil, "", err
+	}
+	s = &Service{store: store, token: adminToken, now: now,
+		logins: newThrottle(ThrottleBurst, ThrottleInterval), credentials: newThrottle(ThrottleBurst, ThrottleInterval)}
 	hash, ok, err := store.GetValue(ctx, passwordKey)
 	if err != nil {
 		return nil, "", err
@@ -88,24 +109,21 @@ func (s *Service) TokenEnabled() bool { return s.token != "" }
 
 // AllowLogin takes one login attempt from the client's budget: 5 attempts at once, then one
 // every 12 seconds, per client address. The address must be one the client cannot choose (the
-// edge believes forwarding headers only from trusted proxies).
+// edge believes forwarding headers only from trusted proxies). Every attempt counts, taken before
+// the password is even read.
 func (s *Service) AllowLogin(client string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.now()
-	// Forget idle clients so the map stays bounded.
-	if len(s.limiters) > 10000 {
-		for k, e := range s.limiters {
-			if now.Sub(e.seen) > 10*time.Minute {
-				delete(s.limiters, k)
-			}
-		}
-	}
-	e, ok := s.limiters[client]
-	if !ok {
-		e = &limiterEntry{lim: rate.NewLimiter(rate.Every(12*time.Second), 5)}
-		s.limiters[client] = e
-	}
-	e.seen = now
-	return e.lim.AllowN(now, 1)
+	return s.logins.take(client, s.now())
+}
+
+// CredentialWait says whether the client may have a bearer token or client key checked now: 0
+// while its budget of failed checks lasts, else how long until it may try again. Its budget is
+// that of the password login (a budget of its own): 5 failures at once, then one every 12 s.
+func (s *Service) CredentialWait(client string) time.Duration {
+	return s.credentials.wait(client, s.now())
+}
+
+// CredentialFailed spends one attempt of the client's budget for a bearer token or client key
+// that did not check out. A successful check spends nothing.
+func (s *Service) CredentialFailed(client string) {
+	s.credentials.take(client, s.now())
 }
