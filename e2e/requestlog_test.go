@@ -277,6 +277,9 @@ func TestRefusedAnonymousRequestsAreCountedNotLogged(t *testing.T) {
 		{"POST", "/v1/responses", "sk-sy-not-a-key"},
 		{"GET", "/v1/no-such-surface", ""},
 	}
+	// From an address of their own: past five wrong keys the address is throttled (429, still a
+	// refusal), and the admin reading the metrics below must not be.
+	anon := clientFrom(t, "127.0.0.9")
 	const rounds = 20
 	for i := 0; i < rounds; i++ {
 		for _, c := range calls {
@@ -285,7 +288,7 @@ func TestRefusedAnonymousRequestsAreCountedNotLogged(t *testing.T) {
 			if c.key != "" {
 				req.Header.Set("x-api-key", c.key)
 			}
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := anon.Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -312,8 +315,11 @@ func TestRefusedAnonymousRequestsAreCountedNotLogged(t *testing.T) {
 			t.Errorf("no refusal counted with %s", want)
 		}
 	}
-	if a := anonymous(); a.Errors[traffic.ClassClient] != int64(n) {
-		t.Fatalf("the traffic aggregates counted %d of %d refusals as refused requests", a.Errors[traffic.ClassClient], n)
+	// Wrong keys past the address's budget are refused as throttled (429), the rest as client
+	// errors: every refusal is an error of one of the two classes.
+	if a := anonymous(); a.Errors[traffic.ClassClient]+a.Errors[traffic.ClassRateLimited] != int64(n) || a.Errors[traffic.ClassRateLimited] == 0 {
+		t.Fatalf("the traffic aggregates counted %d client errors and %d throttled of %d refusals", a.Errors[traffic.ClassClient],
+			a.Errors[traffic.ClassRateLimited], n)
 	}
 	now := e.App.Traffic.Total(traffic.LastHour)
 	// The overview's charts show them (the hour's totals count every request).
@@ -438,7 +444,7 @@ func TestRequestLogKeepsWhatRefusedRequestsAskedFor(t *testing.T) {
 		stream            bool
 		status            int
 	}{
-		{`{"model":"up/nope","stream":true,"messages":[]}`, "up/nope", "model_not_found", true, 404},
+		{`{"model":"nobody/nope","stream":true,"messages":[]}`, "nobody/nope", "model_not_found", true, 404},
 		{`{"model":"gpt-test","messages":[]}`, "gpt-test", "ambiguous_model", false, 400},
 		{`{"model":"twin/gpt-test","stream":true,"messages":[],"stream":true}`, "twin/gpt-test", "duplicate_key", true, 400},
 		{`{"model":"empty/gpt-test","stream":true,"messages":[]}`, "gpt-test", "no_executable_targets", true, 404},

@@ -102,7 +102,7 @@ func TestSurfacesAnswerWithAndWithoutV1(t *testing.T) {
 		{"messages without a key", "POST", "/messages", ask, map[string]string{"anthropic-version": "2023-06-01"}, 401, true, "authentication_error"},
 		{"messages with broken JSON", "POST", "/messages", `{"model":`, aiSDK, 400, true, "invalid_request_error"},
 		{"chat with a wrong key", "POST", "/chat/completions", testenv.ChatBody, map[string]string{"Authorization": "Bearer sk-sy-wrong"}, 401, false, "invalid_api_key"},
-		{"chat with an unknown model", "POST", "/chat/completions", `{"model":"up/nope","messages":[]}`, map[string]string{"Authorization": "Bearer " + key}, 404, false, "model_not_found"},
+		{"chat with an unknown model", "POST", "/chat/completions", `{"model":"nobody/nope","messages":[]}`, map[string]string{"Authorization": "Bearer " + key}, 404, false, "model_not_found"},
 		{"models for an Anthropic client without a key", "GET", "/models", "", map[string]string{"anthropic-version": "2023-06-01"}, 401, true, "authentication_error"},
 		{"responses without a key", "POST", "/responses", `{}`, nil, 401, false, "missing_api_key"},
 	} {
