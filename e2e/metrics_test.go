@@ -19,7 +19,12 @@ func TestMetricsEndpoint(t *testing.T) {
 		t.Fatalf("metrics without the admin token: %d", resp.StatusCode)
 	}
 	testenv.ReadAll(t, e.Chat(context.Background(), key, testenv.ChatBody))
-	m := e.Metrics()
+	// The request is counted just after its answer went out.
+	var m string
+	e.Eventually("the request is counted", func() bool {
+		m = e.Metrics()
+		return strings.Contains(m, `switchyard_requests_total{model="gpt-test",provider="up",route="/v1/chat/completions",status="200"} 1`)
+	})
 	for _, want := range []string{
 		`switchyard_requests_total{model="gpt-test",provider="up",route="/v1/chat/completions",status="200"} 1`,
 		`switchyard_upstream_attempts_total{outcome="rate_limit",provider="up"} 1`,

@@ -94,6 +94,8 @@ func TestRequestLogAPI(t *testing.T) {
 		testenv.ReadAll(t, r)
 	}
 
+	// Each request is handed to the log just after its answer went out.
+	e.Eventually("the chat requests are logged", func() bool { return len(requestLog(t, e, "?surface=/v1/chat/completions")) == 3 })
 	all := requestLog(t, e, "")
 	if len(all) < 4 { // the three authenticated requests above and WaitModels' model lists
 		t.Fatalf("%d logged requests, want at least 4: %+v", len(all), all)
