@@ -44,6 +44,7 @@ type Deps struct {
 	Settings  *handlers.Settings
 	Proxy     *handlers.Proxy
 	Dashboard *handlers.Dashboard
+	CombosAPI *handlers.CombosAPI
 
 	// SessionsAPI ends dashboard sessions and edits their lifetimes.
 	SessionsAPI *handlers.SessionsAPI
