@@ -122,6 +122,15 @@ func routes(e *echo.Echo, d Deps, files *assets) []Route {
 	page(http.MethodPost, "/connections/:id/clear", d.Dashboard.ClearCooldown)
 	page(http.MethodPost, "/connections/:id/reset", d.Dashboard.ResetConnectionState)
 
+	page(http.MethodGet, "/combos", d.CombosPage.Page)
+	page(http.MethodGet, "/combos/state", d.CombosPage.State)
+	page(http.MethodGet, "/combos/new", d.CombosPage.New)
+	page(http.MethodPost, "/combos", d.CombosPage.Create)
+	page(http.MethodGet, "/combos/:id/edit", d.CombosPage.Edit)
+	page(http.MethodPost, "/combos/:id/edit", d.CombosPage.Update)
+	page(http.MethodPost, "/combos/:id/delete", d.CombosPage.Delete)
+	page(http.MethodPost, "/combos/:id/move", d.CombosPage.Move)
+
 	page(http.MethodGet, "/model-cooldowns", d.Dashboard.ModelCooldownsPage)
 	page(http.MethodGet, "/model-cooldowns/table", d.Dashboard.ModelCooldownsTable)
 	page(http.MethodPost, "/model-cooldowns/reenable", d.Dashboard.ReenableModel)

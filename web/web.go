@@ -45,6 +45,8 @@ type Deps struct {
 	Proxy     *handlers.Proxy
 	Dashboard *handlers.Dashboard
 	CombosAPI *handlers.CombosAPI
+	// CombosPage serves the dashboard's Combos pages.
+	CombosPage *handlers.CombosPage
 
 	// SessionsAPI ends dashboard sessions and edits their lifetimes.
 	SessionsAPI *handlers.SessionsAPI
