@@ -29,6 +29,7 @@ import (
 	"switchyard/services/ops"
 	"switchyard/services/proxy"
 	"switchyard/services/resilience"
+	"switchyard/services/routing"
 	"switchyard/services/secrets"
 	"switchyard/services/sessions"
 	"switchyard/services/settings"
@@ -240,6 +241,8 @@ type core struct {
 	sessions *sessions.Service
 	// oauthSettings are the OAuth client settings (GET/PATCH /api/settings/oauth).
 	oauthSettings *settings.OAuthService
+	// combos are the combos (virtual models) and their registry.
+	combos *routing.Service
 }
 
 func buildCore(ctx context.Context, cfg Config, st storage, lookupEnv func(string) (string, bool), log *slog.Logger) (core, error) {
@@ -256,6 +259,15 @@ func buildCore(ctx context.Context, cfg Config, st storage, lookupEnv func(strin
 	if err != nil {
 		return core{}, err
 	}
+	combos, err := routing.New(ctx, st.db, log)
+	if err != nil {
+		return core{}, err
+	}
+	// A saved combo never names a provider or connection that is gone: the catalog asks the
+	// combos before a name stops (or starts) existing, in the same transaction.
+	cat.OnChanging(func(ctx context.Context, q db.Querier, ch catalog.Change) error {
+		return combos.GuardCatalog(ctx, q, ch.GoneProvider, ch.GoneConnection, ch.NewProvider)
+	})
 	keys, err := clientkeys.New(ctx, st.db, log, time.Now)
 	if err != nil {
 		return core{}, err
@@ -281,7 +293,8 @@ func buildCore(ctx context.Context, cfg Config, st storage, lookupEnv func(strin
 	for _, w := range warnings {
 		log.Warn(w)
 	}
-	return core{auth: authSvc, catalog: cat, keys: keys, settings: setSvc, sessions: sess, oauthSettings: oauthSettings}, nil
+	return core{auth: authSvc, catalog: cat, keys: keys, settings: setSvc, sessions: sess, oauthSettings: oauthSettings,
+		combos: combos}, nil
 }
 
 // resilienceState are the in-memory state tables, loaded from the state store and written
@@ -425,10 +438,14 @@ func buildWeb(cfg Config, st storage, c core, r *resilienceState, e engine, acco
 			ValidateConnectionOverrides: settings.CheckConnectionOverrides},
 		KeysAPI:  &handlers.Keys{Keys: c.keys},
 		Settings: settingsH,
-		Proxy:    &handlers.Proxy{Engine: e.engine, Inventory: e.inventory, MaxBodyBytes: cfg.MaxBodyMiB << 20},
+		Proxy: &handlers.Proxy{Engine: e.engine, Inventory: e.inventory, MaxBodyBytes: cfg.MaxBodyMiB << 20,
+			Combos: c.combos.Registry},
 		Dashboard: &handlers.Dashboard{Auth: c.auth, Sessions: sessions, Catalog: c.catalog, Keys: c.keys, Tester: e.engine,
 			Inventory: e.inventory, Settings: settingsH, Ops: opsSvc, Traffic: tr, ValidateConnectionOverrides: settings.CheckConnectionOverrides,
 			Claude: accounts},
+		CombosAPI: &handlers.CombosAPI{Combos: c.combos},
+		CombosPage: &handlers.CombosPage{Combos: c.combos, Catalog: c.catalog, Inventory: e.inventory, Ops: opsSvc,
+			Sessions: sessions},
 		SessionsAPI: &handlers.SessionsAPI{Svc: c.sessions}, TrustedProxies: cfg.TrustedProxies, ReadTimeout: readTimeout(cfg),
 		Hosts:  web.HostPolicy{Public: cfg.PublicHosts, Listen: cfg.Addr},
 		Claude: &handlers.ClaudeAccounts{Svc: accounts},

@@ -310,10 +310,15 @@ func (d *Dashboard) DeleteProvider(c echo.Context) error {
 	return seeOther(c, "/providers")
 }
 
-// missing answers a not-found error with gone and returns any other error.
+// missing answers a not-found error with gone, a conflict (something still in use, such as a
+// provider a combo names) with its message on the page it came from, and returns any other error.
 func (d *Dashboard) missing(c echo.Context, err error, back string) error {
-	if errs.CodeOf(err) == errs.NotFound {
+	switch errs.CodeOf(err) {
+	case errs.NotFound:
 		return d.gone(c, back)
+	case errs.Conflict:
+		d.flash(c, "error", Text(ctx(c), errs.As(err).Msg))
+		return seeOther(c, back)
 	}
 	return err
 }

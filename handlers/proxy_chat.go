@@ -10,6 +10,7 @@ import (
 
 	"switchyard/services/errs"
 	"switchyard/services/proxy"
+	"switchyard/services/routing"
 )
 
 // DefaultMaxBodyBytes is the default limit of a client request body (32 MiB).
@@ -21,6 +22,8 @@ type Proxy struct {
 	Engine       *proxy.Engine
 	Inventory    *proxy.Inventory
 	MaxBodyBytes int64
+	// Combos gives the current combos, listed as models (nil: none).
+	Combos func() *routing.Registry
 }
 
 // readBody reads the client's request body up to the limit.

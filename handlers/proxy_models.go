@@ -8,7 +8,9 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"switchyard/services/errs"
 	"switchyard/services/proxy"
+	"switchyard/services/routing"
 )
 
 type openAIModel struct {
@@ -37,10 +39,30 @@ func anthropicModelOf(m proxy.Model) anthropicModel {
 	return anthropicModel{Type: "model", ID: m.ID, DisplayName: m.Name, CreatedAt: time.Unix(m.Created, 0).UTC().Format(time.RFC3339)}
 }
 
-// Models answers GET /v1/models with the union of every provider's models as provider/model, in
-// OpenAI's shape, or in Anthropic's when the request carries anthropic-version.
-func (p *Proxy) Models(c echo.Context) error {
+// comboOwner is the owned_by of a combo in the model list: the gateway itself serves it.
+const comboOwner = "switchyard"
+
+// comboModel is a combo as an entry of the model list: its name is the id (and the display name).
+func comboModel(c *routing.Combo) proxy.Model {
+	return proxy.Model{ID: c.Name, Provider: comboOwner, Name: c.Name, Created: c.CreatedAt / 1000}
+}
+
+// models is every model a client can name in the list: the providers' models, then the combos.
+func (p *Proxy) models() []proxy.Model {
 	list := p.Inventory.List()
+	if p.Combos != nil {
+		for _, c := range p.Combos().Combos() {
+			list = append(list, comboModel(c))
+		}
+	}
+	return list
+}
+
+// Models answers GET /v1/models with the union of every provider's models as provider/model and
+// every combo by its name, in OpenAI's shape, or in Anthropic's when the request carries
+// anthropic-version.
+func (p *Proxy) Models(c echo.Context) error {
+	list := p.models()
 	if wantsAnthropic(c) {
 		data := make([]anthropicModel, len(list))
 		for i, m := range list {
@@ -59,19 +81,33 @@ func (p *Proxy) Models(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]any{"object": "list", "data": data})
 }
 
-// Model answers GET /v1/models/{id} for every id routing accepts: provider/model (the id may
-// contain slashes) or a bare model name one provider serves.
+// Model answers GET /v1/models/{id} for every id routing accepts: a combo's name (first, as
+// routing resolves it), provider/model (the id may contain slashes) or a bare model name one
+// provider serves.
 func (p *Proxy) Model(c echo.Context) error {
 	id := strings.TrimPrefix(c.Param("*"), "/")
 	if u, err := url.PathUnescape(id); err == nil { // SDKs escape the slash of provider/model
 		id = u
 	}
-	m, err := p.Engine.Model(c.Request().Context(), id)
-	if err != nil {
-		return err
+	var m proxy.Model
+	if combo, ok := p.combo(id); ok {
+		m = comboModel(combo)
+	} else {
+		var err *errs.Error // not error: a nil *errs.Error in an error is not nil
+		if m, err = p.Engine.Model(c.Request().Context(), id); err != nil {
+			return err
+		}
 	}
 	if wantsAnthropic(c) {
 		return c.JSON(http.StatusOK, anthropicModelOf(m))
 	}
 	return c.JSON(http.StatusOK, openAIModelOf(m))
+}
+
+// combo returns the combo named id, if there is one.
+func (p *Proxy) combo(id string) (*routing.Combo, bool) {
+	if p.Combos == nil {
+		return nil, false
+	}
+	return p.Combos().Combo(id)
 }

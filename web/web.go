@@ -44,6 +44,9 @@ type Deps struct {
 	Settings  *handlers.Settings
 	Proxy     *handlers.Proxy
 	Dashboard *handlers.Dashboard
+	CombosAPI *handlers.CombosAPI
+	// CombosPage serves the dashboard's Combos pages.
+	CombosPage *handlers.CombosPage
 
 	// SessionsAPI ends dashboard sessions and edits their lifetimes.
 	SessionsAPI *handlers.SessionsAPI

@@ -363,7 +363,7 @@ func TestCockpitInBrowser(t *testing.T) {
 			ck.lang(l)
 			for _, w := range []int64{360, 1024, 1280, 1440} {
 				ck.do(chromedp.EmulateViewport(w, 740), chromedp.Navigate(e.Base+"/"), chromedp.WaitVisible(chromedp.CSS("#nav-requests")))
-				for _, id := range []string{"nav-overview", "nav-providers", "nav-cooldowns", "nav-requests", "nav-keys", "nav-settings"} {
+				for _, id := range []string{"nav-overview", "nav-providers", "nav-combos", "nav-cooldowns", "nav-requests", "nav-keys", "nav-settings"} {
 					in := ck.eval(`(() => { const el = document.getElementById('` + id + `'), r = el.getBoundingClientRect(), nav = el.parentElement.getBoundingClientRect();
 						return String(r.width > 0 && r.left >= nav.left && r.right <= nav.right && r.right <= document.documentElement.clientWidth) })()`)
 					if in != "true" {

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/jmoiron/sqlx"
+
 	"switchyard/db"
 	"switchyard/services/errs"
 	"switchyard/services/names"
@@ -51,6 +53,39 @@ type Service struct {
 	listeners []func(*Registry)
 	newCreds  []func(ctx context.Context, connectionID int64) error
 	deleted   []func(connectionID int64)
+	guards    []Guard
+}
+
+// Change is a catalog change that can break what names providers and connections (combos): a
+// provider or connection name that stops existing, or a provider name that starts to.
+type Change struct {
+	// GoneProvider is a provider whose name stops existing (deleted or renamed); with
+	// GoneConnection, only that connection of it stops existing (deleted, renamed or moved to
+	// another provider).
+	GoneProvider, GoneConnection string
+	// NewProvider is a provider name that starts existing (created or renamed).
+	NewProvider string
+}
+
+// Guard checks a change inside the transaction that writes it (q); an error refuses the change
+// and is the answer to it.
+type Guard func(ctx context.Context, q db.Querier, ch Change) error
+
+// OnChanging registers a guard, asked before every change of provider and connection names.
+func (s *Service) OnChanging(fn Guard) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.guards = append(s.guards, fn)
+}
+
+// guard asks every guard about a change; the first refusal wins.
+func (s *Service) guard(ctx context.Context, q db.Querier, ch Change) error {
+	for _, fn := range s.guards {
+		if err := fn(ctx, q, ch); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // OnConnectionDeleted registers fn to run after a connection (or its provider) was deleted, so
@@ -205,8 +240,14 @@ func (s *Service) CreateProvider(ctx context.Context, in ProviderInput, validate
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := db.InsertProvider(ctx, s.db.W, &p); err != nil {
-		return Provider{}, mapDBErr(err, "name", "err.provider_exists")
+	err := s.db.WithTx(ctx, func(tx *sqlx.Tx) error {
+		if err := s.guard(ctx, tx, Change{NewProvider: p.Name}); err != nil {
+			return err
+		}
+		return mapDBErr(db.InsertProvider(ctx, tx, &p), "name", "err.provider_exists")
+	})
+	if err != nil {
+		return Provider{}, err
 	}
 	return providerView(p), s.rebuild(ctx)
 }
@@ -215,18 +256,29 @@ func (s *Service) CreateProvider(ctx context.Context, in ProviderInput, validate
 func (s *Service) UpdateProvider(ctx context.Context, id int64, in ProviderInput, validate ProviderOverridesValidator) (Provider, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p, err := db.GetProvider(ctx, s.db.W, id)
-	if errors.Is(err, db.ErrNotFound) {
-		return Provider{}, errs.New(errs.NotFound, "err.provider_not_found", id)
-	}
+	var p db.Provider
+	err := s.db.WithTx(ctx, func(tx *sqlx.Tx) error {
+		var err error
+		p, err = db.GetProvider(ctx, tx, id)
+		if errors.Is(err, db.ErrNotFound) {
+			return errs.New(errs.NotFound, "err.provider_not_found", id)
+		}
+		if err != nil {
+			return err
+		}
+		old := p.Name
+		if err := applyProvider(&p, in, false, validate); err != nil {
+			return err
+		}
+		if p.Name != old {
+			if err := s.guard(ctx, tx, Change{GoneProvider: old, NewProvider: p.Name}); err != nil {
+				return err
+			}
+		}
+		return mapDBErr(db.UpdateProvider(ctx, tx, &p), "name", "err.provider_exists")
+	})
 	if err != nil {
 		return Provider{}, err
-	}
-	if err := applyProvider(&p, in, false, validate); err != nil {
-		return Provider{}, err
-	}
-	if err := db.UpdateProvider(ctx, s.db.W, &p); err != nil {
-		return Provider{}, mapDBErr(err, "name", "err.provider_exists")
 	}
 	return providerView(p), s.rebuild(ctx)
 }
@@ -235,8 +287,18 @@ func (s *Service) UpdateProvider(ctx context.Context, id int64, in ProviderInput
 func (s *Service) DeleteProvider(ctx context.Context, id int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := db.DeleteProvider(ctx, s.db.W, id); err != nil {
-		return mapDBErr(err, "", "")
+	err := s.db.WithTx(ctx, func(tx *sqlx.Tx) error {
+		p, err := db.GetProvider(ctx, tx, id)
+		if err != nil {
+			return mapDBErr(err, "", "")
+		}
+		if err := s.guard(ctx, tx, Change{GoneProvider: p.Name}); err != nil {
+			return err
+		}
+		return mapDBErr(db.DeleteProvider(ctx, tx, id), "", "")
+	})
+	if err != nil {
+		return err
 	}
 	before := s.reg.Load()
 	if err := s.rebuild(ctx); err != nil {

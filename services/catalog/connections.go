@@ -175,9 +175,15 @@ func (s *Service) UpdateConnection(ctx context.Context, id int64, in ConnectionI
 		if err != nil {
 			return err
 		}
+		oldName, oldProvider := c.Name, c.ProviderID
 		prov, secret, err := s.applyConnection(ctx, tx, &c, in, false, validate)
 		if err != nil {
 			return err
+		}
+		if c.Name != oldName || c.ProviderID != oldProvider {
+			if err := s.guardConnection(ctx, tx, oldProvider, oldName); err != nil {
+				return err
+			}
 		}
 		if secret != nil {
 			c.Secret = s.box.Seal(secret, connectionAAD(c.ID))
@@ -210,8 +216,18 @@ func (s *Service) UpdateConnection(ctx context.Context, id int64, in ConnectionI
 func (s *Service) DeleteConnection(ctx context.Context, id int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := db.DeleteConnection(ctx, s.db.W, id); err != nil {
-		return mapDBErr(err, "", "")
+	err := s.db.WithTx(ctx, func(tx *sqlx.Tx) error {
+		c, err := db.GetConnection(ctx, tx, id)
+		if err != nil {
+			return mapDBErr(err, "", "")
+		}
+		if err := s.guardConnection(ctx, tx, c.ProviderID, c.Name); err != nil {
+			return err
+		}
+		return mapDBErr(db.DeleteConnection(ctx, tx, id), "", "")
+	})
+	if err != nil {
+		return err
 	}
 	before := s.reg.Load()
 	if err := s.rebuild(ctx); err != nil {
@@ -219,6 +235,15 @@ func (s *Service) DeleteConnection(ctx context.Context, id int64) error {
 	}
 	s.notifyDeleted(before)
 	return nil
+}
+
+// guardConnection asks the guards about a connection name that stops existing.
+func (s *Service) guardConnection(ctx context.Context, q db.Querier, providerID int64, name string) error {
+	p, err := db.GetProvider(ctx, q, providerID)
+	if err != nil {
+		return err
+	}
+	return s.guard(ctx, q, Change{GoneProvider: p.Name, GoneConnection: name})
 }
 
 func (s *Service) applyConnection(ctx context.Context, q db.Querier, c *db.Connection, in ConnectionInput, create bool,
