@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"switchyard/i18n"
+	"switchyard/services/clientkeys"
 	"switchyard/views"
 )
 
@@ -48,7 +49,7 @@ func (d *Dashboard) KeysPage(c echo.Context) error {
 // a cookie or a flash message, and the page is not cached.
 func (d *Dashboard) CreateKey(c echo.Context) error {
 	name := strings.TrimSpace(c.FormValue("name"))
-	created, err := d.Keys.Create(ctx(c), name)
+	created, err := d.Keys.Create(ctx(c), clientkeys.Input{Name: &name})
 	status := http.StatusOK
 	var form views.KeyForm
 	if err != nil {

@@ -38,9 +38,13 @@ func anthropicModelOf(m proxy.Model) anthropicModel {
 }
 
 // Models answers GET /v1/models with the union of every provider's models as provider/model, in
-// OpenAI's shape, or in Anthropic's when the request carries anthropic-version.
+// OpenAI's shape, or in Anthropic's when the request carries anthropic-version; a key with
+// allowed_models sees only the models it may address.
 func (p *Proxy) Models(c echo.Context) error {
 	list := p.Inventory.List()
+	if a := clientKeyOf(c).Access; a.RestrictsModels() { // only what the key may address
+		list = p.Engine.ListAllowed(a, list)
+	}
 	if wantsAnthropic(c) {
 		data := make([]anthropicModel, len(list))
 		for i, m := range list {
@@ -60,11 +64,17 @@ func (p *Proxy) Models(c echo.Context) error {
 }
 
 // Model answers GET /v1/models/{id} for every id routing accepts: provider/model (the id may
-// contain slashes) or a bare model name one provider serves.
+// contain slashes) or a bare model name one provider serves; 403 model_not_allowed for a model
+// outside the key's allowed_models.
 func (p *Proxy) Model(c echo.Context) error {
 	id := strings.TrimPrefix(c.Param("*"), "/")
 	if u, err := url.PathUnescape(id); err == nil { // SDKs escape the slash of provider/model
 		id = u
+	}
+	if a := clientKeyOf(c).Access; a.RestrictsModels() {
+		if err := p.Engine.CheckModel(a, id); err != nil {
+			return err
+		}
 	}
 	m, err := p.Engine.Model(c.Request().Context(), id)
 	if err != nil {

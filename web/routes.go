@@ -44,6 +44,7 @@ func routes(e *echo.Echo, d Deps, files *assets) []Route {
 	surface(http.MethodPost, "/messages/count_tokens", d.Proxy.CountTokens, "/v1/messages/count_tokens")
 	surface(http.MethodGet, "/models", d.Proxy.Models, "/v1/models")
 	surface(http.MethodGet, "/models/*", d.Proxy.Model, "/v1/models/{id}")
+	surface(http.MethodPost, "/session-leases", d.Leases.SessionLeases, "/v1/session-leases")
 
 	// The admin API.
 	api := e.Group("/api", crossOrigin(), adminAPI(d.Auth, d.Sessions))
@@ -66,6 +67,8 @@ func routes(e *echo.Echo, d Deps, files *assets) []Route {
 	add(api, "/api", "admin", http.MethodPost, "/resilience/reset", d.API.ResetAll)
 	add(api, "/api", "admin", http.MethodGet, "/keys", d.KeysAPI.List)
 	add(api, "/api", "admin", http.MethodPost, "/keys", d.KeysAPI.Create)
+	add(api, "/api", "admin", http.MethodGet, "/keys/:id", d.KeysAPI.Get)
+	add(api, "/api", "admin", http.MethodPatch, "/keys/:id", d.KeysAPI.Update)
 	add(api, "/api", "admin", http.MethodDelete, "/keys/:id", d.KeysAPI.Revoke)
 	add(api, "/api", "admin", http.MethodGet, "/requests", d.Requests.List)
 	add(api, "/api", "admin", http.MethodGet, "/requests/:id", d.Requests.Get)

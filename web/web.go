@@ -44,6 +44,8 @@ type Deps struct {
 	Settings  *handlers.Settings
 	Proxy     *handlers.Proxy
 	Dashboard *handlers.Dashboard
+	// Leases serves /v1/session-leases.
+	Leases *handlers.Leases
 
 	// SessionsAPI ends dashboard sessions and edits their lifetimes.
 	SessionsAPI *handlers.SessionsAPI
