@@ -127,6 +127,8 @@ func routes(e *echo.Echo, d Deps, files *assets) []Route {
 
 	page(http.MethodGet, "/keys", d.Dashboard.KeysPage)
 	page(http.MethodPost, "/keys", d.Dashboard.CreateKey)
+	page(http.MethodGet, "/keys/:id/edit", d.Dashboard.EditKeyPage)
+	page(http.MethodPost, "/keys/:id/edit", d.Dashboard.UpdateKey)
 	page(http.MethodPost, "/keys/:id/revoke", d.Dashboard.RevokeKey)
 
 	page(http.MethodGet, "/settings", d.Settings.SettingsPage)
