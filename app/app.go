@@ -268,7 +268,7 @@ func buildCore(ctx context.Context, cfg Config, st storage, lookupEnv func(strin
 	cat.OnChanging(func(ctx context.Context, q db.Querier, ch catalog.Change) error {
 		return combos.GuardCatalog(ctx, q, ch.GoneProvider, ch.GoneConnection, ch.NewProvider)
 	})
-	keys, err := clientkeys.New(ctx, st.db, log, time.Now)
+	keys, err := clientkeys.New(ctx, st.db, log, time.Now, func(id int64) bool { _, ok := cat.Registry().Connection(id); return ok })
 	if err != nil {
 		return core{}, err
 	}
@@ -312,6 +312,8 @@ type resilienceState struct {
 	// lanes and usage are the Claude usage-wall tables.
 	lanes *resilience.Lanes
 	usage *resilience.Usage
+	// leases are the exclusive session leases.
+	leases *routing.Leases
 }
 
 func buildResilience(ctx context.Context, clock clockwork.Clock, st storage, c core, log *slog.Logger) (*resilienceState, error) {
@@ -352,6 +354,9 @@ func buildResilience(ctx context.Context, clock clockwork.Clock, st storage, c c
 	r.lanes.Load(saved.Lanes)
 	r.usage = resilience.NewUsage(clock, func(u resilience.AccountUsage) { store.Put(statestore.UsageRecord(u)) })
 	r.usage.Load(saved.Usage)
+	if r.leases, err = buildLeases(ctx, clock, st, c, r.cooldowns, log); err != nil {
+		return nil, err
+	}
 	c.catalog.OnNewCredentials(func(ctx context.Context, id int64) error {
 		r.cooldowns.Clear(id, true)
 		// The answer tells the operator the connection is usable again: commit that first.
@@ -367,8 +372,40 @@ func buildResilience(ctx context.Context, clock clockwork.Clock, st storage, c c
 		r.semaphores.Forget(id)
 		r.lanes.Forget(id)
 		r.usage.Forget(id)
+		r.leases.ForgetConnection(id)
 	})
 	return r, nil
+}
+
+// buildLeases loads the exclusive session leases. A lease is granted on a usable connection the
+// key may lease, healthy ones first; a key that is revoked or loses a connection or the scope
+// loses its leases at once.
+func buildLeases(ctx context.Context, clock clockwork.Clock, st storage, c core, cooldowns *resilience.Cooldowns,
+	log *slog.Logger) (*routing.Leases, error) {
+	conns := func(id int64) (routing.LeaseConnection, bool) {
+		reg := c.catalog.Registry()
+		conn, ok := reg.Connection(id)
+		if !ok {
+			return routing.LeaseConnection{}, false
+		}
+		usable := false
+		if p, found := reg.Provider(conn.Provider); found {
+			for _, x := range p.Conns {
+				usable = usable || x.ID == id
+			}
+		}
+		healthy, _ := cooldowns.Peek(id)
+		return routing.LeaseConnection{ID: id, Name: conn.Label, Provider: conn.Provider, Usable: usable, Healthy: healthy,
+			Priority: conn.Priority}, true
+	}
+	leases, err := routing.NewLeases(ctx, st.db, conns, clock.Now, log)
+	if err != nil {
+		return nil, err
+	}
+	c.keys.OnChange(func(ctx context.Context, keyID int64, a *clientkeys.Access, active bool) {
+		leases.KeyChanged(ctx, keyID, active, a.MayLease(), a.LeaseConnections())
+	})
+	return leases, nil
 }
 
 // buildAccounts is the Claude account service: sign-in, token refresh, usage polls and limit
@@ -405,7 +442,8 @@ func buildEngine(clock clockwork.Clock, st storage, c core, r *resilienceState, 
 	e := proxy.New(proxy.Options{Catalog: c.catalog, Inventory: inv, Client: client, Log: log,
 		Settings: c.settings, Cooldowns: r.cooldowns, Breakers: r.breakers, Gate: r.gate, Health: r.health, Lockouts: r.lockouts,
 		Queues: r.queues, Semaphores: r.semaphores, Clock: clock, Observer: r.metrics,
-		Accounts: accounts, Lanes: r.lanes, Usage: r.usage, OAuthSettings: c.oauthSettings, SessionKey: st.sessionKey})
+		Accounts: accounts, Lanes: r.lanes, Usage: r.usage, OAuthSettings: c.oauthSettings, SessionKey: st.sessionKey,
+		Leases: r.leases})
 	e.RegisterGauges(r.metrics)
 	return engine{engine: e, inventory: inv}
 }
@@ -440,6 +478,7 @@ func buildWeb(cfg Config, st storage, c core, r *resilienceState, e engine, acco
 		Settings: settingsH,
 		Proxy: &handlers.Proxy{Engine: e.engine, Inventory: e.inventory, MaxBodyBytes: cfg.MaxBodyMiB << 20,
 			Combos: c.combos.Registry},
+		Leases: &handlers.Leases{Svc: r.leases},
 		Dashboard: &handlers.Dashboard{Auth: c.auth, Sessions: sessions, Catalog: c.catalog, Keys: c.keys, Tester: e.engine,
 			Inventory: e.inventory, Settings: settingsH, Ops: opsSvc, Traffic: tr, ValidateConnectionOverrides: settings.CheckConnectionOverrides,
 			Claude: accounts},

@@ -3,6 +3,7 @@ package db
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 )
 
@@ -15,9 +16,13 @@ type ClientKey struct {
 	CreatedAt  int64         `db:"created_at"`
 	LastUsedAt sql.NullInt64 `db:"last_used_at"`
 	RevokedAt  sql.NullInt64 `db:"revoked_at"`
+	// AllowedModels, Scopes and AllowedConnections are JSON arrays (see migration 0013).
+	AllowedModels      string `db:"allowed_models"`
+	Scopes             string `db:"scopes"`
+	AllowedConnections string `db:"allowed_connections"`
 }
 
-const clientKeyCols = `id, name, prefix, key_hash, created_at, last_used_at, revoked_at`
+const clientKeyCols = `id, name, prefix, key_hash, created_at, last_used_at, revoked_at, allowed_models, scopes, allowed_connections`
 
 // ListClientKeys returns every key, newest first.
 func ListClientKeys(ctx context.Context, q Querier) ([]ClientKey, error) {
@@ -28,11 +33,25 @@ func ListClientKeys(ctx context.Context, q Querier) ([]ClientKey, error) {
 	return out, nil
 }
 
-// InsertClientKey stores a new key hash and sets its id.
+// GetClientKey returns one key by id.
+func GetClientKey(ctx context.Context, q Querier, id int64) (ClientKey, error) {
+	var k ClientKey
+	err := q.GetContext(ctx, &k, `SELECT `+clientKeyCols+` FROM client_keys WHERE id = ?`, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return k, ErrNotFound
+	}
+	if err != nil {
+		return k, fmt.Errorf("get client key %d: %w", id, err)
+	}
+	return k, nil
+}
+
+// InsertClientKey stores a new key hash with its access lists and sets its id.
 func InsertClientKey(ctx context.Context, q Querier, k *ClientKey) error {
 	k.CreatedAt = nowMS()
-	res, err := q.ExecContext(ctx, `INSERT INTO client_keys (name, prefix, key_hash, created_at) VALUES (?, ?, ?, ?)`,
-		k.Name, k.Prefix, k.KeyHash, k.CreatedAt)
+	res, err := q.ExecContext(ctx, `INSERT INTO client_keys (name, prefix, key_hash, created_at, allowed_models, scopes, allowed_connections)
+VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		k.Name, k.Prefix, k.KeyHash, k.CreatedAt, jsonList(k.AllowedModels), jsonList(k.Scopes), jsonList(k.AllowedConnections))
 	if isUniqueViolation(err) {
 		return ErrConflict
 	}
@@ -41,6 +60,24 @@ func InsertClientKey(ctx context.Context, q Querier, k *ClientKey) error {
 	}
 	k.ID, _ = res.LastInsertId()
 	return nil
+}
+
+// UpdateClientKey writes a key's name and access lists.
+func UpdateClientKey(ctx context.Context, q Querier, k ClientKey) error {
+	res, err := q.ExecContext(ctx, `UPDATE client_keys SET name = ?, allowed_models = ?, scopes = ?, allowed_connections = ? WHERE id = ?`,
+		k.Name, jsonList(k.AllowedModels), jsonList(k.Scopes), jsonList(k.AllowedConnections), k.ID)
+	if err != nil {
+		return fmt.Errorf("update client key %d: %w", k.ID, err)
+	}
+	return mustAffect(res, "client key")
+}
+
+// jsonList stores an empty list as [] (the column's default), never as "".
+func jsonList(s string) string {
+	if s == "" {
+		return "[]"
+	}
+	return s
 }
 
 // RevokeClientKey marks a key revoked; revoking twice keeps the first time.

@@ -60,9 +60,12 @@ func (p *Proxy) models() []proxy.Model {
 
 // Models answers GET /v1/models with the union of every provider's models as provider/model and
 // every combo by its name, in OpenAI's shape, or in Anthropic's when the request carries
-// anthropic-version.
+// anthropic-version; a key with allowed_models sees only the models and combos it may address.
 func (p *Proxy) Models(c echo.Context) error {
 	list := p.models()
+	if a := clientKeyOf(c).Access; a.RestrictsModels() { // only what the key may address
+		list = p.Engine.ListAllowed(a, list)
+	}
 	if wantsAnthropic(c) {
 		data := make([]anthropicModel, len(list))
 		for i, m := range list {
@@ -83,11 +86,16 @@ func (p *Proxy) Models(c echo.Context) error {
 
 // Model answers GET /v1/models/{id} for every id routing accepts: a combo's name (first, as
 // routing resolves it), provider/model (the id may contain slashes) or a bare model name one
-// provider serves.
+// provider serves; 403 model_not_allowed for a model outside the key's allowed_models.
 func (p *Proxy) Model(c echo.Context) error {
 	id := strings.TrimPrefix(c.Param("*"), "/")
 	if u, err := url.PathUnescape(id); err == nil { // SDKs escape the slash of provider/model
 		id = u
+	}
+	if a := clientKeyOf(c).Access; a.RestrictsModels() {
+		if err := p.Engine.CheckModel(a, id); err != nil {
+			return err
+		}
 	}
 	var m proxy.Model
 	if combo, ok := p.combo(id); ok {

@@ -29,8 +29,8 @@ const (
 
 // surfaceOf tells from the address which format the caller speaks. The proxy surfaces answer
 // in theirs, with or without /v1: Anthropic's for messages, OpenAI's for chat completions and
-// Responses; the shared model list and any other address under /v1 in Anthropic's when the
-// request carries anthropic-version, else OpenAI's. The admin API and /metrics answer in the
+// Responses; the shared model list, the session leases and any other address under /v1 in
+// Anthropic's when the request carries anthropic-version, else OpenAI's. The admin API and /metrics answer in the
 // admin JSON, everything else as a dashboard page.
 func surfaceOf(r *http.Request) surface {
 	p := r.URL.Path
@@ -40,7 +40,7 @@ func surfaceOf(r *http.Request) surface {
 		return surfaceAnthropic
 	case under(rest, "/chat/completions"), under(rest, "/responses"):
 		return surfaceOpenAI
-	case v1, under(rest, "/models"):
+	case v1, under(rest, "/models"), under(rest, "/session-leases"):
 		return clientSurface(r)
 	case under(p, "/api"), p == "/metrics":
 		return surfaceAdmin
@@ -73,7 +73,7 @@ func under(p, base string) bool { return p == base || strings.HasPrefix(p, base+
 func isProxyPath(p string) bool {
 	rest, v1 := splitV1(p)
 	return v1 || under(rest, "/messages") || under(rest, "/chat/completions") || under(rest, "/responses") ||
-		under(rest, "/models")
+		under(rest, "/models") || under(rest, "/session-leases")
 }
 
 // surfaceRoute names a proxy route by its /v1 address, whichever address the client used, so

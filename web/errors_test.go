@@ -32,6 +32,8 @@ func TestAnswerSurface(t *testing.T) {
 		{"models", "/v1/models", nil, other, surfaceOpenAI},
 		{"models for Anthropic", "/v1/models", av, other, surfaceAnthropic},
 		{"a model without /v1 for Anthropic", "/models/up/x", av, other, surfaceAnthropic},
+		{"session leases without /v1", "/session-leases", nil, other, surfaceOpenAI},
+		{"session leases for Anthropic", "/session-leases", av, other, surfaceAnthropic},
 		{"unknown under /v1", "/v1/files", nil, notFound, surfaceOpenAI},
 		{"unknown under /v1 for Anthropic", "/v1/files", av, notFound, surfaceAnthropic},
 		{"a look-alike is no surface", "/messagesx", html, other, surfaceDashboard},
@@ -66,7 +68,7 @@ func TestSurfaceRoute(t *testing.T) {
 		}
 	}
 	for p, want := range map[string]bool{"/v1": true, "/v1/x": true, "/messages": true, "/models/a/b": true, "/v1x": false,
-		"/providers": false, "/": false, "/api/keys": false, "/responsesx": false} {
+		"/providers": false, "/": false, "/api/keys": false, "/responsesx": false, "/session-leases": true} {
 		if got := isProxyPath(p); got != want {
 			t.Errorf("isProxyPath(%s) = %v", p, got)
 		}

@@ -301,7 +301,7 @@ func dashboardAuth(s *Sessions) echo.MiddlewareFunc {
 }
 
 // clientKey authenticates proxy callers by Authorization: Bearer or x-api-key and notes the key
-// in the trace. A key that does not check out spends the client address's budget of failed
+// (with what it may address) in the trace and for the handlers. A key that does not check out spends the client address's budget of failed
 // checks; while it is spent, keys from that address are not checked (429 with Retry-After), and
 // other addresses are unaffected. A valid key lifts the edge's body cap and marks the connection
 // authenticated. A call for a host the gateway does not answer for passes only with a valid key
@@ -336,7 +336,11 @@ func clientKey(k *clientkeys.Service, a *auth.Service) echo.MiddlewareFunc {
 			liftBodyLimit(c)
 			if tr := proxy.TraceFrom(r.Context()); tr != nil {
 				tr.ClientKeyID = id.KeyID
+				if id.Access != nil { // a nil *Access in the interface would not read as nil
+					tr.Access = id.Access
+				}
 			}
+			handlers.SetClientKey(c, id)
 			return next(c)
 		}
 	}

@@ -44,6 +44,7 @@ func routes(e *echo.Echo, d Deps, files *assets) []Route {
 	surface(http.MethodPost, "/messages/count_tokens", d.Proxy.CountTokens, "/v1/messages/count_tokens")
 	surface(http.MethodGet, "/models", d.Proxy.Models, "/v1/models")
 	surface(http.MethodGet, "/models/*", d.Proxy.Model, "/v1/models/{id}")
+	surface(http.MethodPost, "/session-leases", d.Leases.SessionLeases, "/v1/session-leases")
 
 	// The admin API.
 	api := e.Group("/api", crossOrigin(), adminAPI(d.Auth, d.Sessions))
@@ -71,6 +72,8 @@ func routes(e *echo.Echo, d Deps, files *assets) []Route {
 	add(api, "/api", "admin", http.MethodDelete, "/combos/:id", d.CombosAPI.Delete)
 	add(api, "/api", "admin", http.MethodGet, "/keys", d.KeysAPI.List)
 	add(api, "/api", "admin", http.MethodPost, "/keys", d.KeysAPI.Create)
+	add(api, "/api", "admin", http.MethodGet, "/keys/:id", d.KeysAPI.Get)
+	add(api, "/api", "admin", http.MethodPatch, "/keys/:id", d.KeysAPI.Update)
 	add(api, "/api", "admin", http.MethodDelete, "/keys/:id", d.KeysAPI.Revoke)
 	add(api, "/api", "admin", http.MethodGet, "/requests", d.Requests.List)
 	add(api, "/api", "admin", http.MethodGet, "/requests/:id", d.Requests.Get)
@@ -138,6 +141,8 @@ func routes(e *echo.Echo, d Deps, files *assets) []Route {
 
 	page(http.MethodGet, "/keys", d.Dashboard.KeysPage)
 	page(http.MethodPost, "/keys", d.Dashboard.CreateKey)
+	page(http.MethodGet, "/keys/:id/edit", d.Dashboard.EditKeyPage)
+	page(http.MethodPost, "/keys/:id/edit", d.Dashboard.UpdateKey)
 	page(http.MethodPost, "/keys/:id/revoke", d.Dashboard.RevokeKey)
 
 	page(http.MethodGet, "/settings", d.Settings.SettingsPage)

@@ -47,6 +47,8 @@ type Deps struct {
 	CombosAPI *handlers.CombosAPI
 	// CombosPage serves the dashboard's Combos pages.
 	CombosPage *handlers.CombosPage
+	// Leases serves /v1/session-leases.
+	Leases *handlers.Leases
 
 	// SessionsAPI ends dashboard sessions and edits their lifetimes.
 	SessionsAPI *handlers.SessionsAPI

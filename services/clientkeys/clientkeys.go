@@ -5,6 +5,7 @@ package clientkeys
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"strings"
 	"sync"
@@ -13,12 +14,14 @@ import (
 
 	"switchyard/db"
 	"switchyard/services/errs"
-	"switchyard/services/names"
 	"switchyard/services/secrets"
 )
 
 // KeyPrefix starts every client key, so leaked keys are recognisable.
 const KeyPrefix = "sk-sy-"
+
+// ScopeLeaseExclusive lets a key acquire exclusive session leases on its allowed connections.
+const ScopeLeaseExclusive = "lease:exclusive"
 
 // Key is the public view of a client key (never the key itself).
 type Key struct {
@@ -28,6 +31,20 @@ type Key struct {
 	CreatedAt  int64  `json:"created_at"`
 	LastUsedAt *int64 `json:"last_used_at"`
 	RevokedAt  *int64 `json:"revoked_at"`
+	// AllowedModels are glob patterns over provider/model and combo names; empty = every model.
+	AllowedModels []string `json:"allowed_models"`
+	// Scopes are the key's extra rights; only ScopeLeaseExclusive exists.
+	Scopes []string `json:"scopes"`
+	// AllowedConnections are the ids of the connections the key may lease (existing ones only).
+	AllowedConnections []int64 `json:"allowed_connections"`
+}
+
+// Input creates or changes a key; a nil field is left as it is (on create: empty).
+type Input struct {
+	Name               *string   `json:"name"`
+	AllowedModels      *[]string `json:"allowed_models"`
+	Scopes             *[]string `json:"scopes"`
+	AllowedConnections *[]int64  `json:"allowed_connections"`
 }
 
 // Created is returned once, when a key is made: it is the only time the key is shown.
@@ -36,17 +53,58 @@ type Created struct {
 	Secret string `json:"key"`
 }
 
-// Identity is who a valid key belongs to.
+// Identity is who a valid key belongs to and what it may address: the edge puts it on the
+// request, so the engine checks the key's allow-lists without a database read.
 type Identity struct {
 	KeyID int64
 	Name  string
+	// Access is the key's compiled allow-lists; nil allows every model and no lease.
+	Access *Access
 }
+
+// Access is what a key may address, compiled when the keys are loaded and never changed after
+// (a change builds a new one).
+type Access struct {
+	// Models is the compiled allowed_models; nil allows every model.
+	Models *ModelPatterns
+	// Exclusive is the scope lease:exclusive.
+	Exclusive bool
+	// Connections are the connection ids the key may lease.
+	Connections []int64
+}
+
+// AllowsModel reports whether the key may address a model (provider/model or a combo name, as
+// the client wrote it or as a bare name resolved). A nil Access allows every model.
+func (a *Access) AllowsModel(model string) bool {
+	return a == nil || a.Models.Match(model)
+}
+
+// RestrictsModels reports whether the key has an allowed_models list at all.
+func (a *Access) RestrictsModels() bool { return a != nil && a.Models != nil }
+
+// MayLease reports whether the key has the scope lease:exclusive.
+func (a *Access) MayLease() bool { return a != nil && a.Exclusive }
+
+// LeaseConnections are the connection ids the key may lease.
+func (a *Access) LeaseConnections() []int64 {
+	if a == nil {
+		return nil
+	}
+	return a.Connections
+}
+
+// ChangeHook runs after a key's access changed or it was revoked (active false), once the change
+// is committed: what depends on the key (its session leases) follows.
+type ChangeHook func(ctx context.Context, keyID int64, access *Access, active bool)
 
 // Service issues, revokes and checks client keys.
 type Service struct {
 	db  *db.DB
 	log *slog.Logger
 	now func() time.Time
+	// exists reports whether a connection id exists (allowed_connections must name existing ones).
+	exists func(id int64) bool
+	hooks  []ChangeHook
 
 	active atomic.Pointer[map[string]*entry] // key hash → entry, for keys not revoked
 	mu     sync.Mutex                        // guards writes and rebuilds
@@ -56,13 +114,15 @@ type Service struct {
 // to the database by Run.
 type entry struct {
 	Identity
+	stored   string       // the access columns it was compiled from, to tell a changed key
 	lastUsed atomic.Int64 // unix ms of the latest use; 0 = not used since load
 	flushed  atomic.Int64 // the lastUsed value last written
 }
 
-// New loads the active keys into memory.
-func New(ctx context.Context, d *db.DB, log *slog.Logger, now func() time.Time) (*Service, error) {
-	s := &Service{db: d, log: log, now: now}
+// New loads the active keys into memory. connectionExists tells whether a connection id exists
+// (the catalog's registry): allowed_connections may name only existing connections.
+func New(ctx context.Context, d *db.DB, log *slog.Logger, now func() time.Time, connectionExists func(id int64) bool) (*Service, error) {
+	s := &Service{db: d, log: log, now: now, exists: connectionExists}
 	if err := s.reload(ctx); err != nil {
 		return nil, err
 	}
@@ -80,13 +140,26 @@ func (s *Service) reload(ctx context.Context) error {
 		if r.RevokedAt.Valid {
 			continue
 		}
+		stored := r.AllowedModels + "\x00" + r.Scopes + "\x00" + r.AllowedConnections
+		var prev *entry
 		if old != nil {
-			if prev, ok := (*old)[r.KeyHash]; ok { // keep unflushed use times across reloads
-				m[r.KeyHash] = prev
-				continue
-			}
+			prev = (*old)[r.KeyHash]
 		}
-		m[r.KeyHash] = &entry{Identity: Identity{KeyID: r.ID, Name: r.Name}}
+		if prev != nil && prev.Name == r.Name && prev.stored == stored {
+			m[r.KeyHash] = prev // unchanged
+			continue
+		}
+		access, err := compileAccess(r)
+		if err != nil { // only a hand-edited database gets here: such a key may address nothing
+			s.log.Warn("client key access lists unreadable; the key is refused every model", "key_id", r.ID, "error", err)
+			access = &Access{Models: &ModelPatterns{exact: map[string]struct{}{}}}
+		}
+		e := &entry{Identity: Identity{KeyID: r.ID, Name: r.Name, Access: access}, stored: stored}
+		if prev != nil { // keep the unflushed use time across the change
+			e.lastUsed.Store(prev.lastUsed.Load())
+			e.flushed.Store(prev.flushed.Load())
+		}
+		m[r.KeyHash] = e
 	}
 	s.active.Store(&m)
 	return nil
@@ -107,23 +180,102 @@ func (s *Service) Authenticate(presented string) (Identity, bool) {
 	return e.Identity, true
 }
 
-// Create makes a new key and returns it; the key is not retrievable later.
-func (s *Service) Create(ctx context.Context, name string) (Created, error) {
-	name = strings.TrimSpace(name)
-	if m, bad := names.Check(name); bad {
-		return Created{}, errs.Fields(map[string]errs.Msg{"name": m})
+// Create makes a new key and returns it; the key is not retrievable later. The name is required;
+// the access lists are optional (none: every model, no lease).
+func (s *Service) Create(ctx context.Context, in Input) (Created, error) {
+	row := db.ClientKey{}
+	if in.Name == nil {
+		in.Name = new(string)
 	}
-	secret := KeyPrefix + secrets.RandomToken(32)
-	row := db.ClientKey{Name: name, Prefix: secret[:len(KeyPrefix)+6], KeyHash: secrets.SHA256Hex(secret)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.apply(&row, in); err != nil {
+		return Created{}, err
+	}
+	secret := KeyPrefix + secrets.RandomToken(32)
+	row.Prefix, row.KeyHash = secret[:len(KeyPrefix)+6], secrets.SHA256Hex(secret)
 	if err := db.InsertClientKey(ctx, s.db.W, &row); err != nil {
 		return Created{}, err
 	}
 	if err := s.reload(ctx); err != nil {
 		return Created{}, err
 	}
-	return Created{Key: view(row), Secret: secret}, nil
+	return Created{Key: s.view(row), Secret: secret}, nil
+}
+
+// Get returns one key.
+func (s *Service) Get(ctx context.Context, id int64) (Key, error) {
+	row, err := db.GetClientKey(ctx, s.db.R, id)
+	if err == db.ErrNotFound {
+		return Key{}, errs.New(errs.NotFound, "err.key_not_found", id)
+	}
+	if err != nil {
+		return Key{}, err
+	}
+	k := s.view(row)
+	if e := s.entryOf(id); e != nil {
+		if at := e.lastUsed.Load(); at > 0 && (k.LastUsedAt == nil || *k.LastUsedAt < at) {
+			k.LastUsedAt = &at
+		}
+	}
+	return k, nil
+}
+
+// Update changes a key's name and access lists (the fields given; the others stay). A revoked key
+// cannot be changed. The new lists apply to the key's next request; the change hooks then run
+// (a lease the key may no longer hold is released).
+func (s *Service) Update(ctx context.Context, id int64, in Input) (Key, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	row, err := db.GetClientKey(ctx, s.db.W, id)
+	if err == db.ErrNotFound {
+		return Key{}, errs.New(errs.NotFound, "err.key_not_found", id)
+	}
+	if err != nil {
+		return Key{}, err
+	}
+	if row.RevokedAt.Valid {
+		return Key{}, errs.New(errs.Conflict, "keys.err.revoked", row.Name)
+	}
+	if err := s.apply(&row, in); err != nil {
+		return Key{}, err
+	}
+	if err := db.UpdateClientKey(ctx, s.db.W, row); err != nil {
+		if err == db.ErrNotFound {
+			return Key{}, errs.New(errs.NotFound, "err.key_not_found", id)
+		}
+		return Key{}, err
+	}
+	if err := s.reload(ctx); err != nil {
+		return Key{}, err
+	}
+	access, _ := compileAccess(row)
+	s.notify(ctx, id, access, true)
+	return s.view(row), nil
+}
+
+// OnChange registers fn to run after a key's access changed or it was revoked; hooks add up.
+func (s *Service) OnChange(fn ChangeHook) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hooks = append(s.hooks, fn)
+}
+
+// notify runs the change hooks; the caller holds s.mu.
+func (s *Service) notify(ctx context.Context, id int64, access *Access, active bool) {
+	for _, fn := range s.hooks {
+		fn(ctx, id, access, active)
+	}
+}
+
+// entryOf is the active key with this id, nil when none is.
+func (s *Service) entryOf(id int64) *entry {
+	for _, e := range *s.active.Load() {
+		if e.KeyID == id {
+			return e
+		}
+	}
+	return nil
 }
 
 // Revoke disables a key at once.
@@ -136,7 +288,11 @@ func (s *Service) Revoke(ctx context.Context, id int64) error {
 		}
 		return err
 	}
-	return s.reload(ctx)
+	if err := s.reload(ctx); err != nil {
+		return err
+	}
+	s.notify(ctx, id, nil, false)
+	return nil
 }
 
 // List returns every key, newest first, with pending last-used times applied.
@@ -153,7 +309,7 @@ func (s *Service) List(ctx context.Context) ([]Key, error) {
 	}
 	out := make([]Key, len(rows))
 	for i, r := range rows {
-		out[i] = view(r)
+		out[i] = s.view(r)
 		if at, ok := pending[r.ID]; ok && (out[i].LastUsedAt == nil || *out[i].LastUsedAt < at) {
 			out[i].LastUsedAt = &at
 		}
@@ -198,8 +354,11 @@ func (s *Service) Flush(ctx context.Context) {
 	}
 }
 
-func view(r db.ClientKey) Key {
-	k := Key{ID: r.ID, Name: r.Name, Prefix: r.Prefix, CreatedAt: r.CreatedAt}
+// view is the public form of a row. allowed_connections shows only connections that still
+// exist: ids are never reused, so the stored id of a deleted connection names nothing.
+func (s *Service) view(r db.ClientKey) Key {
+	k := Key{ID: r.ID, Name: r.Name, Prefix: r.Prefix, CreatedAt: r.CreatedAt,
+		AllowedModels: []string{}, Scopes: []string{}, AllowedConnections: []int64{}}
 	if r.LastUsedAt.Valid {
 		v := r.LastUsedAt.Int64
 		k.LastUsedAt = &v
@@ -207,6 +366,15 @@ func view(r db.ClientKey) Key {
 	if r.RevokedAt.Valid {
 		v := r.RevokedAt.Int64
 		k.RevokedAt = &v
+	}
+	_ = json.Unmarshal([]byte(r.AllowedModels), &k.AllowedModels)
+	_ = json.Unmarshal([]byte(r.Scopes), &k.Scopes)
+	var conns []int64
+	_ = json.Unmarshal([]byte(r.AllowedConnections), &conns)
+	for _, id := range conns {
+		if s.exists(id) {
+			k.AllowedConnections = append(k.AllowedConnections, id)
+		}
 	}
 	return k
 }

@@ -61,6 +61,8 @@ type Options struct {
 	OAuthSettings OAuthSettingsSource
 	// MaxResponseBytes bounds a buffered (non-streaming) upstream answer. Default 64 MiB.
 	MaxResponseBytes int64
+	// Leases is the table of exclusive session leases; nil: no leases, every connection is free.
+	Leases LeaseTable
 	// SessionKey keys the session ids a Claude account sees in place of a client session bound
 	// to another account (oauth_session.go). Default: a random key, so the derived ids stay the
 	// same only while the process runs.

@@ -16,6 +16,7 @@ import (
 	"switchyard/services/proxy/tokencount"
 	"switchyard/services/proxy/translate"
 	"switchyard/services/resilience"
+	"switchyard/services/routing"
 	"switchyard/services/settings"
 
 	"github.com/tidwall/gjson"
@@ -130,12 +131,23 @@ func (e *Engine) serve(ctx context.Context, w http.ResponseWriter, raw []byte, i
 	}
 	var t target
 	var rerr *errs.Error
+	var lease *routing.Lease
 	// Until the model resolves, the trace holds it as the client wrote it: a request refused
-	// before (unknown or ambiguous model, a bad field, a full queue) is logged with what it asked
-	// for, its stream flag too.
+	// before (a model outside the key's allowed_models, an unknown or ambiguous model, a lease
+	// that does not hold, a bad field, a full queue) is logged with what it asked for, its stream
+	// flag too. The key's allow-list is checked first, on the name as written, so a refused key
+	// learns nothing about which models exist and nothing is fetched or sent for it.
 	if m := peekModel(raw); m != "" {
 		tr.Model = m
-		if t, rerr = e.resolve(ctx, m); rerr == nil && !countsLocally(t, countTokens) {
+		if !e.ModelAllowed(tr.Access, m) {
+			aerr := errModelNotAllowed(m)
+			tr.ErrorCode, tr.Stream = aerr.ReasonCode(), peekStream(raw, countTokens)
+			return aerr
+		}
+		if t, rerr = e.resolve(ctx, m); rerr == nil {
+			t, lease, rerr = e.leaseTarget(in, tr.ClientKeyID, t)
+		}
+		if rerr == nil && !countsLocally(t, countTokens) {
 			if qerr := e.admitQueue(t); qerr != nil {
 				tr.ErrorCode, tr.Stream = qerr.ReasonCode(), peekStream(raw, countTokens)
 				return qerr
@@ -170,6 +182,7 @@ func (e *Engine) serve(ctx context.Context, w http.ResponseWriter, raw []byte, i
 		tr.ErrorCode = perr.ReasonCode()
 		return perr
 	}
+	c.lease = lease
 	perr = e.run(ctx, w, c)
 	if perr != nil {
 		tr.ErrorCode = perr.ReasonCode()

@@ -15,6 +15,8 @@ import (
 type Trace struct {
 	// ClientKeyID is the client key that made the request.
 	ClientKeyID int64
+	// Access is what that key may address (clientkeys.Access); nil allows every model.
+	Access KeyAccess
 	// ErrorCode is the reason code of the error answered, "" when none.
 	ErrorCode string
 	Provider  string

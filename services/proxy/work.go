@@ -15,6 +15,7 @@ import (
 	"switchyard/services/errs"
 	"switchyard/services/proxy/translate"
 	"switchyard/services/resilience"
+	"switchyard/services/routing"
 	"switchyard/services/settings"
 )
 
@@ -30,6 +31,9 @@ type call struct {
 	retry   settings.Retry
 	retryOn *settings.StatusMatcher
 	probe   bool // a half-open breaker's probe: one attempt, no retries, no failover
+	// lease is the caller's own exclusive lease when it sent one (the target is then narrowed to
+	// the leased connection); connections leased to other owners are never used.
+	lease *routing.Lease
 	// src is the client's format, dst the upstream's; path is the upstream address below the
 	// provider's base URL.
 	src, dst    Format
@@ -277,9 +281,13 @@ func (e *Engine) pick(c *call, conns []*catalog.ConnEntry, tried, busy []bool) (
 	return -1, false, excluded
 }
 
-// eligible reports whether a connection may take the call's model now (not locked out, not
-// cooling, not terminal); else why not. A terminal connection due for a probe takes the probe.
+// eligible reports whether a connection may take the call's model now (not leased to another
+// owner, not locked out, not cooling, not terminal); else why not. A terminal connection due for
+// a probe takes the probe.
 func (e *Engine) eligible(c *call, conn *catalog.ConnEntry) (bool, exclusion) {
+	if x, leased := e.leasedToOther(c, conn); leased {
+		return false, x
+	}
 	if x, locked := e.lockedOut(c, conn); locked {
 		return false, x
 	}
@@ -310,6 +318,7 @@ type exclusion struct {
 	conn    *catalog.ConnEntry
 	lockout *resilience.Lockout // set when the model is locked out on this connection
 	quota   bool                // set when the account is at its usage wall (quota_window)
+	lease   bool                // set when another owner leases the connection (why.Remaining: until it expires)
 	why     resilience.Exclusion
 }
 
@@ -325,10 +334,11 @@ func earliest(ex []exclusion) (time.Duration, bool) {
 }
 
 // exhausted builds the answer when no connection is left to try. If some connection could serve
-// now, the last upstream failure is the answer. Otherwise every connection is excluded: all of
-// them terminal → 429 insufficient_quota when some only ran out of credits, else 401 naming the
-// states and saying to reconnect (terminal); the model locked out where the connections are not
-// terminal → 429 listing the locked targets; else 429 with the earliest recovery and the reasons.
+// now, the last upstream failure is the answer. Otherwise every connection is excluded: each one
+// leased to another owner (the rest terminal) → 429 lease_capacity; all of them terminal → 429
+// insufficient_quota when some only ran out of credits, else 401 naming the states and saying to
+// reconnect (terminal); the model locked out where the connections are not terminal → 429
+// listing the locked targets; else 429 with the earliest recovery and the reasons.
 // Retry-After is the earliest time anything recovers; the body's diagnostics name every
 // exclusion.
 func (e *Engine) exhausted(c *call, conns []*catalog.ConnEntry, last *failure) *errs.Error {
@@ -338,7 +348,14 @@ func (e *Engine) exhausted(c *call, conns []*catalog.ConnEntry, last *failure) *
 	}
 	soonest, timed := earliest(all)
 	diag := diagnostics(all)
-	if !timed && len(all) == len(conns) {
+	leased := false
+	for _, x := range all {
+		leased = leased || x.lease
+	}
+	if leased && !timed && last == nil {
+		return e.leaseCapacity(c, all, diag) // the rest, if any, is terminal
+	}
+	if !timed && !leased && len(all) == len(conns) {
 		return e.terminal(c, all, diag)
 	}
 	if last != nil {
@@ -428,7 +445,9 @@ func outage(reasons map[string]bool) bool {
 func (e *Engine) excludedNow(c *call, conns []*catalog.ConnEntry) []exclusion {
 	var out []exclusion
 	for _, conn := range conns {
-		if x, locked := e.lockedOut(c, conn); locked {
+		if x, leased := e.leasedToOther(c, conn); leased {
+			out = append(out, x)
+		} else if x, locked := e.lockedOut(c, conn); locked {
 			out = append(out, x)
 		} else if ok, why := e.opt.Cooldowns.Peek(conn.ID); !ok {
 			out = append(out, exclusion{conn: conn, why: why})
@@ -456,6 +475,8 @@ func diagnostics(all []exclusion) *Diagnostics {
 		d := Excluded{Connection: x.conn.Label, Reason: "connection_cooldown", Detail: string(x.why.Reason),
 			SecondsLeft: int64((x.why.Remaining + time.Second - 1) / time.Second)}
 		switch {
+		case x.lease:
+			d.Reason, d.Detail = "lease", ""
 		case x.lockout != nil:
 			d.Reason, d.Target = "model_lockout", x.lockout.Target
 		case x.quota:

@@ -24,8 +24,8 @@ const minSecret = 4
 // keyShaped matches what looks like a credential in free text: OpenAI-style sk-… (Anthropic's
 // sk-ant-…, the gateway's own client keys sk-sy-…), also when an upstream echoes it partly
 // masked (OpenAI's "Incorrect API key provided: sk-abc*****wxyz"), Google's AIza…, Groq's gsk_…,
-// xAI's xai-…, and bearer tokens.
-var keyShaped = regexp.MustCompile(`\b(?:sk-[A-Za-z0-9_\-]*\*{3,}[A-Za-z0-9_\-*]*|sk-[A-Za-z0-9_\-]{12,}|AIza[0-9A-Za-z_\-]{30,}|gsk_[A-Za-z0-9]{20,}|xai-[A-Za-z0-9]{20,})|(?i:bearer)\s+[A-Za-z0-9._~+/\-]{12,}=*`)
+// xAI's xai-…, the gateway's session lease owner tokens swl_…, and bearer tokens.
+var keyShaped = regexp.MustCompile(`\b(?:sk-[A-Za-z0-9_\-]*\*{3,}[A-Za-z0-9_\-*]*|sk-[A-Za-z0-9_\-]{12,}|AIza[0-9A-Za-z_\-]{30,}|gsk_[A-Za-z0-9]{20,}|xai-[A-Za-z0-9]{20,}|swl_[A-Za-z0-9_\-]{20,})|(?i:bearer)\s+[A-Za-z0-9._~+/\-]{12,}=*`)
 
 // maskRun is the run of asterisks with which upstreams mask the key they echo.
 const maskRun = "***"
@@ -66,7 +66,7 @@ func Bytes(b []byte, secrets ...string) []byte {
 		return b
 	}
 	hit := bytes.Contains(b, []byte("sk-")) || bytes.Contains(b, []byte("AIza")) || bytes.Contains(b, []byte("gsk_")) ||
-		bytes.Contains(b, []byte("xai-")) || containsFold(b, "bearer") || bytes.Contains(b, []byte(maskRun))
+		bytes.Contains(b, []byte("xai-")) || bytes.Contains(b, []byte("swl_")) || containsFold(b, "bearer") || bytes.Contains(b, []byte(maskRun))
 	for _, s := range secrets {
 		if s != "" && bytes.Contains(b, []byte(s)) {
 			hit = true
@@ -166,7 +166,7 @@ func echoes(tok string, secrets []string) bool {
 // mayBeKeyShaped is the cheap check before the pattern: a key's prefix or the word bearer.
 func mayBeKeyShaped(text string) bool {
 	return strings.Contains(text, "sk-") || strings.Contains(text, "AIza") || strings.Contains(text, "gsk_") ||
-		strings.Contains(text, "xai-") || containsFold(text, "bearer")
+		strings.Contains(text, "xai-") || strings.Contains(text, "swl_") || containsFold(text, "bearer")
 }
 
 // containsFold reports whether text holds word (lower-case ASCII letters) in any case, without

@@ -15,6 +15,7 @@ func TestStringRemovesSecrets(t *testing.T) {
 		{"google key", "google key AIzaSyA1234567890abcdefghijklmnopqrstuv", "google key [redacted]", nil},
 		{"bearer token", "Authorization: Bearer abcdefghijklmnop.qrs", "Authorization: [redacted]", nil},
 		{"groq and xai", "groq gsk_abcdefghijklmnopqrstuvwx and xai-abcdefghijklmnopqrstuv", "groq [redacted] and [redacted]", nil},
+		{"lease owner token", `{"owner":"swl_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789-_abcde"}`, `{"owner":"[redacted]"}`, nil},
 		{"client key", "your key sk-sy-AbCdEfGhIjKlMnOp_qrstuv-wxyz is wrong", "your key [redacted] is wrong", nil},
 		{"nothing secret", "nothing secret here, a skeleton key and sk- alone", "nothing secret here, a skeleton key and sk- alone", nil},
 		{"a named secret of any shape", "token tok.ABC123xyz was refused", "token [redacted] was refused", []string{"tok.ABC123xyz"}},
