@@ -63,6 +63,7 @@ func pinsOn(e *testenv.Env, id int64) int {
 
 // Two equal connections share the traffic round robin; a session keeps hitting the connection
 // that first served it, whatever the rotation, and the session headers never reach the upstream.
+// The providers page shows the pins on the connection rows.
 func TestSessionAffinityKeepsASessionOnItsConnection(t *testing.T) {
 	e, up, key, a, b, _ := affinitySetup(t, 0, 0)
 	sessionA := map[string]string{"X-Switchyard-Session": "session-a"}
@@ -91,6 +92,23 @@ func TestSessionAffinityKeepsASessionOnItsConnection(t *testing.T) {
 	}
 	if n := pinsOn(e, a) + pinsOn(e, b); n != 2 {
 		t.Fatalf("%d pins, want 2", n)
+	}
+	// Each connection row shows how many sessions it holds (nothing when none).
+	status, page := testenv.Fetch(t, e.Login(), "GET", e.Base+"/providers", nil, nil)
+	if status != 200 {
+		t.Fatalf("providers page: %d", status)
+	}
+	for k, id := range map[string]int64{"key-a": a, "key-b": b} {
+		n := 0
+		for _, first := range []string{firstA, firstB} {
+			if first == k {
+				n++
+			}
+		}
+		cell := testenv.Between(page, `id="cqueue-`+itoa(id)+`"`, `class="q-sub"`)
+		if shown := strings.Contains(cell, `class="q-pinned">`+itoa(int64(n))+`<`); shown != (n > 0) || n == 0 && strings.Contains(cell, "q-pinned") {
+			t.Fatalf("row of %s (%d pinned): %s", k, n, cell)
+		}
 	}
 	// The gateway's log names the session only by a short hash.
 	if strings.Contains(e.Logs.String(), "session-a") {
