@@ -100,6 +100,8 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 
 	a.runners.add("state store", res.store.Run)
 	a.runners.add("lockout sweeper", func(ctx context.Context) { res.lockouts.RunSweeper(ctx, resilience.LockoutSweepInterval) })
+	a.runners.add("session pin sweeper", func(ctx context.Context) { res.pins.RunSweeper(ctx, resilience.AffinitySweepInterval) })
+	a.runners.add("claude session sweeper", func(ctx context.Context) { res.binds.RunSweeper(ctx, resilience.AffinitySweepInterval) })
 	a.runners.add("model discovery", func(ctx context.Context) {
 		eng.inventory.Run(ctx, func() (time.Duration, time.Duration) {
 			d := core.settings.Snapshot().Resilience().Discovery
@@ -314,6 +316,9 @@ type resilienceState struct {
 	usage *resilience.Usage
 	// leases are the exclusive session leases.
 	leases *routing.Leases
+	// pins are the session affinity pins; binds the Claude Code sessions' accounts.
+	pins  *resilience.Pins
+	binds *resilience.SessionBinds
 }
 
 func buildResilience(ctx context.Context, clock clockwork.Clock, st storage, c core, log *slog.Logger) (*resilienceState, error) {
@@ -357,6 +362,13 @@ func buildResilience(ctx context.Context, clock clockwork.Clock, st storage, c c
 	if r.leases, err = buildLeases(ctx, clock, st, c, r.cooldowns, log); err != nil {
 		return nil, err
 	}
+	r.pins = resilience.NewPins(clock, resilience.MaxPins, func(k resilience.PinKey, p *resilience.Pin) { store.Put(statestore.PinRecord(k, p)) })
+	r.pins.SetTTL(affinityTTL(c.settings.Snapshot()))
+	r.pins.Load(saved.Pins)
+	c.settings.OnChange(func(s *settings.Snapshot) { r.pins.SetTTL(affinityTTL(s)) })
+	r.binds = resilience.NewSessionBinds(clock, resilience.SessionBindTTL, resilience.MaxSessionBinds,
+		func(s resilience.Session, b *resilience.SessionBind) { store.Put(statestore.SessionBindRecord(s, b)) })
+	r.binds.Load(saved.SessionBinds)
 	c.catalog.OnNewCredentials(func(ctx context.Context, id int64) error {
 		r.cooldowns.Clear(id, true)
 		// The answer tells the operator the connection is usable again: commit that first.
@@ -373,6 +385,7 @@ func buildResilience(ctx context.Context, clock clockwork.Clock, st storage, c c
 		r.lanes.Forget(id)
 		r.usage.Forget(id)
 		r.leases.ForgetConnection(id)
+		r.pins.ForgetConnection(id)
 	})
 	return r, nil
 }
@@ -406,6 +419,11 @@ func buildLeases(ctx context.Context, clock clockwork.Clock, st storage, c core,
 		leases.KeyChanged(ctx, keyID, active, a.MayLease(), a.LeaseConnections())
 	})
 	return leases, nil
+}
+
+// affinityTTL is the session affinity setting in the engine's terms; 0 = off.
+func affinityTTL(s *settings.Snapshot) time.Duration {
+	return time.Duration(s.Resilience().SessionAffinityTTLMS) * time.Millisecond
 }
 
 // buildAccounts is the Claude account service: sign-in, token refresh, usage polls and limit
@@ -443,7 +461,7 @@ func buildEngine(clock clockwork.Clock, st storage, c core, r *resilienceState, 
 		Settings: c.settings, Cooldowns: r.cooldowns, Breakers: r.breakers, Gate: r.gate, Health: r.health, Lockouts: r.lockouts,
 		Queues: r.queues, Semaphores: r.semaphores, Clock: clock, Observer: r.metrics,
 		Accounts: accounts, Lanes: r.lanes, Usage: r.usage, OAuthSettings: c.oauthSettings, SessionKey: st.sessionKey,
-		Leases: r.leases})
+		Leases: r.leases, SessionBinds: r.binds, Pins: r.pins})
 	e.RegisterGauges(r.metrics)
 	return engine{engine: e, inventory: inv}
 }
@@ -463,7 +481,7 @@ func buildWeb(cfg Config, st storage, c core, r *resilienceState, e engine, acco
 	clock clockwork.Clock, draining *atomic.Bool, log *slog.Logger) (*echo.Echo, []web.Route, error) {
 	opsSvc := &ops.Service{Catalog: c.catalog, Discovery: e.inventory, Cooldowns: r.cooldowns, Breakers: r.breakers,
 		Lockouts: r.lockouts, Queues: r.queues, Semaphores: r.semaphores, Health: r.health, Store: r.store,
-		Accounts: accounts, Lanes: r.lanes, Usage: r.usage, OAuthSettings: c.oauthSettings}
+		Accounts: accounts, Lanes: r.lanes, Usage: r.usage, OAuthSettings: c.oauthSettings, Pins: r.pins}
 	sessions := web.NewSessions(c.sessions, st.cookieKey, log)
 	settingsH := &handlers.Settings{Svc: c.settings, OAuth: c.oauthSettings, Providers: c.catalog, Sessions: c.sessions}
 	return web.New(web.Deps{

@@ -362,7 +362,7 @@ func isTerminal(status string) bool {
 // connectionState turns a connection's state into its view.
 func connectionState(reg *catalog.Registry, v ops.ConnectionState, now time.Time) views.ConnectionState {
 	s := views.ConnectionState{ID: v.ID, Name: v.Name, Enabled: true, Status: v.Status, RemainingMS: v.RemainingMS,
-		Reason: v.Reason, BackoffLevel: v.BackoffLevel, ErrorCode: v.ErrorCode,
+		Reason: v.Reason, BackoffLevel: v.BackoffLevel, ErrorCode: v.ErrorCode, Pins: v.Pins,
 		Queue: views.QueueNumbers{Executing: v.Queue.Executing, Waiting: v.Queue.Waiting, Rejected: v.Queue.Rejected,
 			TimedOut: v.Queue.TimedOut, FailOpen: v.Queue.FailOpen}}
 	if v.Until != nil {

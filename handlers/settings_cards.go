@@ -83,7 +83,7 @@ var settingsCards = withPaths([]settingsCard{
 	{id: "quota-share", section: "quota_share_concurrency", link: "/providers"},
 	{id: "provider-cooldown", section: "provider_cooldown"},
 	{id: "model-lockout", section: "model_lockout"},
-	{id: "session-affinity", section: "session_affinity_ttl_ms"},
+	{id: "session-affinity", section: "session_affinity_ttl_ms", link: "/providers"},
 	{id: "claude-low-priority", section: "claude_low_priority", link: "/providers#add-claude"},
 	{id: "claude-oauth", section: "claude", oauth: true, link: "/providers#add-claude"},
 	{id: "streams", section: "streams"},

@@ -49,6 +49,8 @@ type Service struct {
 	Lanes         *resilience.Lanes
 	Usage         *resilience.Usage
 	OAuthSettings OAuthSettings
+	// Pins are the session affinity pins; nil leaves the counts at 0.
+	Pins *resilience.Pins
 }
 
 // ConnectionState is one connection's live state; never secrets.
@@ -66,6 +68,8 @@ type ConnectionState struct {
 	ErrorCode    int        `json:"error_code"`
 	LastErrorAt  *time.Time `json:"last_error_at"`
 	Queue        Queue      `json:"queue"`
+	// Pins is how many client sessions are pinned to the connection now (session affinity).
+	Pins int `json:"pins"`
 	// AuthType is api_key or oauth; the Claude account's usage windows, token and lane follow
 	// for oauth connections.
 	AuthType string      `json:"auth_type"`
@@ -125,6 +129,9 @@ func (s *Service) connectionState(reg *catalog.Registry, now time.Time, provider
 	if !st.LastErrorAt.IsZero() {
 		at := st.LastErrorAt.UTC()
 		v.LastErrorAt = &at
+	}
+	if s.Pins != nil {
+		v.Pins = s.Pins.OnConnection(c.ID)
 	}
 	v.AuthType = c.AuthType
 	s.claude(&v, c, now)

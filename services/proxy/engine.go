@@ -67,6 +67,11 @@ type Options struct {
 	// to another account (oauth_session.go). Default: a random key, so the derived ids stay the
 	// same only while the process runs.
 	SessionKey []byte
+	// SessionBinds binds Claude Code sessions to the account that first served them
+	// (oauth_session.go). Default: a table of the engine's own, kept only while it runs.
+	SessionBinds *resilience.SessionBinds
+	// Pins are the session affinity pins (affinity.go); nil turns session affinity off.
+	Pins *resilience.Pins
 }
 
 // Engine forwards client requests to upstream connections.
@@ -74,9 +79,7 @@ type Engine struct {
 	opt Options
 	// breakerCfg caches the compiled global breaker config of one settings snapshot.
 	breakerCfg atomic.Pointer[cachedBreakerConfig]
-	// binds binds Claude Code sessions to the account that first served them; sessionKey keys
-	// the ids other accounts see (oauth_session.go).
-	binds      *sessionBinds
+	// sessionKey keys the ids other accounts see of a Claude Code session (oauth_session.go).
 	sessionKey []byte
 	// tokens counts count_tokens requests toward providers without that endpoint; its
 	// vocabularies load on the first such request.
@@ -104,7 +107,10 @@ func New(opt Options) *Engine {
 	if len(key) == 0 {
 		key = newSessionKey()
 	}
-	return &Engine{opt: opt, binds: newSessionBinds(sessionBindTTL, sessionBindMax), sessionKey: key, tokens: tokencount.New()}
+	if opt.SessionBinds == nil {
+		opt.SessionBinds = resilience.NewSessionBinds(opt.Clock, resilience.SessionBindTTL, resilience.MaxSessionBinds, nil)
+	}
+	return &Engine{opt: opt, sessionKey: key, tokens: tokencount.New()}
 }
 
 // NewTransport returns the HTTP transport tuned for many concurrent upstream calls and streams.

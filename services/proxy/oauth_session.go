@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"container/list"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -9,13 +8,12 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 
 	"switchyard/services/catalog"
+	"switchyard/services/resilience"
 )
 
 // Claude Code's session ids in passthrough. Claude Code names its session in the
@@ -32,80 +30,19 @@ import (
 // Only those bytes change: the header's value and the id inside metadata.user_id; the rest of
 // the body stays as the client sent it. Requests without a session id are left alone.
 //
-// The bindings live in memory, at most sessionBindMax of them (the least recently used goes
-// first), each dropped sessionBindTTL after the session's last request. A session whose binding
-// was dropped (or that outlives a restart) is bound anew to the account that serves it next.
+// The bindings are resilience.SessionBinds: at most resilience.MaxSessionBinds of them (the
+// least recently used goes first), each dropped resilience.SessionBindTTL after the session's
+// last request, persisted in the state store so a session keeps its account across a restart. A
+// session whose binding was dropped is bound anew to the account that serves it next.
 
 const (
 	// sessionHeader is the header in which Claude Code names its session.
 	sessionHeader = "X-Claude-Code-Session-Id"
 	// userIDPath is where Claude Code's body carries its user id, session id included.
 	userIDPath = "metadata.user_id"
-	// sessionBindTTL is how long a session stays bound to its account after its last request.
-	sessionBindTTL = 24 * time.Hour
-	// sessionBindMax bounds the bindings held (about 150 bytes each).
-	sessionBindMax = 50_000
+	// bindNamespace namespaces the sessions of the binding table (resilience.NewSession).
+	bindNamespace = "claude-code"
 )
-
-// sessionBinds binds client sessions to the account that first served them.
-type sessionBinds struct {
-	ttl time.Duration
-	max int
-
-	mu    sync.Mutex
-	byKey map[[16]byte]*list.Element // of *sessionBind
-	lru   list.List                  // most recently used first
-}
-
-type sessionBind struct {
-	key     [16]byte
-	account string
-	seen    time.Time
-}
-
-func newSessionBinds(ttl time.Duration, limit int) *sessionBinds {
-	return &sessionBinds{ttl: ttl, max: limit, byKey: map[[16]byte]*list.Element{}}
-}
-
-// bind returns the account the session is bound to, binding it to account when it is bound to
-// none (or its binding expired). Either way the binding is kept for another TTL from now.
-func (s *sessionBinds) bind(session, account string, now time.Time) string {
-	sum := sha256.Sum256([]byte(session)) // the map holds fixed-size keys, whatever a client sends
-	var key [16]byte
-	copy(key[:], sum[:])
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if el, ok := s.byKey[key]; ok {
-		b := el.Value.(*sessionBind)
-		if now.Sub(b.seen) >= s.ttl {
-			b.account = account
-		}
-		b.seen = now
-		s.lru.MoveToFront(el)
-		return b.account
-	}
-	for s.lru.Len() > 0 {
-		last := s.lru.Back()
-		if b := last.Value.(*sessionBind); s.lru.Len() < s.max && now.Sub(b.seen) < s.ttl {
-			break
-		}
-		s.remove(last)
-	}
-	s.byKey[key] = s.lru.PushFront(&sessionBind{key: key, account: account, seen: now})
-	return account
-}
-
-func (s *sessionBinds) remove(el *list.Element) {
-	delete(s.byKey, el.Value.(*sessionBind).key)
-	s.lru.Remove(el)
-}
-
-// len is the number of bindings held.
-func (s *sessionBinds) len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.lru.Len()
-}
 
 // sessionIDs keeps a passthrough call's session ids to the account they are bound to: on
 // another account it puts the account's derived ids in the header and in metadata.user_id. h
@@ -123,7 +60,7 @@ func (e *Engine) sessionIDs(h http.Header, body []byte, conn *catalog.ConnEntry)
 		}
 	}
 	account := accountKey(conn)
-	if e.binds.bind(session, account, e.opt.Clock.Now()) == account {
+	if e.opt.SessionBinds.Bind(resilience.NewSession(bindNamespace, session), account) == account {
 		return body
 	}
 	if header != "" {

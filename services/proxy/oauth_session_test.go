@@ -5,50 +5,11 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jonboulle/clockwork"
 
 	"switchyard/services/catalog"
 )
-
-func TestSessionBinds(t *testing.T) {
-	t0 := time.Unix(1_700_000_000, 0)
-	s := newSessionBinds(time.Hour, 3)
-	if got := s.bind("s1", "ada", t0); got != "ada" {
-		t.Fatalf("first bind: %s", got)
-	}
-	if got := s.bind("s1", "bob", t0.Add(time.Minute)); got != "ada" {
-		t.Fatalf("a bound session moved to %s", got)
-	}
-	// Each request keeps the binding another hour.
-	if got := s.bind("s1", "bob", t0.Add(time.Minute+59*time.Minute)); got != "ada" {
-		t.Fatalf("the binding did not slide: %s", got)
-	}
-	// An hour without requests: bound anew.
-	if got := s.bind("s1", "bob", t0.Add(2*time.Hour)); got != "bob" {
-		t.Fatalf("after the TTL: %s", got)
-	}
-	// Full: the least recently used binding goes first.
-	s.bind("s2", "ada", t0.Add(2*time.Hour+1))
-	s.bind("s3", "ada", t0.Add(2*time.Hour+2))
-	s.bind("s1", "bob", t0.Add(2*time.Hour+3)) // s2 is now the least recently used
-	s.bind("s4", "ada", t0.Add(2*time.Hour+4))
-	if n := s.len(); n != 3 {
-		t.Fatalf("%d bindings, at most 3", n)
-	}
-	if got := s.bind("s2", "bob", t0.Add(2*time.Hour+5)); got != "bob" {
-		t.Fatalf("s2 was not evicted: %s", got)
-	}
-	if got := s.bind("s1", "cy", t0.Add(2*time.Hour+6)); got != "bob" {
-		t.Fatalf("s1 was evicted: %s", got)
-	}
-	// Expired bindings are dropped when new ones come.
-	s.bind("s5", "ada", t0.Add(10*time.Hour))
-	if n := s.len(); n != 1 {
-		t.Fatalf("%d bindings after all expired", n)
-	}
-}
 
 var uuidRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
 
@@ -136,7 +97,7 @@ func TestSessionIDsWithoutSession(t *testing.T) {
 			t.Fatalf("%s → %s %v", body, out, h)
 		}
 	}
-	if n := e.binds.len(); n != 0 {
+	if n := e.opt.SessionBinds.Len(); n != 0 {
 		t.Fatalf("%d bindings", n)
 	}
 }

@@ -232,6 +232,7 @@ func (e *Engine) prepare(t target, req Request, in http.Header, tr *Trace, src F
 	}
 	c.header = upstreamHeader(in, c.src, c.dst)
 	c.claude = claudeCall{raw: req.Raw, client: in}
+	c.session = e.sessionFor(in, req.Raw, src, tr.ClientKeyID)
 	c.retry, c.retryOn = c.snap.Resilience().Retry, c.snap.RetryOn()
 	if t.provider.Resilience.Retry != (settings.RetryOverrides{}) { // rare: compute the provider's own
 		c.retry, _ = c.snap.RetryFor(t.provider.Resilience)

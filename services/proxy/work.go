@@ -48,6 +48,8 @@ type call struct {
 	committed bool
 	// claude is what calls on Claude subscription accounts need (oauth.go).
 	claude claudeCall
+	// session is the client session the call belongs to, for session affinity (affinity.go).
+	session callSession
 }
 
 // failure is a failed attempt, classified.
@@ -121,7 +123,7 @@ func (e *Engine) run(ctx context.Context, w http.ResponseWriter, c *call) *errs.
 // work tries the connections; verdict is the outcome for the breaker (nil = no upstream was
 // called, which says nothing about the provider).
 func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*errs.Error, *resilience.Result) {
-	conns := c.t.provider.Candidates()
+	conns := e.pinFirst(c, c.t.provider.Candidates())
 	if len(conns) == 0 {
 		return noConnection(c.t.provider.Name), nil
 	}
@@ -143,6 +145,7 @@ func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*err
 		i, spill, excluded := e.pick(c, conns, tried, busy)
 		if len(excluded) > 0 {
 			c.trace.skip(diagnostics(excluded).Excluded)
+			c.pinExcluded(excluded)
 		}
 		if i < 0 {
 			if last == nil && queueErr != nil {
@@ -190,6 +193,7 @@ func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*err
 			stepKind = "first"
 		}
 		began := e.opt.Clock.Now()
+		e.pinAttempt(c, conn)
 		c.trace.attempt(conn, stepKind, began)
 		actx, cancel := context.WithCancel(ctx)
 		var execTimedOut atomic.Bool
@@ -202,6 +206,7 @@ func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*err
 			e.opt.Observer.Attempt(c.t.provider.Name, "ok", kind)
 			e.opt.Cooldowns.RecordSuccess(conn.ID)
 			e.opt.Lockouts.RecordSuccess(c.t.provider.Name, conn.ID, c.t.model)
+			e.pinServed(c, conn)
 			ok := resilience.Result{Status: res.status, Duration: e.opt.Clock.Since(c.start)}
 			perr := e.deliver(actx, w, c, conn, res)
 			cancel()
@@ -220,6 +225,7 @@ func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*err
 				conn.Label, c.t.provider.Name, adm.deadline.String()), verdict()
 		}
 		f := e.fail(c, conn, res)
+		e.pinFailed(c, conn, f)
 		step.Reason = string(f.outcome.Reason)
 		if res.transport || res.redirect {
 			step.Reason = f.err.ReasonCode()

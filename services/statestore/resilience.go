@@ -53,16 +53,38 @@ func UsageRecord(u resilience.AccountUsage) Record {
 	return Record{Kind: ClaudeUsage, Key: strconv.FormatInt(u.ConnectionID, 10), ConnectionID: u.ConnectionID, Value: u}
 }
 
-// Resilience is the stored resilience state, as loaded at start.
-type Resilience struct {
-	Connections []resilience.ConnState
-	Breakers    []resilience.BreakerState
-	Lockouts    []resilience.Lockout
-	Lanes       []resilience.LaneState
-	Usage       []resilience.AccountUsage
+// PinRecord is the record of a session pin; nil (the pin ended) deletes it. A provider pin
+// goes with its provider and its connection.
+func PinRecord(k resilience.PinKey, p *resilience.Pin) Record {
+	r := Record{Kind: SessionPin, Key: k.Session.String() + "/" + k.Scope}
+	if p != nil {
+		r.Provider, r.ConnectionID, r.Value = p.Provider(), p.ConnectionID, *p
+	}
+	return r
 }
 
-// LoadResilience reads every stored connection state, breaker, lockout, lane and usage reading.
+// SessionBindRecord is the record of a Claude Code session's account; nil deletes it.
+func SessionBindRecord(s resilience.Session, b *resilience.SessionBind) Record {
+	r := Record{Kind: ClaudeSession, Key: s.String()}
+	if b != nil {
+		r.Value = *b
+	}
+	return r
+}
+
+// Resilience is the stored resilience state, as loaded at start.
+type Resilience struct {
+	Connections  []resilience.ConnState
+	Breakers     []resilience.BreakerState
+	Lockouts     []resilience.Lockout
+	Lanes        []resilience.LaneState
+	Usage        []resilience.AccountUsage
+	Pins         []resilience.Pin
+	SessionBinds []resilience.SessionBind
+}
+
+// LoadResilience reads every stored connection state, breaker, lockout, lane, usage reading,
+// session pin and Claude Code session binding.
 func LoadResilience(ctx context.Context, s Store) (Resilience, error) {
 	var out Resilience
 	var err error
@@ -78,6 +100,12 @@ func LoadResilience(ctx context.Context, s Store) (Resilience, error) {
 	if out.Lanes, err = LoadAll[resilience.LaneState](ctx, s, ClaudeLane); err != nil {
 		return out, err
 	}
-	out.Usage, err = LoadAll[resilience.AccountUsage](ctx, s, ClaudeUsage)
+	if out.Usage, err = LoadAll[resilience.AccountUsage](ctx, s, ClaudeUsage); err != nil {
+		return out, err
+	}
+	if out.Pins, err = LoadAll[resilience.Pin](ctx, s, SessionPin); err != nil {
+		return out, err
+	}
+	out.SessionBinds, err = LoadAll[resilience.SessionBind](ctx, s, ClaudeSession)
 	return out, err
 }

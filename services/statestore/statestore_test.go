@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -210,4 +211,73 @@ func lockoutEqual(a, b resilience.Lockout) bool {
 	eq := a.ExpiresAt.Equal(b.ExpiresAt)
 	a.ExpiresAt, b.ExpiresAt = time.Time{}, time.Time{}
 	return eq && a == b
+}
+
+// Session pins and Claude Code session bindings round-trip through the store; a provider pin
+// goes with its connection, and the stored rows hold digests, never the client's session key.
+func TestSessionPinsAndBindsRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	d, ids := testDB(t, -1)
+	s := NewSQLite(d, quiet)
+	at := time.UnixMilli(1_700_000_000_123).UTC()
+	sess := resilience.NewSession("key:1", "my-secret-session")
+	onA := resilience.Pin{Session: sess, Scope: resilience.ProviderScope("anthropic"), ConnectionID: ids[0], Failures: 1, UsedAt: at}
+	onB := resilience.Pin{Session: resilience.NewSession("key:1", "other"), Scope: resilience.ProviderScope("anthropic"),
+		ConnectionID: ids[1], UsedAt: at}
+	combo := resilience.Pin{Session: sess, Scope: resilience.ComboScope("chat"), Target: resilience.ComboTarget{Index: 2, Key: "a/m"}, UsedAt: at}
+	bind := resilience.SessionBind{Session: resilience.NewSession("claude-code", "cc-1"), Account: "uuid-ada", SeenAt: at}
+	for _, p := range []resilience.Pin{onA, onB, combo} {
+		s.Put(PinRecord(p.Key(), &p))
+	}
+	s.Put(SessionBindRecord(bind.Session, &bind))
+	if err := s.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := LoadResilience(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinEqual := func(a, b resilience.Pin) bool {
+		eq := a.UsedAt.Equal(b.UsedAt)
+		a.UsedAt, b.UsedAt = time.Time{}, time.Time{}
+		return eq && a == b
+	}
+	if len(got.Pins) != 3 {
+		t.Fatalf("pins %+v", got.Pins)
+	}
+	for _, want := range []resilience.Pin{onA, onB, combo} {
+		if !slices.ContainsFunc(got.Pins, func(p resilience.Pin) bool { return pinEqual(p, want) }) {
+			t.Fatalf("pin %+v not loaded: %+v", want, got.Pins)
+		}
+	}
+	if len(got.SessionBinds) != 1 || got.SessionBinds[0].Account != "uuid-ada" || got.SessionBinds[0].Session != bind.Session ||
+		!got.SessionBinds[0].SeenAt.Equal(at) {
+		t.Fatalf("binds %+v", got.SessionBinds)
+	}
+	rows, err := db.ListState(ctx, d.W, string(SessionPin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		if strings.Contains(r.Key+r.Value, "my-secret-session") {
+			t.Fatalf("a stored pin holds the session key: %+v", r)
+		}
+	}
+
+	// Deleting a connection drops its pins; a deleted pin and binding are gone.
+	if err := db.DeleteConnection(ctx, d.W, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	s.Put(PinRecord(combo.Key(), nil))
+	s.Put(SessionBindRecord(bind.Session, nil))
+	if err := s.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err = LoadResilience(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Pins) != 1 || got.Pins[0].ConnectionID != ids[1] || len(got.SessionBinds) != 0 {
+		t.Fatalf("after deletes: %+v %+v", got.Pins, got.SessionBinds)
+	}
 }
