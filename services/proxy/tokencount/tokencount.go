@@ -321,11 +321,14 @@ func cut(s string) int {
 			return i
 		}
 	}
-	i := chunkBytes
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
+	// Back off to a character start; text that is not UTF-8 (no start within one character's
+	// length) is cut at chunkBytes, so a piece is never empty.
+	for i := chunkBytes; i > chunkBytes-utf8.UTFMax; i-- {
+		if utf8.RuneStart(s[i]) {
+			return i
+		}
 	}
-	return i
+	return chunkBytes
 }
 
 func isSpace(b byte) bool {
