@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -93,3 +94,6 @@ func (st *routeStat) read() (inFlight int, uses uint64, errRate float64, ttft ti
 	st.mu.Unlock()
 	return int(st.inFlight.Load()), st.uses.Load(), errRate, ttft
 }
+
+// connStatKey keys a connection's numbers (for its provider's strategy).
+func connStatKey(id int64) string { return "c\x00" + strconv.FormatInt(id, 10) }

@@ -142,7 +142,7 @@ func (e *Engine) run(ctx context.Context, w http.ResponseWriter, c *call) *errs.
 // work tries the connections; verdict is the outcome for the breaker (nil = no upstream was
 // called, which says nothing about the provider).
 func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*errs.Error, *resilience.Result) {
-	conns := e.pinFirst(c, c.t.provider.Candidates())
+	conns := e.pinFirst(c, e.connOrder(c))
 	if c.only != nil {
 		conns = pinnedTo(conns, c.only.ID)
 	}
@@ -228,8 +228,15 @@ func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*err
 		actx, cancel := context.WithCancel(ctx)
 		var execTimedOut atomic.Bool
 		backstop := e.opt.Clock.AfterFunc(deadline, func() { execTimedOut.Store(true); cancel() })
+		stat := e.stats.get(connStatKey(conn.ID))
+		stat.begin()
 		res := e.attemptOn(actx, cancel, w, c, conn, began.Add(deadline))
 		backstop.Stop()
+		if res.err == nil {
+			stat.end(true, e.opt.Clock.Since(began))
+		} else {
+			stat.end(false, 0)
+		}
 		step := c.trace.step() // the last call (a Claude account may have made several)
 		step.end(res.status, e.opt.Clock.Now())
 		if res.err == nil && !execTimedOut.Load() {
