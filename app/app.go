@@ -314,6 +314,8 @@ type resilienceState struct {
 	// lanes and usage are the Claude usage-wall tables.
 	lanes *resilience.Lanes
 	usage *resilience.Usage
+	// rests are the combo target rests (combo_routing: cool).
+	rests *resilience.TargetCooldowns
 	// leases are the exclusive session leases.
 	leases *routing.Leases
 	// pins are the session affinity pins; binds the Claude Code sessions' accounts.
@@ -359,6 +361,8 @@ func buildResilience(ctx context.Context, clock clockwork.Clock, st storage, c c
 	r.lanes.Load(saved.Lanes)
 	r.usage = resilience.NewUsage(clock, func(u resilience.AccountUsage) { store.Put(statestore.UsageRecord(u)) })
 	r.usage.Load(saved.Usage)
+	r.rests = resilience.NewTargetCooldowns(clock, func(t resilience.TargetCooldown) { store.Put(statestore.TargetRestRecord(t)) })
+	r.rests.Load(saved.Rests)
 	if r.leases, err = buildLeases(ctx, clock, st, c, r.cooldowns, log); err != nil {
 		return nil, err
 	}
@@ -384,6 +388,7 @@ func buildResilience(ctx context.Context, clock clockwork.Clock, st storage, c c
 		r.semaphores.Forget(id)
 		r.lanes.Forget(id)
 		r.usage.Forget(id)
+		r.rests.ForgetConnection(id)
 		r.leases.ForgetConnection(id)
 		r.pins.ForgetConnection(id)
 	})
@@ -461,7 +466,7 @@ func buildEngine(clock clockwork.Clock, st storage, c core, r *resilienceState, 
 		Settings: c.settings, Cooldowns: r.cooldowns, Breakers: r.breakers, Gate: r.gate, Health: r.health, Lockouts: r.lockouts,
 		Queues: r.queues, Semaphores: r.semaphores, Clock: clock, Observer: r.metrics,
 		Accounts: accounts, Lanes: r.lanes, Usage: r.usage, OAuthSettings: c.oauthSettings, SessionKey: st.sessionKey,
-		Leases: r.leases, SessionBinds: r.binds, Pins: r.pins})
+		Leases: r.leases, SessionBinds: r.binds, Pins: r.pins, Combos: c.combos, TargetCooldowns: r.rests})
 	e.RegisterGauges(r.metrics)
 	return engine{engine: e, inventory: inv}
 }
@@ -481,7 +486,7 @@ func buildWeb(cfg Config, st storage, c core, r *resilienceState, e engine, acco
 	clock clockwork.Clock, draining *atomic.Bool, log *slog.Logger) (*echo.Echo, []web.Route, error) {
 	opsSvc := &ops.Service{Catalog: c.catalog, Discovery: e.inventory, Cooldowns: r.cooldowns, Breakers: r.breakers,
 		Lockouts: r.lockouts, Queues: r.queues, Semaphores: r.semaphores, Health: r.health, Store: r.store,
-		Accounts: accounts, Lanes: r.lanes, Usage: r.usage, OAuthSettings: c.oauthSettings, Pins: r.pins}
+		Accounts: accounts, Lanes: r.lanes, Usage: r.usage, OAuthSettings: c.oauthSettings, Pins: r.pins, Routing: e.engine}
 	sessions := web.NewSessions(c.sessions, st.cookieKey, log)
 	settingsH := &handlers.Settings{Svc: c.settings, OAuth: c.oauthSettings, Providers: c.catalog, Sessions: c.sessions}
 	return web.New(web.Deps{

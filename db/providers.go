@@ -18,12 +18,14 @@ type Provider struct {
 	ResponsesAPI bool `db:"responses_api"`
 	// ListedModelsOnly refuses model names the provider's model list does not show (by default
 	// they are forwarded and the upstream decides).
-	ListedModelsOnly bool  `db:"listed_models_only"`
-	CreatedAt        int64 `db:"created_at"`
-	UpdatedAt        int64 `db:"updated_at"`
+	ListedModelsOnly bool `db:"listed_models_only"`
+	// Strategy orders the provider's connections (default priority).
+	Strategy  string `db:"strategy"`
+	CreatedAt int64  `db:"created_at"`
+	UpdatedAt int64  `db:"updated_at"`
 }
 
-const providerCols = `id, name, type, base_url, resilience, responses_api, listed_models_only, created_at, updated_at`
+const providerCols = `id, name, type, base_url, resilience, responses_api, listed_models_only, strategy, created_at, updated_at`
 
 // ListProviders returns every provider ordered by name.
 func ListProviders(ctx context.Context, q Querier) ([]Provider, error) {
@@ -66,8 +68,12 @@ func InsertProvider(ctx context.Context, q Querier, p *Provider) error {
 	if p.Resilience == "" {
 		p.Resilience = "{}"
 	}
-	res, err := q.ExecContext(ctx, `INSERT INTO providers (name, type, base_url, resilience, responses_api, listed_models_only, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, p.Name, p.Type, p.BaseURL, p.Resilience, p.ResponsesAPI, p.ListedModelsOnly, now, now)
+	if p.Strategy == "" {
+		p.Strategy = "priority"
+	}
+	res, err := q.ExecContext(ctx, `INSERT INTO providers (name, type, base_url, resilience, responses_api, listed_models_only, strategy,
+		created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, p.Name, p.Type, p.BaseURL, p.Resilience, p.ResponsesAPI,
+		p.ListedModelsOnly, p.Strategy, now, now)
 	if isUniqueViolation(err) {
 		return ErrConflict
 	}
@@ -83,8 +89,8 @@ func InsertProvider(ctx context.Context, q Querier, p *Provider) error {
 func UpdateProvider(ctx context.Context, q Querier, p *Provider) error {
 	p.UpdatedAt = nowMS()
 	res, err := q.ExecContext(ctx, `UPDATE providers SET name = ?, type = ?, base_url = ?, resilience = ?, responses_api = ?,
-		listed_models_only = ?, updated_at = ? WHERE id = ?`, p.Name, p.Type, p.BaseURL, p.Resilience, p.ResponsesAPI,
-		p.ListedModelsOnly, p.UpdatedAt, p.ID)
+		listed_models_only = ?, strategy = ?, updated_at = ? WHERE id = ?`, p.Name, p.Type, p.BaseURL, p.Resilience, p.ResponsesAPI,
+		p.ListedModelsOnly, p.Strategy, p.UpdatedAt, p.ID)
 	if isUniqueViolation(err) {
 		return ErrConflict
 	}

@@ -119,17 +119,21 @@ type requestItem struct {
 	Complete     bool      `json:"complete"`
 	InputTokens  int64     `json:"input_tokens"`
 	OutputTokens int64     `json:"output_tokens"`
+	// Combo is the combo the client named ("" for none).
+	Combo string `json:"combo,omitempty"`
 }
 
 // requestDetail is one logged request with its attempt chain, the connections it left out and,
 // when the log keeps them, its bodies (truncated and redacted; absent when not kept).
 type requestDetail struct {
 	requestItem
-	Attempts      []attemptItem `json:"attempts"`
-	Skipped       []skipItem    `json:"skipped"`
-	RequestBody   *string       `json:"request_body,omitempty"`
-	ResponseBody  *string       `json:"response_body,omitempty"`
-	BodyTruncated bool          `json:"body_truncated"`
+	Attempts []attemptItem `json:"attempts"`
+	Skipped  []skipItem    `json:"skipped"`
+	// Route is a combo's decision trace: every target considered and what became of it.
+	Route         []traffic.RouteStep `json:"route,omitempty"`
+	RequestBody   *string             `json:"request_body,omitempty"`
+	ResponseBody  *string             `json:"response_body,omitempty"`
+	BodyTruncated bool                `json:"body_truncated"`
 }
 
 type attemptItem struct {
@@ -139,6 +143,7 @@ type attemptItem struct {
 	Status       int    `json:"status"`
 	Reason       string `json:"reason"`
 	Detail       string `json:"detail,omitempty"`
+	Target       string `json:"target,omitempty"`
 	DurationMS   int64  `json:"duration_ms"`
 }
 
@@ -155,7 +160,7 @@ func toRequestItem(e traffic.Entry, names map[int64]string) requestItem {
 		Surface: e.Surface, Model: e.Model, Provider: e.Provider, ConnectionID: e.ConnectionID, Connection: e.Connection,
 		Status: e.Status, ErrorCode: e.ErrorCode, AttemptCount: e.Attempts, Retries: e.Retries, Failovers: e.Failovers,
 		LatencyMS: e.Latency.Milliseconds(), TTFTMS: e.TTFT.Milliseconds(), Stream: e.Stream, Complete: e.Complete,
-		InputTokens: e.InputTokens, OutputTokens: e.OutputTokens}
+		InputTokens: e.InputTokens, OutputTokens: e.OutputTokens, Combo: e.Combo}
 	if e.Error.Key != "" {
 		it.Error = e.Error.String()
 	}
@@ -207,10 +212,10 @@ func (r *Requests) Get(c echo.Context) error {
 	}
 	d := requestDetail{requestItem: toRequestItem(e, names), Attempts: []attemptItem{}, Skipped: []skipItem{},
 		RequestBody: storedText(e.RequestBody), ResponseBody: storedText(e.ResponseBody),
-		BodyTruncated: e.RequestBody.Truncated || e.ResponseBody.Truncated}
+		BodyTruncated: e.RequestBody.Truncated || e.ResponseBody.Truncated, Route: e.Route}
 	for _, a := range e.Chain {
 		d.Attempts = append(d.Attempts, attemptItem{Connection: a.Connection, ConnectionID: a.ConnectionID, Kind: a.Kind,
-			Status: a.Status, Reason: a.Reason, Detail: a.Detail, DurationMS: a.Duration.Milliseconds()})
+			Status: a.Status, Reason: a.Reason, Detail: a.Detail, Target: a.Target, DurationMS: a.Duration.Milliseconds()})
 	}
 	for _, x := range e.Skipped {
 		d.Skipped = append(d.Skipped, skipItem{Connection: x.Connection, Reason: x.Reason, Detail: x.Detail, Target: x.Target,

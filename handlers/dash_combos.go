@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -94,7 +95,7 @@ func (p *CombosPage) cards(c echo.Context) ([]views.ComboCard, string) {
 				nestedLive(&live, reg, t.Combo, state)
 			} else {
 				row.Label, row.Connection = t.Provider+"/"+t.Model, t.Connection
-				targetLive(&live, state(t), now)
+				targetLive(ctx(c), &live, state(t), now)
 			}
 			row.Live = live
 			card.Targets = append(card.Targets, row)
@@ -114,8 +115,11 @@ func liveID(comboID int64, t routing.Target) string {
 }
 
 // targetLive fills a provider target's live state.
-func targetLive(v *views.TargetLive, st ops.TargetState, now time.Time) {
-	v.Breaker, v.Pinned = st.Breaker, st.Connection
+func targetLive(ctx context.Context, v *views.TargetLive, st ops.TargetState, now time.Time) {
+	v.Breaker, v.Pinned, v.Saturated = st.Breaker, st.Connection, st.Saturated
+	if st.PassedOver != "" {
+		v.PassedOver = reasonLabel(ctx, st.PassedOver)
+	}
 	v.Conns = views.ConnCounts{Total: st.Connections.Total, Usable: st.Connections.Usable, Cooling: st.Connections.Cooling,
 		Terminal: st.Connections.Terminal, Disabled: st.Connections.Disabled}
 	nowMS := now.UnixMilli()

@@ -14,11 +14,12 @@ import (
 	"switchyard/services/ops"
 	"switchyard/services/proxy"
 	"switchyard/services/resilience"
+	"switchyard/services/routing"
 	"switchyard/views"
 )
 
 // providerFields are the fields of the provider forms, for placing service errors.
-var providerFields = []string{"name", "type", "base_url"}
+var providerFields = []string{"name", "type", "base_url", "strategy"}
 
 // providersModel lists every provider with its connections; the forms start empty.
 func (d *Dashboard) providersModel(c echo.Context) (views.ProvidersModel, error) {
@@ -258,13 +259,19 @@ func (d *Dashboard) EditProviderPage(c echo.Context) error {
 		return d.missing(c, err, "/providers")
 	}
 	return Render(c, http.StatusOK, views.ProviderEditPage(d.providerEditModel(c, p,
-		views.ProviderForm{Type: p.Type, BaseURL: p.BaseURL, ResponsesAPI: p.ResponsesAPI, ListedModelsOnly: p.ListedModelsOnly})))
+		views.ProviderForm{Type: p.Type, BaseURL: p.BaseURL, ResponsesAPI: p.ResponsesAPI, ListedModelsOnly: p.ListedModelsOnly,
+			Strategy: p.Strategy})))
 }
 
 func (d *Dashboard) providerEditModel(c echo.Context, p catalog.Provider, f views.ProviderForm) views.ProviderEditModel {
 	path := "/providers/" + c.Param("id") + "/edit"
-	return views.ProviderEditModel{Shell: d.shell(c, "providers", i18n.T(ctx(c), "providers.edit_title", p.Name), path),
+	m := views.ProviderEditModel{Shell: d.shell(c, "providers", i18n.T(ctx(c), "providers.edit_title", p.Name), path),
 		ID: p.ID, Name: p.Name, Types: providerTypes(ctx(c)), Form: f}
+	for _, s := range routing.Strategies {
+		m.Strategies = append(m.Strategies, views.StrategyOption{Value: string(s),
+			Label: i18n.T(ctx(c), "strategy."+string(s)), Help: i18n.T(ctx(c), "provider_strategy."+string(s)+".help")})
+	}
+	return m
 }
 
 // UpdateProvider answers POST /providers/:id/edit: type, base URL and the two switches.
@@ -278,9 +285,13 @@ func (d *Dashboard) UpdateProvider(c echo.Context) error {
 		return d.missing(c, err, "/providers")
 	}
 	f := views.ProviderForm{Type: c.FormValue("type"), BaseURL: strings.TrimSpace(c.FormValue("base_url")),
-		ResponsesAPI: c.FormValue("responses_api") == "true", ListedModelsOnly: c.FormValue("listed_models_only") == "true"}
-	p, err := d.Catalog.UpdateProvider(ctx(c), id, catalog.ProviderInput{Type: &f.Type, BaseURL: &f.BaseURL,
-		ResponsesAPI: &f.ResponsesAPI, ListedModelsOnly: &f.ListedModelsOnly}, nil)
+		ResponsesAPI: c.FormValue("responses_api") == "true", ListedModelsOnly: c.FormValue("listed_models_only") == "true",
+		Strategy: c.FormValue("strategy")}
+	in := catalog.ProviderInput{Type: &f.Type, BaseURL: &f.BaseURL, ResponsesAPI: &f.ResponsesAPI, ListedModelsOnly: &f.ListedModelsOnly}
+	if f.Strategy != "" { // a form from before the field keeps the provider's strategy
+		in.Strategy = &f.Strategy
+	}
+	p, err := d.Catalog.UpdateProvider(ctx(c), id, in, nil)
 	if err != nil {
 		fields, form, ok := formErrors(ctx(c), err, providerFields...)
 		if !ok {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -93,7 +94,7 @@ func (r *Requests) RequestDetailPage(c echo.Context) error {
 		Request:   bodyView(e.RequestBody), Response: bodyView(e.ResponseBody)}
 	for i, a := range e.Chain {
 		row := views.AttemptRow{N: i + 1, Connection: a.Connection, Kind: i18n.T(cx, "requests.kind."+a.Kind), Status: a.Status,
-			Duration: views.FormatElapsed(cx, a.Duration), Detail: a.Detail}
+			Duration: views.FormatElapsed(cx, a.Duration), Detail: a.Detail, Target: a.Target}
 		if a.Reason != "" {
 			row.Reason = reasonLabel(cx, a.Reason)
 		}
@@ -114,7 +115,38 @@ func (r *Requests) RequestDetailPage(c echo.Context) error {
 		}
 		m.Skipped = append(m.Skipped, row)
 	}
+	m.Combo = e.Combo
+	for _, st := range e.Route {
+		m.Route = append(m.Route, routeRow(cx, st))
+	}
 	return Render(c, http.StatusOK, views.RequestDetailPage(m))
+}
+
+// routeRow is one step of a combo's decision trace in the reader's words.
+func routeRow(cx context.Context, st traffic.RouteStep) views.RouteRow {
+	row := views.RouteRow{Round: st.Round, Target: st.Target, Via: strings.Join(st.Via, " → "), Source: st.Source,
+		Attempts: st.Attempts, Outcome: i18n.T(cx, "requests.outcome."+st.Outcome), OutcomeClass: "skip"}
+	switch st.Outcome {
+	case "answered":
+		row.OutcomeClass = "ok"
+	case "failed", "stopped":
+		row.OutcomeClass = "bad"
+	}
+	if st.Reason != "" {
+		row.Why = errorCodeLabel(cx, st.Reason)
+		if row.Why == st.Reason {
+			row.Why = reasonLabel(cx, st.Reason)
+		}
+	}
+	if st.Action != "" {
+		why := row.Why
+		if why == "" {
+			why = "–"
+		}
+		row.Why = i18n.T(cx, "requests.route_action."+st.Action, why)
+	}
+	row.Until = st.Until
+	return row
 }
 
 func bodyView(b traffic.Body) views.BodyView {

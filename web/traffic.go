@@ -77,7 +77,7 @@ func fromTrace(e *traffic.Entry, tr *proxy.Trace) {
 	e.InputTokens, e.OutputTokens = tr.InputTokens, tr.OutputTokens
 	for _, a := range tr.Chain {
 		e.Chain = append(e.Chain, traffic.Attempt{ConnectionID: a.ConnectionID, Connection: a.Connection, Kind: a.Kind,
-			Status: a.Status, Reason: a.Reason, Duration: a.Duration, Detail: a.Detail})
+			Status: a.Status, Reason: a.Reason, Duration: a.Duration, Detail: a.Detail, Target: a.Target})
 		if a.ConnectionID == tr.ConnectionID {
 			e.Connection = a.Connection
 		}
@@ -85,5 +85,9 @@ func fromTrace(e *traffic.Entry, tr *proxy.Trace) {
 	for _, x := range tr.Skipped {
 		e.Skipped = append(e.Skipped, traffic.Skip{Connection: x.Connection, Reason: x.Reason, Detail: x.Detail,
 			Target: x.Target, SecondsLeft: x.SecondsLeft})
+	}
+	e.Combo = tr.Combo
+	for _, r := range tr.Route {
+		e.Route = append(e.Route, traffic.RouteStep(r))
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"switchyard/db"
 	"switchyard/services/errs"
 	"switchyard/services/names"
+	"switchyard/services/routing"
 	"switchyard/services/secrets"
 )
 
@@ -182,9 +183,12 @@ type Provider struct {
 	ResponsesAPI bool `json:"responses_api"`
 	// ListedModelsOnly: model names the provider's model list does not show are refused (404
 	// model_not_found) instead of forwarded. Default false: the upstream decides.
-	ListedModelsOnly bool  `json:"listed_models_only"`
-	CreatedAt        int64 `json:"created_at"`
-	UpdatedAt        int64 `json:"updated_at"`
+	ListedModelsOnly bool `json:"listed_models_only"`
+	// Strategy orders the provider's connections: priority (the default: lower priority first,
+	// round robin among equals) or one of the combo strategies (routing.Strategies).
+	Strategy  string `json:"strategy"`
+	CreatedAt int64  `json:"created_at"`
+	UpdatedAt int64  `json:"updated_at"`
 }
 
 // ProviderInput is a create or partial update; nil fields are left as they are.
@@ -195,6 +199,7 @@ type ProviderInput struct {
 	Resilience       json.RawMessage `json:"resilience"`
 	ResponsesAPI     *bool           `json:"responses_api"`
 	ListedModelsOnly *bool           `json:"listed_models_only"`
+	Strategy         *string         `json:"strategy"`
 }
 
 // ProviderOverridesValidator checks a provider's resilience override document and returns it
@@ -204,7 +209,7 @@ type ProviderOverridesValidator func(raw []byte) ([]byte, map[string]errs.Msg)
 func providerView(p db.Provider) Provider {
 	return Provider{ID: p.ID, Name: p.Name, Type: p.Type, BaseURL: p.BaseURL,
 		Resilience: json.RawMessage(p.Resilience), ResponsesAPI: p.ResponsesAPI, ListedModelsOnly: p.ListedModelsOnly,
-		CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
+		Strategy: p.Strategy, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
 }
 
 // ListProviders returns every provider.
@@ -324,6 +329,15 @@ func applyProvider(p *db.Provider, in ProviderInput, create bool, validate Provi
 	}
 	if in.ListedModelsOnly != nil {
 		p.ListedModelsOnly = *in.ListedModelsOnly
+	}
+	if in.Strategy != nil {
+		p.Strategy = strings.TrimSpace(*in.Strategy)
+		if !routing.Strategy(p.Strategy).Valid() {
+			fields["strategy"] = errs.M("err.one_of", routing.StrategyNames())
+		}
+	}
+	if p.Strategy == "" {
+		p.Strategy = string(routing.Priority)
 	}
 	if create || in.Name != nil {
 		if m, bad := names.Check(p.Name); bad {

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"switchyard/db"
+	"switchyard/services/routing"
 	"switchyard/services/settings"
 )
 
@@ -54,7 +55,9 @@ type ProviderEntry struct {
 	// ListedModelsOnly: a model the provider's model list does not show is refused, not
 	// forwarded.
 	ListedModelsOnly bool
-	Overrides        json.RawMessage // per-provider resilience overrides, as stored
+	// Strategy orders the connections (routing's names; priority by default).
+	Strategy  routing.Strategy
+	Overrides json.RawMessage // per-provider resilience overrides, as stored
 	// Resilience is Overrides decoded once, for the request path.
 	Resilience settings.ProviderOverrides
 	// Conns are the enabled connections whose credential could be opened, by priority then id.
@@ -107,7 +110,8 @@ func buildRegistry(provs []db.Provider, conns []db.Connection, open func(db.Conn
 	byID := make(map[int64]*ProviderEntry, len(provs))
 	for _, p := range provs {
 		e := &ProviderEntry{ID: p.ID, Name: p.Name, Type: p.Type, BaseURL: p.BaseURL, ResponsesAPI: p.ResponsesAPI,
-			ListedModelsOnly: p.ListedModelsOnly, Overrides: json.RawMessage(p.Resilience), rr: new(atomic.Uint64),
+			ListedModelsOnly: p.ListedModelsOnly, Strategy: routing.Strategy(p.Strategy), Overrides: json.RawMessage(p.Resilience),
+			rr:         new(atomic.Uint64),
 			Resilience: settings.ParseProviderOverrides([]byte(p.Resilience))}
 		if old != nil {
 			if prev, ok := old.byName[p.Name]; ok {
@@ -193,6 +197,10 @@ func (r *Registry) ConnectionsOf(providerID int64) []*ConnEntry {
 	})
 	return out
 }
+
+// Turn returns the provider's request number and counts one more (the round-robin cursor the
+// priority order rotates by; other strategies rotate by it too).
+func (p *ProviderEntry) Turn() uint64 { return p.rr.Add(1) - 1 }
 
 // Candidates returns the provider's usable connections in the order to try them: lower priority
 // values first; within one priority, rotated round-robin so load spreads across equals.

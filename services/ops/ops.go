@@ -51,6 +51,14 @@ type Service struct {
 	OAuthSettings OAuthSettings
 	// Pins are the session affinity pins; nil leaves the counts at 0.
 	Pins *resilience.Pins
+	// Routing says what a combo would do with a target now (the engine's own verdict); nil
+	// leaves the combos' live state to the connection states alone.
+	Routing TargetRouter
+}
+
+// TargetRouter is the engine's verdict on a combo target.
+type TargetRouter interface {
+	TargetVerdict(provider, model, connection string) proxy.TargetVerdict
 }
 
 // ConnectionState is one connection's live state; never secrets.

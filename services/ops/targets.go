@@ -28,6 +28,12 @@ type TargetState struct {
 	// UsableAt is, when not Usable, the earliest time it is again; zero when only an operator
 	// or new credentials can make it usable (disabled or banned connections, none at all).
 	UsableAt time.Time
+	// PassedOver is why a combo would pass the target over now ("" = it would try it): the
+	// engine's own verdict, which also sees provider cooldowns, combo rests, leases and usage
+	// windows. Saturated: every connection is at its cap with requests waiting, so a combo tries
+	// another target first.
+	PassedOver string
+	Saturated  bool
 }
 
 // TargetLockout is a model lockout on one of a target's connections.
@@ -119,6 +125,16 @@ func (s *Service) TargetState(provider, model, connection string) TargetState {
 		st.Usable = true
 	default:
 		st.UsableAt = ready
+	}
+	if s.Routing != nil {
+		v := s.Routing.TargetVerdict(provider, model, connection)
+		st.Saturated = v.Saturated
+		if v.Skip {
+			st.PassedOver, st.Usable = v.Reason, false
+			if st.UsableAt.IsZero() || v.Until.After(st.UsableAt) {
+				st.UsableAt = v.Until
+			}
+		}
 	}
 	if !st.UsableAt.IsZero() {
 		st.UsableAt = st.UsableAt.UTC()

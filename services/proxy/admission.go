@@ -160,8 +160,14 @@ type heartbeat struct {
 }
 
 func (e *Engine) heartbeats(c *call, w http.ResponseWriter) *heartbeat {
+	return e.beat(w, c.stream, c.out, c.trace, ": queued\n\n")
+}
+
+// beat writes comment to a streaming client every heartbeatEvery until stopped; nothing for a
+// client that did not ask for a stream.
+func (e *Engine) beat(w http.ResponseWriter, stream bool, out *clientOut, tr *Trace, comment string) *heartbeat {
 	h := &heartbeat{}
-	if !c.stream {
+	if !stream {
 		h.stopped = true
 		return h
 	}
@@ -172,8 +178,8 @@ func (e *Engine) heartbeats(c *call, w http.ResponseWriter) *heartbeat {
 		if h.stopped {
 			return
 		}
-		c.commitStream(w)
-		_, _ = w.Write([]byte(": queued\n\n"))
+		out.commitStream(w, tr)
+		_, _ = w.Write([]byte(comment))
 		_ = http.NewResponseController(w).Flush()
 		h.timer = e.opt.Clock.AfterFunc(heartbeatEvery, beat)
 	}
@@ -193,17 +199,31 @@ func (h *heartbeat) stop() {
 	}
 }
 
-// commitStream sends the event-stream headers once.
-func (c *call) commitStream(w http.ResponseWriter) {
-	if c.committed {
+// clientOut is what went to the client of one request so far; the calls a combo makes for one
+// request share it.
+type clientOut struct {
+	// committed is set once the event-stream headers went out (a heartbeat while queued or
+	// waiting, or the answer); from then on errors are written as stream error events.
+	committed bool
+	// delivered is set once an answer began to go to the client: from then on nothing is tried
+	// again, on this target or another.
+	delivered bool
+}
+
+// commitStream sends the event-stream headers once, with the route so far.
+func (o *clientOut) commitStream(w http.ResponseWriter, tr *Trace) {
+	if o.committed {
 		return
 	}
-	c.committed = true
+	o.committed = true
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
-	h.Set("X-Switchyard-Provider", c.t.provider.Name)
+	if tr.Provider != "" {
+		h.Set("X-Switchyard-Provider", tr.Provider)
+	}
+	h.Set(RouteHeader, tr.route())
 	w.WriteHeader(http.StatusOK)
 }
 

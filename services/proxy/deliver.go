@@ -12,8 +12,10 @@ import (
 
 // deliver writes a successful attempt to the client.
 func (e *Engine) deliver(ctx context.Context, w http.ResponseWriter, c *call, conn *catalog.ConnEntry, res attemptResult) *errs.Error {
+	c.out.delivered, c.answered = true, e.opt.Clock.Now()
 	h := w.Header()
 	h.Set("X-Switchyard-Provider", c.t.provider.Name)
+	h.Set(RouteHeader, c.trace.route())
 	c.trace.Status = res.status
 	if res.body != nil {
 		if ct := res.resp.Header.Get("Content-Type"); ct != "" && !res.translated {
@@ -41,7 +43,7 @@ func (e *Engine) deliver(ctx context.Context, w http.ResponseWriter, c *call, co
 		}
 		return redact.Bytes(ev, secrets...)
 	}
-	c.trace.Complete = relayStream(ctx, w, func() { c.commitStream(w) }, res.first, res.br, e.opt.Log, r, c.src, clean, func() {
+	c.trace.Complete = relayStream(ctx, w, func() { c.out.commitStream(w, c.trace) }, res.first, res.br, e.opt.Log, r, c.src, clean, func() {
 		if c.trace.TTFT == 0 {
 			c.trace.TTFT = e.opt.Clock.Since(c.start)
 			e.opt.Observer.FirstToken(c.t.provider.Name, c.trace.TTFT)

@@ -61,6 +61,10 @@ type Options struct {
 	OAuthSettings OAuthSettingsSource
 	// MaxResponseBytes bounds a buffered (non-streaming) upstream answer. Default 64 MiB.
 	MaxResponseBytes int64
+	// Combos are the combos a client may name as its model; nil = none.
+	Combos ComboSource
+	// TargetCooldowns are the rests combos put targets on (combo_routing: cool); nil = none.
+	TargetCooldowns *resilience.TargetCooldowns
 	// Leases is the table of exclusive session leases; nil: no leases, every connection is free.
 	Leases LeaseTable
 	// SessionKey keys the session ids a Claude account sees in place of a client session bound
@@ -84,6 +88,10 @@ type Engine struct {
 	// tokens counts count_tokens requests toward providers without that endpoint; its
 	// vocabularies load on the first such request.
 	tokens *tokencount.Counter
+	// stats are the routing numbers of combo targets; turns count each combo's requests for
+	// round-robin.
+	stats *routeStats
+	turns comboTurns
 }
 
 type cachedBreakerConfig struct {
@@ -110,7 +118,7 @@ func New(opt Options) *Engine {
 	if opt.SessionBinds == nil {
 		opt.SessionBinds = resilience.NewSessionBinds(opt.Clock, resilience.SessionBindTTL, resilience.MaxSessionBinds, nil)
 	}
-	return &Engine{opt: opt, sessionKey: key, tokens: tokencount.New()}
+	return &Engine{opt: opt, sessionKey: key, tokens: tokencount.New(), stats: newRouteStats()}
 }
 
 // NewTransport returns the HTTP transport tuned for many concurrent upstream calls and streams.

@@ -144,6 +144,9 @@ func (e *Engine) serve(ctx context.Context, w http.ResponseWriter, raw []byte, i
 			tr.ErrorCode, tr.Stream = aerr.ReasonCode(), peekStream(raw, countTokens)
 			return aerr
 		}
+		if x := e.combo(m); x != nil {
+			return e.serveCombo(ctx, w, raw, in, tr, src, countTokens, x)
+		}
 		if t, rerr = e.resolve(ctx, m); rerr == nil {
 			t, lease, rerr = e.leaseTarget(in, tr.ClientKeyID, t)
 		}
@@ -188,7 +191,7 @@ func (e *Engine) serve(ctx context.Context, w http.ResponseWriter, raw []byte, i
 		tr.ErrorCode = perr.ReasonCode()
 		finalError(perr, tr.Attempts)
 	}
-	if perr != nil && c.committed {
+	if perr != nil && c.out.committed {
 		if !isClientGone(perr) {
 			writeStreamError(w, c.src, perr)
 		}
@@ -201,7 +204,7 @@ func (e *Engine) serve(ctx context.Context, w http.ResponseWriter, raw []byte, i
 // the formats differ), and the call's retry policy.
 func (e *Engine) prepare(t target, req Request, in http.Header, tr *Trace, src Format, countTokens bool) (*call, *errs.Error) {
 	c := &call{trace: tr, start: e.opt.Clock.Now(), t: t, stream: req.Stream, snap: e.opt.Settings.Snapshot(),
-		src: src, dst: wireOf(t.provider.Type), countTokens: countTokens}
+		src: src, dst: wireOf(t.provider.Type), countTokens: countTokens, out: &clientOut{}}
 	if src == FormatResponses {
 		if nativeResponses(t.provider) {
 			c.dst = FormatResponses

@@ -3,6 +3,8 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -41,6 +43,58 @@ type Trace struct {
 	// Skipped names the connections left out (cooling, terminal, model locked out) and why, the
 	// latest word on each.
 	Skipped []Excluded
+	// Combo is the combo the client named ("" for a plain request); Route is its decision
+	// trace: every target considered, in the order considered, with what became of it.
+	Combo string
+	Route []RouteStep
+	// target names the combo target being tried, for the attempts it makes.
+	target string
+}
+
+// RouteStep is one target a combo considered for a request.
+type RouteStep struct {
+	// Target is provider/model (with @connection when pinned to one); Via names the nested
+	// combos it was reached through, outermost first, when there are any.
+	Target string   `json:"target"`
+	Via    []string `json:"via,omitempty"`
+	// Round counts the dispatches: 1, then one more after each cooldown wait.
+	Round int `json:"round"`
+	// Outcome is answered, failed (Reason the failure), skipped (left out before any call:
+	// Reason the exclusion, Source what excluded it, Until when it ends; zero = no timer),
+	// deferred (passed over as saturated, tried only if nothing else could start) or stopped
+	// (its failure ended the combo).
+	Outcome  string    `json:"outcome"`
+	Reason   string    `json:"reason,omitempty"`
+	Source   string    `json:"source,omitempty"`
+	Until    time.Time `json:"until,omitzero"`
+	Attempts int       `json:"attempts,omitempty"`
+	// Action is what the combo did after a failure: skip, cool or stop.
+	Action string `json:"action,omitempty"`
+}
+
+// RouteHeader is the response header that tells the client which target answered and how many
+// upstream calls the request made.
+const RouteHeader = "X-Switchyard-Route"
+
+// route is the RouteHeader value: the combo (when one was named), the target (provider/model)
+// tried last, and the attempts made.
+func (t *Trace) route() string {
+	var b strings.Builder
+	if t.Combo != "" {
+		b.WriteString("combo=")
+		b.WriteString(t.Combo)
+		b.WriteString("; ")
+	}
+	if t.Provider != "" {
+		b.WriteString("target=")
+		b.WriteString(t.Provider)
+		b.WriteByte('/')
+		b.WriteString(t.Model)
+		b.WriteString("; ")
+	}
+	b.WriteString("attempts=")
+	b.WriteString(strconv.Itoa(t.Attempts))
+	return b.String()
 }
 
 // Attempt is one upstream call of a request.
@@ -53,6 +107,8 @@ type Attempt struct {
 	Duration     time.Duration `json:"duration"`
 	// Detail says more where the reason needs it: a redirect's target (scrubbed).
 	Detail string `json:"detail,omitempty"`
+	// Target is the combo target the attempt was made for ("" for a plain request).
+	Target string `json:"target,omitempty"`
 
 	began time.Time
 	ended bool
@@ -64,7 +120,7 @@ type Attempt struct {
 // (moved to another connection after a failure). Every call goes through here, so the counts are
 // the chain's on every path.
 func (t *Trace) attempt(conn *catalog.ConnEntry, kind string, now time.Time) {
-	t.Chain = append(t.Chain, Attempt{ConnectionID: conn.ID, Connection: conn.Name, Kind: kind, began: now})
+	t.Chain = append(t.Chain, Attempt{ConnectionID: conn.ID, Connection: conn.Name, Kind: kind, Target: t.target, began: now})
 	t.ConnectionID = conn.ID
 	t.Attempts++
 	switch kind {

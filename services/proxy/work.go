@@ -43,9 +43,28 @@ type call struct {
 	includeUsage bool
 	// echo is what a translated Responses answer repeats of its request.
 	echo translate.ResponsesEcho
-	// committed is set once stream headers went out (a heartbeat while queued); from then on
-	// errors are written as stream error events.
-	committed bool
+	// out is what went to the client so far (shared by the calls of one combo request).
+	out *clientOut
+	// attemptBase is the request's attempt count when this call began: the call's own budget
+	// (retry.max_attempts) counts from it, so one combo target cannot spend another's. maxTotal
+	// caps the request's attempts across all its calls (0 = none: a plain request has one call).
+	attemptBase, maxTotal int
+	// only restricts the call to one connection (a combo target pinned to it); nil = any.
+	only *catalog.ConnEntry
+	// targetDeadline is when the call's target must have begun to answer (a combo's
+	// target_timeout_ms): it bounds each attempt until its answer starts and the waits between
+	// attempts, never an answer under way. Zero = none.
+	targetDeadline time.Time
+	// inCombo is set for the calls of a request that named a combo: the combo's target rests
+	// apply to them, and their first attempt is a failover when an earlier target was tried.
+	inCombo   bool
+	firstKind string
+	// answered is when the answer began to go to the client (zero: it never did).
+	answered time.Time
+	// last is the call's last failed attempt, classified; nil when none failed. timedOut is set
+	// when an attempt ran past its execution or target deadline.
+	last     *failure
+	timedOut bool
 	// claude is what calls on Claude subscription accounts need (oauth.go).
 	claude claudeCall
 	// session is the client session the call belongs to, for session affinity (affinity.go).
@@ -123,13 +142,16 @@ func (e *Engine) run(ctx context.Context, w http.ResponseWriter, c *call) *errs.
 // work tries the connections; verdict is the outcome for the breaker (nil = no upstream was
 // called, which says nothing about the provider).
 func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*errs.Error, *resilience.Result) {
-	conns := e.pinFirst(c, c.t.provider.Candidates())
+	conns := e.pinFirst(c, e.connOrder(c))
+	if c.only != nil {
+		conns = pinnedTo(conns, c.only.ID)
+	}
 	if len(conns) == 0 {
 		return noConnection(c.t.provider.Name), nil
 	}
 	var last *failure
 	var queueErr *errs.Error // set when a connection's queue was full
-	kind := ""               // what the next attempt is: first, retry or failover
+	kind := c.firstKind      // what the next attempt is: first, retry or failover
 	tried := make([]bool, len(conns))
 	busy := make([]bool, len(conns)) // filled up between pick and admission; waited for only when all are
 	verdict := func() *resilience.Result {
@@ -139,8 +161,9 @@ func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*err
 		return &last.result
 	}
 	for retries := 0; ; {
-		if last != nil && c.retry.MaxAttempts > 0 && c.trace.Attempts >= c.retry.MaxAttempts {
-			return e.exhausted(c, conns, last), verdict() // the request's attempt budget is spent
+		if last != nil && (c.retry.MaxAttempts > 0 && c.trace.Attempts-c.attemptBase >= c.retry.MaxAttempts ||
+			c.maxTotal > 0 && c.trace.Attempts >= c.maxTotal) {
+			return e.exhausted(c, conns, last), verdict() // the call's (or the request's) attempt budget is spent
 		}
 		i, spill, excluded := e.pick(c, conns, tried, busy)
 		if len(excluded) > 0 {
@@ -164,6 +187,9 @@ func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*err
 			}
 			if dl, ok := ctx.Deadline(); ok && e.opt.Clock.Now().Add(wait).After(dl) {
 				return e.exhausted(c, conns, last), verdict()
+			}
+			if !c.targetDeadline.IsZero() && e.opt.Clock.Now().Add(wait).After(c.targetDeadline) {
+				return e.exhausted(c, conns, last), verdict() // the target's time is up: the combo moves on
 			}
 			if !e.sleep(ctx, wait) {
 				return clientGone(), &resilience.Result{ClientAbort: true}
@@ -193,13 +219,24 @@ func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*err
 			stepKind = "first"
 		}
 		began := e.opt.Clock.Now()
+		deadline := adm.deadline
+		if !c.targetDeadline.IsZero() {
+			deadline = max(min(deadline, c.targetDeadline.Sub(began)), time.Millisecond)
+		}
 		e.pinAttempt(c, conn)
 		c.trace.attempt(conn, stepKind, began)
 		actx, cancel := context.WithCancel(ctx)
 		var execTimedOut atomic.Bool
-		backstop := e.opt.Clock.AfterFunc(adm.deadline, func() { execTimedOut.Store(true); cancel() })
-		res := e.attemptOn(actx, cancel, w, c, conn, began.Add(adm.deadline))
+		backstop := e.opt.Clock.AfterFunc(deadline, func() { execTimedOut.Store(true); cancel() })
+		stat := e.stats.get(connStatKey(conn.ID))
+		stat.begin()
+		res := e.attemptOn(actx, cancel, w, c, conn, began.Add(deadline))
 		backstop.Stop()
+		if res.err == nil {
+			stat.end(true, e.opt.Clock.Since(began))
+		} else {
+			stat.end(false, 0)
+		}
 		step := c.trace.step() // the last call (a Claude account may have made several)
 		step.end(res.status, e.opt.Clock.Now())
 		if res.err == nil && !execTimedOut.Load() {
@@ -221,8 +258,9 @@ func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*err
 		}
 		if execTimedOut.Load() {
 			step.Reason = resilience.CodeExecutionTimeout
+			c.timedOut = true
 			return fail(errs.Timeout, resilience.CodeExecutionTimeout, "proxy.execution_timeout",
-				conn.Label, c.t.provider.Name, adm.deadline.String()), verdict()
+				conn.Label, c.t.provider.Name, deadline.String()), verdict()
 		}
 		f := e.fail(c, conn, res)
 		e.pinFailed(c, conn, f)
@@ -233,11 +271,23 @@ func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*err
 		step.Detail = res.location
 		e.opt.Observer.Attempt(c.t.provider.Name, string(f.outcome.Reason), kind)
 		last = &f
+		c.last = last
 		if !f.outcome.Failover && !f.retryable || c.probe {
 			return f.err, verdict()
 		}
 		kind = "failover"
 	}
+}
+
+// pinnedTo keeps the connection with id out of conns (none when it is not among them: disabled
+// or deleted since the combo was saved).
+func pinnedTo(conns []*catalog.ConnEntry, id int64) []*catalog.ConnEntry {
+	for _, c := range conns {
+		if c.ID == id {
+			return []*catalog.ConnEntry{c}
+		}
+	}
+	return nil
 }
 
 // noConnection is the answer for a provider without an enabled connection: nothing can serve the
@@ -297,6 +347,9 @@ func (e *Engine) eligible(c *call, conn *catalog.ConnEntry) (bool, exclusion) {
 	if x, locked := e.lockedOut(c, conn); locked {
 		return false, x
 	}
+	if x, rests := e.resting(c, conn); rests {
+		return false, x
+	}
 	if ok, why := e.opt.Cooldowns.Check(conn.ID); !ok {
 		return false, exclusion{conn: conn, why: why}
 	}
@@ -324,8 +377,10 @@ type exclusion struct {
 	conn    *catalog.ConnEntry
 	lockout *resilience.Lockout // set when the model is locked out on this connection
 	quota   bool                // set when the account is at its usage wall (quota_window)
-	lease   bool                // set when another owner leases the connection (why.Remaining: until it expires)
-	why     resilience.Exclusion
+	// rest is set when a combo rested the target on this connection (combo_routing: cool).
+	rest  *resilience.TargetCooldown
+	lease bool // set when another owner leases the connection (why.Remaining: until it expires)
+	why   resilience.Exclusion
 }
 
 func earliest(ex []exclusion) (time.Duration, bool) {
@@ -455,6 +510,8 @@ func (e *Engine) excludedNow(c *call, conns []*catalog.ConnEntry) []exclusion {
 			out = append(out, x)
 		} else if x, locked := e.lockedOut(c, conn); locked {
 			out = append(out, x)
+		} else if x, rests := e.resting(c, conn); rests {
+			out = append(out, x)
 		} else if ok, why := e.opt.Cooldowns.Peek(conn.ID); !ok {
 			out = append(out, exclusion{conn: conn, why: why})
 		} else if x, held := e.quotaHeld(conn); held {
@@ -474,6 +531,20 @@ func (e *Engine) lockedOut(c *call, conn *catalog.ConnEntry) (exclusion, bool) {
 		Reason: resilience.Reason(l.Reason), Remaining: until.Sub(e.opt.Clock.Now())}}, true
 }
 
+// resting reports whether a combo rested the call's target on the connection. Rests apply to
+// requests through combos only: a client that names provider/model itself is served as asked.
+func (e *Engine) resting(c *call, conn *catalog.ConnEntry) (exclusion, bool) {
+	if !c.inCombo || e.opt.TargetCooldowns == nil {
+		return exclusion{}, false
+	}
+	rests, tc := e.opt.TargetCooldowns.Check(c.t.provider.Name, c.t.model, conn.ID)
+	if !rests {
+		return exclusion{}, false
+	}
+	return exclusion{conn: conn, rest: &tc, why: resilience.Exclusion{Status: resilience.StatusCooling,
+		Reason: resilience.Reason(tc.Reason), Remaining: tc.Until.Sub(e.opt.Clock.Now())}}, true
+}
+
 // diagnostics turns exclusions into the body's diagnostics.excluded list.
 func diagnostics(all []exclusion) *Diagnostics {
 	out := make([]Excluded, 0, len(all))
@@ -485,6 +556,8 @@ func diagnostics(all []exclusion) *Diagnostics {
 			d.Reason, d.Detail = "lease", ""
 		case x.lockout != nil:
 			d.Reason, d.Target = "model_lockout", x.lockout.Target
+		case x.rest != nil:
+			d.Reason, d.Target = "target_cooldown", x.rest.Model
 		case x.quota:
 			d.Reason, d.Detail = quotaWindow, "usage_threshold"
 		case x.why.Status != resilience.StatusCooling:

@@ -347,6 +347,40 @@ func (m *Breakers) Allow(provider, model string, cfg BreakerConfig) (Ticket, *Op
 	}
 }
 
+// Peek reports whether Allow would refuse a request to provider (and model) now, and for how
+// long, without admitting one: no probe slot is taken and no breaker is created. A combo uses it
+// to pass over a target whose breaker is open before it builds a request for it.
+func (m *Breakers) Peek(provider, model string, cfg BreakerConfig) (open bool, retryAfter time.Duration) {
+	if !cfg.active() {
+		return false, 0
+	}
+	if !cfg.ScopeModel {
+		model = ""
+	}
+	g := m.group(provider, false)
+	if g == nil {
+		return false, 0
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	b := g.prov
+	if model != "" {
+		b = g.models[model]
+	}
+	if b == nil {
+		return false, 0
+	}
+	switch {
+	case b.state == CircuitOpen:
+		if left := b.nextProbe.Sub(g.m.clock.Now()); left > 0 {
+			return true, left
+		}
+	case b.state == CircuitHalfOpen && b.probing:
+		return true, probeBusyRetry
+	}
+	return false, 0
+}
+
 // group returns the provider's group, creating it when create is set.
 func (m *Breakers) group(provider string, create bool) *breakerGroup {
 	m.mu.RLock()

@@ -1002,3 +1002,41 @@ func TestBreakerTransitionHooksAllHear(t *testing.T) {
 		}
 	}
 }
+
+// TestBreakerPeekAdmitsNothing: Peek says what Allow would say of an open breaker and of a
+// half-open one whose probe is in flight, and neither creates a breaker nor takes the probe slot.
+func TestBreakerPeekAdmitsNothing(t *testing.T) {
+	clk := clockwork.NewFakeClock()
+	b := NewBreakers(clk, nil)
+	cfg := breakerCfg(t, func(s *settings.CircuitBreaker) { s.FailureThreshold = 1 })
+	if open, _ := b.Peek("openai", "", cfg); open {
+		t.Fatal("an unknown provider peeks open")
+	}
+	if len(b.States()) != 0 {
+		t.Fatal("Peek created a breaker")
+	}
+	call(t, b, "openai", "", cfg, err503)
+	if open, left := b.Peek("openai", "gpt-4o", cfg); !open || left != 30*time.Second {
+		t.Fatalf("open breaker peeks %v %v", open, left)
+	}
+	clk.Advance(30 * time.Second)
+	if open, _ := b.Peek("openai", "", cfg); open {
+		t.Fatal("a breaker due for its probe peeks open")
+	}
+	// Peeking took no probe slot: the next request is the probe.
+	tk, oe := b.Allow("openai", "", cfg)
+	if oe != nil || !tk.Probe() {
+		t.Fatalf("the probe after a peek: %v %v", oe, tk.Probe())
+	}
+	if open, left := b.Peek("openai", "", cfg); !open || left != probeBusyRetry {
+		t.Fatalf("half-open with its probe in flight peeks %v %v", open, left)
+	}
+	tk.Done(ok200)
+	if open, _ := b.Peek("openai", "", cfg); open {
+		t.Fatal("half-open with no probe in flight peeks open")
+	}
+	off := breakerCfg(t, func(s *settings.CircuitBreaker) { s.Enabled = false })
+	if open, _ := b.Peek("openai", "", off); open {
+		t.Fatal("a disabled breaker peeks open")
+	}
+}

@@ -4,7 +4,10 @@
 // immutable registry the engine reads on the hot path, and the service that stores combos.
 package routing
 
-import "strconv"
+import (
+	"strconv"
+	"strings"
+)
 
 // Strategy names how a combo orders its targets (and, with the same names, how a provider
 // orders its connections).
@@ -25,6 +28,15 @@ const (
 
 // Strategies lists every strategy in display order; Priority, the default, first.
 var Strategies = []Strategy{Priority, Weighted, RoundRobin, Random, LeastUsed, P2C, FillFirst, Latency, Headroom}
+
+// StrategyNames lists the strategies for messages: "priority, weighted, …".
+func StrategyNames() string {
+	out := make([]string, len(Strategies))
+	for i, s := range Strategies {
+		out[i] = string(s)
+	}
+	return strings.Join(out, ", ")
+}
 
 // Valid reports whether s is a known strategy.
 func (s Strategy) Valid() bool {

@@ -387,6 +387,16 @@ var registry = []*Setting{
 	num("combo_cooldown_wait.max_attempts", 5, 0, 10, func(r *Resilience) *int { return &r.ComboCooldownWait.MaxAttempts }),
 	ms("combo_cooldown_wait.budget_ms", 300_000, 0, 3_600_000, func(r *Resilience) *int64 { return &r.ComboCooldownWait.BudgetMS }),
 
+	flag("combo_routing.skip_saturated", true, func(r *Resilience) *bool { return &r.ComboRouting.SkipSaturated }),
+	enum("combo_routing.on_failure.rate_limit", ComboSkip, comboActions, func(r *Resilience) *string { return &r.ComboRouting.OnFailure.RateLimit }),
+	enum("combo_routing.on_failure.quota_exhausted", ComboCool, comboActions, func(r *Resilience) *string { return &r.ComboRouting.OnFailure.QuotaExhausted }),
+	enum("combo_routing.on_failure.model_capacity", ComboSkip, comboActions, func(r *Resilience) *string { return &r.ComboRouting.OnFailure.ModelCapacity }),
+	enum("combo_routing.on_failure.server_error", ComboSkip, comboActions, func(r *Resilience) *string { return &r.ComboRouting.OnFailure.ServerError }),
+	enum("combo_routing.on_failure.auth_error", ComboSkip, comboActions, func(r *Resilience) *string { return &r.ComboRouting.OnFailure.AuthError }),
+	enum("combo_routing.on_failure.not_found", ComboCool, comboActions, func(r *Resilience) *string { return &r.ComboRouting.OnFailure.NotFound }),
+	enum("combo_routing.on_failure.request_rejected", ComboStop, comboActions, func(r *Resilience) *string { return &r.ComboRouting.OnFailure.RequestRejected }),
+	enum("combo_routing.on_failure.unknown", ComboSkip, comboActions, func(r *Resilience) *string { return &r.ComboRouting.OnFailure.Unknown }),
+
 	ms("claude_low_priority.slow_retry_after_default_ms", 20_000, 5_000, 600_000, func(r *Resilience) *int64 { return &r.ClaudeLowPriority.SlowRetryAfterDefaultMS }),
 	ms("claude_low_priority.slow_max_wait_default_ms", 1_200_000, 60_000, 21_600_000, func(r *Resilience) *int64 { return &r.ClaudeLowPriority.SlowMaxWaitDefaultMS }),
 	ms("claude_low_priority.lane_cooloff_ms", 600_000, 0, 86_400_000, func(r *Resilience) *int64 { return &r.ClaudeLowPriority.LaneCooloffMS }),
@@ -409,6 +419,9 @@ var registry = []*Setting{
 	ruleList("error_rules", func(r *Resilience) *[]ErrorRule { return &r.ErrorRules }, checkErrorRules),
 	ruleList("status_restatements", func(r *Resilience) *[]StatusRestatement { return &r.StatusRestatements }, checkRestatements),
 }
+
+// comboActions are the values of combo_routing.on_failure.*.
+var comboActions = []string{ComboSkip, ComboCool, ComboStop}
 
 // byPath and sections index the registry; both are read-only after init.
 var byPath, sections = indexRegistry(registry)

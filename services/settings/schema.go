@@ -27,6 +27,8 @@ type Resilience struct {
 	QuotaShareConcurrency QuotaShareConcurrency `json:"quota_share_concurrency"`
 	// ComboCooldownWait configures waiting for a cooling combo target instead of failing.
 	ComboCooldownWait ComboCooldownWait `json:"combo_cooldown_wait"`
+	// ComboRouting says how a combo moves from one target to the next.
+	ComboRouting ComboRouting `json:"combo_routing"`
 	// ClaudeLowPriority configures the Claude OAuth low-priority lane and limit reset.
 	ClaudeLowPriority ClaudeLowPriority `json:"claude_low_priority"`
 	// Streams configures stream timeouts and watchdogs.
@@ -184,6 +186,72 @@ type RequestQueue struct {
 type QuotaShareConcurrency struct {
 	// Enabled enforces each connection's max_concurrent. Default true.
 	Enabled bool `json:"enabled"`
+}
+
+// ComboRouting says how a combo moves from one target to the next.
+type ComboRouting struct {
+	// SkipSaturated passes over a target whose connections are all at their concurrency cap
+	// with requests waiting in line, for the next target that can start now; only when none can
+	// does the request wait in the first full target's line. Default true.
+	SkipSaturated bool `json:"skip_saturated"`
+	// OnFailure says, per failure reason, what a combo does once a target failed with it.
+	OnFailure ComboFailureActions `json:"on_failure"`
+}
+
+// The actions a combo takes after a target failed (ComboFailureActions).
+const (
+	// ComboSkip moves on to the next target; the failing connection is treated as the failure
+	// says (cooldown, terminal state, lockout) as always.
+	ComboSkip = "skip"
+	// ComboCool moves on and also locks the model out on the connection that failed, for the
+	// failure's cooldown (the upstream's reset hint, else the model lockout's base), so the next
+	// requests pass the target over before they call it.
+	ComboCool = "cool"
+	// ComboStop ends the combo: the client gets this failure.
+	ComboStop = "stop"
+)
+
+// ComboFailureActions are the combo's action per failure reason: skip, cool or stop. A failure
+// the classification lets fail over (a context-overflow or model-access 400) always moves on.
+type ComboFailureActions struct {
+	// RateLimit: 429 rate limits. Default skip.
+	RateLimit string `json:"rate_limit"`
+	// QuotaExhausted: quotas and credits used up. Default cool.
+	QuotaExhausted string `json:"quota_exhausted"`
+	// ModelCapacity: the model is overloaded. Default skip.
+	ModelCapacity string `json:"model_capacity"`
+	// ServerError: 5xx, broken answers, redirects, transport errors and timeouts. Default skip.
+	ServerError string `json:"server_error"`
+	// AuthError: credentials refused (the connection is marked expired or banned). Default skip.
+	AuthError string `json:"auth_error"`
+	// NotFound: the model is not there. Default cool.
+	NotFound string `json:"not_found"`
+	// RequestRejected: a plain invalid request, which every target would refuse alike.
+	// Default stop.
+	RequestRejected string `json:"request_rejected"`
+	// Unknown: anything else. Default skip.
+	Unknown string `json:"unknown"`
+}
+
+// For returns the action for a failure reason (a resilience reason string).
+func (a ComboFailureActions) For(reason string) string {
+	switch reason {
+	case "rate_limit":
+		return a.RateLimit
+	case "quota_exhausted":
+		return a.QuotaExhausted
+	case "model_capacity":
+		return a.ModelCapacity
+	case "server_error":
+		return a.ServerError
+	case "auth_error":
+		return a.AuthError
+	case "not_found":
+		return a.NotFound
+	case "request_rejected":
+		return a.RequestRejected
+	}
+	return a.Unknown
 }
 
 // ComboCooldownWait configures waiting for a cooling combo.

@@ -11,7 +11,8 @@ import (
 	"testing"
 )
 
-// productDocument is the settings document of PRODUCT.md §3, verbatim: the defaults are contract.
+// productDocument is the settings document of PRODUCT.md §3, verbatim, plus the sections added
+// since (combo_routing: what a combo does per failure reason): the defaults are contract.
 const productDocument = `{
   "connection_cooldown": {"max_cooldown_ms": 1800000,
     "oauth":   {"base_cooldown_ms": 5000, "max_backoff_steps": 8, "use_upstream_retry_hints": false},
@@ -30,6 +31,9 @@ const productDocument = `{
   "request_queue": {"max_wait_ms": 30000, "execution_max_wait_ms": 600000, "max_queue_depth": 0},
   "quota_share_concurrency": {"enabled": true},
   "combo_cooldown_wait": {"enabled": true, "max_wait_ms": 90000, "max_attempts": 5, "budget_ms": 300000},
+  "combo_routing": {"skip_saturated": true, "on_failure": {"rate_limit": "skip", "quota_exhausted": "cool",
+    "model_capacity": "skip", "server_error": "skip", "auth_error": "skip", "not_found": "cool",
+    "request_rejected": "stop", "unknown": "skip"}},
   "claude_low_priority": {"slow_retry_after_default_ms": 20000, "slow_max_wait_default_ms": 1200000,
     "lane_cooloff_ms": 600000, "limit_reset_error_backoff_ms": 900000},
   "streams": {"connect_timeout_ms": 30000, "first_byte_timeout_ms": 600000,

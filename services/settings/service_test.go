@@ -506,7 +506,7 @@ func TestEffectiveDocumentJSON(t *testing.T) {
 	if err := json.Unmarshal(b, &doc); err != nil {
 		t.Fatal(err)
 	}
-	if len(doc.Values) != 14 || len(doc.Sources) != len(registry) || doc.Revision == nil {
+	if len(doc.Values) != 15 || len(doc.Sources) != len(registry) || doc.Revision == nil {
 		t.Errorf("document shape: %d sections, %d sources", len(doc.Values), len(doc.Sources))
 	}
 	if doc.Sources["retry.max_retries"] != SourceEnv || doc.Sources["retry.jitter"] != SourceDefault {

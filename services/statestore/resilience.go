@@ -53,6 +53,16 @@ func UsageRecord(u resilience.AccountUsage) Record {
 	return Record{Kind: ClaudeUsage, Key: strconv.FormatInt(u.ConnectionID, 10), ConnectionID: u.ConnectionID, Value: u}
 }
 
+// TargetRestRecord is the record of a combo target's rest; a rest that ended deletes it.
+func TargetRestRecord(t resilience.TargetCooldown) Record {
+	r := Record{Kind: TargetRest, Key: t.Provider + "/" + strconv.FormatInt(t.ConnectionID, 10) + "/" + t.Model,
+		Provider: t.Provider, ConnectionID: t.ConnectionID}
+	if !t.Until.IsZero() {
+		r.Value = t
+	}
+	return r
+}
+
 // PinRecord is the record of a session pin; nil (the pin ended) deletes it. A provider pin
 // goes with its provider and its connection.
 func PinRecord(k resilience.PinKey, p *resilience.Pin) Record {
@@ -81,6 +91,7 @@ type Resilience struct {
 	Usage        []resilience.AccountUsage
 	Pins         []resilience.Pin
 	SessionBinds []resilience.SessionBind
+	Rests        []resilience.TargetCooldown
 }
 
 // LoadResilience reads every stored connection state, breaker, lockout, lane, usage reading,
@@ -106,6 +117,9 @@ func LoadResilience(ctx context.Context, s Store) (Resilience, error) {
 	if out.Pins, err = LoadAll[resilience.Pin](ctx, s, SessionPin); err != nil {
 		return out, err
 	}
-	out.SessionBinds, err = LoadAll[resilience.SessionBind](ctx, s, ClaudeSession)
+	if out.SessionBinds, err = LoadAll[resilience.SessionBind](ctx, s, ClaudeSession); err != nil {
+		return out, err
+	}
+	out.Rests, err = LoadAll[resilience.TargetCooldown](ctx, s, TargetRest)
 	return out, err
 }

@@ -22,6 +22,7 @@ const (
 	ClaudeLane   Kind = "claude_lane"   // resilience.LaneState by connection id
 	ClaudeUsage  Kind = "claude_usage"  // resilience.AccountUsage by connection id
 	OAuthRefresh Kind = "oauth_refresh" // oauth.RefreshState (strikes, back-off) by connection id
+	TargetRest   Kind = "target_rest"   // resilience.TargetCooldown by provider/model/connection
 	SessionPin   Kind = "session_pin"   // resilience.Pin by session/scope
 	// ClaudeSession is resilience.SessionBind by session: a Claude Code session's account.
 	ClaudeSession Kind = "claude_session"

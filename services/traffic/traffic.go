@@ -52,6 +52,9 @@ type Entry struct {
 	OutputTokens int64
 	Chain        []Attempt
 	Skipped      []Skip
+	// Combo is the combo the client named ("" for none); Route is its decision trace.
+	Combo string
+	Route []RouteStep
 	// Capture is the bodies' start as the edge took it (only when the log keeps bodies); the
 	// runner turns it into RequestBody and ResponseBody.
 	Capture *Capture
@@ -74,6 +77,23 @@ type Attempt struct {
 	Duration     time.Duration `json:"duration"`
 	// Detail says more where the reason needs it: a redirect's target (scrubbed).
 	Detail string `json:"detail,omitempty"`
+	// Target is the combo target the call was made for ("" for a plain request).
+	Target string `json:"target,omitempty"`
+}
+
+// RouteStep is one target a combo considered, and what became of it: answered, failed,
+// skipped (before any call: Reason why, Source what excluded it, Until when that ends),
+// deferred (saturated) or stopped (its failure ended the combo).
+type RouteStep struct {
+	Target   string    `json:"target"`
+	Via      []string  `json:"via,omitempty"`
+	Round    int       `json:"round"`
+	Outcome  string    `json:"outcome"`
+	Reason   string    `json:"reason,omitempty"`
+	Source   string    `json:"source,omitempty"`
+	Until    time.Time `json:"until,omitzero"`
+	Attempts int       `json:"attempts,omitempty"`
+	Action   string    `json:"action,omitempty"`
 }
 
 // Skip is a connection the request left out, and why.
@@ -377,13 +397,14 @@ func (s *Service) forgetOld(now time.Time) {
 func (s *Service) row(e *Entry) db.RequestLogRow {
 	chain, _ := json.Marshal(nonNil(e.Chain))
 	skipped, _ := json.Marshal(nonNil(e.Skipped))
+	route, _ := json.Marshal(nonNil(e.Route))
 	req, resp := s.bodyColumns(e.Capture)
 	return db.RequestLogRow{ID: e.ID, RequestID: e.RequestID, At: e.At.UnixMilli(), ClientKeyID: e.ClientKeyID,
 		Surface: e.Surface, Model: e.Model, Provider: e.Provider, ConnectionID: e.ConnectionID, Connection: e.Connection,
 		Status: e.Status, ErrorCode: e.ErrorCode, ErrorMsg: encodeMsg(e.Error, s.opt.Redact), Attempts: e.Attempts,
 		Retries: e.Retries, Failovers: e.Failovers, LatencyUS: e.Latency.Microseconds(), TTFTUS: e.TTFT.Microseconds(),
 		Stream: e.Stream, Complete: e.Complete, InputTokens: e.InputTokens, OutputTokens: e.OutputTokens,
-		Chain: string(chain), Skipped: string(skipped), RequestBody: nullText(req), ResponseBody: nullText(resp),
+		Chain: string(chain), Skipped: string(skipped), Combo: e.Combo, Route: string(route), RequestBody: nullText(req), ResponseBody: nullText(resp),
 		RequestBodyTruncated: req.Truncated, ResponseBodyTruncated: resp.Truncated}
 }
 
@@ -404,6 +425,8 @@ func entryOf(r db.RequestLogRow) Entry {
 		ResponseBody: bodyOf(r.ResponseBody, r.ResponseBodyTruncated)}
 	_ = json.Unmarshal([]byte(r.Chain), &e.Chain)
 	_ = json.Unmarshal([]byte(r.Skipped), &e.Skipped)
+	_ = json.Unmarshal([]byte(r.Route), &e.Route)
+	e.Combo = r.Combo
 	return e
 }
 
