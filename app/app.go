@@ -488,7 +488,8 @@ func buildWeb(cfg Config, st storage, c core, r *resilienceState, e engine, acco
 		Lockouts: r.lockouts, Queues: r.queues, Semaphores: r.semaphores, Health: r.health, Store: r.store,
 		Accounts: accounts, Lanes: r.lanes, Usage: r.usage, OAuthSettings: c.oauthSettings, Pins: r.pins, Routing: e.engine}
 	sessions := web.NewSessions(c.sessions, st.cookieKey, log)
-	settingsH := &handlers.Settings{Svc: c.settings, OAuth: c.oauthSettings, Providers: c.catalog, Sessions: c.sessions}
+	settingsH := &handlers.Settings{Svc: c.settings, OAuth: c.oauthSettings, Providers: c.catalog, Sessions: c.sessions,
+		StreamEnds: r.metrics.StreamEndCounts}
 	return web.New(web.Deps{
 		Log: log, Auth: c.auth, Keys: c.keys, Sessions: sessions, Static: static.FS, Metrics: r.metrics,
 		Traffic: tr, Now: clock.Now,

@@ -100,8 +100,9 @@ func TestChaosSlicedStreamArrivesIntact(t *testing.T) {
 func TestChaosCutStreamEndsWithStreamIncomplete(t *testing.T) {
 	e, _, p, key := chaosSetup(t, testenv.SSEAnswer(testenv.SSEChunks, -1))
 	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"circuit_breaker": map[string]any{"failure_threshold": 1}}, 200)
-	// Let the response headers and about two events through, then cut the connection.
-	addToxic(t, p, `{"name":"cut","type":"limit_data","stream":"downstream","attributes":{"bytes":420}}`)
+	// Let the response headers and two events (the role, then the first content) through, then
+	// cut the connection inside the third.
+	addToxic(t, p, `{"name":"cut","type":"limit_data","stream":"downstream","attributes":{"bytes":540}}`)
 	r := e.Chat(context.Background(), key, `{"model":"up/gpt-test","stream":true,"messages":[]}`)
 	got := readEvents(t, r)
 	if len(got) < 2 || !strings.Contains(got[len(got)-1], `"code":"stream_incomplete"`) {
@@ -119,11 +120,11 @@ func TestChaosCutStreamEndsWithStreamIncomplete(t *testing.T) {
 	checkCutStreamVerdict(t, e, "up", "/v1/chat/completions")
 }
 
-// checkCutStreamVerdict checks what a stream that broke after its first events reached the
+// checkCutStreamVerdict checks what a stream that broke after its first content reached the
 // client leaves behind, the same for every surface and upstream format: the request log records
-// an incomplete stream; the connection that answered stays active, and the attempt counts as the
-// upstream's answer, not as a failure, so the breaker stays closed (the tests set its threshold
-// to 1).
+// an incomplete stream (stream_incomplete); the connection that answered stays active (a cut is
+// not the key's fault), and the provider's breaker and health count it as the failure it is (the
+// tests set the breaker's threshold to 1, so it opens).
 func checkCutStreamVerdict(t *testing.T, e *testenv.Env, provider, surface string) {
 	t.Helper()
 	var logged map[string]any
@@ -135,14 +136,14 @@ func checkCutStreamVerdict(t *testing.T, e *testenv.Env, provider, surface strin
 		}
 		return logged != nil
 	})
-	if logged["stream"] != true || logged["complete"] != false || logged["status"] != 200.0 {
+	if logged["stream"] != true || logged["complete"] != false || logged["status"] != 200.0 || logged["error_code"] != "stream_incomplete" {
 		t.Fatalf("request log: %v", logged)
 	}
 	conn := int64(logged["connection_id"].(float64))
 	if s := e.State(conn); s.Status != "active" || s.RemainingMS != 0 || s.BackoffLevel != 0 || s.LastError != "" {
 		t.Fatalf("connection after the cut: %+v", s)
 	}
-	if s := e.ProviderStatus(provider); s["breaker"] != "closed" || s["status"] != "healthy" {
+	if s := e.ProviderStatus(provider); s["breaker"] != "open" {
 		t.Fatalf("provider after the cut: %v", s)
 	}
 }

@@ -333,6 +333,9 @@ func TestStreamErrorEventsHaveTheSurfacesShape(t *testing.T) {
 		"claude-erring": testenv.SSEAnswer(append(append([]string{}, testenv.MessageEvents[:6]...), overloaded), -1),
 	}, testenv.SSEAnswer(testenv.MessageEvents, 4)), "claude-test", "claude-erring")
 	e := testenv.New(t)
+	// Every cut or erring stream counts against its provider's breaker: off here, where the
+	// shapes are what is tested.
+	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"circuit_breaker": map[string]any{"enabled": false}}, 200)
 	e.MustAPI("PATCH", fmt.Sprintf("/api/providers/%d", e.ProviderID("anthropic")), map[string]any{"base_url": ant.URL}, 200)
 	e.AddConnection("anthropic", "main", "sk-ant", 0)
 	e.AddProvider("up", oai.URL+"/v1")

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"net/http"
+	"switchyard/services/metrics"
 
 	"github.com/labstack/echo/v4"
 
@@ -18,6 +19,9 @@ type Settings struct {
 	Providers ProviderCatalog
 	// Sessions keeps the dashboard sessions' lifetimes, edited on their card.
 	Sessions *sessions.Service
+	// StreamEnds counts the streams that did not end complete, by why, for the Streams card;
+	// nil shows no counts.
+	StreamEnds func() []metrics.StreamEndCount
 }
 
 // Get answers GET /api/settings/resilience: every effective value and the layer it came from.

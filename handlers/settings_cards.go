@@ -118,7 +118,7 @@ func (s *Settings) SettingsPage(c echo.Context) error {
 			}
 			return s.renderSettingsPage(c, http.StatusOK, card.id, comp)
 		}
-		m := cardModel(card, s.values(card), nil, nil)
+		m := s.cardModel(card, s.values(card), nil, nil)
 		m.Meta.Saved = true
 		return s.renderSettingsPage(c, http.StatusOK, card.id, views.SettingsCard(m))
 	}
@@ -141,7 +141,7 @@ func (s *Settings) renderSettingsPage(c echo.Context, status int, shown string, 
 			}
 			m.Cards = append(m.Cards, cc)
 		default:
-			m.Cards = append(m.Cards, views.SettingsCard(cardModel(card, s.values(card), nil, nil)))
+			m.Cards = append(m.Cards, views.SettingsCard(s.cardModel(card, s.values(card), nil, nil)))
 		}
 	}
 	return Render(c, status, views.SettingsPage(m))
@@ -168,7 +168,7 @@ func (s *Settings) saveCard(card settingsCard) echo.HandlerFunc {
 			if !isHTMX(c) {
 				return c.Redirect(http.StatusSeeOther, "/settings?saved="+card.id+"#card-"+card.id)
 			}
-			m := cardModel(card, saved, nil, nil)
+			m := s.cardModel(card, saved, nil, nil)
 			m.Meta.Saved = true
 			return Render(c, http.StatusOK, views.SettingsCard(m))
 		}
@@ -176,7 +176,7 @@ func (s *Settings) saveCard(card settingsCard) echo.HandlerFunc {
 		if !ok {
 			return err
 		}
-		m := cardModel(card, snap, inputs, placed.fields)
+		m := s.cardModel(card, snap, inputs, placed.fields)
 		m.Meta.Failed, m.Meta.Errors = true, placed.card
 		return s.renderCustom(c, http.StatusUnprocessableEntity, card.id, views.SettingsCard(m))
 	}
@@ -186,9 +186,14 @@ func (s *Settings) saveCard(card settingsCard) echo.HandlerFunc {
 // save held) or else its effective value, its source, and its error. Fields below a sub-section
 // of the card's settings (connection_cooldown.oauth.*) form a group titled
 // settings.group.<sub-section>.
-func cardModel(card settingsCard, snap settingValues, inputs map[string]settings.Input,
+func (s *Settings) cardModel(card settingsCard, snap settingValues, inputs map[string]settings.Input,
 	fieldErrs map[string]string) views.SettingsCardModel {
 	m := views.SettingsCardModel{Meta: views.CardMeta{ID: card.id}, Link: card.link}
+	if card.id == "streams" && s.StreamEnds != nil {
+		for _, n := range s.StreamEnds() {
+			m.Counts = append(m.Counts, views.CardCount{Code: n.End, Before: n.BeforeClient, After: n.AfterFB})
+		}
+	}
 	for _, p := range card.paths {
 		st, ok := settings.Lookup(p)
 		if !ok {

@@ -11,6 +11,7 @@ package metrics
 import (
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -35,7 +36,16 @@ type Metrics struct {
 	queueRej   *prometheus.CounterVec
 	failOpen   *prometheus.CounterVec
 	lockoutsRc *prometheus.CounterVec
+	streamEnds *prometheus.CounterVec
+	// ends counts the streams by how they ended, for the dashboard (a fixed set: StreamEnds).
+	ends [len(StreamEnds)][2]atomic.Int64
 }
+
+// StreamEnds are the ways a stream can end other than complete, as the engine names them: the
+// upstream broke it, ended it with its own error, failed it or cut it short (Responses), the
+// client left, or a watchdog ended it (readiness, idle, throughput, total).
+var StreamEnds = [...]string{"stream_incomplete", "upstream_stream_error", "response_failed", "response_incomplete",
+	"client_closed", "stream_readiness_timeout", "stream_idle_timeout", "stream_throughput_too_low", "stream_total_timeout"}
 
 var latencyBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
 
@@ -71,9 +81,13 @@ func New() *Metrics {
 			Help: "Requests that proceeded without a quota-share slot (line full or wait timed out)."}, []string{"provider", "connection"}),
 		lockoutsRc: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_model_lockouts_total",
 			Help: "Model lockouts recorded, by scope."}, []string{"provider", "scope"}),
+		streamEnds: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_stream_ends_total",
+			Help: "Streams that did not end complete, by why (the watchdogs' aborts included); phase is " +
+				"before_client when it happened before the client saw anything (the request went on) or after_first_byte."},
+			[]string{"provider", "end", "phase"}),
 	}
 	r.MustRegister(m.requests, m.refused, m.duration, m.ttft, m.attempts, m.retries, m.tokens, m.cooldowns, m.breakerTr,
-		m.queueWait, m.queueRej, m.failOpen, m.lockoutsRc)
+		m.queueWait, m.queueRej, m.failOpen, m.lockoutsRc, m.streamEnds)
 	return m
 }
 
@@ -140,6 +154,36 @@ func (m *Metrics) QueueRejected(provider, connection, code string) {
 // FailOpen counts a request that proceeded without a quota-share slot.
 func (m *Metrics) FailOpen(provider, connection string) {
 	m.failOpen.WithLabelValues(provider, connection).Inc()
+}
+
+// StreamEnd counts a stream that did not end complete; early: before the client saw any of it.
+func (m *Metrics) StreamEnd(provider, end string, early bool) {
+	phase := 1
+	if early {
+		phase = 0
+	}
+	m.streamEnds.WithLabelValues(provider, end, [2]string{"before_client", "after_first_byte"}[phase]).Inc()
+	for i, e := range StreamEnds {
+		if e == end {
+			m.ends[i][phase].Add(1)
+		}
+	}
+}
+
+// StreamEndCount is how many streams ended one way since the start, before the client saw any of
+// them (the request went on) and after.
+type StreamEndCount struct {
+	End                   string
+	BeforeClient, AfterFB int64
+}
+
+// StreamEndCounts are the counts of every way a stream can end, in StreamEnds order.
+func (m *Metrics) StreamEndCounts() []StreamEndCount {
+	out := make([]StreamEndCount, len(StreamEnds))
+	for i, e := range StreamEnds {
+		out[i] = StreamEndCount{End: e, BeforeClient: m.ends[i][0].Load(), AfterFB: m.ends[i][1].Load()}
+	}
+	return out
 }
 
 // Lockout counts a model lockout.

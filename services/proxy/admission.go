@@ -85,9 +85,16 @@ type admission struct {
 	slot     resilience.Slot
 	release  func() // quota-share slot; no-op when none is held
 	deadline time.Duration
+	released bool
 }
 
+// done gives the queue slot and the quota-share slot back, once: the attempt's end calls it,
+// and a deferred call covers a panic on the way.
 func (a *admission) done() {
+	if a.released {
+		return
+	}
+	a.released = true
 	a.slot.Release()
 	a.release()
 }

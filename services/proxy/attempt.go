@@ -17,11 +17,15 @@ import (
 
 // attemptResult is one upstream call: either a response ready to relay, or a failure.
 type attemptResult struct {
-	resp   *http.Response
-	br     *bufio.Reader // for streams: the body, with the first event already read
-	first  []byte        // for streams: the first complete event
-	body   []byte        // for buffered answers: the whole body
-	pooled *[]byte       // body's buffer, when it is a translation: back to the pool once delivered
+	resp *http.Response
+	br   *bufio.Reader // for streams: the body, with the held events already read
+	// held is a stream's events read before any went to the client: up to the first content
+	// event (and the recovery hold-back), in order. wd watches the rest of the stream.
+	held   [][]byte
+	done   bool // the held events end the stream
+	wd     *watchdog
+	body   []byte  // for buffered answers: the whole body
+	pooled *[]byte // body's buffer, when it is a translation: back to the pool once delivered
 	status int
 	header http.Header
 
@@ -32,6 +36,9 @@ type attemptResult struct {
 	transport    bool // no (complete) answer
 	localTimeout bool // our own timeout fired
 	noToken      bool // no usable token for the account: nothing was sent
+	// aborted names the stream watchdog that ended the attempt before anything reached the
+	// client (stream_readiness_timeout, …); a local decision, not the upstream's failure.
+	aborted string
 	// redirect is set when the upstream answered a redirect (status is its 3xx), which is never
 	// followed: a failure like a 502. location is its target, scrubbed for the log and the chain.
 	redirect bool
@@ -46,7 +53,8 @@ func (e *Engine) attempt(ctx context.Context, cancel context.CancelFunc, c *call
 	if nores != nil {
 		return *nores
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.BaseURL+c.path, bytes.NewReader(body))
+	dialCtx := withConnectTimeout(ctx, ms(c.snap.Resilience().Streams.ConnectTimeoutMS))
+	req, err := http.NewRequestWithContext(dialCtx, http.MethodPost, p.BaseURL+c.path, bytes.NewReader(body))
 	if err != nil {
 		return attemptResult{err: &errs.Error{Code: errs.Internal, Msg: errs.M("err.internal"), Err: err}}
 	}
@@ -76,17 +84,7 @@ func (e *Engine) attempt(ctx context.Context, cancel context.CancelFunc, c *call
 			err: upstreamError(p.Name, resp.StatusCode, resp.Header, b)}
 	}
 	if c.stream && isEventStream(resp.Header) {
-		br := bufio.NewReaderSize(resp.Body, 4<<10) // longer events are handled (ErrBufferFull)
-		first, rerr := readEvent(br)
-		if rerr != nil && len(bytes.TrimSpace(first)) == 0 {
-			resp.Body.Close()
-			return transportFailure(p.Name, rerr)
-		}
-		if msg, embedded, ok := streamError(first); ok {
-			resp.Body.Close()
-			return hiddenError(p.Name, resp.Header, embedded, []byte(e.scrub(msg, c, conn)))
-		}
-		return attemptResult{resp: resp, br: br, first: first, status: resp.StatusCode, header: resp.Header}
+		return e.streamStart(c, conn, resp, cancel)
 	}
 	b, err := readBody(resp, e.opt.MaxResponseBytes+1)
 	resp.Body.Close()
@@ -116,6 +114,17 @@ func (e *Engine) attempt(ctx context.Context, cancel context.CancelFunc, c *call
 		return attemptResult{resp: resp, body: tb, pooled: buf, status: resp.StatusCode, header: resp.Header, translated: true}
 	}
 	return attemptResult{resp: resp, body: b, status: resp.StatusCode, header: resp.Header}
+}
+
+// discard lets go of an answer that will not be delivered (its attempt ran out of time as it
+// arrived): the body is closed and the stream's watchdog stopped. A failed attempt has neither.
+func (r *attemptResult) discard() {
+	r.wd.stop()
+	if r.resp != nil && r.br != nil {
+		r.resp.Body.Close()
+	}
+	releaseAnswer(r.pooled)
+	r.pooled = nil
 }
 
 // redirectFailure is a redirect the upstream answered: not followed (the call would go, with its

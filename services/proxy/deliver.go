@@ -43,12 +43,17 @@ func (e *Engine) deliver(ctx context.Context, w http.ResponseWriter, c *call, co
 		}
 		return redact.Bytes(ev, secrets...)
 	}
-	c.trace.Complete = relayStream(ctx, w, func() { c.out.commitStream(w, c.trace) }, res.first, res.br, e.opt.Log, r, c.src, clean, func() {
+	end := relayStream(ctx, w, func() { c.out.commitStream(w, c.trace) }, &res, e.opt.Log, r, c.src, clean, func() {
 		if c.trace.TTFT == 0 {
 			c.trace.TTFT = e.opt.Clock.Since(c.start)
 			e.opt.Observer.FirstToken(c.t.provider.Name, c.trace.TTFT)
 		}
 	})
+	c.trace.Complete, c.trace.StreamEnd = end == "", end
+	if end != "" {
+		c.trace.ErrorCode = end
+		e.opt.Observer.StreamEnd(c.t.provider.Name, end, false)
+	}
 	c.trace.InputTokens, c.trace.OutputTokens = r.Usage()
 	e.opt.Observer.Tokens(c.t.provider.Name, c.trace.MetricModel, c.trace.InputTokens, c.trace.OutputTokens)
 	return nil

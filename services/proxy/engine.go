@@ -125,7 +125,7 @@ func New(opt Options) *Engine {
 func NewTransport() *http.Transport {
 	return &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:           dialWithConnectTimeout,
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          1024,
 		MaxIdleConnsPerHost:   256,
@@ -136,6 +136,28 @@ func NewTransport() *http.Transport {
 		// Compressed SSE would be buffered by the decompressor; ask upstreams for identity.
 		DisableCompression: true,
 	}
+}
+
+// connectTimeoutKey carries a call's connect timeout (streams.connect_timeout_ms) in its request's
+// context to the transport's dialer, which sees the request's values.
+type connectTimeoutKey struct{}
+
+// defaultConnectTimeout bounds a dial whose request names no connect timeout (model discovery,
+// OAuth calls).
+const defaultConnectTimeout = 30 * time.Second
+
+func withConnectTimeout(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, connectTimeoutKey{}, d)
+}
+
+// dialWithConnectTimeout dials with the connect timeout of the request that asked for the
+// connection.
+func dialWithConnectTimeout(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := defaultConnectTimeout
+	if v, ok := ctx.Value(connectTimeoutKey{}).(time.Duration); ok && v > 0 {
+		d = v
+	}
+	return (&net.Dialer{Timeout: d, KeepAlive: 30 * time.Second}).DialContext(ctx, network, addr)
 }
 
 // NewClient returns the HTTP client for calls to upstreams: NewTransport, and redirects are

@@ -33,7 +33,7 @@ func (e *Engine) attemptOn(ctx context.Context, cancel context.CancelFunc, w htt
 			c.trace.attempt(conn, "retry", e.opt.Clock.Now())
 		}
 		res := e.attempt(ctx, cancel, c, conn)
-		if res.noToken || res.redirect || res.resp == nil && res.status == 0 {
+		if res.noToken || res.redirect || res.aborted != "" || res.resp == nil && res.status == 0 {
 			return res
 		}
 		sig := resilience.ParseUnified(res.header)

@@ -7,6 +7,9 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
 
 	"switchyard/services/catalog"
 	"switchyard/services/redact"
@@ -66,10 +69,11 @@ func TestRelayScrubsMidStreamErrors(t *testing.T) {
 		return redact.Bytes(ev, secret)
 	}
 	w := httptest.NewRecorder()
-	ok := relayStream(context.Background(), w, func() {}, first, bufio.NewReader(strings.NewReader(rest)), slog.New(slog.DiscardHandler),
-		&passthrough{terminal: hasDone, incomplete: incompleteEvt}, FormatChat, clean, func() {})
+	res := &attemptResult{held: [][]byte{first}, br: bufio.NewReader(strings.NewReader(rest)), wd: startWatchdog(clockwork.NewFakeClock(), FormatChat, watchConfig{readiness: time.Minute, idle: time.Minute}, func() {})}
+	end := relayStream(context.Background(), w, func() {}, res, slog.New(slog.DiscardHandler),
+		&passthrough{format: FormatChat, terminal: hasDone}, FormatChat, clean, func() {})
 	out := w.Body.String()
-	if !ok || strings.Contains(out, secret) || strings.Count(out, "[redacted]") != 2 || !strings.Contains(out, "no error here") {
+	if ok := end == ""; !ok || strings.Contains(out, secret) || strings.Count(out, "[redacted]") != 2 || !strings.Contains(out, "no error here") {
 		t.Fatalf("complete %v, client got:\n%s", ok, out)
 	}
 	if len(cleaned) != 2 {

@@ -13,13 +13,7 @@ import (
 	"switchyard/services/resilience"
 )
 
-var (
-	doneLine      = []byte("data: [DONE]")
-	incompleteEvt = []byte(`data: {"error":{"message":"the upstream stream ended before it was complete","type":"upstream_error","code":"stream_incomplete","param":null}}` + "\n\n")
-	// incompleteMessagesEvt is Anthropic's error event; code is ours, beside the standard fields.
-	incompleteMessagesEvt = []byte("event: error\ndata: " +
-		`{"type":"error","error":{"type":"api_error","message":"the upstream stream ended before it was complete","code":"stream_incomplete"}}` + "\n\n")
-)
+var doneLine = []byte("data: [DONE]")
 
 // readEvent reads one SSE event (up to and including its blank line). At the end of the body it
 // returns what was read with the read error.
@@ -81,18 +75,30 @@ func hasDone(ev []byte) bool {
 	}
 }
 
-// relayStream writes the first event and then the rest of the upstream SSE body to the client,
-// event by event through the relay (as they came, or translated), flushing after each. A stream
-// that ends without its terminal event is closed with an explicit stream_incomplete error event in
-// the client's format, unless the upstream's own error event already told the client why. It
-// reports whether the stream was complete.
+// Stream ends, as the request log names them: "" for a stream that reached its terminal event,
+// else why it did not (the abort kinds of watchdog.go are ends too).
+const (
+	endIncomplete  = "stream_incomplete"     // the upstream's stream broke before its end
+	endUpstreamErr = "upstream_stream_error" // the upstream ended it with its own error event
+	endFailed      = "response_failed"       // a Responses stream that ended in response.failed
+	endCut         = "response_incomplete"   // … in response.incomplete (an answer cut short)
+	endClientGone  = "client_closed"         // the client went away
+)
+
+// relayStream writes the held events and then the rest of the upstream SSE body to the client,
+// event by event through the relay (as they came, or translated), flushing after each, while the
+// watchdog watches the upstream's events. A stream that ends without its terminal event is
+// closed with an explicit error event in the client's format — stream_incomplete, or the code of
+// the watchdog that ended it — unless the upstream's own error event already told the client
+// why. It returns how the stream ended ("" = complete).
 //
 // clean scrubs an event that carries an error (an upstream may echo the credential in an error
 // event at any point of a stream); other events pass the cheap errorEvent check only.
 //
 // written runs after the first bytes reached the client (time to first token).
-func relayStream(ctx context.Context, w http.ResponseWriter, commit func(), first []byte, br *bufio.Reader, log *slog.Logger,
-	r streamRelay, src Format, clean func([]byte) []byte, written func()) bool {
+func relayStream(ctx context.Context, w http.ResponseWriter, commit func(), res *attemptResult, log *slog.Logger,
+	r streamRelay, src Format, clean func([]byte) []byte, written func()) string {
+	defer res.wd.stop()
 	commit()
 	rc := http.NewResponseController(w)
 	var out []byte // one buffer for the client's bytes of every event
@@ -111,42 +117,88 @@ func relayStream(ctx context.Context, w http.ResponseWriter, commit func(), firs
 		written()
 		return true
 	}
-	if !send(first) || r.Done() {
-		return r.Done()
+	for i, ev := range res.held {
+		res.held[i] = nil // relayed: the event's memory may go
+		if !send(ev) {
+			return endClientGone
+		}
 	}
+	if r.Done() || res.done {
+		return relayEnd(r)
+	}
+	dst := res.wd.format
 	var buf []byte // one buffer for every upstream event: each is relayed before the next is read
 	for {
-		ev, err := readEventInto(br, buf)
+		ev, err := readEventInto(res.br, buf)
 		buf = ev
 		// An event cut by the end of the body is relayed only when it is whole anyway (a last
 		// event without its blank line); a partial one would corrupt the client's parse.
 		if len(bytes.TrimSpace(ev)) > 0 && (err == nil || wholeEvent(ev)) {
+			res.wd.observe(classifyEvent(dst, ev))
 			if !send(ev) {
-				return r.Done()
+				return endClientGone
 			}
 		}
 		if r.Done() {
-			return true
+			return relayEnd(r)
 		}
 		if err != nil {
-			if ctx.Err() != nil {
-				return false // the client left; nothing to tell it
+			kind := res.wd.stop()
+			if kind == "" && ctx.Err() != nil {
+				return endClientGone // the client left; nothing to tell it
 			}
-			if err != io.EOF {
+			if er, ok := r.(interface{ Errored() bool }); ok && er.Errored() && kind == "" {
+				return endUpstreamErr // the client has the upstream's own error event: nothing to add
+			}
+			end, msg := endIncomplete, incompleteText
+			if kind != "" {
+				end, msg = kind, res.wd.text(kind)
+				log.Warn("stream watchdog ended the stream", "kind", kind)
+			} else if err != io.EOF {
 				log.Warn("upstream stream broke", "error", err)
 			}
-			if er, ok := r.(interface{ Errored() bool }); ok && er.Errored() {
-				return false // the client has the upstream's own error event: nothing to add
-			}
-			if ic, ok := r.(interface{ Incomplete([]byte) []byte }); ok {
-				_, _ = w.Write(ic.Incomplete(nil))
+			if ab, ok := r.(interface {
+				Abort(dst []byte, code, msg string) []byte
+			}); ok {
+				_, _ = w.Write(ab.Abort(nil, end, msg))
 			} else {
-				_, _ = w.Write(incompleteEvent(src))
+				_, _ = w.Write(abortEvent(src, end, msg))
 			}
 			_ = rc.Flush()
-			return false
+			return end
 		}
 	}
+}
+
+// relayEnd is how a stream that reached its terminal event ended: complete, or the upstream's
+// error, failed or cut short as the client's format says it.
+func relayEnd(r streamRelay) string {
+	if f, ok := r.(interface{ Failed() bool }); ok && f.Failed() {
+		return endFailed
+	}
+	if c, ok := r.(interface{ Cut() bool }); ok && c.Cut() {
+		return endCut
+	}
+	if er, ok := r.(interface{ Errored() bool }); ok && er.Errored() {
+		return endUpstreamErr
+	}
+	return ""
+}
+
+const incompleteText = "the upstream stream ended before it was complete"
+
+// abortEvent is the error event that ends a client's stream of format src (chat completions or
+// messages; a Responses relay writes its own, in sequence), with code and message.
+func abortEvent(src Format, code, msg string) []byte {
+	c, _ := json.Marshal(code)
+	m, _ := json.Marshal(msg)
+	if src == FormatMessages {
+		// Anthropic's error event; code is ours, beside the standard fields.
+		return []byte("event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":" + string(m) +
+			",\"code\":" + string(c) + "}}\n\n")
+	}
+	return []byte("data: {\"error\":{\"message\":" + string(m) + ",\"type\":\"upstream_error\",\"code\":" + string(c) +
+		",\"param\":null}}\n\n")
 }
 
 // wholeEvent reports whether an event read up to the end of the body is complete: its data is
@@ -155,14 +207,6 @@ func wholeEvent(ev []byte) bool {
 	_, data := translate.ParseEvent(ev)
 	data = bytes.TrimSpace(data)
 	return bytes.HasPrefix(data, []byte("[DONE]")) || (len(data) > 0 && json.Valid(data))
-}
-
-// incompleteEvent is the error event that closes a stream the upstream left unfinished.
-func incompleteEvent(src Format) []byte {
-	if src == FormatMessages {
-		return incompleteMessagesEvt
-	}
-	return incompleteEvt
 }
 
 // terminate makes sure an event ends with its blank line.

@@ -333,11 +333,11 @@ type streamRelay interface {
 func (c *call) relay() streamRelay {
 	switch {
 	case c.src == c.dst && c.dst == FormatChat:
-		return &passthrough{terminal: hasDone, incomplete: incompleteEvt, isError: isChatError, rewriteError: appendOpenAIStreamError}
+		return &passthrough{format: FormatChat, terminal: hasDone, isError: isChatError, rewriteError: appendOpenAIStreamError}
 	case c.src == c.dst && c.dst == FormatMessages:
-		return &passthrough{terminal: isMessageStop, incomplete: incompleteMessagesEvt, isError: isNamedError}
+		return &passthrough{format: FormatMessages, terminal: isMessageStop, isError: isNamedError}
 	case c.src == c.dst:
-		return &passthrough{terminal: isResponsesTerminal, sequenced: true, isError: isNamedError}
+		return &passthrough{format: FormatResponses, terminal: isResponsesTerminal, sequenced: true, isError: isNamedError}
 	case c.src == FormatChat:
 		return &translate.MessagesToChatStream{IncludeUsage: c.includeUsage, Created: c.start.Unix()}
 	case c.src == FormatMessages:
@@ -398,14 +398,16 @@ func releaseAnswer(buf *[]byte) {
 
 // passthrough relays events as they came, ending each with its blank line.
 type passthrough struct {
-	terminal   func(ev []byte) bool
-	incomplete []byte // the error event closing a broken stream (unsequenced formats)
-	done       bool
-	in, out    int64
+	format   Format
+	terminal func(ev []byte) bool
+	done     bool
+	in, out  int64
 	// sequenced: the format numbers its events (Responses); the last number is kept so an
-	// error event closing a broken stream continues the sequence.
-	sequenced bool
-	seq       int64
+	// error event closing a broken stream continues the sequence. failed and cut are set when
+	// its terminal event was response.failed or response.incomplete.
+	sequenced   bool
+	seq         int64
+	failed, cut bool
 	// isError recognises the upstream's own error event; rewriteError, when set, writes it in
 	// the client's documented shape. errored is set once one passed.
 	isError      func(ev []byte) bool
@@ -416,6 +418,10 @@ type passthrough struct {
 func (p *passthrough) Event(dst, ev []byte) []byte {
 	if p.terminal(ev) {
 		p.done = true
+		if p.sequenced {
+			p.failed = bytes.Contains(ev, []byte("response.failed"))
+			p.cut = bytes.Contains(ev, []byte("response.incomplete"))
+		}
 	}
 	if p.isError != nil && p.isError(ev) {
 		p.errored = true
@@ -446,13 +452,21 @@ func (p *passthrough) Done() bool { return p.done }
 // Errored reports whether the upstream's own error event was relayed.
 func (p *passthrough) Errored() bool { return p.errored }
 
-// Incomplete closes a broken Responses stream with an error event that continues the sequence.
-func (p *passthrough) Incomplete(dst []byte) []byte {
+// Failed and Cut report a Responses stream that ended in response.failed or
+// response.incomplete.
+func (p *passthrough) Failed() bool { return p.failed }
+func (p *passthrough) Cut() bool    { return p.cut }
+
+// Abort closes a stream the gateway ends with an error event; a Responses one continues the
+// sequence.
+func (p *passthrough) Abort(dst []byte, code, msg string) []byte {
 	if !p.sequenced {
-		return append(dst, p.incomplete...)
+		return append(dst, abortEvent(p.format, code, msg)...)
 	}
-	return append(dst, fmt.Sprintf("event: error\ndata: {\"type\":\"error\",\"code\":\"stream_incomplete\","+
-		"\"message\":\"the upstream stream ended before it was complete\",\"param\":null,\"sequence_number\":%d}\n\n", p.seq)...)
+	c, _ := json.Marshal(code)
+	m, _ := json.Marshal(msg)
+	return append(dst, fmt.Sprintf("event: error\ndata: {\"type\":\"error\",\"code\":%s,"+
+		"\"message\":%s,\"param\":null,\"sequence_number\":%d}\n\n", c, m, p.seq)...)
 }
 func (p *passthrough) Usage() (in, out int64) { return p.in, p.out }
 
@@ -486,9 +500,13 @@ func (c *chained) Event(dst, ev []byte) []byte {
 	return dst
 }
 
-func (c *chained) Done() bool                   { return c.then.Done() }
-func (c *chained) Usage() (in, out int64)       { return c.then.Usage() }
-func (c *chained) Incomplete(dst []byte) []byte { return c.then.Incomplete(dst) }
+func (c *chained) Done() bool             { return c.then.Done() }
+func (c *chained) Usage() (in, out int64) { return c.then.Usage() }
+func (c *chained) Failed() bool           { return c.then.Failed() }
+func (c *chained) Cut() bool              { return c.then.Cut() }
+func (c *chained) Abort(dst []byte, code, msg string) []byte {
+	return c.then.Abort(dst, code, msg)
+}
 
 // isChatError reports whether a chat completions event carries the upstream's error object. The
 // cheap look for the key comes first: content never carries it unescaped.

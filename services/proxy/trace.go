@@ -29,12 +29,15 @@ type Trace struct {
 	ConnectionID int64
 	// Attempts, Retries and Failovers count the Chain: every upstream call, the calls of kind
 	// retry and those of kind failover (see Trace.attempt).
-	Attempts     int
-	Retries      int
-	Failovers    int
-	Status       int // status of the answer relayed, 0 if none
-	Stream       bool
-	Complete     bool          // a stream ended with its terminal event
+	Attempts  int
+	Retries   int
+	Failovers int
+	Status    int // status of the answer relayed, 0 if none
+	Stream    bool
+	Complete  bool // a stream ended with its terminal event
+	// StreamEnd is why a stream did not end complete ("" when it did, or for an answer): its
+	// upstream broke it, ended it with an error, a watchdog aborted it, the client went away.
+	StreamEnd    string
 	TTFT         time.Duration // to the first relayed event (streams)
 	InputTokens  int64
 	OutputTokens int64
@@ -168,6 +171,10 @@ type Observer interface {
 	Tokens(provider, model string, input, output int64)
 	QueueRejected(provider, connection, code string)
 	FailOpen(provider, connection string)
+	// StreamEnd counts a stream that did not end complete, by why (stream.go's ends and the
+	// watchdogs' abort kinds); early is set when it ended before the client saw anything of it
+	// (the request went on to another attempt).
+	StreamEnd(provider, end string, early bool)
 }
 
 type nopObserver struct{}
@@ -178,6 +185,7 @@ func (nopObserver) FirstToken(string, time.Duration)     {}
 func (nopObserver) Tokens(string, string, int64, int64)  {}
 func (nopObserver) QueueRejected(string, string, string) {}
 func (nopObserver) FailOpen(string, string)              {}
+func (nopObserver) StreamEnd(string, string, bool)       {}
 
 var usageKey = []byte(`"usage":{`)
 

@@ -155,8 +155,8 @@ func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*err
 	tried := make([]bool, len(conns))
 	busy := make([]bool, len(conns)) // filled up between pick and admission; waited for only when all are
 	verdict := func() *resilience.Result {
-		if last == nil {
-			return nil
+		if last == nil || last.result == (resilience.Result{}) {
+			return nil // nothing the provider is to blame for (a watchdog's local decision)
 		}
 		return &last.result
 	}
@@ -214,6 +214,7 @@ func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*err
 			}
 			return qerr, verdict() // local queue errors are never the provider's fault
 		}
+		defer adm.done() // a no-op once the attempt gave its slots back; covers a panic on the way
 		stepKind := kind
 		if stepKind == "" {
 			stepKind = "first"
@@ -248,10 +249,27 @@ func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*err
 			perr := e.deliver(actx, w, c, conn, res)
 			cancel()
 			adm.done()
-			return perr, &ok
+			return perr, e.streamVerdict(c, &ok)
 		}
 		cancel()
 		adm.done()
+		res.discard()
+		if res.aborted != "" && ctx.Err() == nil && !execTimedOut.Load() {
+			e.opt.Observer.StreamEnd(c.t.provider.Name, res.aborted, true)
+			if !c.snap.Resilience().Streams.WatchdogCoolsConnection {
+				// A local decision: the connection is not cooled and the breaker is not told;
+				// the request moves on to another connection or target.
+				step.Reason = res.aborted
+				e.opt.Observer.Attempt(c.t.provider.Name, res.aborted, kind)
+				last = &failure{err: res.err, outcome: resilience.Outcome{Reason: resilience.Reason(res.aborted), Failover: true}}
+				c.last = last
+				if c.probe {
+					return res.err, nil
+				}
+				kind = "failover"
+				continue
+			}
+		}
 		if ctx.Err() != nil {
 			step.Reason = "client_closed"
 			return clientGone(), &resilience.Result{ClientAbort: true} // never the upstream's fault
@@ -277,6 +295,23 @@ func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*err
 		}
 		kind = "failover"
 	}
+}
+
+// streamVerdict is the breaker's and the provider health's word on a delivered answer: a success,
+// unless a stream did not end well. A stream the upstream broke or ended with its own error is a
+// failure; one a watchdog ended is neutral (a local decision) unless watchdog_cools_connection
+// says it counts; one the client left is the upstream's success up to then.
+func (e *Engine) streamVerdict(c *call, ok *resilience.Result) *resilience.Result {
+	switch c.trace.StreamEnd {
+	case "", endClientGone, endCut:
+		return ok
+	case endIncomplete, endUpstreamErr, endFailed:
+		return &resilience.Result{Transport: true, Duration: ok.Duration, Detail: c.trace.StreamEnd}
+	}
+	if c.snap.Resilience().Streams.WatchdogCoolsConnection {
+		return &resilience.Result{LocalTimeout: true, Duration: ok.Duration, Detail: c.trace.StreamEnd}
+	}
+	return nil
 }
 
 // pinnedTo keeps the connection with id out of conns (none when it is not among them: disabled

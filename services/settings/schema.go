@@ -292,10 +292,34 @@ type Streams struct {
 	// ReadinessTimeoutMS bounds the wait for the first content. Default 80,000;
 	// range 1,000–3,600,000.
 	ReadinessTimeoutMS int64 `json:"readiness_timeout_ms"`
-	// IdleTimeoutMS bounds the gap between two chunks. Default 600,000; range 1,000–3,600,000.
+	// ReadinessMaxTimeoutMS is what the readiness timeout grows to for large requests and
+	// requests that ask for reasoning. Default 180,000; range 1,000–3,600,000.
+	ReadinessMaxTimeoutMS int64 `json:"readiness_max_timeout_ms"`
+	// IdleTimeoutMS bounds the gap between two content events. Default 600,000; range
+	// 1,000–3,600,000.
 	IdleTimeoutMS int64 `json:"idle_timeout_ms"`
+	// TotalTimeoutMS bounds a stream from its response headers to its end; 0 = no bound.
+	// Default 3,600,000; range 0–86,400,000.
+	TotalTimeoutMS int64 `json:"total_timeout_ms"`
+	// WatchdogCoolsConnection makes a watchdog abort count against the connection (cooldown,
+	// breaker, provider health) like a broken stream. Default false: an abort is a local decision.
+	WatchdogCoolsConnection bool `json:"watchdog_cools_connection"`
 	// ThroughputWatchdog aborts streams that deliver too few useful bytes.
 	ThroughputWatchdog ThroughputWatchdog `json:"throughput_watchdog"`
+	// Recovery holds back the beginning of a stream so that an early break is retried unseen.
+	Recovery StreamRecovery `json:"recovery"`
+}
+
+// StreamRecovery configures the hold-back at the start of a stream.
+type StreamRecovery struct {
+	// Enabled turns the hold-back on. Default false.
+	Enabled bool `json:"enabled"`
+	// HoldMS is how long after the first content the stream is held back. Default 750;
+	// range 0–10,000.
+	HoldMS int64 `json:"hold_ms"`
+	// HoldBytes is how much of the client's stream is held back at most. Default 65,536;
+	// range 0–1,048,576.
+	HoldBytes int64 `json:"hold_bytes"`
 }
 
 // ThroughputWatchdog configures the optional throughput watchdog.

@@ -12,13 +12,15 @@ import (
 )
 
 // productDocument is the settings document of PRODUCT.md §3, verbatim, plus the sections added
-// since (combo_routing: what a combo does per failure reason): the defaults are contract.
+// since (combo_routing: what a combo does per failure reason; in streams the adaptive readiness
+// maximum, the total bound, whether a watchdog abort cools the connection, and the recovery
+// hold-back; 529 among the retried statuses): the defaults are contract.
 const productDocument = `{
   "connection_cooldown": {"max_cooldown_ms": 1800000,
     "oauth":   {"base_cooldown_ms": 5000, "max_backoff_steps": 8, "use_upstream_retry_hints": false},
     "api_key": {"base_cooldown_ms": 3000, "max_backoff_steps": 5, "use_upstream_retry_hints": true}},
   "retry": {"max_retries": 3, "max_attempts": 6, "initial_backoff_ms": 1000, "max_backoff_ms": 30000,
-    "backoff_factor": 2, "jitter": 0.1, "retry_on_statuses": ["429", "502", "503", "504", "522", "524"]},
+    "backoff_factor": 2, "jitter": 0.1, "retry_on_statuses": ["429", "502", "503", "504", "522", "524", "529"]},
   "circuit_breaker": {"enabled": true, "scope": "provider", "failure_threshold": 5,
     "success_threshold": 2, "timeout_ms": 30000, "failure_on_statuses": ["429", "5xx"],
     "slow_call_threshold_ms": 0},
@@ -37,9 +39,11 @@ const productDocument = `{
   "claude_low_priority": {"slow_retry_after_default_ms": 20000, "slow_max_wait_default_ms": 1200000,
     "lane_cooloff_ms": 600000, "limit_reset_error_backoff_ms": 900000},
   "streams": {"connect_timeout_ms": 30000, "first_byte_timeout_ms": 600000,
-    "readiness_timeout_ms": 80000, "idle_timeout_ms": 600000,
+    "readiness_timeout_ms": 80000, "readiness_max_timeout_ms": 180000, "idle_timeout_ms": 600000,
+    "total_timeout_ms": 3600000, "watchdog_cools_connection": false,
     "throughput_watchdog": {"enabled": false, "warmup_ms": 30000, "window_ms": 30000,
-      "min_useful_bytes_per_second": 4, "min_useful_bytes": 1}},
+      "min_useful_bytes_per_second": 4, "min_useful_bytes": 1},
+    "recovery": {"enabled": false, "hold_ms": 750, "hold_bytes": 65536}},
   "discovery": {"model_refresh_interval_ms": 3600000, "provider_recheck_interval_ms": 60000},
   "session_affinity_ttl_ms": 0,
   "error_rules": [],

@@ -25,6 +25,8 @@ func ClassOf(status int, errorCode string) (Class, bool) {
 	switch {
 	case errorCode == "client_closed":
 		return ClassAborted, true
+	case status < 400 && streamFailed[errorCode]:
+		return ClassServer, true // a stream that began and did not end well: the upstream's failure
 	case status == 429:
 		return ClassRateLimited, true
 	case status >= 500:
@@ -34,6 +36,11 @@ func ClassOf(status int, errorCode string) (Class, bool) {
 	}
 	return 0, false
 }
+
+// streamFailed are the ends of a stream that began (status 200) and failed: the upstream broke
+// it, ended it with an error or failed it, or a watchdog ended it.
+var streamFailed = map[string]bool{"stream_incomplete": true, "upstream_stream_error": true, "response_failed": true,
+	"stream_readiness_timeout": true, "stream_idle_timeout": true, "stream_throughput_too_low": true, "stream_total_timeout": true}
 
 // bounds are the upper bounds (ms) of the latency histogram buckets; one more bucket holds
 // everything slower. Percentiles are read from it, so they are estimates within a bucket.

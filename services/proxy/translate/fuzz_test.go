@@ -128,6 +128,6 @@ func FuzzResponsesTranslation(f *testing.F) {
 		for _, ev := range splitEvents(doc) {
 			out = s.Event(out, ev)
 		}
-		checkEvents(t, s.Incomplete(out), true)
+		checkEvents(t, s.Abort(out, "stream_incomplete", "the upstream stream ended before it was complete"), true)
 	})
 }

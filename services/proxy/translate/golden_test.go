@@ -178,6 +178,6 @@ func TestChatStreamToResponses(t *testing.T) {
 		for _, ev := range splitEvents(in) {
 			out = s.Event(out, ev)
 		}
-		return s.Incomplete(out)
+		return s.Abort(out, "stream_incomplete", "the upstream stream ended before it was complete")
 	})
 }

@@ -333,15 +333,21 @@ func (s *ChatToResponsesStream) toolCall(dst []byte, tc gjson.Result) []byte {
 	return dst
 }
 
-// Incomplete is the event that ends a stream the upstream left unfinished: an error event, in
-// sequence.
-func (s *ChatToResponsesStream) Incomplete(dst []byte) []byte {
+// Abort is the event that ends a stream the upstream left unfinished, or the gateway ended: an
+// error event with code and message, in sequence.
+func (s *ChatToResponsesStream) Abort(dst []byte, code, msg string) []byte {
 	if s.done {
 		return dst
 	}
 	s.done = true
-	return finish(s.event(dst, "error").str("code", "stream_incomplete").
-		str("message", "the upstream stream ended before it was complete").raw("param", nullJSON))
+	return finish(s.event(dst, "error").str("code", code).str("message", msg).raw("param", nullJSON))
+}
+
+// Cut reports whether the stream ended in response.incomplete (an answer cut short by its token
+// limit or a content filter).
+func (s *ChatToResponsesStream) Cut() bool {
+	status, _ := statusOf(s.finish)
+	return s.done && !s.failed && status == "incomplete"
 }
 
 // start sends response.created and response.in_progress once; both carry the same answer so far.

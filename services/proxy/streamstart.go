@@ -1,0 +1,122 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"net/http"
+	"time"
+
+	"switchyard/services/catalog"
+	"switchyard/services/errs"
+)
+
+// maxHeldBeforeContent bounds what a stream may send before its first content event (metadata,
+// pings) that is held back: beyond it the stream goes to the client as it is.
+const maxHeldBeforeContent = 256 << 10
+
+// streamStart reads a stream's beginning before anything goes to the client: the events up to the
+// first content event, and with the recovery hold-back on, the first hold_ms / hold_bytes after
+// it. Until then a failure (an error event, a break, a watchdog) is an attempt that failed: it is
+// retried or fails over, and the client sees nothing of it. The watchdog started here watches the
+// rest of the stream; cancel ends the attempt's context when one fires.
+func (e *Engine) streamStart(c *call, conn *catalog.ConnEntry, resp *http.Response, cancel context.CancelFunc) attemptResult {
+	p := c.t.provider
+	st := c.snap.Resilience().Streams
+	wd := startWatchdog(e.opt.Clock, c.dst, c.watchConfig(), cancel)
+	fail := func(r attemptResult) attemptResult {
+		resp.Body.Close()
+		if kind := wd.stop(); kind != "" {
+			return abortedAttempt(p.Name, kind, resp.Header)
+		}
+		return r
+	}
+	br := bufio.NewReaderSize(resp.Body, 4<<10) // longer events are handled (ErrBufferFull)
+	res := attemptResult{resp: resp, br: br, status: resp.StatusCode, header: resp.Header, wd: wd}
+	held, holdUntil := 0, time.Time{}
+	for {
+		ev, rerr := readEvent(br)
+		whole := len(bytes.TrimSpace(ev)) > 0 && (rerr == nil || wholeEvent(ev))
+		if whole {
+			if bytes.Contains(ev, errorWord) {
+				if msg, embedded, ok := streamError(ev); ok {
+					return fail(hiddenError(p.Name, resp.Header, embedded, []byte(e.scrub(msg, c, conn))))
+				}
+			}
+			kind, useful := classifyEvent(c.dst, ev)
+			wd.observe(kind, useful)
+			res.held = append(res.held, ev)
+			held += len(ev)
+			if upstreamTerminal(c.dst, ev) {
+				res.done = true
+				return res
+			}
+			if kind != evMeta && holdUntil.IsZero() {
+				if !st.Recovery.Enabled || st.Recovery.HoldMS == 0 || st.Recovery.HoldBytes == 0 {
+					return res
+				}
+				holdUntil = e.opt.Clock.Now().Add(ms(st.Recovery.HoldMS))
+			}
+		}
+		if rerr != nil {
+			// Nothing reached the client: a break now is a failed attempt, which another
+			// connection or target may serve.
+			return fail(transportFailure(p.Name, rerr))
+		}
+		switch {
+		case !holdUntil.IsZero() && (held >= int(st.Recovery.HoldBytes) || !e.opt.Clock.Now().Before(holdUntil)):
+			return res
+		case holdUntil.IsZero() && held > maxHeldBeforeContent:
+			return res
+		}
+	}
+}
+
+var errorWord = []byte("error")
+
+// watchConfig is the stream timeouts of the call, from its settings snapshot.
+func (c *call) watchConfig() watchConfig {
+	st := c.snap.Resilience().Streams
+	return watchConfig{readiness: readinessFor(st, len(c.body), asksReasoning(c.body)), idle: ms(st.IdleTimeoutMS),
+		total: ms(st.TotalTimeoutMS), tp: st.ThroughputWatchdog}
+}
+
+var (
+	reasoningMarks = [][]byte{[]byte(`"thinking":{`), []byte(`"reasoning_effort":"`), []byte(`"reasoning":{`)}
+	noReasoning    = [][]byte{[]byte(`"type":"disabled"`), []byte(`"reasoning_effort":"none"`), []byte(`"reasoning_effort":"minimal"`)}
+)
+
+// asksReasoning reports whether a request asks the model to think first (Anthropic's thinking,
+// OpenAI's reasoning_effort or reasoning object).
+func asksReasoning(body []byte) bool {
+	for _, m := range reasoningMarks {
+		if bytes.Contains(body, m) {
+			for _, n := range noReasoning {
+				if bytes.Contains(body, n) {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// upstreamTerminal reports whether an upstream event of format f ends its stream.
+func upstreamTerminal(f Format, ev []byte) bool {
+	switch f {
+	case FormatChat:
+		return hasDone(ev)
+	case FormatMessages:
+		return isMessageStop(ev)
+	}
+	return isResponsesTerminal(ev)
+}
+
+// abortedAttempt is an attempt a stream watchdog ended before anything reached the client: a
+// gateway timeout (504) of the gateway's own making, which moves on to another connection or
+// target.
+func abortedAttempt(provider, kind string, h http.Header) attemptResult {
+	e := fail(errs.Timeout, kind, "proxy."+kind, provider)
+	return attemptResult{status: http.StatusGatewayTimeout, header: h, err: e, aborted: kind, localTimeout: true}
+}
