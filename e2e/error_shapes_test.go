@@ -395,6 +395,19 @@ func TestStreamErrorEventsHaveTheSurfacesShape(t *testing.T) {
 				if !strings.Contains(gjson.Get(last, "error.message").String(), c.words) || errors != 1 {
 					t.Fatalf("want the upstream's error (%q) once, last: %v %v", c.words, names, data)
 				}
+				// The request log says how the stream ended: failed, not complete.
+				want := map[string]string{"responses": "response_failed"}[s.name]
+				if want == "" {
+					want = "upstream_stream_error"
+				}
+				var out struct{ Items []map[string]any }
+				e.Eventually("the request is logged", func() bool {
+					e.API("GET", "/api/requests?limit=1&surface="+s.path, nil, &out)
+					return len(out.Items) == 1 && out.Items[0]["model"] == strings.SplitN(c.model, "/", 2)[1]
+				})
+				if got := out.Items[0]; got["error_code"] != want || got["complete"] != false {
+					t.Fatalf("logged %v, want %s", got, want)
+				}
 			})
 		}
 	}

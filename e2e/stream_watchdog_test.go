@@ -437,3 +437,17 @@ func atoi(s string) int {
 	fmt.Sscan(s, &n)
 	return n
 }
+
+// The total stream time bounds a stream that keeps delivering: it ends with its error event.
+func TestStreamTotalTimeout(t *testing.T) {
+	long := func(clk clockwork.Clock) http.HandlerFunc {
+		return scripted(clk, true, append([]sseStep{{ev: roleChunk}}, every(10*time.Second, 100, func(int) string { return textChunk("word ") })...)...)
+	}
+	e, key, _ := watchdogEnv(t, long, nil)
+	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"streams": map[string]any{"total_timeout_ms": 120_000}}, 200)
+	events, raw, took := streamCall(t, e, key, 2*time.Second, 10*time.Minute)
+	if took < 120*time.Second || took > 130*time.Second || gjson.Get(events[len(events)-1], "error.code").String() != "stream_total_timeout" ||
+		strings.Count(raw, "word ") < 5 {
+		t.Fatalf("after %v:\n%s", took, raw)
+	}
+}
