@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"net/http"
+	"strings"
 	"time"
 
 	"switchyard/services/catalog"
@@ -77,7 +78,8 @@ var errorWord = []byte("error")
 // watchConfig is the stream timeouts of the call, from its settings snapshot.
 func (c *call) watchConfig() watchConfig {
 	st := c.snap.Resilience().Streams
-	return watchConfig{readiness: readinessFor(st, len(c.body), asksReasoning(c.body)), idle: ms(st.IdleTimeoutMS),
+	reasoning := asksReasoning(c.body) || reasoningModel(c.t.model)
+	return watchConfig{readiness: readinessFor(st, len(c.body), reasoning), idle: ms(st.IdleTimeoutMS),
 		total: ms(st.TotalTimeoutMS), tp: st.ThroughputWatchdog}
 }
 
@@ -100,6 +102,22 @@ func asksReasoning(body []byte) bool {
 		}
 	}
 	return false
+}
+
+// reasoningModel reports whether a model thinks before it answers even when the request does not
+// ask it to (OpenAI's o-series and GPT-5 reason by default, and a chat stream shows nothing of
+// it): its readiness timeout is the adaptive maximum.
+func reasoningModel(model string) bool {
+	m := strings.ToLower(model)
+	if i := strings.LastIndexByte(m, '/'); i >= 0 {
+		m = m[i+1:]
+	}
+	for _, p := range []string{"o1", "o3", "o4", "gpt-5", "codex"} {
+		if strings.HasPrefix(m, p) {
+			return true
+		}
+	}
+	return strings.Contains(m, "reason") || strings.Contains(m, "thinking") || strings.Contains(m, "-r1")
 }
 
 // upstreamTerminal reports whether an upstream event of format f ends its stream.

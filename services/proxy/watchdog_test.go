@@ -165,6 +165,12 @@ func TestReadinessGrowsForLargeAndReasoningRequests(t *testing.T) {
 			t.Errorf("%d bytes, reasoning %v: %v, want %v", c.n, c.reasoning, got, c.want)
 		}
 	}
+	for model, want := range map[string]bool{"o3-mini": true, "gpt-5-codex": true, "openai/o4-mini": true, "deepseek-r1": true,
+		"deepseek-reasoner": true, "gpt-4o": false, "claude-sonnet-4-5": false, "m": false} {
+		if reasoningModel(model) != want {
+			t.Errorf("reasoningModel(%s) != %v", model, want)
+		}
+	}
 	for body, want := range map[string]bool{
 		`{"thinking":{"type":"enabled","budget_tokens":2048}}`: true,
 		`{"thinking":{"type":"disabled"}}`:                     false,
