@@ -76,7 +76,7 @@ func (e *Engine) attempt(ctx context.Context, cancel context.CancelFunc, c *call
 			err: upstreamError(p.Name, resp.StatusCode, resp.Header, b)}
 	}
 	if c.stream && isEventStream(resp.Header) {
-		br := bufio.NewReaderSize(resp.Body, 4<<10) // longer events are handled (ErrBufferFull)
+		br := bufio.NewReaderSize(resp.Body, streamReadBuffer)
 		first, rerr := readEvent(br)
 		if rerr != nil && len(bytes.TrimSpace(first)) == 0 {
 			resp.Body.Close()
