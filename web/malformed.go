@@ -61,7 +61,8 @@ type refusalConn struct {
 	log *slog.Logger
 
 	mu   sync.Mutex
-	head []byte // the first bytes read since the last answer: the current request's head (nil after an answer)
+	head []byte  // the first bytes read since the last answer: the current request's head (nil after an answer)
+	buf  *[]byte // the pool's holder of head's array, handed back with it
 }
 
 // heads keeps the head buffers of connections between their requests: once an answer is being
@@ -75,7 +76,7 @@ func (c *refusalConn) Read(p []byte) (int, error) {
 		c.mu.Lock()
 		if c.head == nil {
 			if b, ok := heads.Get().(*[]byte); ok {
-				c.head = (*b)[:0]
+				c.buf, c.head = b, (*b)[:0]
 			}
 		}
 		if room := headKeep - len(c.head); room > 0 {
@@ -91,9 +92,13 @@ func (c *refusalConn) Read(p []byte) (int, error) {
 func (c *refusalConn) dropHead() {
 	c.mu.Lock()
 	if c.head != nil {
-		b := c.head[:0]
-		c.head = nil
-		heads.Put(&b)
+		b := c.buf
+		if b == nil {
+			b = new([]byte)
+		}
+		*b = c.head[:0]
+		c.head, c.buf = nil, nil
+		heads.Put(b)
 	}
 	c.mu.Unlock()
 }
