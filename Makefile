@@ -34,7 +34,7 @@ run: build
 test: assets generate
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 15m ./...
 
-## bench: gateway overhead against a bare reverse proxy, separate processes on 127.0.0.1 (~5–8 min;
+## bench: gateway overhead against a bare reverse proxy, separate processes on 127.0.0.1 (~10 min;
 ## not part of make test). Knobs: BENCH_* environment variables, see bench/bench_test.go. Writes docs/bench/latest.{md,json}.
 bench: assets generate
 	CGO_ENABLED=1 $(GO) test -tags bench -run '^TestBench$$' -count=1 -timeout 30m -v ./bench

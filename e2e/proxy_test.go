@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"switchyard/e2e/testenv"
@@ -67,6 +68,30 @@ func TestChatStreamingRelaysEveryEvent(t *testing.T) {
 	}
 	if strings.Join(got, "\n") != strings.Join(testenv.SSEChunks, "\n") {
 		t.Fatalf("events differ:\n%s", strings.Join(got, "\n"))
+	}
+}
+
+// Events longer than the gateway's stream read buffer (a first event with a long preamble, a
+// tool call's arguments in one delta, a last event carrying the whole output) arrive whole and
+// in order, each in one piece, interleaved with short ones.
+func TestLongStreamEventsArriveWhole(t *testing.T) {
+	long := func(i, n int) string {
+		return `data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"` +
+			strings.Repeat(string(rune('a'+i)), n) + `"},"finish_reason":null}]}`
+	}
+	events := []string{long(0, 5000), long(1, 10), long(2, 1023), long(3, 1024), long(4, 1025), long(5, 70000), long(6, 3)}
+	events = append(events, "data: [DONE]")
+	e, _, key := setupOne(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, ev := range events {
+			io.WriteString(w, ev+"\n\n")
+			w.(http.Flusher).Flush()
+		}
+	})
+	resp := e.Chat(context.Background(), key, `{"model":"up/gpt-test","stream":true,"messages":[]}`)
+	body := testenv.ReadAll(t, resp)
+	if want := strings.Join(events, "\n\n") + "\n\n"; body != want {
+		t.Fatalf("the stream changed on the way: %d bytes, want %d", len(body), len(want))
 	}
 }
 

@@ -60,17 +60,24 @@ type refusalConn struct {
 	net.Conn
 	log *slog.Logger
 
-	mu       sync.Mutex
-	head     []byte // the first bytes read since the last answer: the current request's head
-	answered bool   // an answer was written; the next read starts a new head
+	mu   sync.Mutex
+	head []byte  // the first bytes read since the last answer: the current request's head (nil after an answer)
+	buf  *[]byte // the pool's holder of head's array, handed back with it
 }
+
+// heads keeps the head buffers of connections between their requests: once an answer is being
+// written the head is of no use, and a connection keeps none while its answer (a stream, for
+// hours maybe) goes out or while it idles.
+var heads sync.Pool // of *[]byte
 
 func (c *refusalConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 {
 		c.mu.Lock()
-		if c.answered {
-			c.head, c.answered = c.head[:0], false
+		if c.head == nil {
+			if b, ok := heads.Get().(*[]byte); ok {
+				c.buf, c.head = b, (*b)[:0]
+			}
 		}
 		if room := headKeep - len(c.head); room > 0 {
 			c.head = append(c.head, p[:min(n, room)]...)
@@ -78,6 +85,22 @@ func (c *refusalConn) Read(p []byte) (int, error) {
 		c.mu.Unlock()
 	}
 	return n, err
+}
+
+// dropHead hands the head buffer back once the connection answers; the next read starts a new
+// head.
+func (c *refusalConn) dropHead() {
+	c.mu.Lock()
+	if c.head != nil {
+		b := c.buf
+		if b == nil {
+			b = new([]byte)
+		}
+		*b = c.head[:0]
+		c.head, c.buf = nil, nil
+		heads.Put(b)
+	}
+	c.mu.Unlock()
 }
 
 func (c *refusalConn) Write(p []byte) (int, error) {
@@ -92,9 +115,7 @@ func (c *refusalConn) Write(p []byte) (int, error) {
 			return len(p), nil
 		}
 	}
-	c.mu.Lock()
-	c.answered = true
-	c.mu.Unlock()
+	c.dropHead()
 	return c.Conn.Write(p)
 }
 
@@ -217,12 +238,21 @@ func validToken(s string) bool {
 func noteIgnoredIdempotencyKey(log *slog.Logger) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			h := c.Request().Header
-			if _, sent := h["Idempotency-Key"]; sent && !proxy.ValidIdempotencyKey(h.Get("Idempotency-Key")) {
-				log.Debug("idempotency key ignored: not 1 to 255 visible ASCII characters", "request_id", requestIDOf(c),
-					"length", len(h.Get("Idempotency-Key")))
+			if _, sent := c.Request().Header["Idempotency-Key"]; sent {
+				noteIdempotencyKey(log, c)
 			}
 			return next(c)
 		}
+	}
+}
+
+// noteIdempotencyKey is noteIgnoredIdempotencyKey's check and log line, never inlined: the
+// middleware's frame stays on the stack of every open stream.
+//
+//go:noinline
+func noteIdempotencyKey(log *slog.Logger, c echo.Context) {
+	if k := c.Request().Header.Get("Idempotency-Key"); !proxy.ValidIdempotencyKey(k) {
+		log.Debug("idempotency key ignored: not 1 to 255 visible ASCII characters", "request_id", requestIDOf(c),
+			"length", len(k))
 	}
 }

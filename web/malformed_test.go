@@ -66,3 +66,42 @@ func TestParseHead(t *testing.T) {
 		})
 	}
 }
+
+// A connection keeps the head of the request it is reading only until it answers: a stream may
+// stay open for hours, and its connection should not hold the head (up to 4 KiB) meanwhile. The
+// next request on the connection starts a head of its own.
+func TestRefusalConnDropsTheHeadOnceItAnswers(t *testing.T) {
+	client, server := net.Pipe()
+	defer client.Close()
+	c := &refusalConn{Conn: server, log: slog.New(slog.DiscardHandler)}
+	defer c.Close()
+	read := func(req string) {
+		t.Helper()
+		go func() { _, _ = io.WriteString(client, req) }()
+		buf := make([]byte, 4096)
+		if n, err := io.ReadAtLeast(c, buf, len(req)); err != nil || n != len(req) {
+			t.Fatalf("read %d %v", n, err)
+		}
+	}
+	write := func(answer string) {
+		t.Helper()
+		go func() { _, _ = io.Copy(io.Discard, io.LimitReader(client, int64(len(answer)))) }()
+		if _, err := io.WriteString(c, answer); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := "POST /v1/chat/completions HTTP/1.1\r\nHost: a\r\n\r\n"
+	read(first)
+	if string(c.head) != first {
+		t.Fatalf("head %q", c.head)
+	}
+	write("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n")
+	if c.head != nil {
+		t.Fatalf("the head is kept while the answer goes out: %q", c.head)
+	}
+	second := "GET /v1/models HTTP/1.1\r\nHost: a\r\n\r\n"
+	read(second)
+	if string(c.head) != second {
+		t.Fatalf("the next request's head is %q", c.head)
+	}
+}

@@ -65,45 +65,55 @@ func requestLog(log *slog.Logger) echo.MiddlewareFunc {
 			if err := next(c); err != nil {
 				c.Error(err)
 			}
-			r := c.Request()
-			if r.URL.Path == "/health" || strings.HasPrefix(r.URL.Path, "/static/") {
-				return nil
-			}
-			level := slog.LevelInfo
-			attrs := []slog.Attr{
-				slog.String("request_id", requestIDOf(c)),
-				slog.String("method", r.Method),
-				slog.String("path", r.URL.Path),
-				slog.Int("status", c.Response().Status),
-				slog.Int64("bytes", c.Response().Size),
-				slog.Duration("duration", time.Since(start)),
-			}
-			if tr := proxy.TraceFrom(r.Context()); tr != nil {
-				if tr.ErrorCode != "" {
-					attrs = append(attrs, slog.String("error_code", tr.ErrorCode))
-				}
-				if tr.Provider != "" {
-					attrs = append(attrs, slog.String("provider", tr.Provider), slog.String("model", tr.Model),
-						slog.Int64("connection_id", tr.ConnectionID), slog.Int("attempts", tr.Attempts),
-						slog.Bool("stream", tr.Stream))
-					if tr.Stream {
-						attrs = append(attrs, slog.Bool("complete", tr.Complete), slog.Duration("ttft", tr.TTFT))
-					}
-					if tr.InputTokens+tr.OutputTokens > 0 {
-						attrs = append(attrs, slog.Int64("input_tokens", tr.InputTokens), slog.Int64("output_tokens", tr.OutputTokens))
-					}
-				}
-			}
-			if e := requestErrorOf(c); e != nil {
-				attrs = append(attrs, slog.String("error", e.Error()))
-				if e.Code == errs.Internal {
-					level = slog.LevelError
-				}
-			}
-			log.LogAttrs(r.Context(), level, "request", attrs...)
+			logRequest(log, c, start)
 			return nil
 		}
 	}
+}
+
+// logRequest writes requestLog's line. It is a function of its own, never inlined, so that its
+// locals (the attributes) are not part of the middleware's stack frame, which stays on the
+// stack under the handler for as long as a stream is open: deep frames there grow every
+// stream's goroutine stack (see docs/bench/README.md, "Memory per open stream").
+//
+//go:noinline
+func logRequest(log *slog.Logger, c echo.Context, start time.Time) {
+	r := c.Request()
+	if r.URL.Path == "/health" || strings.HasPrefix(r.URL.Path, "/static/") {
+		return
+	}
+	level := slog.LevelInfo
+	attrs := []slog.Attr{
+		slog.String("request_id", requestIDOf(c)),
+		slog.String("method", r.Method),
+		slog.String("path", r.URL.Path),
+		slog.Int("status", c.Response().Status),
+		slog.Int64("bytes", c.Response().Size),
+		slog.Duration("duration", time.Since(start)),
+	}
+	if tr := proxy.TraceFrom(r.Context()); tr != nil {
+		if tr.ErrorCode != "" {
+			attrs = append(attrs, slog.String("error_code", tr.ErrorCode))
+		}
+		if tr.Provider != "" {
+			attrs = append(attrs, slog.String("provider", tr.Provider), slog.String("model", tr.Model),
+				slog.Int64("connection_id", tr.ConnectionID), slog.Int("attempts", tr.Attempts),
+				slog.Bool("stream", tr.Stream))
+			if tr.Stream {
+				attrs = append(attrs, slog.Bool("complete", tr.Complete), slog.Duration("ttft", tr.TTFT))
+			}
+			if tr.InputTokens+tr.OutputTokens > 0 {
+				attrs = append(attrs, slog.Int64("input_tokens", tr.InputTokens), slog.Int64("output_tokens", tr.OutputTokens))
+			}
+		}
+	}
+	if e := requestErrorOf(c); e != nil {
+		attrs = append(attrs, slog.String("error", e.Error()))
+		if e.Code == errs.Internal {
+			level = slog.LevelError
+		}
+	}
+	log.LogAttrs(r.Context(), level, "request", attrs...)
 }
 
 // trace gives every proxy request the trace the engine fills in and the request log reads.
@@ -126,14 +136,21 @@ func observe(m *metrics.Metrics, route string) echo.MiddlewareFunc {
 			if err != nil {
 				c.Error(err) // rendered now, so the status below is the one sent
 			}
-			provider, model := "", ""
-			if tr := proxy.TraceFrom(c.Request().Context()); tr != nil {
-				provider, model = tr.Provider, tr.MetricModel
-			}
-			m.Request(route, c.Response().Status, provider, model, time.Since(start))
+			observed(m, route, c, start)
 			return nil
 		}
 	}
+}
+
+// observed records a finished request for observe; never inlined, like logRequest.
+//
+//go:noinline
+func observed(m *metrics.Metrics, route string, c echo.Context, start time.Time) {
+	provider, model := "", ""
+	if tr := proxy.TraceFrom(c.Request().Context()); tr != nil {
+		provider, model = tr.Provider, tr.MetricModel
+	}
+	m.Request(route, c.Response().Status, provider, model, time.Since(start))
 }
 
 // metricsAuth protects /metrics: with the admin token when one is set (or an admin session);
@@ -309,41 +326,52 @@ func dashboardAuth(s *Sessions) echo.MiddlewareFunc {
 func clientKey(k *clientkeys.Service, a *auth.Service) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			r := c.Request()
-			refuse := func(e *errs.Error) error {
-				if isForeignHost(c) {
-					return misdirected(r)
-				}
-				return e
+			if err := checkClientKey(c, k, a); err != nil {
+				return err
 			}
-			key, ok := bearer(r)
-			if !ok {
-				key = r.Header.Get("x-api-key")
-			}
-			if key == "" {
-				return refuse(&errs.Error{Code: errs.Unauthorized, Reason: "missing_api_key", Msg: errs.M("proxy.missing_api_key")})
-			}
-			client := c.RealIP()
-			if wait := a.CredentialWait(client); wait > 0 {
-				return tooManyFailures(wait)
-			}
-			id, ok := k.Authenticate(key)
-			if !ok {
-				a.CredentialFailed(client)
-				return refuse(&errs.Error{Code: errs.Unauthorized, Reason: "invalid_api_key", Msg: errs.M("proxy.invalid_api_key")})
-			}
-			markAuthenticated(r)
-			liftBodyLimit(c)
-			if tr := proxy.TraceFrom(r.Context()); tr != nil {
-				tr.ClientKeyID = id.KeyID
-				if id.Access != nil { // a nil *Access in the interface would not read as nil
-					tr.Access = id.Access
-				}
-			}
-			handlers.SetClientKey(c, id)
 			return next(c)
 		}
 	}
+}
+
+// checkClientKey is clientKey's check. It is a function of its own, never inlined, so that its
+// locals are not part of the middleware's frame, which stays on the stack of every open stream.
+//
+//go:noinline
+func checkClientKey(c echo.Context, k *clientkeys.Service, a *auth.Service) error {
+	r := c.Request()
+	refuse := func(e *errs.Error) error {
+		if isForeignHost(c) {
+			return misdirected(r)
+		}
+		return e
+	}
+	key, ok := bearer(r)
+	if !ok {
+		key = r.Header.Get("x-api-key")
+	}
+	if key == "" {
+		return refuse(&errs.Error{Code: errs.Unauthorized, Reason: "missing_api_key", Msg: errs.M("proxy.missing_api_key")})
+	}
+	client := c.RealIP()
+	if wait := a.CredentialWait(client); wait > 0 {
+		return tooManyFailures(wait)
+	}
+	id, ok := k.Authenticate(key)
+	if !ok {
+		a.CredentialFailed(client)
+		return refuse(&errs.Error{Code: errs.Unauthorized, Reason: "invalid_api_key", Msg: errs.M("proxy.invalid_api_key")})
+	}
+	markAuthenticated(r)
+	liftBodyLimit(c)
+	if tr := proxy.TraceFrom(r.Context()); tr != nil {
+		tr.ClientKeyID = id.KeyID
+		if id.Access != nil { // a nil *Access in the interface would not read as nil
+			tr.Access = id.Access
+		}
+	}
+	handlers.SetClientKey(c, id)
+	return nil
 }
 
 func bearer(r *http.Request) (string, bool) {

@@ -88,13 +88,22 @@ func withAssets(a *assets) echo.MiddlewareFunc {
 
 // compress gzips pages, fragments, API answers and static files for clients that accept it. The
 // proxy surfaces are left alone (streams are flushed event by event, and clients bring their
-// own expectations), as are the probes and the metrics.
+// own expectations), as are the probes and the metrics. Those bypass echo's gzip middleware
+// instead of passing through its skipper: its frame (larger than this one's) would otherwise sit
+// under the handler of every open stream.
 func compress() echo.MiddlewareFunc {
-	return middleware.GzipWithConfig(middleware.GzipConfig{
-		MinLength: 512,
-		Skipper: func(c echo.Context) bool {
-			p := c.Request().URL.Path
-			return isProxyPath(p) || p == "/metrics" || p == "/health" || p == "/ready"
-		},
-	})
+	skip := func(c echo.Context) bool {
+		p := c.Request().URL.Path
+		return isProxyPath(p) || p == "/metrics" || p == "/health" || p == "/ready"
+	}
+	gzip := middleware.GzipWithConfig(middleware.GzipConfig{MinLength: 512, Skipper: skip})
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		zipped := gzip(next)
+		return func(c echo.Context) error {
+			if skip(c) {
+				return next(c)
+			}
+			return zipped(c)
+		}
+	}
 }

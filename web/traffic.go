@@ -38,35 +38,44 @@ func recordRequest(rec RequestRecorder, m *metrics.Metrics, now func() time.Time
 			if err := next(c); err != nil {
 				c.Error(err)
 			}
-			e := traffic.Entry{RequestID: requestIDOf(c), At: at, Surface: surfaceRoute(c.Path()), Status: c.Response().Status,
-				Latency: time.Since(start)}
-			if window > 0 {
-				e.Capture = &traffic.Capture{Request: in.buf, RequestSize: in.n, Response: out.buf, ResponseSize: out.n}
-			}
-			if tr := proxy.TraceFrom(c.Request().Context()); tr != nil {
-				fromTrace(&e, tr)
-			}
-			if re := requestErrorOf(c); re != nil {
-				e.Error = re.Msg
-				if e.ErrorCode == "" {
-					e.ErrorCode = re.ReasonCode()
-				}
-				if re.Code == errs.ClientClosed {
-					e.Status = errs.StatusOf(errs.ClientClosed) // nothing was sent
-				}
-			}
-			if e.ClientKeyID == 0 {
-				reason := e.ErrorCode
-				if reason == "" {
-					reason = strconv.Itoa(e.Status)
-				}
-				m.Refused(e.Surface, reason)
-				e.CountOnly, e.Capture = true, nil
-			}
-			rec.Record(e)
+			recordEntry(rec, m, c, at, start, in, out)
 			return nil
 		}
 	}
+}
+
+// recordEntry builds the request's log entry and hands it over. Like logRequest it is never
+// inlined: the entry is large, and the middleware's frame stays on the stack of every open
+// stream.
+//
+//go:noinline
+func recordEntry(rec RequestRecorder, m *metrics.Metrics, c echo.Context, at, start time.Time, in *captureReader, out *captureWriter) {
+	e := traffic.Entry{RequestID: requestIDOf(c), At: at, Surface: surfaceRoute(c.Path()), Status: c.Response().Status,
+		Latency: time.Since(start)}
+	if in != nil {
+		e.Capture = &traffic.Capture{Request: in.buf, RequestSize: in.n, Response: out.buf, ResponseSize: out.n}
+	}
+	if tr := proxy.TraceFrom(c.Request().Context()); tr != nil {
+		fromTrace(&e, tr)
+	}
+	if re := requestErrorOf(c); re != nil {
+		e.Error = re.Msg
+		if e.ErrorCode == "" {
+			e.ErrorCode = re.ReasonCode()
+		}
+		if re.Code == errs.ClientClosed {
+			e.Status = errs.StatusOf(errs.ClientClosed) // nothing was sent
+		}
+	}
+	if e.ClientKeyID == 0 {
+		reason := e.ErrorCode
+		if reason == "" {
+			reason = strconv.Itoa(e.Status)
+		}
+		m.Refused(e.Surface, reason)
+		e.CountOnly, e.Capture = true, nil
+	}
+	rec.Record(e)
 }
 
 // fromTrace copies what the engine noted about a request into its log entry.

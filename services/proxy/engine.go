@@ -160,6 +160,13 @@ func dialWithConnectTimeout(ctx context.Context, network, addr string) (net.Conn
 	return (&net.Dialer{Timeout: d, KeepAlive: 30 * time.Second}).DialContext(ctx, network, addr)
 }
 
+// streamReadBuffer is the read buffer of an upstream stream, held for as long as the stream is
+// open: 1 KiB holds a typical event whole (a content delta is 150–400 bytes); a longer one is
+// read in pieces into the relay's event buffer (readEventInto, bufio.ErrBufferFull). The
+// transport buffers below it (its own 4 KiB per HTTP/1.1 connection, HTTP/2's flow-control
+// window), so a smaller buffer here costs no system calls.
+const streamReadBuffer = 1 << 10
+
 // NewClient returns the HTTP client for calls to upstreams: NewTransport, and redirects are
 // never followed.
 func NewClient() *http.Client {

@@ -27,7 +27,11 @@ type Diagnostics struct {
 	Excluded []Excluded `json:"excluded,omitempty"`
 }
 
-// fail builds an engine error.
+// fail builds an engine error. It is never inlined: inlined, each call site's error value and
+// arguments took room in the caller's stack frame, and the engine's loop (run, work) stays on the
+// stack of every open stream, where frame sizes add up to the stack each stream keeps.
+//
+//go:noinline
 func fail(code errs.Code, reason, key string, args ...any) *errs.Error {
 	return &errs.Error{Code: code, Reason: reason, Msg: errs.M(key, args...)}
 }

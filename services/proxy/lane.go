@@ -25,6 +25,15 @@ func (e *Engine) attemptOn(ctx context.Context, cancel context.CancelFunc, w htt
 	if !e.subscription(conn) {
 		return e.attempt(ctx, cancel, c, conn)
 	}
+	return e.attemptAccount(ctx, cancel, w, c, conn, deadline)
+}
+
+// attemptAccount is attemptOn's loop for a Claude subscription account. It is a function of its
+// own so that its large frame is not on the stack of every other attempt: the deepest point of
+// a request (the upstream call) sets how large its goroutine's stack grows, and stays so for as
+// long as the stream is open.
+func (e *Engine) attemptAccount(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, c *call, conn *catalog.ConnEntry,
+	deadline time.Time) attemptResult {
 	var waited time.Duration
 	refreshed, resetTried, calls := false, false, 0
 	for {

@@ -32,7 +32,7 @@ func (e *Engine) streamStart(c *call, conn *catalog.ConnEntry, resp *http.Respon
 		}
 		return r
 	}
-	br := bufio.NewReaderSize(resp.Body, 4<<10) // longer events are handled (ErrBufferFull)
+	br := bufio.NewReaderSize(resp.Body, streamReadBuffer)
 	res := attemptResult{resp: resp, br: br, status: resp.StatusCode, header: resp.Header, wd: wd}
 	held, holdUntil := 0, time.Time{}
 	for {

@@ -129,6 +129,36 @@ func (e *Engine) serve(ctx context.Context, w http.ResponseWriter, raw []byte, i
 	if tr == nil {
 		tr = &Trace{}
 	}
+	c, x, perr := e.begin(ctx, w, raw, in, tr, src, countTokens)
+	if x != nil {
+		return e.serveCombo(ctx, w, raw, in, tr, src, countTokens, x)
+	}
+	if c == nil {
+		return perr
+	}
+	perr = e.run(ctx, w, c)
+	if perr != nil {
+		tr.ErrorCode = perr.ReasonCode()
+		finalError(perr, tr.Attempts)
+	}
+	if perr != nil && c.out.committed {
+		if !isClientGone(perr) {
+			writeStreamError(w, c.src, perr)
+		}
+		return nil
+	}
+	return perr
+}
+
+// begin is serve up to the call: the model checked and resolved, the queue admitted, the body
+// decoded and the call prepared. It returns the call, or the combo the model names, or neither
+// (the request was refused with the error, or answered here: a count_tokens request counted
+// locally). It is not inlined into serve, whose frame stays on the stack for as long as a stream
+// is open: the stack a goroutine grew to is what every open stream keeps.
+//
+//go:noinline
+func (e *Engine) begin(ctx context.Context, w http.ResponseWriter, raw []byte, in http.Header, tr *Trace, src Format,
+	countTokens bool) (*call, *routing.Expansion, *errs.Error) {
 	var t target
 	var rerr *errs.Error
 	var lease *routing.Lease
@@ -142,10 +172,10 @@ func (e *Engine) serve(ctx context.Context, w http.ResponseWriter, raw []byte, i
 		if !e.ModelAllowed(tr.Access, m) {
 			aerr := errModelNotAllowed(m)
 			tr.ErrorCode, tr.Stream = aerr.ReasonCode(), peekStream(raw, countTokens)
-			return aerr
+			return nil, nil, aerr
 		}
 		if x := e.combo(m); x != nil {
-			return e.serveCombo(ctx, w, raw, in, tr, src, countTokens, x)
+			return nil, x, nil
 		}
 		if t, rerr = e.resolve(ctx, m); rerr == nil {
 			t, lease, rerr = e.leaseTarget(in, tr.ClientKeyID, t)
@@ -153,21 +183,21 @@ func (e *Engine) serve(ctx context.Context, w http.ResponseWriter, raw []byte, i
 		if rerr == nil && !countsLocally(t, countTokens) {
 			if qerr := e.admitQueue(t); qerr != nil {
 				tr.ErrorCode, tr.Stream = qerr.ReasonCode(), peekStream(raw, countTokens)
-				return qerr
+				return nil, nil, qerr
 			}
 		}
 	}
 	req, derr := DecodeRequest(raw)
 	if derr != nil {
 		tr.Stream = peekStream(raw, countTokens)
-		return derr
+		return nil, nil, derr
 	}
 	if countTokens {
 		req.Stream = false
 	}
 	tr.Stream = req.Stream
 	if rerr != nil {
-		return rerr
+		return nil, nil, rerr
 	}
 	tr.Provider, tr.Model, tr.MetricModel = t.provider.Name, t.model, t.model
 	if found, _ := e.opt.Inventory.Lookup(t.provider.Name, t.model); !found {
@@ -176,28 +206,17 @@ func (e *Engine) serve(ctx context.Context, w http.ResponseWriter, raw []byte, i
 	if countsLocally(t, countTokens) {
 		if cerr := e.countLocally(ctx, w, t, req, tr); cerr != nil {
 			tr.ErrorCode = cerr.ReasonCode()
-			return cerr
+			return nil, nil, cerr
 		}
-		return nil
+		return nil, nil, nil
 	}
 	c, perr := e.prepare(t, req, in, tr, src, countTokens)
 	if perr != nil {
 		tr.ErrorCode = perr.ReasonCode()
-		return perr
+		return nil, nil, perr
 	}
 	c.lease = lease
-	perr = e.run(ctx, w, c)
-	if perr != nil {
-		tr.ErrorCode = perr.ReasonCode()
-		finalError(perr, tr.Attempts)
-	}
-	if perr != nil && c.out.committed {
-		if !isClientGone(perr) {
-			writeStreamError(w, c.src, perr)
-		}
-		return nil
-	}
-	return perr
+	return c, nil, nil
 }
 
 // prepare builds the call: the upstream's format, address, headers and body (translated when
