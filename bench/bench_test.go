@@ -1179,6 +1179,10 @@ func benchConfigure(t testing.TB, base, upstream, h2 string, surfaces bool) stri
 		benchAdmin(t, base, "POST", "/api/connections", map[string]any{"provider": c.provider, "name": "main",
 			"auth_type": "api_key", "api_key": c.key, "priority": 0}, 201)
 	}
+	// Every stream watchdog on (readiness, idle and total always are; the throughput watchdog is
+	// opt-in): the rows measure the gateway as it runs with all of them.
+	benchAdmin(t, base, "PATCH", "/api/settings/resilience", map[string]any{"streams": map[string]any{
+		"throughput_watchdog": map[string]any{"enabled": true}}}, 200)
 	key, _ := benchAdmin(t, base, "POST", "/api/keys", map[string]any{"name": "bench"}, 201)["key"].(string)
 	if key == "" {
 		t.Fatal("no client key returned")
