@@ -51,11 +51,7 @@ func TestClaudeAccountInBrowser(t *testing.T) {
 	key := e.NewKey()
 
 	b := newStateBrowser(t)
-	step := func(name string, fn func(t *testing.T)) {
-		if !t.Run(name, fn) {
-			t.FailNow()
-		}
-	}
+	step := b.step
 	var id string
 	cell := func() string { return "#cstate-" + id }
 

@@ -180,11 +180,7 @@ func (ck *cockpit) pages() []struct{ path, ready string } {
 func TestCockpitInBrowser(t *testing.T) {
 	ck := newCockpit(t)
 	e := ck.e
-	step := func(name string, f func(t *testing.T)) {
-		if !t.Run(name, f) {
-			t.FailNow()
-		}
-	}
+	step := ck.step
 	step("log in", ck.login)
 
 	step("the health strip lists each kind of trouble and links to it", func(t *testing.T) {

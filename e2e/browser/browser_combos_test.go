@@ -38,11 +38,7 @@ func TestCombosInBrowser(t *testing.T) {
 	}
 
 	b := newStateBrowser(t)
-	step := func(name string, f func(t *testing.T)) {
-		if !t.Run(name, f) {
-			t.FailNow()
-		}
-	}
+	step := b.step
 	const card = "#combo-resilient-chat"
 	rows := func() string {
 		return b.eval(`[...document.querySelectorAll('` + card + ` tr.combo-target')].map(r => r.dataset.target).join(',')`)
@@ -135,7 +131,7 @@ func TestCombosInBrowser(t *testing.T) {
 		}
 		// The moved target keeps its live state, and the focus stays on the button pressed
 		// (now "up", since the target is last).
-		b.do(chromedp.WaitVisible(chromedp.CSS(card + ` tr.combo-target[data-target="up/gpt-test"] .target-live[data-status="waiting"]`)))
+		b.do(chromedp.WaitVisible(chromedp.CSS(card+` tr.combo-target[data-target="up/gpt-test"] .target-live[data-status="waiting"]`)), settled)
 		up := b.eval(`document.querySelector('` + card + ` tr.combo-target[data-target="up/gpt-test"] .move-up').id`)
 		b.do(
 			chromedp.Click(chromedp.CSS("#"+up)),
@@ -162,6 +158,7 @@ func TestCombosInBrowser(t *testing.T) {
 			chromedp.Evaluate[chromedp.Void](`window.__form = true`),
 			chromedp.Click(chromedp.CSS("#add-target")),
 			chromedp.WaitVisible(chromedp.CSS("#target-2")),
+			settled,
 			chromedp.Click(chromedp.CSS("#row-down-0")),
 			chromedp.Poll[chromedp.Void](`document.querySelector('#target-0').value === 'ok/gpt-test'`, chromedp.WithPollingTimeout(10*time.Second)),
 		)

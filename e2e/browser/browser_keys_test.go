@@ -30,11 +30,7 @@ func TestKeyAccessFormInBrowser(t *testing.T) {
 	e.WaitModels(key, "up/gpt-test")
 
 	b := newStateBrowser(t)
-	step := func(name string, fn func(t *testing.T)) {
-		if !t.Run(name, fn) {
-			t.FailNow()
-		}
-	}
+	step := b.step
 	fits := func(t *testing.T, where string) {
 		t.Helper()
 		if over := b.eval(`String(document.documentElement.scrollWidth - document.documentElement.clientWidth)`); over != "0" {

@@ -80,8 +80,10 @@ func (b *settingsBrowser) clickLoad(sel string) chromedp.Action[chromedp.Void] {
 	}
 }
 
-// settled waits until htmx has finished every request, swap and settle on the page.
-var settled = chromedp.Poll[chromedp.Void](`!document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling')`,
+// settled waits until htmx has finished every request, swap and settle on the page. New content
+// is wired (its hx- attributes processed) only when it loses .htmx-added, one settle delay after
+// the swap: a click before that is the browser's own form submit, a page load.
+var settled = chromedp.Poll[chromedp.Void](`!document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling, .htmx-added')`,
 	chromedp.WithPollingTimeout(15*time.Second))
 
 // lockoutNow reads model_lockout from GET /api/settings/resilience with the browser's session.

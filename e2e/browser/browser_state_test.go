@@ -31,6 +31,21 @@ func newStateBrowser(t *testing.T) *stateBrowser {
 	return &stateBrowser{t: t, ctx: browser}
 }
 
+// step runs f as a subtest; while it runs, the browser's failures are the subtest's, and a
+// failed step ends the whole test (later steps build on it).
+func (b *stateBrowser) step(name string, f func(t *testing.T)) {
+	parent := b.t
+	parent.Helper()
+	ok := parent.Run(name, func(t *testing.T) {
+		b.t = t
+		defer func() { b.t = parent }()
+		f(t)
+	})
+	if !ok {
+		parent.FailNow()
+	}
+}
+
 // do runs steps with a time limit.
 func (b *stateBrowser) do(steps ...chromedp.Action[chromedp.Void]) {
 	b.t.Helper()

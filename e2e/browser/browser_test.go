@@ -573,6 +573,7 @@ func TestDashboardInBrowser(t *testing.T) {
 			chromedp.SetValue(chromedp.CSS(stepsField), "99"),
 			chromedp.Click(chromedp.CSS("#save-connection-cooldown")),
 			chromedp.WaitVisible(chromedp.CSS(stepsField+"-error")),
+			settled,
 		)
 		if got := get(t, chromedp.Text(chromedp.CSS(stepsField+"-error"))); !strings.Contains(got, "between 0 and 20") {
 			t.Fatalf("field error %q", got)
