@@ -20,9 +20,11 @@ type ClientKey struct {
 	AllowedModels      string `db:"allowed_models"`
 	Scopes             string `db:"scopes"`
 	AllowedConnections string `db:"allowed_connections"`
+	// Limits is a JSON object of the key's limits (see migration 0017); {} = none.
+	Limits string `db:"limits"`
 }
 
-const clientKeyCols = `id, name, prefix, key_hash, created_at, last_used_at, revoked_at, allowed_models, scopes, allowed_connections`
+const clientKeyCols = `id, name, prefix, key_hash, created_at, last_used_at, revoked_at, allowed_models, scopes, allowed_connections, limits`
 
 // ListClientKeys returns every key, newest first.
 func ListClientKeys(ctx context.Context, q Querier) ([]ClientKey, error) {
@@ -49,9 +51,9 @@ func GetClientKey(ctx context.Context, q Querier, id int64) (ClientKey, error) {
 // InsertClientKey stores a new key hash with its access lists and sets its id.
 func InsertClientKey(ctx context.Context, q Querier, k *ClientKey) error {
 	k.CreatedAt = nowMS()
-	res, err := q.ExecContext(ctx, `INSERT INTO client_keys (name, prefix, key_hash, created_at, allowed_models, scopes, allowed_connections)
-VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		k.Name, k.Prefix, k.KeyHash, k.CreatedAt, jsonList(k.AllowedModels), jsonList(k.Scopes), jsonList(k.AllowedConnections))
+	res, err := q.ExecContext(ctx, `INSERT INTO client_keys (name, prefix, key_hash, created_at, allowed_models, scopes, allowed_connections, limits)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		k.Name, k.Prefix, k.KeyHash, k.CreatedAt, jsonList(k.AllowedModels), jsonList(k.Scopes), jsonList(k.AllowedConnections), jsonObject(k.Limits))
 	if isUniqueViolation(err) {
 		return ErrConflict
 	}
@@ -62,10 +64,10 @@ VALUES (?, ?, ?, ?, ?, ?, ?)`,
 	return nil
 }
 
-// UpdateClientKey writes a key's name and access lists.
+// UpdateClientKey writes a key's name, access lists and limits.
 func UpdateClientKey(ctx context.Context, q Querier, k ClientKey) error {
-	res, err := q.ExecContext(ctx, `UPDATE client_keys SET name = ?, allowed_models = ?, scopes = ?, allowed_connections = ? WHERE id = ?`,
-		k.Name, jsonList(k.AllowedModels), jsonList(k.Scopes), jsonList(k.AllowedConnections), k.ID)
+	res, err := q.ExecContext(ctx, `UPDATE client_keys SET name = ?, allowed_models = ?, scopes = ?, allowed_connections = ?, limits = ? WHERE id = ?`,
+		k.Name, jsonList(k.AllowedModels), jsonList(k.Scopes), jsonList(k.AllowedConnections), jsonObject(k.Limits), k.ID)
 	if err != nil {
 		return fmt.Errorf("update client key %d: %w", k.ID, err)
 	}
@@ -76,6 +78,14 @@ func UpdateClientKey(ctx context.Context, q Querier, k ClientKey) error {
 func jsonList(s string) string {
 	if s == "" {
 		return "[]"
+	}
+	return s
+}
+
+// jsonObject stores an empty object as {} (the column's default), never as "".
+func jsonObject(s string) string {
+	if s == "" {
+		return "{}"
 	}
 	return s
 }

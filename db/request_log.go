@@ -31,8 +31,14 @@ type RequestLogRow struct {
 	Complete     bool   `db:"complete"`
 	InputTokens  int64  `db:"input_tokens"`
 	OutputTokens int64  `db:"output_tokens"`
-	Chain        string `db:"chain"`
-	Skipped      string `db:"skipped"`
+	// CacheReadTokens, CacheWriteTokens (parts of InputTokens) and ReasoningTokens (part of
+	// OutputTokens); CostUSD is NULL when the model had no price.
+	CacheReadTokens  int64           `db:"cache_read_tokens"`
+	CacheWriteTokens int64           `db:"cache_write_tokens"`
+	ReasoningTokens  int64           `db:"reasoning_tokens"`
+	CostUSD          sql.NullFloat64 `db:"cost_usd"`
+	Chain            string          `db:"chain"`
+	Skipped          string          `db:"skipped"`
 	// Combo is the combo the client named ("" for none); Route its decision trace (JSON).
 	Combo string `db:"combo"`
 	Route string `db:"route"`
@@ -47,13 +53,13 @@ type RequestLogRow struct {
 // requestLogCols are the columns a list reads: everything but the bodies, which may be large.
 const requestLogCols = `id, request_id, at, client_key_id, surface, model, provider, connection_id, connection, status,
 	error_code, error_msg, attempts, retries, failovers, latency_us, ttft_us, stream, complete, input_tokens,
-	output_tokens, chain, skipped, combo, route`
+	output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens, cost_usd, chain, skipped, combo, route`
 
 // requestLogBodyCols are the body columns, read for one row.
 const requestLogBodyCols = `request_body, response_body, request_body_truncated, response_body_truncated`
 
 const insertRequestLogSQL = `INSERT INTO request_log (` + requestLogCols + `, ` + requestLogBodyCols + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // InsertRequestLog stores finished requests; their ids are given by the caller. A batch compiles
 // the statement once (SQLite compiles it again on every Exec of the text, which cost as much as the
@@ -75,7 +81,7 @@ func InsertRequestLog(ctx context.Context, q Querier, rows []RequestLogRow) erro
 	for _, r := range rows {
 		if _, err := exec(ctx, r.ID, r.RequestID, r.At, r.ClientKeyID, r.Surface, r.Model, r.Provider, r.ConnectionID,
 			r.Connection, r.Status, r.ErrorCode, r.ErrorMsg, r.Attempts, r.Retries, r.Failovers, r.LatencyUS, r.TTFTUS,
-			r.Stream, r.Complete, r.InputTokens, r.OutputTokens, r.Chain, r.Skipped, r.Combo, r.Route, r.RequestBody, r.ResponseBody,
+			r.Stream, r.Complete, r.InputTokens, r.OutputTokens, r.CacheReadTokens, r.CacheWriteTokens, r.ReasoningTokens, r.CostUSD, r.Chain, r.Skipped, r.Combo, r.Route, r.RequestBody, r.ResponseBody,
 			r.RequestBodyTruncated, r.ResponseBodyTruncated); err != nil {
 			return fmt.Errorf("insert request log %d: %w", r.ID, err)
 		}

@@ -9,6 +9,7 @@ import (
 	"switchyard/db"
 	"switchyard/services/errs"
 	"switchyard/services/names"
+	"switchyard/services/spend"
 )
 
 // MaxAllowedConnections bounds a key's allowed_connections.
@@ -81,11 +82,26 @@ func (s *Service) apply(row *db.ClientKey, in Input) error {
 	if containsString(scopes, ScopeLeaseExclusive) && len(conns) == 0 && !hasPrefix(fields, "allowed_connections") {
 		fields["allowed_connections"] = errs.M("keys.err.lease_needs_connections", ScopeLeaseExclusive)
 	}
+	limits := decodeLimits(row.Limits)
+	limits.Apply(in.LimitsInput, fields)
 	if len(fields) > 0 {
 		return errs.Fields(fields)
 	}
 	row.AllowedModels, row.Scopes, row.AllowedConnections = encode(models), encode(scopes), encode(conns)
+	row.Limits = encodeLimits(limits)
 	return nil
+}
+
+// decodeLimits reads a key's stored limits; unreadable ones (a hand-edited database) are none.
+func decodeLimits(s string) spend.Limits {
+	var l spend.Limits
+	_ = json.Unmarshal([]byte(s), &l)
+	return l
+}
+
+func encodeLimits(l spend.Limits) string {
+	b, _ := json.Marshal(l)
+	return string(b)
 }
 
 // compileAccess builds a key's Access from its stored lists; nil when the key restricts nothing.

@@ -15,6 +15,7 @@ import (
 	"switchyard/db"
 	"switchyard/services/errs"
 	"switchyard/services/secrets"
+	"switchyard/services/spend"
 )
 
 // KeyPrefix starts every client key, so leaked keys are recognisable.
@@ -37,6 +38,8 @@ type Key struct {
 	Scopes []string `json:"scopes"`
 	// AllowedConnections are the ids of the connections the key may lease (existing ones only).
 	AllowedConnections []int64 `json:"allowed_connections"`
+	// Limits are the key's limits (flat in the JSON: rpm_limit, …; absent = none).
+	spend.Limits
 }
 
 // Input creates or changes a key; a nil field is left as it is (on create: empty).
@@ -45,6 +48,8 @@ type Input struct {
 	AllowedModels      *[]string `json:"allowed_models"`
 	Scopes             *[]string `json:"scopes"`
 	AllowedConnections *[]int64  `json:"allowed_connections"`
+	// LimitsInput changes the key's limits (flat in the JSON; 0 removes one).
+	spend.LimitsInput
 }
 
 // Created is returned once, when a key is made: it is the only time the key is shown.
@@ -60,6 +65,8 @@ type Identity struct {
 	Name  string
 	// Access is the key's compiled allow-lists; nil allows every model and no lease.
 	Access *Access
+	// Limits are the key's limits (zero: none).
+	Limits spend.Limits
 }
 
 // Access is what a key may address, compiled when the keys are loaded and never changed after
@@ -140,7 +147,7 @@ func (s *Service) reload(ctx context.Context) error {
 		if r.RevokedAt.Valid {
 			continue
 		}
-		stored := r.AllowedModels + "\x00" + r.Scopes + "\x00" + r.AllowedConnections
+		stored := r.AllowedModels + "\x00" + r.Scopes + "\x00" + r.AllowedConnections + "\x00" + r.Limits
 		var prev *entry
 		if old != nil {
 			prev = (*old)[r.KeyHash]
@@ -154,7 +161,7 @@ func (s *Service) reload(ctx context.Context) error {
 			s.log.Warn("client key access lists unreadable; the key is refused every model", "key_id", r.ID, "error", err)
 			access = &Access{Models: &ModelPatterns{exact: map[string]struct{}{}}}
 		}
-		e := &entry{Identity: Identity{KeyID: r.ID, Name: r.Name, Access: access}, stored: stored}
+		e := &entry{Identity: Identity{KeyID: r.ID, Name: r.Name, Access: access, Limits: decodeLimits(r.Limits)}, stored: stored}
 		if prev != nil { // keep the unflushed use time across the change
 			e.lastUsed.Store(prev.lastUsed.Load())
 			e.flushed.Store(prev.flushed.Load())
@@ -369,6 +376,7 @@ func (s *Service) view(r db.ClientKey) Key {
 	}
 	_ = json.Unmarshal([]byte(r.AllowedModels), &k.AllowedModels)
 	_ = json.Unmarshal([]byte(r.Scopes), &k.Scopes)
+	k.Limits = decodeLimits(r.Limits)
 	var conns []int64
 	_ = json.Unmarshal([]byte(r.AllowedConnections), &conns)
 	for _, id := range conns {
