@@ -9,6 +9,7 @@ package traffic
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -50,8 +51,16 @@ type Entry struct {
 	Complete     bool
 	InputTokens  int64
 	OutputTokens int64
-	Chain        []Attempt
-	Skipped      []Skip
+	// CacheReadTokens and CacheWriteTokens are parts of InputTokens, ReasoningTokens of
+	// OutputTokens. CostUSD is what the tokens cost when Priced (a price was known; a
+	// subscription account's request is priced at 0).
+	CacheReadTokens  int64
+	CacheWriteTokens int64
+	ReasoningTokens  int64
+	CostUSD          float64
+	Priced           bool
+	Chain            []Attempt
+	Skipped          []Skip
 	// Combo is the combo the client named ("" for none); Route is its decision trace.
 	Combo string
 	Route []RouteStep
@@ -141,9 +150,13 @@ type Service struct {
 	pending   []*Entry
 	lastPrune time.Time
 
-	mu      sync.Mutex // guards minutes and dirty
+	mu      sync.Mutex // guards minutes, dirty, usage and usageDirty
 	minutes map[int64]map[dim]*cell
 	dirty   map[cellKey]struct{}
+	// usage are the newest usage buckets (usageKeep of them), the ones changed since the last
+	// flush in usageDirty.
+	usage      map[usageKey]*db.UsageBucket
+	usageDirty map[usageKey]struct{}
 }
 
 // item is an entry or a request to write everything before it (sync).
@@ -169,7 +182,11 @@ func New(ctx context.Context, opt Options) (*Service, error) {
 	if opt.Clock == nil {
 		opt.Clock = clockwork.NewRealClock()
 	}
-	s := &Service{opt: opt, in: make(chan item, opt.Buffer), minutes: map[int64]map[dim]*cell{}, dirty: map[cellKey]struct{}{}}
+	s := &Service{opt: opt, in: make(chan item, opt.Buffer), minutes: map[int64]map[dim]*cell{}, dirty: map[cellKey]struct{}{},
+		usage: map[usageKey]*db.UsageBucket{}, usageDirty: map[usageKey]struct{}{}}
+	if err := s.loadUsage(ctx); err != nil {
+		return nil, err
+	}
 	last, err := db.MaxRequestLogID(ctx, opt.DB.R)
 	if err != nil {
 		return nil, err
@@ -283,6 +300,7 @@ func (s *Service) ingest(e *Entry) {
 	s.nextID++
 	s.pending = append(s.pending, e)
 	s.aggregate(e)
+	s.addUsage(e)
 }
 
 // aggregate adds the entry to its minute's cell, to be written with the next flush.
@@ -346,10 +364,11 @@ func (s *Service) flush(ctx context.Context) error {
 		minutes = append(minutes, db.TrafficMinute{Minute: k.Minute, Provider: k.Provider, KeyID: k.KeyID, Data: string(b)})
 	}
 	clear(s.dirty)
+	usage := s.dirtyUsage()
 	s.mu.Unlock()
 	now := s.now()
 	prune := now.Sub(s.lastPrune) >= time.Minute
-	if len(rows) == 0 && len(minutes) == 0 && !prune {
+	if len(rows) == 0 && len(minutes) == 0 && len(usage) == 0 && !prune {
 		return nil
 	}
 	err := s.opt.DB.WithTx(ctx, func(tx *sqlx.Tx) error {
@@ -357,6 +376,9 @@ func (s *Service) flush(ctx context.Context) error {
 			return err
 		}
 		if err := db.UpsertTrafficMinutes(ctx, tx, minutes); err != nil {
+			return err
+		}
+		if err := db.UpsertUsageBuckets(ctx, tx, usage); err != nil {
 			return err
 		}
 		if !prune {
@@ -369,6 +391,9 @@ func (s *Service) flush(ctx context.Context) error {
 		if err := db.PruneRequestLog(ctx, tx, before, s.opt.MaxRows); err != nil {
 			return err
 		}
+		if err := db.PruneUsageBuckets(ctx, tx, bucketOf(now.Add(-usageRetention))); err != nil {
+			return err
+		}
 		return db.PruneTrafficMinutes(ctx, tx, now.Unix()/60-2*24*60)
 	})
 	if err != nil {
@@ -378,6 +403,7 @@ func (s *Service) flush(ctx context.Context) error {
 	if prune {
 		s.lastPrune = now
 		s.forgetOld(now)
+		s.forgetOldUsage(now)
 	}
 	return nil
 }
@@ -404,7 +430,8 @@ func (s *Service) row(e *Entry) db.RequestLogRow {
 		Status: e.Status, ErrorCode: e.ErrorCode, ErrorMsg: encodeMsg(e.Error, s.opt.Redact), Attempts: e.Attempts,
 		Retries: e.Retries, Failovers: e.Failovers, LatencyUS: e.Latency.Microseconds(), TTFTUS: e.TTFT.Microseconds(),
 		Stream: e.Stream, Complete: e.Complete, InputTokens: e.InputTokens, OutputTokens: e.OutputTokens,
-		Chain: string(chain), Skipped: string(skipped), Combo: e.Combo, Route: string(route), RequestBody: nullText(req), ResponseBody: nullText(resp),
+		CacheReadTokens: e.CacheReadTokens, CacheWriteTokens: e.CacheWriteTokens, ReasoningTokens: e.ReasoningTokens,
+		CostUSD: sql.NullFloat64{Float64: e.CostUSD, Valid: e.Priced}, Chain: string(chain), Skipped: string(skipped), Combo: e.Combo, Route: string(route), RequestBody: nullText(req), ResponseBody: nullText(resp),
 		RequestBodyTruncated: req.Truncated, ResponseBodyTruncated: resp.Truncated}
 }
 
@@ -421,7 +448,9 @@ func entryOf(r db.RequestLogRow) Entry {
 		ErrorCode: r.ErrorCode, Error: decodeMsg(r.ErrorMsg), Attempts: r.Attempts, Retries: r.Retries,
 		Failovers: r.Failovers, Latency: time.Duration(r.LatencyUS) * time.Microsecond,
 		TTFT: time.Duration(r.TTFTUS) * time.Microsecond, Stream: r.Stream, Complete: r.Complete,
-		InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, RequestBody: bodyOf(r.RequestBody, r.RequestBodyTruncated),
+		InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, CacheReadTokens: r.CacheReadTokens,
+		CacheWriteTokens: r.CacheWriteTokens, ReasoningTokens: r.ReasoningTokens, CostUSD: r.CostUSD.Float64, Priced: r.CostUSD.Valid,
+		RequestBody:  bodyOf(r.RequestBody, r.RequestBodyTruncated),
 		ResponseBody: bodyOf(r.ResponseBody, r.ResponseBodyTruncated)}
 	_ = json.Unmarshal([]byte(r.Chain), &e.Chain)
 	_ = json.Unmarshal([]byte(r.Skipped), &e.Skipped)
