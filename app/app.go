@@ -33,6 +33,7 @@ import (
 	"switchyard/services/secrets"
 	"switchyard/services/sessions"
 	"switchyard/services/settings"
+	"switchyard/services/spend"
 	"switchyard/services/statestore"
 	"switchyard/services/traffic"
 	"switchyard/static"
@@ -92,8 +93,13 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 		return nil, err
 	}
 
+	limiter, err := buildLimiter(ctx, clock, tr, core.keys, time.UTC, nil)
+	if err != nil {
+		return nil, err
+	}
+
 	a := &App{DB: st.db, Log: log, Inventory: eng.inventory, State: res.store, Traffic: tr, served: make(chan error, 1), accounts: accounts}
-	a.Echo, a.Routes, err = buildWeb(cfg, st, core, res, eng, accounts, tr, clock, &a.draining, log)
+	a.Echo, a.Routes, err = buildWeb(cfg, st, core, res, eng, accounts, tr, limiter, clock, &a.draining, log)
 	if err != nil {
 		return nil, err
 	}
@@ -483,7 +489,7 @@ func buildTraffic(ctx context.Context, cfg Config, clock clockwork.Clock, st sto
 }
 
 func buildWeb(cfg Config, st storage, c core, r *resilienceState, e engine, accounts *oauth.Service, tr *traffic.Service,
-	clock clockwork.Clock, draining *atomic.Bool, log *slog.Logger) (*echo.Echo, []web.Route, error) {
+	limiter *spend.Limiter, clock clockwork.Clock, draining *atomic.Bool, log *slog.Logger) (*echo.Echo, []web.Route, error) {
 	opsSvc := &ops.Service{Catalog: c.catalog, Discovery: e.inventory, Cooldowns: r.cooldowns, Breakers: r.breakers,
 		Lockouts: r.lockouts, Queues: r.queues, Semaphores: r.semaphores, Health: r.health, Store: r.store,
 		Accounts: accounts, Lanes: r.lanes, Usage: r.usage, OAuthSettings: c.oauthSettings, Pins: r.pins, Routing: e.engine}
@@ -492,7 +498,7 @@ func buildWeb(cfg Config, st storage, c core, r *resilienceState, e engine, acco
 		StreamEnds: r.metrics.StreamEndCounts}
 	return web.New(web.Deps{
 		Log: log, Auth: c.auth, Keys: c.keys, Sessions: sessions, Static: static.FS, Metrics: r.metrics,
-		Traffic: tr, Now: clock.Now,
+		Traffic: tr, Now: clock.Now, Limits: limiter,
 		Requests: &handlers.Requests{Log: tr, Keys: c.keys, Catalog: c.catalog, Sessions: sessions, Clock: clock.Now},
 		Health:   &handlers.Health{DB: st.db, Draining: draining, Version: Version},
 		API: &handlers.API{Catalog: c.catalog, Tester: e.engine, Ops: opsSvc,

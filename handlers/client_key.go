@@ -18,3 +18,6 @@ func clientKeyOf(c echo.Context) clientkeys.Identity {
 	id, _ := c.Get(clientKeyKey).(clientkeys.Identity)
 	return id
 }
+
+// ClientKeyOf is the client key of a proxy request (the zero Identity when none was noted).
+func ClientKeyOf(c echo.Context) clientkeys.Identity { return clientKeyOf(c) }

@@ -158,7 +158,10 @@ func requestRow(ctx context.Context, e traffic.Entry, names map[int64]string) vi
 	row := views.RequestRow{ID: e.ID, At: e.At, Key: names[e.ClientKeyID], Surface: e.Surface, Model: e.Model, Provider: e.Provider,
 		Connection: e.Connection, Status: e.Status, Class: "ok", ErrorCode: e.ErrorCode, Attempts: e.Attempts,
 		Latency: views.FormatElapsed(ctx, e.Latency), TTFT: views.FormatDuration(ctx, e.TTFT), InTokens: e.InputTokens,
-		OutTokens: e.OutputTokens}
+		OutTokens: e.OutputTokens, CacheRead: e.CacheReadTokens, CacheWrite: e.CacheWriteTokens, Reasoning: e.ReasoningTokens}
+	if e.Priced {
+		row.Cost = views.FormatDecimal(ctx, e.CostUSD, 4) + " USD"
+	}
 	if e.ClientKeyID != 0 && row.Key == "" {
 		row.Key = "#" + strconv.FormatInt(e.ClientKeyID, 10)
 	}

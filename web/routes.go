@@ -37,9 +37,12 @@ func routes(e *echo.Echo, d Deps, files *assets) []Route {
 		add(v1, "/v1", "client", method, path, h, observe(d.Metrics, route))
 		add(e, "", "client", method, path, h, append(slices.Clip(chain), observe(d.Metrics, route))...)
 	}
-	surface(http.MethodPost, "/chat/completions", d.Proxy.Chat, "/v1/chat/completions")
-	surface(http.MethodPost, "/messages", d.Proxy.Messages, "/v1/messages")
-	surface(http.MethodPost, "/responses", d.Proxy.Responses, "/v1/responses")
+	// The surfaces that generate count against the key's limits; listing models, counting
+	// tokens and leases do not.
+	limited := func(h echo.HandlerFunc) echo.HandlerFunc { return keyLimits(d.Limits)(h) }
+	surface(http.MethodPost, "/chat/completions", limited(d.Proxy.Chat), "/v1/chat/completions")
+	surface(http.MethodPost, "/messages", limited(d.Proxy.Messages), "/v1/messages")
+	surface(http.MethodPost, "/responses", limited(d.Proxy.Responses), "/v1/responses")
 	surface(http.MethodGet, "/responses", d.Proxy.ResponsesSocket, "/v1/responses")
 	surface(http.MethodPost, "/messages/count_tokens", d.Proxy.CountTokens, "/v1/messages/count_tokens")
 	surface(http.MethodGet, "/models", d.Proxy.Models, "/v1/models")

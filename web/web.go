@@ -37,6 +37,8 @@ type Deps struct {
 	Traffic RequestRecorder
 	// Now is the gateway's clock, for the request log's timestamps.
 	Now func() time.Time
+	// Limits keeps client keys within their limits (nil: no limits are enforced).
+	Limits KeyLimiter
 
 	Health    *handlers.Health
 	API       *handlers.API

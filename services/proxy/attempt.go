@@ -29,7 +29,9 @@ type attemptResult struct {
 	status int
 	header http.Header
 
-	translated   bool // body is already in the client's format
+	translated bool // body is already in the client's format
+	// usage is what the upstream's usage objects said (the answer's, or the stream's so far).
+	usage        usageSeen
 	hidden       bool // the error came inside an HTTP 200
 	err          *errs.Error
 	errBody      []byte
@@ -106,14 +108,16 @@ func (e *Engine) attempt(ctx context.Context, cancel context.CancelFunc, c *call
 	if !looksLikeJSON(b) {
 		return protocolFailure(p.Name, resp.Header, e.scrubBytes(b, c, conn), "proxy.protocol_not_json")
 	}
+	var seen usageSeen
+	seen.observe(b) // in the upstream's format, before a translation drops a count
 	if c.src != c.dst {
 		tb, buf, err := c.translateBody(b)
 		if err != nil {
 			return protocolFailure(p.Name, resp.Header, e.scrubBytes(b, c, conn), "proxy.protocol_not_json")
 		}
-		return attemptResult{resp: resp, body: tb, pooled: buf, status: resp.StatusCode, header: resp.Header, translated: true}
+		return attemptResult{resp: resp, body: tb, pooled: buf, status: resp.StatusCode, header: resp.Header, translated: true, usage: seen}
 	}
-	return attemptResult{resp: resp, body: b, status: resp.StatusCode, header: resp.Header}
+	return attemptResult{resp: resp, body: b, status: resp.StatusCode, header: resp.Header, usage: seen}
 }
 
 // discard lets go of an answer that will not be delivered (its attempt ran out of time as it

@@ -29,9 +29,8 @@ func (e *Engine) deliver(ctx context.Context, w http.ResponseWriter, c *call, co
 		// Send it all now: the request log and metrics run after the handler returns and must
 		// not delay the answer.
 		_ = http.NewResponseController(w).Flush()
-		c.trace.readUsage(res.body)
-		releaseAnswer(res.pooled) // written and read: nothing refers to it any more
-		e.opt.Observer.Tokens(c.t.provider.Name, c.trace.MetricModel, c.trace.InputTokens, c.trace.OutputTokens)
+		releaseAnswer(res.pooled) // written: nothing refers to it any more
+		e.account(c, conn, &res.usage)
 		return nil
 	}
 	defer res.resp.Body.Close()
@@ -54,7 +53,24 @@ func (e *Engine) deliver(ctx context.Context, w http.ResponseWriter, c *call, co
 		c.trace.ErrorCode = end
 		e.opt.Observer.StreamEnd(c.t.provider.Name, end, false)
 	}
-	c.trace.InputTokens, c.trace.OutputTokens = r.Usage()
-	e.opt.Observer.Tokens(c.t.provider.Name, c.trace.MetricModel, c.trace.InputTokens, c.trace.OutputTokens)
+	e.account(c, conn, &res.usage)
 	return nil
+}
+
+// account notes what the delivered answer used and cost: its usage as the upstream reported
+// it, priced by the upstream's model id. A subscription account's requests cost 0 (their
+// tokens still count); a model without a price is left unpriced, never 0.
+func (e *Engine) account(c *call, conn *catalog.ConnEntry, seen *usageSeen) {
+	u := seen.usage()
+	t := c.trace
+	t.Usage, t.InputTokens, t.OutputTokens = u, u.Input, u.Output
+	switch {
+	case conn != nil && conn.AuthType == catalog.AuthOAuth:
+		t.CostUSD, t.Priced = 0, true
+	case e.opt.Price != nil:
+		if p, ok := e.opt.Price(c.t.provider.Name, c.t.provider.Type, c.t.model); ok {
+			t.CostUSD, t.Priced = p.Cost(u), true
+		}
+	}
+	e.opt.Observer.Tokens(c.t.provider.Name, t.MetricModel, u.Input, u.Output)
 }

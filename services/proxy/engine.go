@@ -22,6 +22,7 @@ import (
 	"switchyard/services/proxy/tokencount"
 	"switchyard/services/resilience"
 	"switchyard/services/settings"
+	"switchyard/services/spend"
 )
 
 // SettingsSource gives the engine the current settings snapshot.
@@ -50,6 +51,9 @@ type Options struct {
 	Semaphores *resilience.Semaphores
 	Clock      clockwork.Clock
 	Observer   Observer // nil = none
+	// Price is the price of a provider's upstream model (provider name, provider type, model
+	// id); nil or not ok: the request is left unpriced.
+	Price func(provider, providerType, model string) (spend.Price, bool)
 	// Accounts serves the bearer tokens of Claude subscription (OAuth) connections, their usage
 	// polls and limit resets; nil leaves OAuth connections without a credential.
 	Accounts Accounts

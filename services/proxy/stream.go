@@ -106,6 +106,7 @@ func relayStream(ctx context.Context, w http.ResponseWriter, commit func(), res 
 		if errorEvent(ev) {
 			ev = clean(ev)
 		}
+		res.usage.observe(ev)
 		out = r.Event(out[:0], ev)
 		if len(out) == 0 {
 			return true

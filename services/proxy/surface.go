@@ -343,8 +343,6 @@ type streamRelay interface {
 	Event(dst, ev []byte) []byte
 	// Done reports whether the upstream's terminal event was seen.
 	Done() bool
-	// Usage is the token count seen so far.
-	Usage() (in, out int64)
 }
 
 // relay picks the stream relay of a call: the events as they are when client and upstream speak
@@ -420,7 +418,6 @@ type passthrough struct {
 	format   Format
 	terminal func(ev []byte) bool
 	done     bool
-	in, out  int64
 	// sequenced: the format numbers its events (Responses); the last number is kept so an
 	// error event closing a broken stream continues the sequence. failed and cut are set when
 	// its terminal event was response.failed or response.incomplete.
@@ -455,14 +452,6 @@ func (p *passthrough) Event(dst, ev []byte) []byte {
 			}
 		}
 	}
-	if in, out, inOK, outOK := usageOf(ev); inOK || outOK {
-		if inOK {
-			p.in = in
-		}
-		if outOK {
-			p.out = out
-		}
-	}
 	return append(dst, terminate(ev)...)
 }
 
@@ -487,7 +476,6 @@ func (p *passthrough) Abort(dst []byte, code, msg string) []byte {
 	return append(dst, fmt.Sprintf("event: error\ndata: {\"type\":\"error\",\"code\":%s,"+
 		"\"message\":%s,\"param\":null,\"sequence_number\":%d}\n\n", c, m, p.seq)...)
 }
-func (p *passthrough) Usage() (in, out int64) { return p.in, p.out }
 
 // isResponsesTerminal reports whether a Responses event ends the stream.
 func isResponsesTerminal(ev []byte) bool {
@@ -519,10 +507,9 @@ func (c *chained) Event(dst, ev []byte) []byte {
 	return dst
 }
 
-func (c *chained) Done() bool             { return c.then.Done() }
-func (c *chained) Usage() (in, out int64) { return c.then.Usage() }
-func (c *chained) Failed() bool           { return c.then.Failed() }
-func (c *chained) Cut() bool              { return c.then.Cut() }
+func (c *chained) Done() bool   { return c.then.Done() }
+func (c *chained) Failed() bool { return c.then.Failed() }
+func (c *chained) Cut() bool    { return c.then.Cut() }
 func (c *chained) Abort(dst []byte, code, msg string) []byte {
 	return c.then.Abort(dst, code, msg)
 }

@@ -1,15 +1,13 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/tidwall/gjson"
-
 	"switchyard/services/catalog"
+	"switchyard/services/spend"
 )
 
 // Trace collects what happened to one request, for the request log and metrics. The handler
@@ -41,6 +39,12 @@ type Trace struct {
 	TTFT         time.Duration // to the first relayed event (streams)
 	InputTokens  int64
 	OutputTokens int64
+	// Usage is every count of the answer's usage (InputTokens and OutputTokens are its Input
+	// and Output); CostUSD what it cost when Priced (a price was known, or the connection is a
+	// subscription account, whose requests cost 0).
+	Usage   spend.Usage
+	CostUSD float64
+	Priced  bool
 	// Chain is every upstream attempt, in order.
 	Chain []Attempt
 	// Skipped names the connections left out (cooling, terminal, model locked out) and why, the
@@ -186,44 +190,6 @@ func (nopObserver) Tokens(string, string, int64, int64)  {}
 func (nopObserver) QueueRejected(string, string, string) {}
 func (nopObserver) FailOpen(string, string)              {}
 func (nopObserver) StreamEnd(string, string, bool)       {}
-
-var usageKey = []byte(`"usage":{`)
-
-// readUsage takes token counts from a usage object (OpenAI's or Anthropic's), when the JSON has
-// one. Only the last usage object is parsed, not the whole document.
-func (t *Trace) readUsage(doc []byte) {
-	in, out, inOK, outOK := usageOf(doc)
-	if inOK {
-		t.InputTokens = in
-	}
-	if outOK {
-		t.OutputTokens = out
-	}
-}
-
-// usageOf reads the last usage object of a document: prompt_tokens and completion_tokens
-// (OpenAI), or input_tokens with its cached parts and output_tokens (Anthropic).
-func usageOf(doc []byte) (in, out int64, inOK, outOK bool) {
-	i := bytes.LastIndex(doc, usageKey)
-	if i < 0 {
-		return 0, 0, false, false
-	}
-	u := gjson.ParseBytes(doc[i+len(usageKey)-1:])
-	if !u.IsObject() {
-		return 0, 0, false, false
-	}
-	if v := u.Get("prompt_tokens"); v.Exists() {
-		in, inOK = v.Int(), true
-	} else if v := u.Get("input_tokens"); v.Exists() {
-		in, inOK = v.Int()+u.Get("cache_read_input_tokens").Int()+u.Get("cache_creation_input_tokens").Int(), true
-	}
-	if v := u.Get("completion_tokens"); v.Exists() {
-		out, outOK = v.Int(), true
-	} else if v := u.Get("output_tokens"); v.Exists() {
-		out, outOK = v.Int(), true
-	}
-	return in, out, inOK, outOK
-}
 
 type traceKey struct{}
 

@@ -109,11 +109,14 @@ func (s *Service) UsageBuckets(ctx context.Context, from, to time.Time) ([]db.Us
 	return db.ListUsageBuckets(ctx, s.opt.DB.R, bucketOf(from), last)
 }
 
-// KeySpendSince sums each client key's spend (USD) from since on, from the stored buckets and
-// the ones not yet written. since is rounded down to its bucket.
-func (s *Service) KeySpendSince(ctx context.Context, since time.Time) (map[int64]float64, error) {
-	if err := s.Sync(ctx); err != nil {
-		return nil, err
+// KeySpendSince sums each client key's spend (USD) from since on (rounded down to its bucket).
+// With sync, what was recorded and not yet written counts too (it waits for the running runner);
+// without it, only what is stored (at start, before the runner runs).
+func (s *Service) KeySpendSince(ctx context.Context, since time.Time, sync bool) (map[int64]float64, error) {
+	if sync {
+		if err := s.Sync(ctx); err != nil {
+			return nil, err
+		}
 	}
 	rows, err := db.SumKeySpend(ctx, s.opt.DB.R, bucketOf(since))
 	if err != nil {
