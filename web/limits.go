@@ -2,6 +2,7 @@ package web
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -59,7 +60,17 @@ func admitKey(l KeyLimiter, id int64, lim spend.Limits) error {
 	default:
 		e.Msg = errs.M("proxy.key_rate_limited", int64(r.Limit), secs)
 	}
+	// Beside the error in either format (Anthropic's has no code field): which limit, and when
+	// it lets requests through again.
+	e.Diagnostics = keyLimitDiagnostics{Limit: r.Code, Budget: r.Budget, Value: r.Limit, ResetsAt: r.ResetsAt.UTC()}
 	return e
+}
+
+type keyLimitDiagnostics struct {
+	Limit    string    `json:"limit"`
+	Budget   string    `json:"budget,omitempty"`
+	Value    float64   `json:"limit_value"`
+	ResetsAt time.Time `json:"resets_at"`
 }
 
 // finishKey counts what the request used and cost (what the engine noted in the trace; an

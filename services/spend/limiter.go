@@ -22,8 +22,9 @@ type Refusal struct {
 	// Limit is the limit reached (requests, tokens, USD or requests at once).
 	Limit float64
 	// RetryAfter is when the limit lets the next request through: the window's or the
-	// budget period's reset.
+	// budget period's reset; ResetsAt is that instant.
 	RetryAfter time.Duration
+	ResetsAt   time.Time
 }
 
 // Final reports whether retrying soon is pointless (a budget is spent until its period ends).
@@ -237,6 +238,14 @@ func (k *keyState) roll(now time.Time, loc *time.Location) {
 // requests and tokens, then the requests running.
 func (l *Limiter) Admit(id int64, lim Limits) *Refusal {
 	now := l.now()
+	r := l.admit(now, id, lim)
+	if r != nil {
+		r.ResetsAt = now.Add(r.RetryAfter)
+	}
+	return r
+}
+
+func (l *Limiter) admit(now time.Time, id int64, lim Limits) *Refusal {
 	k := l.state(id)
 	k.mu.Lock()
 	defer k.mu.Unlock()
