@@ -20,6 +20,7 @@ import (
 	"switchyard/services/settings"
 
 	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 )
 
 // Format is a wire format: what a client speaks, or what an upstream answers in.
@@ -252,6 +253,13 @@ func (e *Engine) prepare(t target, req Request, in http.Header, tr *Trace, src F
 	if c.body, err = withModel(body, t.model); err != nil {
 		return nil, errInvalid("invalid_json", "proxy.body_rewrite", err.Error())
 	}
+	if c.src == FormatChat && c.dst == FormatChat && req.Stream && !countTokens && !includeUsage(c.body) {
+		// The stream's usage is what the request is charged by: ask for it, and keep the chunk
+		// that carries it from a client that did not ask.
+		if b, err := sjson.SetBytes(c.body, "stream_options.include_usage", true); err == nil {
+			c.body, c.hideUsage = b, true
+		}
+	}
 	c.header = upstreamHeader(in, c.src, c.dst)
 	c.claude = claudeCall{raw: req.Raw, client: in}
 	c.session = e.sessionFor(in, req.Raw, src, tr.ClientKeyID)
@@ -350,7 +358,8 @@ type streamRelay interface {
 func (c *call) relay() streamRelay {
 	switch {
 	case c.src == c.dst && c.dst == FormatChat:
-		return &passthrough{format: FormatChat, terminal: hasDone, isError: isChatError, rewriteError: appendOpenAIStreamError}
+		return &passthrough{format: FormatChat, terminal: hasDone, isError: isChatError, rewriteError: appendOpenAIStreamError,
+			hideUsage: c.hideUsage}
 	case c.src == c.dst && c.dst == FormatMessages:
 		return &passthrough{format: FormatMessages, terminal: isMessageStop, isError: isNamedError}
 	case c.src == c.dst:
@@ -418,6 +427,8 @@ type passthrough struct {
 	format   Format
 	terminal func(ev []byte) bool
 	done     bool
+	// hideUsage drops the usage chunk the gateway asked for on the client's behalf.
+	hideUsage bool
 	// sequenced: the format numbers its events (Responses); the last number is kept so an
 	// error event closing a broken stream continues the sequence. failed and cut are set when
 	// its terminal event was response.failed or response.incomplete.
@@ -432,6 +443,9 @@ type passthrough struct {
 }
 
 func (p *passthrough) Event(dst, ev []byte) []byte {
+	if p.hideUsage && usageOnlyChunk(ev) {
+		return dst // asked for by the gateway, not by the client
+	}
 	if p.terminal(ev) {
 		p.done = true
 		if p.sequenced {

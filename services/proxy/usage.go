@@ -5,6 +5,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"switchyard/services/proxy/translate"
 	"switchyard/services/spend"
 )
 
@@ -28,16 +29,35 @@ const (
 	hasReasoning
 )
 
-var usageKey = []byte(`"usage":{`)
+var usageKey = []byte(`"usage":`)
+
+// usageAt is where the last usage object of a document starts; -1 when it has none (or its
+// last usage is null).
+func usageAt(doc []byte) int {
+	i := bytes.LastIndex(doc, usageKey)
+	if i < 0 {
+		return -1
+	}
+	for j := i + len(usageKey); j < len(doc); j++ {
+		switch doc[j] {
+		case ' ', '\t', '\n', '\r':
+			continue
+		case '{':
+			return j
+		}
+		return -1
+	}
+	return -1
+}
 
 // observe reads the last usage object of a document or event, when it has one. Only that
 // object is parsed, not the document.
 func (s *usageSeen) observe(doc []byte) {
-	i := bytes.LastIndex(doc, usageKey)
+	i := usageAt(doc)
 	if i < 0 {
 		return
 	}
-	u := gjson.ParseBytes(doc[i+len(usageKey)-1:])
+	u := gjson.ParseBytes(doc[i:])
 	if !u.IsObject() {
 		return
 	}
@@ -90,4 +110,16 @@ func (s *usageSeen) usage() spend.Usage {
 		u.Reasoning = u.Output
 	}
 	return u
+}
+
+// usageOnlyChunk reports whether a chat completions event is the usage chunk that
+// stream_options.include_usage adds at the end (no choices, a usage object).
+func usageOnlyChunk(ev []byte) bool {
+	i := usageAt(ev)
+	if i < 0 {
+		return false
+	}
+	_, data := translate.ParseEvent(ev)
+	ch := gjson.GetBytes(data, "choices")
+	return ch.IsArray() && len(ch.Array()) == 0
 }

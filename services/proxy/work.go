@@ -41,6 +41,9 @@ type call struct {
 	countTokens bool
 	// includeUsage is the chat client's stream_options.include_usage (for translated streams).
 	includeUsage bool
+	// hideUsage: the gateway asked a chat upstream for the stream's usage the client did not
+	// ask for; the chunk that carries it is not relayed.
+	hideUsage bool
 	// echo is what a translated Responses answer repeats of its request.
 	echo translate.ResponsesEcho
 	// out is what went to the client so far (shared by the calls of one combo request).
