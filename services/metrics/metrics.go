@@ -9,8 +9,10 @@
 package metrics
 
 import (
+	"math"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -37,6 +39,14 @@ type Metrics struct {
 	failOpen   *prometheus.CounterVec
 	lockoutsRc *prometheus.CounterVec
 	streamEnds *prometheus.CounterVec
+	spendUSD   *prometheus.CounterVec
+	keyTokens  *prometheus.CounterVec
+	webhooks   *prometheus.CounterVec
+	// spend caches each key, provider and model's counters (spendKey → *spendSeries), so a
+	// finished request adds its cost and tokens without hashing label values six times. Entries
+	// are made and forgotten under spendMu, so the cache never holds a series ForgetKey removed.
+	spend   sync.Map
+	spendMu sync.Mutex
 	// ends counts the streams by how they ended, for the dashboard (a fixed set: StreamEnds).
 	ends [len(StreamEnds)][2]atomic.Int64
 }
@@ -85,9 +95,23 @@ func New() *Metrics {
 			Help: "Streams that did not end complete, by why (the watchdogs' aborts included); phase is " +
 				"before_client when it happened before the client saw anything (the request went on) or after_first_byte."},
 			[]string{"provider", "end", "phase"}),
+		spendUSD: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_spend_usd_total",
+			Help: "What client keys' requests cost in USD at the price table, by key name, provider and upstream model; " +
+				"requests of models without a price add nothing (their tokens count in switchyard_key_tokens_total)."},
+			[]string{"key", "provider", "model"}),
+		keyTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_key_tokens_total",
+			Help: "Tokens of client keys' requests by key name, provider, upstream model and kind: input (every prompt " +
+				"token, cache reads and writes included), output (reasoning included), and the cache_read, cache_write " +
+				"and reasoning parts of them."}, []string{"key", "provider", "model", "kind"}),
+		webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_webhook_deliveries_total",
+			Help: "Webhook delivery attempts and drops by outcome: delivered, retry (failed, tried again), failed " +
+				"(given up) and dropped (queue full or shutting down)."}, []string{"outcome"}),
 	}
 	r.MustRegister(m.requests, m.refused, m.duration, m.ttft, m.attempts, m.retries, m.tokens, m.cooldowns, m.breakerTr,
-		m.queueWait, m.queueRej, m.failOpen, m.lockoutsRc, m.streamEnds)
+		m.queueWait, m.queueRej, m.failOpen, m.lockoutsRc, m.streamEnds, m.spendUSD, m.keyTokens, m.webhooks)
+	for _, o := range WebhookOutcomes {
+		m.webhooks.WithLabelValues(o) // every outcome is exported from the start, at 0
+	}
 	return m
 }
 
@@ -129,6 +153,89 @@ func (m *Metrics) Tokens(provider, model string, input, output int64) {
 	if output > 0 {
 		m.tokens.WithLabelValues(provider, model, "output").Add(float64(output))
 	}
+}
+
+// TokenKinds are the kind label's values of switchyard_key_tokens_total, in Spend's order.
+var TokenKinds = [...]string{"input", "output", "cache_read", "cache_write", "reasoning"}
+
+// spendKey names one key, provider and model's series.
+type spendKey struct{ key, provider, model string }
+
+// spendSeries are one spendKey's counters; usd is made at the first priced request, so a model
+// without a price has no spend series rather than one that says 0 USD.
+type spendSeries struct {
+	tokens [len(TokenKinds)]prometheus.Counter
+	usd    atomic.Pointer[prometheus.Counter]
+}
+
+// spendSeries returns k's counters, making them (and the USD counter when priced) on first use.
+func (m *Metrics) spendSeries(k spendKey, priced bool) *spendSeries {
+	if v, ok := m.spend.Load(k); ok {
+		if s := v.(*spendSeries); !priced || s.usd.Load() != nil {
+			return s
+		}
+	}
+	m.spendMu.Lock()
+	defer m.spendMu.Unlock()
+	var s *spendSeries
+	if v, ok := m.spend.Load(k); ok {
+		s = v.(*spendSeries)
+	} else {
+		s = &spendSeries{}
+		for i, kind := range TokenKinds {
+			s.tokens[i] = m.keyTokens.WithLabelValues(k.key, k.provider, k.model, kind)
+		}
+		m.spend.Store(k, s)
+	}
+	if priced && s.usd.Load() == nil {
+		c := m.spendUSD.WithLabelValues(k.key, k.provider, k.model)
+		s.usd.Store(&c)
+	}
+	return s
+}
+
+// Spend records one finished request of a client key: its tokens by kind (input includes the
+// cache reads and writes, output the reasoning, as spend.Usage counts them) and, when it was
+// priced, its cost in USD (a subscription's 0 included). key is the client key's name, so the
+// series grow with the keys (ForgetKey drops a deleted or renamed key's); model is the upstream
+// model id, which callers bound (a listed model or "unlisted").
+func (m *Metrics) Spend(key, provider, model string, inputTokens, outputTokens, cacheRead, cacheWrite, reasoning int64,
+	costUSD float64, priced bool) {
+	s := m.spendSeries(spendKey{key, provider, model}, priced)
+	for i, n := range [len(TokenKinds)]int64{inputTokens, outputTokens, cacheRead, cacheWrite, reasoning} {
+		if n > 0 {
+			s.tokens[i].Add(float64(n))
+		}
+	}
+	if priced && costUSD > 0 && !math.IsInf(costUSD, 1) { // a counter only grows; NaN fails the comparison
+		(*s.usd.Load()).Add(costUSD)
+	}
+}
+
+// ForgetKey drops the spend and token series of a client key's name, for a key deleted or
+// renamed: without it every name a key ever had would stay in every scrape until a restart.
+// Prometheus sees the series end, as it does at a restart. A request of that name finishing
+// meanwhile may go uncounted.
+func (m *Metrics) ForgetKey(key string) {
+	m.spendMu.Lock()
+	defer m.spendMu.Unlock()
+	m.spend.Range(func(k, _ any) bool {
+		if k.(spendKey).key == key {
+			m.spend.Delete(k)
+		}
+		return true
+	})
+	m.spendUSD.DeletePartialMatch(prometheus.Labels{"key": key})
+	m.keyTokens.DeletePartialMatch(prometheus.Labels{"key": key})
+}
+
+// WebhookOutcomes are the outcome label's values of switchyard_webhook_deliveries_total (the
+// webhooks package's Outcome… constants).
+var WebhookOutcomes = [...]string{"delivered", "retry", "failed", "dropped"}
+
+// WebhookDelivery counts one webhook delivery outcome; it suits webhooks.Options.OnOutcome.
+func (m *Metrics) WebhookDelivery(outcome string) {
+	m.webhooks.WithLabelValues(outcome).Inc()
 }
 
 // ConnectionFailure counts a failure applied to a connection.
