@@ -505,6 +505,7 @@ func buildWeb(cfg Config, st storage, c core, r *resilienceState, e engine, acco
 			ValidateProviderOverrides:   settings.CheckProviderOverrides,
 			ValidateConnectionOverrides: settings.CheckConnectionOverrides},
 		KeysAPI:  &handlers.Keys{Keys: c.keys},
+		KeyUsage: &handlers.KeyUsageAPI{Keys: c.keys, Limits: limiter},
 		Settings: settingsH,
 		Proxy: &handlers.Proxy{Engine: e.engine, Inventory: e.inventory, MaxBodyBytes: cfg.MaxBodyMiB << 20,
 			Combos: c.combos.Registry},

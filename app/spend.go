@@ -9,6 +9,7 @@ import (
 	"switchyard/services/clientkeys"
 	"switchyard/services/spend"
 	"switchyard/services/traffic"
+	"switchyard/services/webhooks"
 )
 
 // buildLimiter is the per-key limiter, seeded with each key's spend of the current day and month
@@ -50,4 +51,22 @@ func seedLimiter(ctx context.Context, l *spend.Limiter, tr *traffic.Service, syn
 	}
 	l.Seed(day, month)
 	return nil
+}
+
+// budgetAnnouncer sends each budget threshold a key's spend crosses to the key's webhook and the
+// gateway-wide one (global() gives its URL; "" = none), once each, off the request path.
+func budgetAnnouncer(sender *webhooks.Sender, keys *clientkeys.Service, global func() string) func(spend.Crossing) {
+	return func(c spend.Crossing) {
+		loc := c.PeriodStart.Location()
+		ev := webhooks.NewBudgetEvent(webhooks.BudgetCrossed{KeyID: c.KeyID, KeyName: keys.NameOf(c.KeyID), Budget: c.Budget,
+			Threshold: c.Threshold, SpendUSD: c.SpendUSD, BudgetUSD: c.BudgetUSD, PeriodStart: c.PeriodStart,
+			ResetsAt: c.ResetsAt, TimeZone: loc.String()})
+		sent := ""
+		for _, url := range []string{c.Limits.WebhookURL, global()} {
+			if url != "" && url != sent {
+				sender.Send(url, ev)
+				sent = url
+			}
+		}
+	}
 }

@@ -76,6 +76,7 @@ func routes(e *echo.Echo, d Deps, files *assets) []Route {
 	add(api, "/api", "admin", http.MethodGet, "/keys", d.KeysAPI.List)
 	add(api, "/api", "admin", http.MethodPost, "/keys", d.KeysAPI.Create)
 	add(api, "/api", "admin", http.MethodGet, "/keys/:id", d.KeysAPI.Get)
+	add(api, "/api", "admin", http.MethodGet, "/keys/:id/usage", d.KeyUsage.Get)
 	add(api, "/api", "admin", http.MethodPatch, "/keys/:id", d.KeysAPI.Update)
 	add(api, "/api", "admin", http.MethodDelete, "/keys/:id", d.KeysAPI.Revoke)
 	add(api, "/api", "admin", http.MethodGet, "/requests", d.Requests.List)

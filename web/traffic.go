@@ -6,6 +6,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"switchyard/handlers"
 	"switchyard/services/errs"
 	"switchyard/services/metrics"
 	"switchyard/services/proxy"
@@ -67,6 +68,14 @@ func recordEntry(rec RequestRecorder, m *metrics.Metrics, c echo.Context, at, st
 			e.Status = errs.StatusOf(errs.ClientClosed) // nothing was sent
 		}
 	}
+	if e.ClientKeyID != 0 && (e.InputTokens > 0 || e.OutputTokens > 0 || e.Priced) {
+		model := e.Model
+		if tr := proxy.TraceFrom(c.Request().Context()); tr != nil {
+			model = tr.MetricModel // bounded: listed models, else "unlisted"
+		}
+		m.Spend(handlers.ClientKeyOf(c).Name, e.Provider, model, e.InputTokens, e.OutputTokens, e.CacheReadTokens,
+			e.CacheWriteTokens, e.ReasoningTokens, e.CostUSD, e.Priced)
+	}
 	if e.ClientKeyID == 0 {
 		reason := e.ErrorCode
 		if reason == "" {
@@ -84,6 +93,8 @@ func fromTrace(e *traffic.Entry, tr *proxy.Trace) {
 	e.ConnectionID, e.Attempts, e.Retries, e.Failovers = tr.ConnectionID, tr.Attempts, tr.Retries, tr.Failovers
 	e.Stream, e.Complete, e.TTFT = tr.Stream, tr.Complete, tr.TTFT
 	e.InputTokens, e.OutputTokens = tr.InputTokens, tr.OutputTokens
+	e.CacheReadTokens, e.CacheWriteTokens, e.ReasoningTokens = tr.Usage.CacheRead, tr.Usage.CacheWrite, tr.Usage.Reasoning
+	e.CostUSD, e.Priced = tr.CostUSD, tr.Priced
 	for _, a := range tr.Chain {
 		e.Chain = append(e.Chain, traffic.Attempt{ConnectionID: a.ConnectionID, Connection: a.Connection, Kind: a.Kind,
 			Status: a.Status, Reason: a.Reason, Duration: a.Duration, Detail: a.Detail, Target: a.Target})

@@ -43,6 +43,7 @@ type Deps struct {
 	Health    *handlers.Health
 	API       *handlers.API
 	KeysAPI   *handlers.Keys
+	KeyUsage  *handlers.KeyUsageAPI
 	Settings  *handlers.Settings
 	Proxy     *handlers.Proxy
 	Dashboard *handlers.Dashboard

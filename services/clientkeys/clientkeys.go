@@ -275,6 +275,14 @@ func (s *Service) notify(ctx context.Context, id int64, access *Access, active b
 	}
 }
 
+// NameOf is the name of the active key with this id ("" when none is), from memory.
+func (s *Service) NameOf(id int64) string {
+	if e := s.entryOf(id); e != nil {
+		return e.Name
+	}
+	return ""
+}
+
 // entryOf is the active key with this id, nil when none is.
 func (s *Service) entryOf(id int64) *entry {
 	for _, e := range *s.active.Load() {
