@@ -19,7 +19,7 @@ import (
 // settingsCardIDs are the settings page's cards in page order.
 var settingsCardIDs = []string{"request-queue", "connection-cooldown", "retry", "circuit-breaker", "provider-overrides", "combo-routing",
 	"combo-cooldown-wait", "quota-share", "provider-cooldown", "model-lockout", "session-affinity", "claude-low-priority", "claude-oauth", "streams", "discovery",
-	"dashboard-sessions", "error-rules"}
+	"dashboard-sessions", "error-rules", "prices"}
 
 // settingsSite is a logged-in client of a fresh gateway with the helpers the card tests share.
 type settingsSite struct {

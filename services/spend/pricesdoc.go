@@ -310,8 +310,49 @@ func (s *PriceService) View() PricesView {
 func (s *PriceService) Save(ctx context.Context, p PricesPatch) (PricesView, error) {
 	s.mu.Lock()
 	cur := s.state.Load()
-	next := &PricesDoc{Models: maps.Clone(cur.doc.Models), TimeZone: cur.doc.TimeZone, BudgetWebhookURL: cur.doc.BudgetWebhookURL,
-		BudgetWebhookSecretSet: cur.doc.BudgetWebhookSecretSet}
+	next, fields := merge(cur.doc, p)
+	if len(fields) > 0 {
+		s.mu.Unlock()
+		return PricesView{}, errs.Fields(fields)
+	}
+	if maps.Equal(next.Models, cur.doc.Models) && next.TimeZone == cur.doc.TimeZone && next.BudgetWebhookURL == cur.doc.BudgetWebhookURL {
+		s.mu.Unlock()
+		return s.View(), nil
+	}
+	st, err := s.build(next, cur.secret)
+	if err == nil {
+		var raw []byte
+		raw, err = json.Marshal(savedPrices{Models: next.Models, TimeZone: next.TimeZone, BudgetWebhookURL: next.BudgetWebhookURL})
+		if err == nil {
+			_, err = s.store.SaveRevision(ctx, PricesKey, string(raw))
+		}
+	}
+	if err != nil {
+		s.mu.Unlock()
+		return PricesView{}, errs.Wrap(err, errs.Internal, "err.internal")
+	}
+	s.state.Store(st)
+	hooks := slices.Clone(s.hooks)
+	s.mu.Unlock()
+	for _, fn := range hooks {
+		fn()
+	}
+	return s.View(), nil
+}
+
+// Check validates a patch against the current document without saving it: the errors Save
+// would return, or nil.
+func (s *PriceService) Check(p PricesPatch) error {
+	if _, fields := merge(s.Snapshot(), p); len(fields) > 0 {
+		return errs.Fields(fields)
+	}
+	return nil
+}
+
+// merge applies a patch to a copy of doc and says what is invalid, by field path.
+func merge(doc *PricesDoc, p PricesPatch) (*PricesDoc, map[string]errs.Msg) {
+	next := &PricesDoc{Models: maps.Clone(doc.Models), TimeZone: doc.TimeZone, BudgetWebhookURL: doc.BudgetWebhookURL,
+		BudgetWebhookSecretSet: doc.BudgetWebhookSecretSet}
 	fields := map[string]errs.Msg{}
 	for _, key := range slicesSortedKeys(p.Models) {
 		mp := p.Models[key]
@@ -343,33 +384,7 @@ func (s *PriceService) Save(ctx context.Context, p PricesPatch) (PricesView, err
 			next.BudgetWebhookURL = u
 		}
 	}
-	if len(fields) > 0 {
-		s.mu.Unlock()
-		return PricesView{}, errs.Fields(fields)
-	}
-	if maps.Equal(next.Models, cur.doc.Models) && next.TimeZone == cur.doc.TimeZone && next.BudgetWebhookURL == cur.doc.BudgetWebhookURL {
-		s.mu.Unlock()
-		return s.View(), nil
-	}
-	st, err := s.build(next, cur.secret)
-	if err == nil {
-		var raw []byte
-		raw, err = json.Marshal(savedPrices{Models: next.Models, TimeZone: next.TimeZone, BudgetWebhookURL: next.BudgetWebhookURL})
-		if err == nil {
-			_, err = s.store.SaveRevision(ctx, PricesKey, string(raw))
-		}
-	}
-	if err != nil {
-		s.mu.Unlock()
-		return PricesView{}, errs.Wrap(err, errs.Internal, "err.internal")
-	}
-	s.state.Store(st)
-	hooks := slices.Clone(s.hooks)
-	s.mu.Unlock()
-	for _, fn := range hooks {
-		fn()
-	}
-	return s.View(), nil
+	return next, fields
 }
 
 // Patch applies PATCH /api/settings/prices: a JSON object whose "models" are merged into the
@@ -517,7 +532,7 @@ func CheckPriceKey(key string) (errs.Msg, bool) {
 		// Every name a pattern sees starts with "provider/": without a slash it would match
 		// nothing unless it begins with a wildcard.
 		if !strings.Contains(key, "/") && key[0] != '*' {
-			return errs.M("prices.err.pattern_no_provider", key), true
+			return errs.M("prices.err.pattern_no_provider", key, key), true
 		}
 		return errs.Msg{}, false
 	}
