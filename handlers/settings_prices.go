@@ -35,6 +35,9 @@ var commonTimeZones = []string{"UTC", "Europe/London", "Europe/Berlin", "Europe/
 	"America/Denver", "America/Los_Angeles", "America/Sao_Paulo", "Asia/Tokyo", "Asia/Shanghai", "Asia/Singapore",
 	"Asia/Kolkata", "Asia/Dubai", "Australia/Sydney", "Pacific/Auckland"}
 
+// aboutDateRE finds the day the built-in prices were collected in their about text.
+var aboutDateRE = regexp.MustCompile(`\b20[0-9]{2}-[0-9]{2}-[0-9]{2}\b`)
+
 // priceNumberRE accepts what a person types for a price: digits with an optional fraction
 // after a point or a comma.
 var priceNumberRE = regexp.MustCompile(`^[0-9]+([.,][0-9]+)?$`)
@@ -75,7 +78,7 @@ func pricesFrame(svc *spend.PriceService) views.PricesCardModel {
 	b := svc.BuiltIn()
 	return views.PricesCardModel{Meta: views.CardMeta{ID: pricesCardID}, TimeZones: commonTimeZones,
 		SecretSet: svc.Snapshot().BudgetWebhookSecretSet, NewRow: views.PriceRow{Prefix: newPricePrefix},
-		BuiltInModels: b.Len(), About: b.About()}
+		BuiltInModels: b.Len(), BuiltInDate: aboutDateRE.FindString(b.About())}
 }
 
 // pricesSource is the badge of a field of the prices document: a value other than the default
