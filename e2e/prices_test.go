@@ -299,9 +299,20 @@ func TestPricesCardForms(t *testing.T) {
 	}
 	s.lang(t, i18n.EN)
 
+	// A price saved elsewhere after the page was drawn is not the page's to remove; renaming a
+	// row replaces its price.
+	e := s.env
+	e.MustAPI("PATCH", "/api/settings/prices", map[string]any{"models": map[string]any{"rp/other": map[string]any{"input_per_mtok": 7, "output_per_mtok": 7}}}, 200)
+	if st, _ := s.post(t, "/settings/prices", form("models[0].key", "rp/sim-small", "models[0].pattern", "rp/sim-renamed",
+		"models[0].input_per_mtok", "1.5", "models[0].output_per_mtok", "3"), true); st != 200 {
+		t.Fatalf("rename: %d", st)
+	}
+	if m := prices(); len(m) != 2 || m["rp/other"] == nil || m["rp/sim-renamed"] == nil {
+		t.Fatalf("after renaming: %v", m)
+	}
 	// Removing the row removes the price.
-	if st, _ := s.post(t, "/settings/prices", form("models[0].pattern", "rp/sim-small", "models[0].input_per_mtok", "1.5",
-		"models[0].output_per_mtok", "3", "delete", "models[0]"), true); st != 200 || len(prices()) != 0 {
+	if st, _ := s.post(t, "/settings/prices", form("models[0].key", "rp/sim-renamed", "models[0].pattern", "rp/sim-renamed",
+		"models[0].input_per_mtok", "1.5", "models[0].output_per_mtok", "3", "delete", "models[0]"), true); st != 200 || len(prices()) != 1 {
 		t.Fatalf("remove: %d %v", st, prices())
 	}
 

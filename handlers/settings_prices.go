@@ -43,10 +43,10 @@ var aboutDateRE = regexp.MustCompile(`\b20[0-9]{2}-[0-9]{2}-[0-9]{2}\b`)
 var priceNumberRE = regexp.MustCompile(`^[0-9]+([.,][0-9]+)?$`)
 
 // pricesCard edits the prices document: the time zone of budget days, the global budget
-// webhook and its secret, and the operator's prices as rows (named like the document's error
-// keys' rows, models[2].input_per_mtok), each with a remove button, plus an empty row that is
-// added when filled in. Saving sends the prices whole: a row that is gone is removed. "Look
-// up" and "rotate" save nothing.
+// webhook and its secret, and the operator's prices as rows (inputs models[2].pattern,
+// models[2].input_per_mtok, …, and the saved key the row shows), each with a remove button, plus
+// an empty row that is added when filled in. Saving sends every row: a shown price whose row is
+// gone or renamed is removed. "Look up" and "rotate" save nothing.
 type pricesCard struct{}
 
 func (pricesCard) page(s *Settings, c echo.Context, saved bool) (templ.Component, error) {
@@ -66,7 +66,7 @@ func pricesModel(svc *spend.PriceService) views.PricesCardModel {
 	m.TimeZoneSource, m.WebhookURLSource = pricesSource(doc.TimeZone != spend.DefaultTimeZone), pricesSource(doc.BudgetWebhookURL != "")
 	for i, key := range slices.Sorted(maps.Keys(doc.Models)) {
 		p := doc.Models[key]
-		m.Rows = append(m.Rows, views.PriceRow{Prefix: fmt.Sprintf("models[%d]", i), Pattern: key,
+		m.Rows = append(m.Rows, views.PriceRow{Prefix: fmt.Sprintf("models[%d]", i), Key: key, Pattern: key,
 			Input: priceText(p.InputPerMTok), Output: priceText(p.OutputPerMTok),
 			CacheWrite: optionalPrice(p.CacheWritePerMTok), CacheRead: optionalPrice(p.CacheReadPerMTok)})
 	}
@@ -141,7 +141,7 @@ func postedPriceRows(form url.Values) []int {
 // readPriceRow reads one row as the form holds it; problems are the row's own (by field).
 func readPriceRow(ctx context.Context, form url.Values, prefix string) (views.PriceRow, spend.ModelPrice) {
 	get := func(f string) string { return strings.TrimSpace(form.Get(prefix + "." + f)) }
-	r := views.PriceRow{Prefix: prefix, Pattern: get("pattern"), Input: get("input_per_mtok"), Output: get("output_per_mtok"),
+	r := views.PriceRow{Prefix: prefix, Key: form.Get(prefix + ".key"), Pattern: get("pattern"), Input: get("input_per_mtok"), Output: get("output_per_mtok"),
 		CacheWrite: get("cache_write_per_mtok"), CacheRead: get("cache_read_per_mtok"), Errors: views.FieldErrors{}}
 	var p spend.ModelPrice
 	for i, dst := range []*float64{&p.InputPerMTok, &p.OutputPerMTok, &p.CacheWritePerMTok, &p.CacheReadPerMTok} {
@@ -175,8 +175,10 @@ func (pricesCard) save(s *Settings, c echo.Context) error {
 	m.TimeZoneSource, m.WebhookURLSource = pricesSource(doc.TimeZone != spend.DefaultTimeZone), pricesSource(doc.BudgetWebhookURL != "")
 	m.LookupQuery = strings.TrimSpace(form.Get("lookup_model"))
 
-	// The rows as posted; rows[i] is the form of the patch's i-th price, byKey a price's row.
+	// The rows as posted, byKey the row of each price of the patch, shown the prices the page
+	// showed (a price saved meanwhile elsewhere is not the page's to remove).
 	var rows []*views.PriceRow
+	shown := map[string]bool{}
 	byKey := map[string]*views.PriceRow{}
 	prices := map[string]*spend.ModelPrice{}
 	rowErrors := false
@@ -195,6 +197,9 @@ func (pricesCard) save(s *Settings, c echo.Context) error {
 	}
 	for _, i := range postedPriceRows(form) {
 		prefix := fmt.Sprintf("models[%d]", i)
+		if k := form.Get(prefix + ".key"); k != "" {
+			shown[k] = true
+		}
 		if prefix == deleted {
 			continue
 		}
@@ -241,9 +246,9 @@ func (pricesCard) save(s *Settings, c echo.Context) error {
 		return render(http.StatusOK)
 	}
 
-	// Save: every saved price that has no row any more is removed.
+	// Save: a price the page showed that has no row any more (removed, or renamed) is removed.
 	patch := spend.PricesPatch{Models: prices, TimeZone: &m.TimeZone, BudgetWebhookURL: &m.WebhookURL}
-	for key := range s.Prices.Snapshot().Models {
+	for key := range shown {
 		if _, kept := prices[key]; !kept {
 			patch.Models[key] = nil
 		}
