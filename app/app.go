@@ -251,6 +251,8 @@ type core struct {
 	oauthSettings *settings.OAuthService
 	// combos are the combos (virtual models) and their registry.
 	combos *routing.Service
+	// prices are the price table, the budget time zone and webhook (GET/PATCH /api/settings/prices).
+	prices *spend.PriceService
 }
 
 func buildCore(ctx context.Context, cfg Config, st storage, lookupEnv func(string) (string, bool), log *slog.Logger) (core, error) {
@@ -301,8 +303,15 @@ func buildCore(ctx context.Context, cfg Config, st storage, lookupEnv func(strin
 	for _, w := range warnings {
 		log.Warn(w)
 	}
+	prices, warnings, err := spend.NewPriceService(ctx, kv, st.box)
+	if err != nil {
+		return core{}, err
+	}
+	for _, w := range warnings {
+		log.Warn(w)
+	}
 	return core{auth: authSvc, catalog: cat, keys: keys, settings: setSvc, sessions: sess, oauthSettings: oauthSettings,
-		combos: combos}, nil
+		combos: combos, prices: prices}, nil
 }
 
 // resilienceState are the in-memory state tables, loaded from the state store and written
@@ -495,7 +504,7 @@ func buildWeb(cfg Config, st storage, c core, r *resilienceState, e engine, acco
 		Accounts: accounts, Lanes: r.lanes, Usage: r.usage, OAuthSettings: c.oauthSettings, Pins: r.pins, Routing: e.engine}
 	sessions := web.NewSessions(c.sessions, st.cookieKey, log)
 	settingsH := &handlers.Settings{Svc: c.settings, OAuth: c.oauthSettings, Providers: c.catalog, Sessions: c.sessions,
-		StreamEnds: r.metrics.StreamEndCounts}
+		StreamEnds: r.metrics.StreamEndCounts, Prices: c.prices}
 	return web.New(web.Deps{
 		Log: log, Auth: c.auth, Keys: c.keys, Sessions: sessions, Static: static.FS, Metrics: r.metrics,
 		Traffic: tr, Now: clock.Now, Limits: limiter,

@@ -19,10 +19,11 @@ import (
 // settingsCardIDs are the settings page's cards in page order.
 var settingsCardIDs = []string{"request-queue", "connection-cooldown", "retry", "circuit-breaker", "provider-overrides", "combo-routing",
 	"combo-cooldown-wait", "quota-share", "provider-cooldown", "model-lockout", "session-affinity", "claude-low-priority", "claude-oauth", "streams", "discovery",
-	"dashboard-sessions", "error-rules"}
+	"dashboard-sessions", "error-rules", "prices"}
 
 // settingsSite is a logged-in client of a fresh gateway with the helpers the card tests share.
 type settingsSite struct {
+	env    *testenv.Env
 	base   string
 	c      *http.Client // follows no redirect
 	follow *http.Client
@@ -34,7 +35,7 @@ func newSettingsSite(t *testing.T) *settingsSite {
 	c := e.Login()
 	noFollow := *c
 	noFollow.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &settingsSite{base: e.Base, c: &noFollow, follow: c}
+	return &settingsSite{env: e, base: e.Base, c: &noFollow, follow: c}
 }
 
 // lang switches the session's language.

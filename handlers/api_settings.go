@@ -8,6 +8,7 @@ import (
 
 	"switchyard/services/sessions"
 	"switchyard/services/settings"
+	"switchyard/services/spend"
 )
 
 // Settings serves the resilience settings API and the settings cards.
@@ -22,6 +23,8 @@ type Settings struct {
 	// StreamEnds counts the streams that did not end complete, by why, for the Streams card;
 	// nil shows no counts.
 	StreamEnds func() []metrics.StreamEndCount
+	// Prices is the prices document (GET/PATCH /api/settings/prices) and its card.
+	Prices *spend.PriceService
 }
 
 // Get answers GET /api/settings/resilience: every effective value and the layer it came from.

@@ -91,6 +91,7 @@ var settingsCards = withPaths([]settingsCard{
 	{id: "discovery", section: "discovery"},
 	{id: sessionsCardID, custom: sessionsCard{}},
 	{id: rulesCardID, paths: []string{errorRulesPath, restatementsPath}, custom: errorRulesCard{}},
+	{id: pricesCardID, custom: pricesCard{}},
 })
 
 // withPaths fills each card's paths from its section.

@@ -1,9 +1,10 @@
 // Switchyard settings page: chips (add with the button or Enter, remove with ×, typed entries
-// checked as statuses) and loading a provider's overrides as soon as one is chosen. Every control
-// works without this script too: chips are then checkboxes and an add input that takes a list,
-// and a "Show" button loads the chosen provider. The script marks the document with class "js"
-// first, so the JavaScript-only controls show and the no-JavaScript fallbacks hide without a
-// flash; it listens on the document, so cards that htmx swaps in need nothing more.
+// checked as statuses), loading a provider's overrides as soon as one is chosen, and Enter in the
+// price look-up looking up. Every control works without this script too: chips are then
+// checkboxes and an add input that takes a list, and a "Show" button loads the chosen provider.
+// The script marks the document with class "js" first, so the JavaScript-only controls show and
+// the no-JavaScript fallbacks hide without a flash; it listens on the document, so cards that
+// htmx swaps in need nothing more.
 document.documentElement.classList.add("js");
 (function () {
   "use strict";
@@ -61,6 +62,17 @@ document.documentElement.classList.add("js");
     if (e.key === "Enter" && e.target.classList && e.target.classList.contains("chip-add")) {
       e.preventDefault();
       addChips(box(e.target));
+      return;
+    }
+    // Enter in an input with data-enter presses that button (the price look-up) rather than
+    // the card's save button.
+    var sel = e.key === "Enter" && e.target.dataset && e.target.dataset.enter;
+    if (sel && e.target.form) {
+      var b = e.target.form.querySelector(sel);
+      if (b) {
+        e.preventDefault();
+        b.click();
+      }
     }
   });
   document.addEventListener("change", function (e) {

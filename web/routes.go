@@ -90,6 +90,9 @@ func routes(e *echo.Echo, d Deps, files *assets) []Route {
 	add(api, "/api", "admin", http.MethodPost, "/sessions/revoke-all", d.SessionsAPI.RevokeAll)
 	add(api, "/api", "admin", http.MethodGet, "/settings/sessions", d.SessionsAPI.GetSettings)
 	add(api, "/api", "admin", http.MethodPatch, "/settings/sessions", d.SessionsAPI.PatchSettings)
+	add(api, "/api", "admin", http.MethodGet, "/settings/prices", d.Settings.GetPrices)
+	add(api, "/api", "admin", http.MethodPatch, "/settings/prices", d.Settings.PatchPrices)
+	add(api, "/api", "admin", http.MethodPost, "/settings/prices/webhook-secret", d.Settings.RotateWebhookSecret)
 
 	// The dashboard: every action is a POST form that redirects (303) or re-renders its page with
 	// errors (422); htmx only adds in-place updates on top.

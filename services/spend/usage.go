@@ -39,7 +39,8 @@ func (u *Usage) Add(o Usage) {
 // Price is what a model costs, in USD per million tokens. A zero cache price falls back to
 // the input price (a provider that bills cache tokens like any other); the above-200k prices
 // apply to the whole request when its prompt exceeds 200,000 tokens, where the provider
-// charges so (0 = no such tier).
+// charges so (0 = no such tier). Cache prices rise with the input price in that tier
+// (Anthropic and Google double both), so they are scaled by the same factor.
 type Price struct {
 	InputPerMTok           float64 `json:"input_per_mtok"`
 	OutputPerMTok          float64 `json:"output_per_mtok"`
@@ -56,15 +57,19 @@ const longPrompt = 200_000
 // every wire format the gateway speaks, so they are billed with it and not again.
 func (p Price) Cost(u Usage) float64 {
 	in, out := p.InputPerMTok, p.OutputPerMTok
+	cw, cr := p.CacheWritePerMTok, p.CacheReadPerMTok
 	if u.Input > longPrompt {
 		if p.InputAbove200kPerMTok > 0 {
 			in = p.InputAbove200kPerMTok
+			if p.InputPerMTok > 0 {
+				f := p.InputAbove200kPerMTok / p.InputPerMTok
+				cw, cr = cw*f, cr*f
+			}
 		}
 		if p.OutputAbove200kPerMTok > 0 {
 			out = p.OutputAbove200kPerMTok
 		}
 	}
-	cw, cr := p.CacheWritePerMTok, p.CacheReadPerMTok
 	if cw == 0 {
 		cw = in
 	}
