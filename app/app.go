@@ -36,6 +36,7 @@ import (
 	"switchyard/services/spend"
 	"switchyard/services/statestore"
 	"switchyard/services/traffic"
+	"switchyard/services/webhooks"
 	"switchyard/static"
 	"switchyard/web"
 )
@@ -93,7 +94,9 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 		return nil, err
 	}
 
-	limiter, err := buildLimiter(ctx, clock, tr, core.keys, time.UTC, nil)
+	hooks := webhooks.New(webhooks.Options{Clock: clock, Log: log, OnOutcome: res.metrics.WebhookDelivery,
+		Secret: func() string { _, secret := core.prices.Webhook(); return secret }})
+	limiter, err := buildLimiter(ctx, clock, tr, core.keys, core.prices, budgetAnnouncer(hooks, core.keys, core.prices), log)
 	if err != nil {
 		return nil, err
 	}
@@ -116,6 +119,7 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 	})
 	a.runners.add("client key last use", func(ctx context.Context) { core.keys.Run(ctx, 5*time.Second) })
 	a.runners.add("request log", tr.Run)
+	a.runners.add("budget webhooks", hooks.Run)
 	a.runners.add("token refresher", accounts.RunRefresher)
 	a.runners.add("usage poller", accounts.RunUsagePoller)
 
@@ -481,7 +485,11 @@ func buildEngine(clock clockwork.Clock, st storage, c core, r *resilienceState, 
 		Settings: c.settings, Cooldowns: r.cooldowns, Breakers: r.breakers, Gate: r.gate, Health: r.health, Lockouts: r.lockouts,
 		Queues: r.queues, Semaphores: r.semaphores, Clock: clock, Observer: r.metrics,
 		Accounts: accounts, Lanes: r.lanes, Usage: r.usage, OAuthSettings: c.oauthSettings, SessionKey: st.sessionKey,
-		Leases: r.leases, SessionBinds: r.binds, Pins: r.pins, Combos: c.combos, TargetCooldowns: r.rests})
+		Leases: r.leases, SessionBinds: r.binds, Pins: r.pins, Combos: c.combos, TargetCooldowns: r.rests,
+		Price: func(provider, providerType, model string) (spend.Price, bool) {
+			p, _, ok := c.prices.Lookup(provider, providerType, model)
+			return p, ok
+		}})
 	e.RegisterGauges(r.metrics)
 	return engine{engine: e, inventory: inv}
 }

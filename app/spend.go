@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -14,13 +15,16 @@ import (
 
 // buildLimiter is the per-key limiter, seeded with each key's spend of the current day and month
 // (from the stored usage) and the last minute's requests and tokens, so limits hold across a
-// restart. A revoked key's counters go.
+// restart. Its days and months follow the prices settings' time zone (a change seeds the spend
+// again in the new zone). A revoked key's counters go.
 func buildLimiter(ctx context.Context, clock clockwork.Clock, tr *traffic.Service, keys *clientkeys.Service,
-	loc *time.Location, onCross func(spend.Crossing)) (*spend.Limiter, error) {
-	l := spend.NewLimiter(clock.Now, loc, onCross)
-	if err := seedLimiter(ctx, l, tr, false); err != nil {
+	prices *spend.PriceService, onCross func(spend.Crossing), log *slog.Logger) (*spend.Limiter, error) {
+	l := spend.NewLimiter(clock.Now, prices.Location(), onCross)
+	day, month, err := spendSince(ctx, l, tr, nil, false)
+	if err != nil {
 		return nil, err
 	}
+	l.Seed(day, month)
 	minute := tr.KeyUsage(clock.Now().Add(-time.Minute))
 	requests, tokens := make(map[int64]int64, len(minute)), make(map[int64]int64, len(minute))
 	for id, u := range minute {
@@ -34,35 +38,45 @@ func buildLimiter(ctx context.Context, clock clockwork.Clock, tr *traffic.Servic
 			l.Forget(id)
 		}
 	})
+	prices.OnChange(func() {
+		loc := prices.Location()
+		if loc.String() == l.Location().String() {
+			return
+		}
+		// Runs after the settings were saved, on the admin's request: the runner is running.
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		day, month, err := spendSince(sctx, l, tr, loc, true)
+		if err != nil {
+			log.Warn("budget spend in the new time zone unknown; counting from 0", "error", err)
+		}
+		l.SetLocation(loc, day, month)
+	})
 	return l, nil
 }
 
-// seedLimiter sets every key's day and month spend from the stored usage, in the limiter's zone
-// (sync: the request log runner is running, and what it holds counts too).
-func seedLimiter(ctx context.Context, l *spend.Limiter, tr *traffic.Service, sync bool) error {
-	dayStart, monthStart := l.PeriodStarts()
-	day, err := tr.KeySpendSince(ctx, dayStart, sync)
-	if err != nil {
-		return err
+// spendSince is each key's spend of the current day and month in loc (nil: the limiter's), from
+// the stored usage (sync: what the running request-log runner holds counts too).
+func spendSince(ctx context.Context, l *spend.Limiter, tr *traffic.Service, loc *time.Location, sync bool) (day, month map[int64]float64, err error) {
+	dayStart, monthStart := l.PeriodStarts(loc)
+	if day, err = tr.KeySpendSince(ctx, dayStart, sync); err != nil {
+		return nil, nil, err
 	}
-	month, err := tr.KeySpendSince(ctx, monthStart, false)
-	if err != nil {
-		return err
-	}
-	l.Seed(day, month)
-	return nil
+	month, err = tr.KeySpendSince(ctx, monthStart, false)
+	return day, month, err
 }
 
 // budgetAnnouncer sends each budget threshold a key's spend crosses to the key's webhook and the
-// gateway-wide one (global() gives its URL; "" = none), once each, off the request path.
-func budgetAnnouncer(sender *webhooks.Sender, keys *clientkeys.Service, global func() string) func(spend.Crossing) {
+// gateway-wide one of the prices settings, once each, off the request path.
+func budgetAnnouncer(sender *webhooks.Sender, keys *clientkeys.Service, prices *spend.PriceService) func(spend.Crossing) {
 	return func(c spend.Crossing) {
 		loc := c.PeriodStart.Location()
 		ev := webhooks.NewBudgetEvent(webhooks.BudgetCrossed{KeyID: c.KeyID, KeyName: keys.NameOf(c.KeyID), Budget: c.Budget,
 			Threshold: c.Threshold, SpendUSD: c.SpendUSD, BudgetUSD: c.BudgetUSD, PeriodStart: c.PeriodStart,
 			ResetsAt: c.ResetsAt, TimeZone: loc.String()})
 		sent := ""
-		for _, url := range []string{c.Limits.WebhookURL, global()} {
+		global, _ := prices.Webhook()
+		for _, url := range []string{c.Limits.WebhookURL, global} {
 			if url != "" && url != sent {
 				sender.Send(url, ev)
 				sent = url

@@ -142,9 +142,13 @@ func (l *Limiter) SetLocation(loc *time.Location, daySpend, monthSpend map[int64
 	l.Seed(daySpend, monthSpend)
 }
 
-// PeriodStarts are the starts of the current day and month in the limiter's time zone.
-func (l *Limiter) PeriodStarts() (day, month time.Time) {
-	d, m := periodsAt(l.now(), l.loc.Load())
+// PeriodStarts are the starts of the current day and month in a time zone (nil: the
+// limiter's).
+func (l *Limiter) PeriodStarts(loc *time.Location) (day, month time.Time) {
+	if loc == nil {
+		loc = l.loc.Load()
+	}
+	d, m := periodsAt(l.now(), loc)
 	return d.start, m.start
 }
 
