@@ -119,6 +119,12 @@ type requestItem struct {
 	Complete     bool      `json:"complete"`
 	InputTokens  int64     `json:"input_tokens"`
 	OutputTokens int64     `json:"output_tokens"`
+	// CacheReadTokens and CacheWriteTokens are parts of InputTokens, ReasoningTokens of
+	// OutputTokens; CostUSD is null when the model had no price.
+	CacheReadTokens  int64    `json:"cache_read_tokens"`
+	CacheWriteTokens int64    `json:"cache_write_tokens"`
+	ReasoningTokens  int64    `json:"reasoning_tokens"`
+	CostUSD          *float64 `json:"cost_usd"`
 	// Combo is the combo the client named ("" for none).
 	Combo string `json:"combo,omitempty"`
 }
@@ -160,7 +166,11 @@ func toRequestItem(e traffic.Entry, names map[int64]string) requestItem {
 		Surface: e.Surface, Model: e.Model, Provider: e.Provider, ConnectionID: e.ConnectionID, Connection: e.Connection,
 		Status: e.Status, ErrorCode: e.ErrorCode, AttemptCount: e.Attempts, Retries: e.Retries, Failovers: e.Failovers,
 		LatencyMS: e.Latency.Milliseconds(), TTFTMS: e.TTFT.Milliseconds(), Stream: e.Stream, Complete: e.Complete,
-		InputTokens: e.InputTokens, OutputTokens: e.OutputTokens, Combo: e.Combo}
+		InputTokens: e.InputTokens, OutputTokens: e.OutputTokens, CacheReadTokens: e.CacheReadTokens,
+		CacheWriteTokens: e.CacheWriteTokens, ReasoningTokens: e.ReasoningTokens, Combo: e.Combo}
+	if e.Priced {
+		it.CostUSD = &e.CostUSD
+	}
 	if e.Error.Key != "" {
 		it.Error = e.Error.String()
 	}
