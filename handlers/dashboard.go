@@ -43,6 +43,9 @@ type Dashboard struct {
 	ValidateConnectionOverrides catalog.ConnectionOverridesValidator
 	// Claude signs Claude subscription accounts in.
 	Claude ClaudeSignIn
+	// Limits is each client key's use against its limits (spend.Limiter), for the keys page;
+	// nil shows the budgets' spend from the usage buckets and the other limits without use.
+	Limits KeyLimits
 }
 
 // Home answers GET /: what needs attention, then what traffic is doing (?range=hour|day), then

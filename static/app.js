@@ -48,6 +48,7 @@
     second: { year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23" },
     clock: { hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23" },
     hm: { hour: "2-digit", minute: "2-digit", hourCycle: "h23" },
+    date: { year: "numeric", month: "2-digit", day: "2-digit", timeZone: "UTC" },
   };
 
   function localTimes() {

@@ -81,6 +81,8 @@ func routes(e *echo.Echo, d Deps, files *assets) []Route {
 	add(api, "/api", "admin", http.MethodDelete, "/keys/:id", d.KeysAPI.Revoke)
 	add(api, "/api", "admin", http.MethodGet, "/requests", d.Requests.List)
 	add(api, "/api", "admin", http.MethodGet, "/requests/:id", d.Requests.Get)
+	add(api, "/api", "admin", http.MethodGet, "/usage", d.Requests.Usage)
+	add(api, "/api", "admin", http.MethodGet, "/usage.csv", d.Requests.UsageCSV)
 	add(api, "/api", "admin", http.MethodGet, "/settings/resilience", d.Settings.Get)
 	add(api, "/api", "admin", http.MethodPatch, "/settings/resilience", d.Settings.Patch)
 	add(api, "/api", "admin", http.MethodGet, "/settings/oauth", d.Settings.GetOAuth)
@@ -112,6 +114,7 @@ func routes(e *echo.Echo, d Deps, files *assets) []Route {
 	page(http.MethodGet, "/overview/traffic", d.Dashboard.OverviewTraffic)
 	page(http.MethodGet, "/requests", d.Requests.RequestsPage)
 	page(http.MethodGet, "/requests/:id", d.Requests.RequestDetailPage)
+	page(http.MethodGet, "/usage", d.Dashboard.UsagePage)
 
 	page(http.MethodGet, "/providers", d.Dashboard.ProvidersPage)
 	page(http.MethodGet, "/providers/state", d.Dashboard.ProvidersState)

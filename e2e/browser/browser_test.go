@@ -117,7 +117,8 @@ func TestDashboardPages(t *testing.T) {
 	base := "http://" + app.Addr
 	c := dashClient(t, base)
 
-	pages := map[string]string{"/": "overview.title", "/providers": "providers.title", "/combos": "combos.title", "/keys": "keys.title", "/settings": "settings.title"}
+	pages := map[string]string{"/": "overview.title", "/providers": "providers.title", "/combos": "combos.title", "/keys": "keys.title", "/settings": "settings.title",
+		"/usage": "usage.title"}
 	for _, lang := range i18n.Langs {
 		if code, _ := testenv.Fetch(t, c, http.MethodGet, base+"/lang/"+string(lang)+"?next=/", nil, nil); code != http.StatusOK {
 			t.Fatalf("switch to %s: status %d", lang, code)
