@@ -361,3 +361,28 @@ func TestBudgetWebhookOncePerThreshold(t *testing.T) {
 		}
 	}
 }
+
+// A subscription account's requests cost 0 but their tokens count: even with a price for the
+// model, a Claude account's answer is logged at 0 USD with its tokens, and spends no budget.
+func TestSubscriptionRequestsCostNothing(t *testing.T) {
+	answer := `{"id":"msg_1","type":"message","role":"assistant","model":"claude-test","content":[{"type":"text","text":"Hi"}],` +
+		`"stop_reason":"end_turn","usage":{"input_tokens":1000,"output_tokens":1000}}`
+	e, f, _ := claudeSetup(t, testenv.JSONAnswer(answer))
+	e.AddClaudeAccount(f, "ada@example.com")
+	key, id := limitedKey(e, "agent", map[string]any{"daily_budget_usd": 0.01})
+	e.WaitModels(key, "anthropic/claude-test")
+	setPrice(e, "anthropic/claude-test", 100, 100, 0, 0)
+	for range 3 {
+		r := e.PostAnthropic("/v1/messages", key, messagesBody, nil)
+		if b := testenv.ReadAll(t, r); r.StatusCode != 200 {
+			t.Fatalf("%d %s", r.StatusCode, b)
+		}
+	}
+	row := lastRequestRow(e)
+	if c, ok := row["cost_usd"].(float64); !ok || c != 0 || row["input_tokens"] != 1000.0 || row["output_tokens"] != 1000.0 {
+		t.Fatalf("logged %v", row)
+	}
+	if spent := keyUse(e, id)["day_spend_usd"]; spent != 0.0 {
+		t.Fatalf("day spend %v", spent)
+	}
+}
