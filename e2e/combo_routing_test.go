@@ -55,8 +55,38 @@ func target(provider, model string) map[string]any {
 // call posts a chat body and returns status, route header and body.
 func chatCall(t *testing.T, e *testenv.Env, key, body string, header map[string]string) (int, http.Header, string) {
 	t.Helper()
-	r := e.Post(context.Background(), "/v1/chat/completions", key, body, header)
+	h := map[string]string{"X-Request-Id": sentRequests.next(e)}
+	for k, v := range header {
+		h[k] = v
+	}
+	r := e.Post(context.Background(), "/v1/chat/completions", key, body, h)
 	return r.StatusCode, r.Header, testenv.ReadAll(t, r)
+}
+
+// sentRequests names each request chatCall sends (the gateway keeps a client's X-Request-Id), so
+// that lastLogged finds the row of the latest one: the log's row is written just after the answer
+// reached the client, and the newest row may still be the request before.
+var sentRequests = &requestNames{last: map[*testenv.Env]string{}}
+
+type requestNames struct {
+	mu   sync.Mutex
+	n    int
+	last map[*testenv.Env]string
+}
+
+func (r *requestNames) next(e *testenv.Env) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.n++
+	id := fmt.Sprintf("combo-test-%d", r.n)
+	r.last[e] = id
+	return id
+}
+
+func (r *requestNames) latest(e *testenv.Env) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.last[e]
 }
 
 // lastLogged is the newest request-log entry with its route.
@@ -64,14 +94,26 @@ func lastLogged(t *testing.T, e *testenv.Env) map[string]any {
 	t.Helper()
 	var list struct {
 		Items []struct {
-			ID int64 `json:"id"`
+			ID        int64  `json:"id"`
+			RequestID string `json:"request_id"`
 		} `json:"items"`
 	}
+	want := sentRequests.latest(e) // "" when chatCall sent none: the newest row
+	var id int64
 	e.Eventually("the request is logged", func() bool {
-		return e.API("GET", "/api/requests?limit=1", nil, &list) == 200 && len(list.Items) == 1
+		if e.API("GET", "/api/requests?limit=20", nil, &list) != 200 {
+			return false
+		}
+		for _, it := range list.Items {
+			if want == "" || it.RequestID == want {
+				id = it.ID
+				return true
+			}
+		}
+		return false
 	})
 	var d map[string]any
-	if code := e.API("GET", fmt.Sprintf("/api/requests/%d", list.Items[0].ID), nil, &d); code != 200 {
+	if code := e.API("GET", fmt.Sprintf("/api/requests/%d", id), nil, &d); code != 200 {
 		t.Fatalf("request detail: %d", code)
 	}
 	return d

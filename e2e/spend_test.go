@@ -41,13 +41,22 @@ func setPrice(e *testenv.Env, model string, in, out, cacheWrite, cacheRead float
 		"input_per_mtok": in, "output_per_mtok": out, "cache_write_per_mtok": cacheWrite, "cache_read_per_mtok": cacheRead}}}, 200)
 }
 
-// lastRequestRow is the newest request-log row.
-func lastRequestRow(e *testenv.Env) map[string]any {
+// loggedRow is the request-log row of an answered request, found by the X-Request-Id the answer
+// carried (the row is written just after the answer reached the client).
+func loggedRow(e *testenv.Env, r *http.Response) map[string]any {
 	e.T.Helper()
+	id := r.Header.Get("X-Request-Id")
+	var row map[string]any
 	e.Eventually("the request is logged", func() bool {
-		return len(e.MustAPI("GET", "/api/requests?limit=1", nil, 200)["items"].([]any)) > 0
+		for _, it := range e.MustAPI("GET", "/api/requests?limit=20", nil, 200)["items"].([]any) {
+			if m := it.(map[string]any); m["request_id"] == id {
+				row = m
+				return true
+			}
+		}
+		return false
 	})
-	return e.MustAPI("GET", "/api/requests?limit=1", nil, 200)["items"].([]any)[0].(map[string]any)
+	return row
 }
 
 func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
@@ -92,7 +101,7 @@ func TestCostOfEverySurface(t *testing.T) {
 			if tc.name == "chat stream (no usage asked)" && strings.Contains(body, `"usage":{`) {
 				t.Errorf("the usage chunk the client did not ask for was relayed: %s", body)
 			}
-			row := lastRequestRow(e)
+			row := loggedRow(e, r)
 			cost, _ := row["cost_usd"].(float64)
 			if !near(cost, 0.0164) || row["input_tokens"] != 1000.0 || row["output_tokens"] != 500.0 ||
 				row["cache_read_tokens"] != 400.0 || row["reasoning_tokens"] != 300.0 {
@@ -119,7 +128,7 @@ func TestCostOfAnAnthropicAnswerWithCache(t *testing.T) {
 		if b := testenv.ReadAll(t, r); r.StatusCode != 200 {
 			t.Fatalf("%s: %d %s", path, r.StatusCode, b)
 		}
-		row := lastRequestRow(e)
+		row := loggedRow(e, r)
 		if cost, _ := row["cost_usd"].(float64); !near(cost, 0.0096) || row["input_tokens"] != 5050.0 ||
 			row["cache_write_tokens"] != 2000.0 || row["cache_read_tokens"] != 3000.0 {
 			t.Fatalf("%s: logged %v", path, row)
@@ -143,7 +152,7 @@ func TestPriceOverrideBeatsTheBuiltInTable(t *testing.T) {
 		if b := testenv.ReadAll(t, r); r.StatusCode != 200 {
 			t.Fatalf("%d %s", r.StatusCode, b)
 		}
-		return lastRequestRow(e)
+		return loggedRow(e, r)
 	}
 	builtIn := chat("gpt-4o")["cost_usd"]
 	if c, ok := builtIn.(float64); !ok || c <= 0 {
@@ -372,13 +381,14 @@ func TestSubscriptionRequestsCostNothing(t *testing.T) {
 	key, id := limitedKey(e, "agent", map[string]any{"daily_budget_usd": 0.01})
 	e.WaitModels(key, "anthropic/claude-test")
 	setPrice(e, "anthropic/claude-test", 100, 100, 0, 0)
+	var r *http.Response
 	for range 3 {
-		r := e.PostAnthropic("/v1/messages", key, messagesBody, nil)
+		r = e.PostAnthropic("/v1/messages", key, messagesBody, nil)
 		if b := testenv.ReadAll(t, r); r.StatusCode != 200 {
 			t.Fatalf("%d %s", r.StatusCode, b)
 		}
 	}
-	row := lastRequestRow(e)
+	row := loggedRow(e, r)
 	if c, ok := row["cost_usd"].(float64); !ok || c != 0 || row["input_tokens"] != 1000.0 || row["output_tokens"] != 1000.0 {
 		t.Fatalf("logged %v", row)
 	}

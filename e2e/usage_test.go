@@ -102,10 +102,12 @@ func TestUsageAgreesWithTheRequestLog(t *testing.T) {
 	e.WaitModels(aliceKey, "up/gpt-big")
 	e.WaitModels(aliceKey, "other/mini")
 
+	var lastID string // the last request's X-Request-Id: its row is written just after its answer
 	send := func(key, model string, n int) {
 		for range n {
 			r := e.Chat(context.Background(), key, `{"model":"`+model+`","messages":[{"role":"user","content":"hi"}]}`)
 			testenv.ReadAll(t, r)
+			lastID = r.Header.Get("X-Request-Id")
 		}
 	}
 	send(aliceKey, "up/gpt-big", 3)
@@ -116,6 +118,14 @@ func TestUsageAgreesWithTheRequestLog(t *testing.T) {
 	send(bobKey, "nobody/serves-this", 1)
 
 	var log struct{ Items []loggedUsage }
+	e.Eventually("the last request is logged", func() bool {
+		var newest struct {
+			Items []struct {
+				RequestID string `json:"request_id"`
+			} `json:"items"`
+		}
+		return e.API("GET", "/api/requests?limit=1", nil, &newest) == 200 && len(newest.Items) == 1 && newest.Items[0].RequestID == lastID
+	})
 	if code := e.API("GET", "/api/requests?limit=500", nil, &log); code != 200 {
 		t.Fatalf("request log: %d", code)
 	}
