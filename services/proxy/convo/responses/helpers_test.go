@@ -193,7 +193,7 @@ func dumpRequest(t testing.TB, r *convo.Request) []byte {
 		msgs = append(msgs, x)
 	}
 	out := map[string]any{"model": r.Model, "system": parts(r.System), "messages": msgs, "tools": tools(r.Tools),
-		"tool_choice": map[string]any{"mode": [...]string{"unset", "auto", "none", "any", "tool"}[r.ToolChoice.Mode], "name": r.ToolChoice.Name},
+		"tool_choice":         map[string]any{"mode": [...]string{"unset", "auto", "none", "any", "tool"}[r.ToolChoice.Mode], "name": r.ToolChoice.Name},
 		"parallel_tool_calls": r.ParallelToolCalls, "max_tokens": r.MaxTokens, "temperature": r.Temperature, "top_p": r.TopP,
 		"top_k": r.TopK, "stop": r.Stop, "reasoning_effort": r.ReasoningEffort, "thinking_budget": r.ThinkingBudget,
 		"reasoning_summary": r.ReasoningSummary, "user": r.User, "metadata": raw(r.Metadata), "stream": r.Stream,

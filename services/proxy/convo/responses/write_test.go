@@ -10,7 +10,9 @@ import (
 // what Responses clients get today. The event sequences below are what a chat upstream's answers
 // of those goldens are in the model, so the writers must write them byte for byte.
 
-func start(id, model string) convo.Event { return convo.Event{Kind: convo.EvStart, ID: id, Model: model} }
+func start(id, model string) convo.Event {
+	return convo.Event{Kind: convo.EvStart, ID: id, Model: model}
+}
 
 func blockStart(i int, k convo.BlockKind) convo.Event {
 	return convo.Event{Kind: convo.EvBlockStart, Index: i, Block: k}
@@ -20,7 +22,9 @@ func callStart(i int, id, name string) convo.Event {
 	return convo.Event{Kind: convo.EvBlockStart, Index: i, Block: convo.BlockToolCall, ID: id, Name: name}
 }
 
-func delta(i int, t convo.Text) convo.Event { return convo.Event{Kind: convo.EvDelta, Index: i, Text: t} }
+func delta(i int, t convo.Text) convo.Event {
+	return convo.Event{Kind: convo.EvDelta, Index: i, Text: t}
+}
 
 func blockStop(i int) convo.Event { return convo.Event{Kind: convo.EvBlockStop, Index: i} }
 
