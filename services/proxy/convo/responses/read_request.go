@@ -473,7 +473,9 @@ func (rd *reader) item(it string) bool {
 				rd.add(convo.RoleSystem).Parts = parts
 			}
 		default:
-			rd.add(convo.RoleUser).Parts = rd.parts(content, userParts)
+			if parts := rd.parts(content, userParts); len(parts) > 0 {
+				rd.add(convo.RoleUser).Parts = parts
+			}
 		}
 	case "function_call":
 		p := convo.Part{Kind: convo.PartToolCall, ID: convo.StrAt(callID), Name: convo.StrAt(name), Args: arguments(args)}
