@@ -190,6 +190,10 @@ type Request struct {
 	ReasoningEffort  string
 	ThinkingBudget   int
 	ReasoningSummary string
+	// ThinkingAdaptive is Anthropic's thinking {"type":"adaptive"} (what Claude Code sends): the
+	// model decides how long to think, guided by ReasoningEffort (output_config.effort). Writers
+	// of other formats go by ReasoningEffort alone.
+	ThinkingAdaptive bool
 
 	User string
 	// Metadata is the request's metadata object as raw JSON (Anthropic's user_id lives in it).

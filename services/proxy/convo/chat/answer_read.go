@@ -1,0 +1,136 @@
+package chat
+
+import "switchyard/services/proxy/convo"
+
+// ReadAnswer reads a chat completion into the model's events, appended to evs: Start, a
+// thinking block (reasoning_content, or reasoning as some servers name it), a text block (the
+// content, or the refusal when there is no content), a block per tool call with its arguments as
+// one delta, the usage, the stop reason and End. Only the first choice is read: the model has one
+// answer. An error object in a 200 answer ({"error":…}) is an Error event. The events' texts
+// point into body.
+func ReadAnswer(evs []convo.Event, body []byte) ([]convo.Event, error) {
+	s := convo.View(body)
+	if !convo.Document(s, nil) {
+		return evs, errNotAnswer
+	}
+	var id, model, usage, errRaw, choice string
+	convo.FieldsOf(s, func(k, v string) {
+		switch k {
+		case "id":
+			id = v
+		case "model":
+			model = v
+		case "usage":
+			usage = v
+		case "error":
+			errRaw = v
+		case "choices":
+			if kind(v) == '[' && choice == "" {
+				convo.EachElement(v, func(c string) {
+					if choice == "" && kind(c) == '{' {
+						choice = c
+					}
+				})
+			}
+		}
+	})
+	if e, ok := errorAt(errRaw); ok {
+		return append(evs, convo.Event{Kind: convo.EvError, Err: e}), nil
+	}
+	evs = append(evs, convo.Event{Kind: convo.EvStart, ID: convo.StrAt(id), Model: convo.StrAt(model)})
+	var content, reasoningContent, reasoning, refusal, calls, finish string
+	if choice != "" {
+		convo.FieldsOf(choice, func(k, v string) {
+			switch k {
+			case "message":
+				if kind(v) == '{' {
+					convo.FieldsOf(v, func(k, v string) {
+						switch k {
+						case "content":
+							content = v
+						case "reasoning_content":
+							reasoningContent = v
+						case "reasoning":
+							reasoning = v
+						case "refusal":
+							refusal = v
+						case "tool_calls":
+							calls = v
+						}
+					})
+				}
+			case "finish_reason":
+				finish = v
+			}
+		})
+	}
+	block := 0
+	whole := func(b convo.BlockKind, text convo.Text) {
+		evs = append(evs, convo.Event{Kind: convo.EvBlockStart, Index: block, Block: b},
+			convo.Event{Kind: convo.EvDelta, Index: block, Block: b, Text: text},
+			convo.Event{Kind: convo.EvBlockStop, Index: block, Block: b})
+		block++
+	}
+	if kind(reasoningContent) != '"' {
+		reasoningContent = reasoning
+	}
+	if kind(reasoningContent) == '"' && reasoningContent != `""` {
+		whole(convo.BlockThinking, convo.TextAt(reasoningContent))
+	}
+	switch {
+	case kind(content) == '"' && content != `""`:
+		whole(convo.BlockText, convo.TextAt(content))
+	case kind(refusal) == '"' && refusal != `""`:
+		whole(convo.BlockText, convo.TextAt(refusal))
+	}
+	if kind(calls) == '[' {
+		convo.EachElement(calls, func(tc string) {
+			if kind(tc) != '{' {
+				return
+			}
+			c := readCall(tc)
+			evs = append(evs, convo.Event{Kind: convo.EvBlockStart, Index: block, Block: convo.BlockToolCall,
+				ID: convo.StrAt(c.id), Name: convo.StrAt(c.name)})
+			if a := convo.TextAt(c.args); a != "" {
+				evs = append(evs, convo.Event{Kind: convo.EvDelta, Index: block, Block: convo.BlockToolCall, Text: a})
+			}
+			evs = append(evs, convo.Event{Kind: convo.EvBlockStop, Index: block, Block: convo.BlockToolCall})
+			block++
+		})
+	}
+	if u, ok := usageAt(usage); ok {
+		evs = append(evs, convo.Event{Kind: convo.EvUsage, Usage: u})
+	}
+	stop := convo.StopEnd
+	if kind(finish) == '"' {
+		stop = stopOf(convo.StrAt(finish))
+	}
+	return append(evs, convo.Event{Kind: convo.EvStop, Stop: stop}, convo.Event{Kind: convo.EvEnd}), nil
+}
+
+// callFields are one tool call (or a fragment of one in a chunk), as they stand in its JSON.
+type callFields struct{ index, id, name, args string }
+
+// readCall reads a tool call object.
+func readCall(tc string) (c callFields) {
+	convo.FieldsOf(tc, func(k, v string) {
+		switch k {
+		case "index":
+			c.index = v
+		case "id":
+			c.id = v
+		case "function":
+			if kind(v) == '{' {
+				convo.FieldsOf(v, func(k, v string) {
+					switch k {
+					case "name":
+						c.name = v
+					case "arguments":
+						c.args = v
+					}
+				})
+			}
+		}
+	})
+	return c
+}

@@ -1,0 +1,250 @@
+// Package chat is the OpenAI chat completions wire format in the conversation model: a reader
+// and a writer for requests (request_read.go, request_write.go), whole answers (answer_read.go,
+// answer_write.go) and streams of chunks (stream_read.go, stream_write.go). It knows no other
+// format.
+//
+// Everything is read in one pass of the convo scanner and written with hand-written appends;
+// texts stay in their escaped JSON form (convo.Text) from the document they were read from to the
+// one they are written into.
+package chat
+
+import (
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"unsafe"
+
+	"switchyard/services/proxy/convo"
+)
+
+// notChat is the error for a request field whose value has the wrong type (the engine answers it
+// with a 400 invalid_request).
+func notChat(field, want string) error {
+	return errors.New("not a chat completions request: " + field + " must be " + want)
+}
+
+// errNotObject is a request body that is not a JSON object.
+var errNotObject = errors.New("not a chat completions request: the body is not a JSON object")
+
+// errNotAnswer is a body that is not the JSON object an answer is.
+var errNotAnswer = errors.New("the answer is not a JSON object")
+
+// kind names a JSON value's type by its first byte: '"', '0' (a number), 't' (a boolean), '{',
+// '[', 'n', or 0 when absent.
+func kind(raw string) byte {
+	switch {
+	case raw == "":
+		return 0
+	case raw[0] == '-' || '0' <= raw[0] && raw[0] <= '9':
+		return '0'
+	case raw[0] == 'f':
+		return 't'
+	}
+	return raw[0]
+}
+
+// is reports whether raw is absent, null or of one of the kinds (what encoding/json accepts for
+// a field of that type).
+func is(raw string, kinds ...byte) bool {
+	k := kind(raw)
+	return k == 0 || k == 'n' || slices.Contains(kinds, k)
+}
+
+// isInt reports whether a number is written as an integer.
+func isInt(raw string) bool { return kind(raw) == '0' && !strings.ContainsAny(raw, ".eE") }
+
+// bytesOf is a part of the request's own copy of its body as a byte slice, without a copy: the
+// raw values a request keeps (schemas, arguments, cache marks) are read-only.
+func bytesOf(s string) []byte {
+	if s == "" {
+		return nil
+	}
+	return unsafe.Slice(unsafe.StringData(s), len(s))
+}
+
+// chatID gives a chat completion the id of the answer it came from: an Anthropic message's
+// msg_… or a Responses resp_… becomes chatcmpl-…; an id that is one already stays.
+func chatID(id string) string {
+	switch {
+	case id == "":
+		return "chatcmpl-switchyard"
+	case strings.HasPrefix(id, "chatcmpl-"):
+		return id
+	case strings.HasPrefix(id, "msg_"):
+		return "chatcmpl-" + id[len("msg_"):]
+	case strings.HasPrefix(id, "resp_"):
+		return "chatcmpl-" + id[len("resp_"):]
+	}
+	return "chatcmpl-" + id
+}
+
+// stopOf maps a chat finish reason to the model's stop reason.
+func stopOf(finish string) convo.StopReason {
+	switch finish {
+	case "length":
+		return convo.StopMaxTokens
+	case "tool_calls", "function_call":
+		return convo.StopToolUse
+	case "content_filter":
+		return convo.StopContentFilter
+	}
+	return convo.StopEnd // stop, and what a server invents
+}
+
+// finishOf maps the model's stop reason to a chat finish reason.
+func finishOf(s convo.StopReason) string {
+	switch s {
+	case convo.StopMaxTokens:
+		return "length"
+	case convo.StopToolUse:
+		return "tool_calls"
+	case convo.StopContentFilter, convo.StopRefusal:
+		return "content_filter"
+	}
+	return "stop" // end of turn, a stop sequence, a paused turn
+}
+
+// openAITypeOf is an error type in OpenAI's words. The model keeps OpenAI's words already; the
+// Anthropic ones a reader may have left are mapped as the gateway always has (what OpenAI's SDKs
+// know), and an error without a type is a server error.
+func openAITypeOf(t string) string {
+	switch t {
+	case "":
+		return "server_error"
+	case "not_found_error", "request_too_large":
+		return "invalid_request_error"
+	case "api_error", "overloaded_error", "billing_error":
+		return "server_error"
+	}
+	return t
+}
+
+// appendError writes an error object as OpenAI writes it: {"error":{message,type,code,param}}.
+// An Anthropic type the model carried is mapped, and kept as the code when there is none.
+func appendError(dst []byte, e *convo.Error) []byte {
+	msg, typ, code, param := "the upstream reported an error", "", "", ""
+	if e != nil {
+		if e.Message != "" {
+			msg = e.Message
+		}
+		typ, code, param = e.Type, e.Code, e.Param
+	}
+	ot := openAITypeOf(typ)
+	if code == "" && ot != typ {
+		code = typ
+	}
+	o := convo.NewObj(dst)
+	eo := o.Open("error").Str("message", msg).Str("type", ot)
+	if code != "" {
+		eo.Str("code", code)
+	} else {
+		eo.Raw("code", convo.Null)
+	}
+	if param != "" {
+		eo.Str("param", param)
+	} else {
+		eo.Raw("param", convo.Null)
+	}
+	o.Close(eo)
+	return o.End()
+}
+
+// appendUsage writes the model's usage as OpenAI's: prompt_tokens count the cached ones, which
+// prompt_tokens_details names; completion_tokens_details names the reasoning tokens.
+func appendUsage(dst []byte, u convo.Usage) []byte {
+	o := convo.NewObj(dst).Int("prompt_tokens", u.Input).Int("completion_tokens", u.Output).
+		Int("total_tokens", u.Input+u.Output)
+	if u.Has&convo.HasCacheRead != 0 {
+		o.Close(o.Open("prompt_tokens_details").Int("cached_tokens", u.CacheRead))
+	}
+	if u.Has&convo.HasReasoning != 0 {
+		o.Close(o.Open("completion_tokens_details").Int("reasoning_tokens", u.Reasoning))
+	}
+	return o.End()
+}
+
+// usageAt reads a chat usage object (a valid object as it stands): prompt and completion tokens,
+// cached prompt tokens (prompt_tokens_details.cached_tokens, or DeepSeek's
+// prompt_cache_hit_tokens) and reasoning tokens. ok is false when raw is not an object.
+func usageAt(raw string) (u convo.Usage, ok bool) {
+	if kind(raw) != '{' {
+		return u, false
+	}
+	num := func(v string) (int64, bool) {
+		if kind(v) != '0' {
+			return 0, false
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			f, ferr := strconv.ParseFloat(v, 64)
+			if ferr != nil {
+				return 0, false
+			}
+			n = int64(f)
+		}
+		return n, true
+	}
+	set := func(dst *int64, bit convo.UsageFields, v string) {
+		if n, ok := num(v); ok {
+			*dst = n
+			u.Has |= bit
+		}
+	}
+	var hit string
+	convo.FieldsOf(raw, func(k, v string) {
+		switch k {
+		case "prompt_tokens":
+			set(&u.Input, convo.HasInput, v)
+		case "completion_tokens":
+			set(&u.Output, convo.HasOutput, v)
+		case "prompt_tokens_details":
+			if kind(v) == '{' {
+				convo.FieldsOf(v, func(k, v string) {
+					if k == "cached_tokens" {
+						set(&u.CacheRead, convo.HasCacheRead, v)
+					}
+				})
+			}
+		case "completion_tokens_details":
+			if kind(v) == '{' {
+				convo.FieldsOf(v, func(k, v string) {
+					if k == "reasoning_tokens" {
+						set(&u.Reasoning, convo.HasReasoning, v)
+					}
+				})
+			}
+		case "prompt_cache_hit_tokens":
+			hit = v
+		}
+	})
+	if u.Has&convo.HasCacheRead == 0 && hit != "" {
+		set(&u.CacheRead, convo.HasCacheRead, hit)
+	}
+	return u, true
+}
+
+// errorAt reads an error a chat answer or chunk carries in its "error" field: an object with
+// message, type, code and param, or a bare message. ok is false for null.
+func errorAt(raw string) (*convo.Error, bool) {
+	switch kind(raw) {
+	case 0, 'n':
+		return nil, false
+	case '{':
+		e := &convo.Error{}
+		convo.FieldsOf(raw, func(k, v string) {
+			switch k {
+			case "message":
+				e.Message = convo.StrAt(v)
+			case "type":
+				e.Type = convo.StrAt(v)
+			case "code":
+				e.Code = convo.StrAt(v)
+			case "param":
+				e.Param = convo.StrAt(v)
+			}
+		})
+		return e, true
+	}
+	return &convo.Error{Message: convo.StrAt(raw)}, true
+}

@@ -1,0 +1,751 @@
+package chat
+
+import (
+	"strconv"
+	"strings"
+
+	"switchyard/services/proxy/convo"
+)
+
+// A chat completions request is validated in one pass of the scanner and then walked once: every
+// text and raw value the model keeps is a part of the request's one copy of its body, in the form
+// it had there (texts stay escaped). Fields of the wrong JSON type are refused with the words the
+// gateway has always used; fields the model has no place for are named in Dropped.
+
+// reqFields are the top-level values of a chat request as they stand in its JSON ("" when
+// absent).
+type reqFields struct {
+	model, messages, maxTokens, maxCompletionTokens, temperature, topP, stop, stream, streamOptions,
+	tools, toolChoice, parallel, effort, user, format, metadata, serviceTier, store string
+}
+
+// ReadRequest reads a chat completions request. The request keeps parts of its own copy of body,
+// so body may change afterwards; the raw values it holds (schemas, arguments) are read-only.
+func ReadRequest(body []byte) (*convo.Request, error) {
+	s := string(body) // the one copy: every value read below is a part of it
+	if !convo.Document(s, nil) {
+		return nil, errNotObject
+	}
+	r := &convo.Request{}
+	var f reqFields
+	convo.FieldsOf(s, func(k, v string) {
+		switch k {
+		case "model":
+			f.model = v
+		case "messages":
+			f.messages = v
+		case "max_tokens":
+			f.maxTokens = v
+		case "max_completion_tokens":
+			f.maxCompletionTokens = v
+		case "temperature":
+			f.temperature = v
+		case "top_p":
+			f.topP = v
+		case "stop":
+			f.stop = v
+		case "stream":
+			f.stream = v
+		case "stream_options":
+			f.streamOptions = v
+		case "tools":
+			f.tools = v
+		case "tool_choice":
+			f.toolChoice = v
+		case "parallel_tool_calls":
+			f.parallel = v
+		case "reasoning_effort":
+			f.effort = v
+		case "user":
+			f.user = v
+		case "response_format":
+			f.format = v
+		case "metadata":
+			f.metadata = v
+		case "service_tier":
+			f.serviceTier = v
+		case "store":
+			f.store = v
+		default:
+			r.Drop(k)
+		}
+	})
+	for _, c := range []struct {
+		raw, field, what string
+		kind             byte
+	}{
+		{f.model, "model", "a string", '"'},
+		{f.messages, "messages", "a list", '['},
+		{f.maxTokens, "max_tokens", "an integer", '0'},
+		{f.maxCompletionTokens, "max_completion_tokens", "an integer", '0'},
+		{f.temperature, "temperature", "a number", '0'},
+		{f.topP, "top_p", "a number", '0'},
+		{f.stream, "stream", "a boolean", 't'},
+		{f.streamOptions, "stream_options", "an object", '{'},
+		{f.tools, "tools", "a list", '['},
+		{f.parallel, "parallel_tool_calls", "a boolean", 't'},
+		{f.effort, "reasoning_effort", "a string", '"'},
+		{f.user, "user", "a string", '"'},
+		{f.format, "response_format", "an object", '{'},
+		{f.metadata, "metadata", "an object", '{'},
+		{f.serviceTier, "service_tier", "a string", '"'},
+		{f.store, "store", "a boolean", 't'},
+	} {
+		if !is(c.raw, c.kind) {
+			return nil, notChat(c.field, c.what)
+		}
+	}
+	for _, c := range [2][2]string{{f.maxTokens, "max_tokens"}, {f.maxCompletionTokens, "max_completion_tokens"}} {
+		if kind(c[0]) == '0' {
+			if _, err := strconv.Atoi(c[0]); err != nil || !isInt(c[0]) {
+				return nil, notChat(c[1], "an integer")
+			}
+		}
+	}
+	if kind(f.streamOptions) == '{' {
+		bad := false
+		convo.FieldsOf(f.streamOptions, func(k, v string) {
+			if k == "include_usage" {
+				bad = bad || !is(v, 't')
+				r.IncludeUsage = v == "true"
+			}
+		})
+		if bad {
+			return nil, notChat("stream_options.include_usage", "a boolean")
+		}
+	}
+
+	r.Model = convo.StrAt(f.model)
+	switch {
+	case kind(f.maxCompletionTokens) == '0':
+		r.MaxTokens, _ = strconv.Atoi(f.maxCompletionTokens)
+	case kind(f.maxTokens) == '0':
+		r.MaxTokens, _ = strconv.Atoi(f.maxTokens)
+	}
+	r.Temperature, r.TopP = float(f.temperature), float(f.topP)
+	readStop(r, f.stop)
+	r.Stream = f.stream == "true"
+	if kind(f.effort) == '"' {
+		r.ReasoningEffort = convo.StrAt(f.effort)
+	}
+	if kind(f.user) == '"' {
+		r.User = convo.StrAt(f.user)
+	}
+	if kind(f.metadata) == '{' {
+		r.Metadata = bytesOf(f.metadata)
+	}
+	if kind(f.serviceTier) == '"' {
+		r.ServiceTier = convo.StrAt(f.serviceTier)
+	}
+	if kind(f.store) == 't' {
+		b := f.store == "true"
+		r.Store = &b
+	}
+	if kind(f.parallel) == 't' {
+		b := f.parallel == "true"
+		r.ParallelToolCalls = &b
+	}
+	if err := readTools(r, f.tools); err != nil {
+		return nil, err
+	}
+	readToolChoice(r, f.toolChoice)
+	readFormat(r, f.format)
+	if kind(f.messages) == '[' {
+		if err := readMessages(r, f.messages); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// float is a JSON number, nil when raw is not one.
+func float(raw string) *float64 {
+	if kind(raw) != '0' {
+		return nil
+	}
+	v, err := strconv.ParseFloat(raw, 64)
+	if err != nil {
+		return nil
+	}
+	return &v
+}
+
+// readStop reads stop: a string or a list of strings (a null in the list is skipped); anything
+// else is dropped.
+func readStop(r *convo.Request, raw string) {
+	switch kind(raw) {
+	case 0, 'n':
+	case '"':
+		r.Stop = []string{convo.StrAt(raw)}
+	case '[':
+		good := true
+		convo.EachElement(raw, func(v string) {
+			switch kind(v) {
+			case '"':
+				r.Stop = append(r.Stop, convo.StrAt(v))
+			case 'n':
+			default:
+				good = false
+			}
+		})
+		if !good {
+			r.Stop = nil
+			r.Drop("stop")
+		}
+	default:
+		r.Drop("stop")
+	}
+}
+
+// readTools reads the function tools; other tools (custom tools) are dropped by their type.
+func readTools(r *convo.Request, raw string) error {
+	if kind(raw) != '[' {
+		return nil
+	}
+	var err error
+	convo.EachElement(raw, func(tool string) {
+		if err != nil {
+			return
+		}
+		if kind(tool) != '{' && kind(tool) != 'n' {
+			err = notChat("tools[]", "objects")
+			return
+		}
+		var typ, fn, name, desc, params, strict string
+		if kind(tool) == '{' {
+			convo.FieldsOf(tool, func(k, v string) {
+				switch k {
+				case "type":
+					typ = v
+				case "function":
+					fn = v
+				}
+			})
+		}
+		if !is(typ, '"') {
+			err = notChat("tools[].type", "a string")
+			return
+		}
+		if !is(fn, '{') {
+			err = notChat("tools[].function", "an object")
+			return
+		}
+		if kind(fn) == '{' {
+			convo.FieldsOf(fn, func(k, v string) {
+				switch k {
+				case "name":
+					name = v
+				case "description":
+					desc = v
+				case "parameters":
+					params = v
+				case "strict":
+					strict = v
+				}
+			})
+		}
+		for _, c := range [2][2]string{{name, "tools[].function.name"}, {desc, "tools[].function.description"}} {
+			if !is(c[0], '"') {
+				err = notChat(c[1], "a string")
+				return
+			}
+		}
+		if t := convo.StrAt(typ); t != "" && t != "function" {
+			r.Drop("tools[].type=" + t)
+			return
+		}
+		t := convo.Tool{Kind: convo.ToolFunction, Name: convo.StrAt(name), Description: convo.StrAt(desc)}
+		if k := kind(params); k != 0 && k != 'n' {
+			t.Parameters = bytesOf(params)
+		}
+		if kind(strict) == 't' {
+			b := strict == "true"
+			t.Strict = &b
+		}
+		r.Tools = append(r.Tools, t)
+	})
+	return err
+}
+
+// readToolChoice reads "none", "auto", "required" and {"type":"function","function":{"name"}};
+// anything else is dropped.
+func readToolChoice(r *convo.Request, raw string) {
+	switch kind(raw) {
+	case 0, 'n':
+		return
+	case '"':
+		switch convo.StrAt(raw) {
+		case "auto":
+			r.ToolChoice.Mode = convo.ChoiceAuto
+		case "none":
+			r.ToolChoice.Mode = convo.ChoiceNone
+		case "required":
+			r.ToolChoice.Mode = convo.ChoiceAny
+		default:
+			r.Drop("tool_choice")
+		}
+		return
+	case '{':
+		var name string
+		convo.FieldsOf(raw, func(k, v string) {
+			if k == "function" && kind(v) == '{' {
+				convo.FieldsOf(v, func(k, v string) {
+					if k == "name" && kind(v) == '"' {
+						name = convo.StrAt(v)
+					}
+				})
+			}
+		})
+		if name != "" {
+			r.ToolChoice = convo.ToolChoice{Mode: convo.ChoiceTool, Name: name}
+			return
+		}
+	}
+	r.Drop("tool_choice")
+}
+
+// readFormat reads response_format: text, json_object, or json_schema with its name,
+// description, schema and strict flag.
+func readFormat(r *convo.Request, raw string) {
+	if kind(raw) != '{' {
+		return
+	}
+	var typ, js string
+	convo.FieldsOf(raw, func(k, v string) {
+		switch k {
+		case "type":
+			typ = v
+		case "json_schema":
+			js = v
+		}
+	})
+	switch convo.StrAt(typ) {
+	case "text":
+		r.Format = &convo.ResponseFormat{Kind: convo.FormatText}
+	case "json_object":
+		r.Format = &convo.ResponseFormat{Kind: convo.FormatJSONObject}
+	case "json_schema":
+		if kind(js) != '{' {
+			r.Drop("response_format")
+			return
+		}
+		f := &convo.ResponseFormat{Kind: convo.FormatJSONSchema}
+		convo.FieldsOf(js, func(k, v string) {
+			switch k {
+			case "name":
+				if kind(v) == '"' {
+					f.Name = convo.StrAt(v)
+				}
+			case "description":
+				if kind(v) == '"' {
+					f.Description = convo.StrAt(v)
+				}
+			case "schema":
+				if k := kind(v); k != 0 && k != 'n' {
+					f.Schema = bytesOf(v)
+				}
+			case "strict":
+				if kind(v) == 't' {
+					b := v == "true"
+					f.Strict = &b
+				}
+			}
+		})
+		r.Format = f
+	default:
+		r.Drop("response_format")
+	}
+}
+
+// msgFields are the fields of one message as they stand in its JSON.
+type msgFields struct {
+	role, content, toolCalls, toolCallID, reasoningContent, reasoning, name string
+}
+
+// readMessages reads the messages. Leading system and developer messages are the system prompt;
+// one after the conversation began stays in place as a system message. Consecutive tool messages
+// are one tool message of several results (the answers to parallel calls).
+func readMessages(r *convo.Request, raw string) error {
+	var err error
+	i := -1
+	convo.EachElement(raw, func(m string) {
+		i++
+		if err != nil {
+			return
+		}
+		if kind(m) != '{' && kind(m) != 'n' {
+			err = notChat("messages[]", "objects")
+			return
+		}
+		var f msgFields
+		if kind(m) == '{' {
+			convo.FieldsOf(m, func(k, v string) {
+				switch k {
+				case "role":
+					f.role = v
+				case "content":
+					f.content = v
+				case "tool_calls":
+					f.toolCalls = v
+				case "tool_call_id":
+					f.toolCallID = v
+				case "reasoning_content":
+					f.reasoningContent = v
+				case "reasoning":
+					f.reasoning = v
+				case "name":
+					f.name = v
+				}
+			})
+		}
+		for _, c := range [4][2]string{{f.role, "role"}, {f.toolCallID, "tool_call_id"}, {f.reasoningContent, "reasoning_content"}, {f.name, "name"}} {
+			if !is(c[0], '"') {
+				err = notChat("messages[]."+c[1], "a string")
+				return
+			}
+		}
+		var calls []convo.Part
+		calls, err = readToolCalls(f.toolCalls)
+		if err != nil {
+			return
+		}
+		name := convo.StrAt(f.name)
+		switch role := convo.StrAt(f.role); role {
+		case "system", "developer":
+			parts := texts(r, f.content)
+			if len(r.Messages) == 0 {
+				r.System = append(r.System, parts...)
+			} else if len(parts) > 0 {
+				r.Messages = append(r.Messages, convo.Message{Role: convo.RoleSystem, Parts: parts, Name: name})
+			}
+		case "user":
+			if parts := userParts(r, f.content); len(parts) > 0 {
+				r.Messages = append(r.Messages, convo.Message{Role: convo.RoleUser, Parts: parts, Name: name})
+			}
+		case "assistant":
+			var parts []convo.Part
+			reasoning := f.reasoningContent // reasoning_content wins when it is given at all
+			if kind(reasoning) != '"' {
+				reasoning = f.reasoning
+			}
+			if kind(reasoning) == '"' && reasoning != `""` {
+				parts = append(parts, convo.Part{Kind: convo.PartThinking, Text: convo.TextAt(reasoning)})
+			}
+			parts = append(parts, texts(r, f.content)...)
+			parts = append(parts, calls...)
+			if len(parts) > 0 {
+				r.Messages = append(r.Messages, convo.Message{Role: convo.RoleAssistant, Parts: parts, Name: name})
+			}
+		case "tool", "function":
+			res := convo.Part{Kind: convo.PartToolResult, ID: convo.StrAt(f.toolCallID)}
+			if kind(f.content) == '"' {
+				if f.content != `""` {
+					res.Content = []convo.Part{{Kind: convo.PartText, Text: convo.TextAt(f.content)}}
+				}
+			} else {
+				res.Content = texts(r, f.content)
+			}
+			if n := len(r.Messages); n > 0 && r.Messages[n-1].Role == convo.RoleTool {
+				r.Messages[n-1].Parts = append(r.Messages[n-1].Parts, res)
+			} else {
+				r.Messages = append(r.Messages, convo.Message{Role: convo.RoleTool, Parts: []convo.Part{res}})
+			}
+		default:
+			r.Drop("messages[" + strconv.Itoa(i) + "].role=" + role)
+		}
+	})
+	return err
+}
+
+// readToolCalls reads an assistant message's tool calls; the arguments, a JSON text in a string,
+// become the call's Args ({} when they are not a JSON object).
+func readToolCalls(raw string) ([]convo.Part, error) {
+	switch kind(raw) {
+	case 0, 'n':
+		return nil, nil
+	case '[':
+	default:
+		return nil, notChat("messages[].tool_calls", "a list")
+	}
+	var out []convo.Part
+	var err error
+	convo.EachElement(raw, func(tc string) {
+		if err != nil {
+			return
+		}
+		if kind(tc) != '{' && kind(tc) != 'n' {
+			err = notChat("messages[].tool_calls[]", "objects")
+			return
+		}
+		var index, id, typ, fn, name, args string
+		if kind(tc) == '{' {
+			convo.FieldsOf(tc, func(k, v string) {
+				switch k {
+				case "index":
+					index = v
+				case "id":
+					id = v
+				case "type":
+					typ = v
+				case "function":
+					fn = v
+				}
+			})
+		}
+		if !is(fn, '{') {
+			err = notChat("messages[].tool_calls[].function", "an object")
+			return
+		}
+		if kind(fn) == '{' {
+			convo.FieldsOf(fn, func(k, v string) {
+				switch k {
+				case "name":
+					name = v
+				case "arguments":
+					args = v
+				}
+			})
+		}
+		for _, c := range [4]string{id, typ, name, args} {
+			if !is(c, '"') {
+				err = notChat("messages[].tool_calls[]", "strings where strings belong")
+				return
+			}
+		}
+		if !is(index, '0') || kind(index) == '0' && !isInt(index) {
+			err = notChat("messages[].tool_calls[].index", "an integer")
+			return
+		}
+		out = append(out, convo.Part{Kind: convo.PartToolCall, ID: convo.StrAt(id), Name: convo.StrAt(name),
+			Args: argsObject(args)})
+	})
+	return out, err
+}
+
+// emptyObject is the arguments of a call whose arguments are not a JSON object.
+var emptyObject = []byte("{}")
+
+// argsObject is a call's arguments string as a JSON object, {} when it holds none.
+func argsObject(raw string) []byte {
+	if kind(raw) != '"' {
+		return emptyObject
+	}
+	a := convo.StrAt(raw)
+	i := 0
+	for i < len(a) && (a[i] == ' ' || a[i] == '\t' || a[i] == '\n' || a[i] == '\r') {
+		i++
+	}
+	if i == len(a) || a[i] != '{' || !convo.Document(a, nil) {
+		return emptyObject
+	}
+	return bytesOf(a)
+}
+
+// part is one part of a content list, its fields as they stand in the JSON.
+type part struct {
+	typ                        string // unescaped
+	text, image, file, refusal string
+	cache                      string
+}
+
+// contentParts reads a content list (raw is a list). A null part reads as a part without a type;
+// ok is false when a part is not an object or a field has the wrong type (the whole content is
+// dropped then).
+func contentParts(raw string) (parts []part, ok bool) {
+	ok = true
+	convo.EachElement(raw, func(p string) {
+		switch kind(p) {
+		case '{':
+		case 'n':
+			parts = append(parts, part{})
+			return
+		default:
+			ok = false
+			return
+		}
+		var typ string
+		var c part
+		convo.FieldsOf(p, func(k, v string) {
+			switch k {
+			case "type":
+				typ = v
+			case "text":
+				c.text = v
+			case "image_url":
+				c.image = v
+			case "file":
+				c.file = v
+			case "cache_control":
+				c.cache = v
+			}
+		})
+		if !is(typ, '"') || !is(c.text, '"') || !is(c.image, '{') {
+			ok = false
+			return
+		}
+		if kind(c.image) == '{' {
+			convo.FieldsOf(c.image, func(k, v string) {
+				if (k == "url" || k == "detail") && !is(v, '"') {
+					ok = false
+				}
+			})
+		}
+		c.typ = convo.StrAt(typ)
+		parts = append(parts, c)
+	})
+	return parts, ok
+}
+
+// textPart is a text part of the model, with its cache mark.
+func textPart(text, cache string) convo.Part {
+	p := convo.Part{Kind: convo.PartText, Text: convo.TextAt(text)}
+	if kind(cache) == '{' {
+		p.Cache = bytesOf(cache)
+	}
+	return p
+}
+
+// texts reads a content that is a string or a list of text parts (a system, assistant or tool
+// message's); other parts are dropped by their type, empty texts skipped.
+func texts(r *convo.Request, raw string) []convo.Part {
+	switch kind(raw) {
+	case 0, 'n':
+		return nil
+	case '"':
+		if raw == `""` {
+			return nil
+		}
+		return []convo.Part{{Kind: convo.PartText, Text: convo.TextAt(raw)}}
+	case '[':
+	default:
+		r.Drop("messages[].content")
+		return nil
+	}
+	parts, ok := contentParts(raw)
+	if !ok {
+		r.Drop("messages[].content")
+		return nil
+	}
+	var out []convo.Part
+	for _, p := range parts {
+		switch {
+		case p.typ != "text":
+			r.Drop("messages[].content[].type=" + p.typ)
+		case kind(p.text) == '"' && p.text != `""`:
+			out = append(out, textPart(p.text, p.cache))
+		}
+	}
+	return out
+}
+
+// userParts reads a user message's content: texts, images (a data URL becomes its media type and
+// base64 data; http and https URLs stay URLs) and files (PDFs as base64 data URLs).
+func userParts(r *convo.Request, raw string) []convo.Part {
+	switch kind(raw) {
+	case 0, 'n':
+		return nil
+	case '"':
+		if raw == `""` {
+			return nil
+		}
+		return []convo.Part{{Kind: convo.PartText, Text: convo.TextAt(raw)}}
+	case '[':
+	default:
+		r.Drop("messages[].content")
+		return nil
+	}
+	in, ok := contentParts(raw)
+	if !ok {
+		r.Drop("messages[].content")
+		return nil
+	}
+	out := make([]convo.Part, 0, len(in))
+	for _, p := range in {
+		switch p.typ {
+		case "text":
+			if kind(p.text) == '"' && p.text != `""` {
+				out = append(out, textPart(p.text, p.cache))
+			}
+		case "image_url":
+			if kind(p.image) != '{' {
+				continue // no image_url object: nothing to show
+			}
+			var url, detail string
+			convo.FieldsOf(p.image, func(k, v string) {
+				switch k {
+				case "url":
+					url = convo.StrAt(v)
+				case "detail":
+					detail = convo.StrAt(v)
+				}
+			})
+			img := convo.Part{Kind: convo.PartImage, Detail: detail}
+			if kind(p.cache) == '{' {
+				img.Cache = bytesOf(p.cache)
+			}
+			if mt, data, ok := parseDataURL(url); ok {
+				img.MediaType, img.Data = mt, data
+			} else if strings.HasPrefix(url, "http://") || strings.HasPrefix(url, "https://") {
+				img.URL = url
+			} else {
+				r.Drop("messages[].content[].image_url")
+				continue
+			}
+			out = append(out, img)
+		case "file":
+			if d, ok := filePart(r, p.file); ok {
+				out = append(out, d)
+			}
+		default:
+			r.Drop("messages[].content[].type=" + p.typ)
+		}
+	}
+	return out
+}
+
+// filePart reads a file part: {"file":{"file_data":"data:application/pdf;base64,…","filename":…}}.
+// A file_id names a file stored at OpenAI, which no other provider can read: it is dropped.
+func filePart(r *convo.Request, raw string) (convo.Part, bool) {
+	var data, filename, fileID string
+	if kind(raw) == '{' {
+		convo.FieldsOf(raw, func(k, v string) {
+			if kind(v) != '"' {
+				return
+			}
+			switch k {
+			case "file_data":
+				data = convo.StrAt(v)
+			case "filename":
+				filename = convo.StrAt(v)
+			case "file_id":
+				fileID = convo.StrAt(v)
+			}
+		})
+	}
+	if mt, b64, ok := parseDataURL(data); ok {
+		return convo.Part{Kind: convo.PartDocument, MediaType: mt, Data: b64, Title: filename}, true
+	}
+	if fileID != "" {
+		r.Drop("messages[].content[].file.file_id")
+	} else {
+		r.Drop("messages[].content[].file")
+	}
+	return convo.Part{}, false
+}
+
+// parseDataURL splits "data:image/png;base64,AAAA" into its media type and payload.
+func parseDataURL(u string) (mediaType, data string, ok bool) {
+	rest, found := strings.CutPrefix(u, "data:")
+	if !found {
+		return "", "", false
+	}
+	meta, payload, found := strings.Cut(rest, ",")
+	if !found {
+		return "", "", false
+	}
+	mt, enc, _ := strings.Cut(meta, ";")
+	if enc != "base64" || mt == "" {
+		return "", "", false
+	}
+	return mt, payload, true
+}

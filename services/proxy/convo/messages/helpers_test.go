@@ -1,0 +1,73 @@
+package messages
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files from the current output")
+
+// golden compares got with the file at path, or rewrites it with -update.
+func golden(t *testing.T, path string, got []byte) {
+	t.Helper()
+	want, err := os.ReadFile(path)
+	if *update || os.IsNotExist(err) && os.Getenv("CI") != "true" {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s differs (run go test -update to accept)\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+// files are the inputs of a testdata directory.
+func files(t testing.TB, dir, ext string) map[string][]byte {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join(dir, "*"+ext))
+	if err != nil || len(names) == 0 {
+		t.Fatalf("no cases in %s", dir)
+	}
+	out := map[string][]byte{}
+	for _, n := range names {
+		b, err := os.ReadFile(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[strings.TrimSuffix(filepath.Base(n), ext)] = b
+	}
+	return out
+}
+
+// decode is a JSON document as encoding/json reads it into any.
+func decode(t testing.TB, b []byte) any {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, b)
+	}
+	return v
+}
+
+func mustJSON(v any) string {
+	b, _ := json.MarshalIndent(v, "", " ")
+	return string(b)
+}
+
+// sameJSON fails unless want and got are the same JSON value.
+func sameJSON(t *testing.T, want, got any) {
+	t.Helper()
+	if !reflect.DeepEqual(want, got) {
+		t.Fatalf("JSON differs\n--- got\n%s\n--- want\n%s", mustJSON(got), mustJSON(want))
+	}
+}

@@ -1,0 +1,793 @@
+package messages
+
+import (
+	"errors"
+	"strconv"
+
+	"switchyard/services/proxy/convo"
+)
+
+// A messages request is validated in one pass of the scanner and then walked without a second
+// validation; every text and raw value of the model is a part of the request's one copy. An agent
+// such as Claude Code sends its whole conversation, its system prompt and its tools with every
+// turn: nothing of that is unescaped, decoded into maps or copied again.
+
+// top are the top-level values of a messages request as they stand in its JSON.
+type top struct {
+	model, messages, system, maxTokens, temperature, topP, topK, stop, stream, tools, toolChoice,
+	thinking, metadata, outputConfig, outputFormat string
+}
+
+// ReadRequest reads an Anthropic messages request. A field of the wrong type is an error in the
+// words translate gave; what the model cannot hold (an unknown field, a block of a kind it does
+// not know) is named in Dropped.
+func ReadRequest(body []byte) (*convo.Request, error) {
+	s := string(body) // the one copy: every value read below is a part of it
+	if !convo.Document(s, nil) {
+		return nil, errors.New("not a messages request: the body is not a JSON object")
+	}
+	r := &convo.Request{}
+	var f top
+	convo.FieldsOf(s, func(k, v string) {
+		switch k {
+		case "model":
+			f.model = v
+		case "messages":
+			f.messages = v
+		case "system":
+			f.system = v
+		case "max_tokens":
+			f.maxTokens = v
+		case "temperature":
+			f.temperature = v
+		case "top_p":
+			f.topP = v
+		case "top_k":
+			f.topK = v
+		case "stop_sequences":
+			f.stop = v
+		case "stream":
+			f.stream = v
+		case "tools":
+			f.tools = v
+		case "tool_choice":
+			f.toolChoice = v
+		case "thinking":
+			f.thinking = v
+		case "metadata":
+			f.metadata = v
+		case "output_config":
+			f.outputConfig = v
+		case "output_format":
+			f.outputFormat = v
+		default:
+			r.Drop(k)
+		}
+	})
+	for _, c := range []struct {
+		raw, field, what string
+		kind             byte
+	}{
+		{f.model, "model", "a string", '"'},
+		{f.messages, "messages", "a list", '['},
+		{f.maxTokens, "max_tokens", "an integer", '0'},
+		{f.temperature, "temperature", "a number", '0'},
+		{f.topP, "top_p", "a number", '0'},
+		{f.topK, "top_k", "an integer", '0'},
+		{f.stop, "stop_sequences", "a list of strings", '['},
+		{f.stream, "stream", "a boolean", 't'},
+		{f.tools, "tools", "a list", '['},
+		{f.toolChoice, "tool_choice", "an object", '{'},
+		{f.thinking, "thinking", "an object", '{'},
+		{f.metadata, "metadata", "an object", '{'},
+		{f.outputConfig, "output_config", "an object", '{'},
+		{f.outputFormat, "output_format", "an object", '{'},
+	} {
+		if !is(c.raw, c.kind) {
+			return nil, notMessages(c.field, c.what)
+		}
+	}
+	for _, c := range [][2]string{{f.maxTokens, "max_tokens"}, {f.topK, "top_k"}} {
+		if kind(c[0]) == '0' {
+			if _, err := strconv.Atoi(c[0]); err != nil || !isInt(c[0]) {
+				return nil, notMessages(c[1], "an integer")
+			}
+		}
+	}
+	r.Model = convo.StrAt(f.model)
+	if kind(f.maxTokens) == '0' {
+		r.MaxTokens, _ = strconv.Atoi(f.maxTokens)
+	}
+	if kind(f.temperature) == '0' {
+		v, _ := strconv.ParseFloat(f.temperature, 64)
+		r.Temperature = &v
+	}
+	if kind(f.topP) == '0' {
+		v, _ := strconv.ParseFloat(f.topP, 64)
+		r.TopP = &v
+	}
+	if kind(f.topK) == '0' {
+		v, _ := strconv.Atoi(f.topK)
+		r.TopK = &v
+	}
+	r.Stream = f.stream == "true"
+	if err := readStop(r, f.stop); err != nil {
+		return nil, err
+	}
+	if err := readThinking(r, f.thinking); err != nil {
+		return nil, err
+	}
+	if err := readOutput(r, f.outputConfig, f.outputFormat); err != nil {
+		return nil, err
+	}
+	if err := readMetadata(r, f.metadata); err != nil {
+		return nil, err
+	}
+	if err := readToolChoice(r, f.toolChoice); err != nil {
+		return nil, err
+	}
+	if err := readTools(r, f.tools); err != nil {
+		return nil, err
+	}
+	r.System = readSystem(r, f.system)
+	if err := readMessages(r, f.messages); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// readStop reads stop_sequences (a null in the list is the empty string, as encoding/json had it).
+func readStop(r *convo.Request, raw string) error {
+	if kind(raw) != '[' {
+		return nil
+	}
+	var err error
+	convo.EachElement(raw, func(v string) {
+		switch kind(v) {
+		case '"':
+			r.Stop = append(r.Stop, convo.StrAt(v))
+		case 'n':
+			r.Stop = append(r.Stop, "")
+		default:
+			err = notMessages("stop_sequences", "a list of strings")
+		}
+	})
+	return err
+}
+
+// kindName names the kinds the fields of a messages request have.
+func kindName(k byte) string {
+	switch k {
+	case '"':
+		return "a string"
+	case '0':
+		return "a number"
+	case 't':
+		return "a boolean"
+	case '{':
+		return "an object"
+	}
+	return "a list"
+}
+
+// subFields reads the members of an object field, checking the kind of those named in kinds.
+func subFields(raw, name string, kinds map[string]byte, f func(k, v string)) error {
+	if kind(raw) != '{' {
+		return nil
+	}
+	var err error
+	convo.FieldsOf(raw, func(k, v string) {
+		if want, ok := kinds[k]; ok && err == nil && !is(v, want) {
+			err = notMessages(name+"."+k, kindName(want))
+		}
+		f(k, v)
+	})
+	return err
+}
+
+var thinkingKinds = map[string]byte{"type": '"', "budget_tokens": '0', "display": '"'}
+
+// readThinking reads thinking: enabled with a budget, or adaptive (the model decides; the effort
+// in output_config guides it).
+func readThinking(r *convo.Request, raw string) error {
+	var typ, budget, display string
+	err := subFields(raw, "thinking", thinkingKinds, func(k, v string) {
+		switch k {
+		case "type":
+			typ = v
+		case "budget_tokens":
+			budget = v
+		case "display":
+			display = v
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if kind(budget) == '0' && !isInt(budget) {
+		return notMessages("thinking.budget_tokens", "an integer")
+	}
+	if kind(raw) != '{' {
+		return nil
+	}
+	switch t := convo.StrAt(typ); t {
+	case "enabled":
+		if n := intOf(budget); n > 0 {
+			r.ThinkingBudget = int(n)
+		} else {
+			r.ThinkingBudget = 1024 // enabled without a budget: the least Anthropic accepts
+		}
+	case "adaptive":
+		r.ThinkingAdaptive = true
+	case "disabled", "":
+	default:
+		r.Drop("thinking.type=" + t)
+	}
+	if kind(display) == '"' {
+		r.Drop("thinking.display")
+	}
+	return nil
+}
+
+var outputKinds = map[string]byte{"effort": '"', "format": '{'}
+
+// readOutput reads output_config (the effort, the output format) and the older output_format.
+func readOutput(r *convo.Request, config, format string) error {
+	var effort string
+	err := subFields(config, "output_config", outputKinds, func(k, v string) {
+		switch k {
+		case "effort":
+			effort = v
+		case "format":
+			format = v
+		default:
+			r.Drop("output_config." + k)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	switch e := convo.StrAt(effort); e {
+	case "":
+	case "low", "medium", "high":
+		r.ReasoningEffort = e
+	case "xhigh", "max":
+		// Above high: the model's efforts end at high, the other formats' too.
+		r.ReasoningEffort = "high"
+	default:
+		r.Drop("output_config.effort=" + e)
+	}
+	if kind(format) != '{' {
+		return nil
+	}
+	var typ, schema string
+	err = subFields(format, "output_config.format", map[string]byte{"type": '"', "schema": '{'}, func(k, v string) {
+		switch k {
+		case "type":
+			typ = v
+		case "schema":
+			schema = v
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if t := convo.StrAt(typ); t == "json_schema" && kind(schema) == '{' {
+		r.Format = &convo.ResponseFormat{Kind: convo.FormatJSONSchema, Schema: bytesOf(schema)}
+	} else {
+		r.Drop("output_config.format")
+	}
+	return nil
+}
+
+// readMetadata keeps the metadata object and reads its user_id as the request's user.
+func readMetadata(r *convo.Request, raw string) error {
+	var userID string
+	err := subFields(raw, "metadata", map[string]byte{"user_id": '"'}, func(k, v string) {
+		if k == "user_id" {
+			userID = v
+		}
+	})
+	if err != nil || kind(raw) != '{' {
+		return err
+	}
+	r.Metadata = bytesOf(raw)
+	r.User = convo.StrAt(userID)
+	return nil
+}
+
+var choiceKinds = map[string]byte{"type": '"', "name": '"', "disable_parallel_tool_use": 't'}
+
+// readToolChoice reads tool_choice: auto, any, tool (by name) or none, and
+// disable_parallel_tool_use, which is parallel_tool_calls: false.
+func readToolChoice(r *convo.Request, raw string) error {
+	var typ, name, disable string
+	err := subFields(raw, "tool_choice", choiceKinds, func(k, v string) {
+		switch k {
+		case "type":
+			typ = v
+		case "name":
+			name = v
+		case "disable_parallel_tool_use":
+			disable = v
+		}
+	})
+	if err != nil || kind(raw) != '{' {
+		return err
+	}
+	switch t := convo.StrAt(typ); t {
+	case "auto":
+		r.ToolChoice.Mode = convo.ChoiceAuto
+	case "any":
+		r.ToolChoice.Mode = convo.ChoiceAny
+	case "none":
+		r.ToolChoice.Mode = convo.ChoiceNone
+	case "tool":
+		r.ToolChoice = convo.ToolChoice{Mode: convo.ChoiceTool, Name: convo.StrAt(name)}
+	default:
+		r.Drop("tool_choice.type=" + t)
+	}
+	switch disable {
+	case "true":
+		no := false
+		r.ParallelToolCalls = &no
+	case "false":
+		yes := true
+		r.ParallelToolCalls = &yes
+	}
+	return nil
+}
+
+// readTools reads the tools: the client's own (no type, or "custom") as functions, Anthropic's
+// (web search, code execution, bash, the text editor, computer use, …) opaque, as they came.
+func readTools(r *convo.Request, raw string) error {
+	if kind(raw) != '[' {
+		return nil
+	}
+	var err error
+	convo.EachElement(raw, func(tool string) {
+		if err != nil || kind(tool) == 'n' {
+			return
+		}
+		if kind(tool) != '{' {
+			err = notMessages("tools[]", "objects")
+			return
+		}
+		var typ, name, desc, schema, strict, cache string
+		convo.FieldsOf(tool, func(k, v string) {
+			switch k {
+			case "type":
+				typ = v
+			case "name":
+				name = v
+			case "description":
+				desc = v
+			case "input_schema":
+				schema = v
+			case "strict":
+				strict = v
+			case "cache_control":
+				cache = v
+			default:
+				if typ == "" || typ == `"custom"` { // keys ahead of type are named below
+					r.Drop("tools[]." + k)
+				}
+			}
+		})
+		for _, c := range [][2]string{{typ, "tools[].type"}, {name, "tools[].name"}, {desc, "tools[].description"}} {
+			if err == nil && !is(c[0], '"') {
+				err = notMessages(c[1], "a string")
+			}
+		}
+		if err != nil {
+			return
+		}
+		if t := convo.StrAt(typ); t != "" && t != "custom" {
+			r.Tools = append(r.Tools, convo.Tool{Kind: convo.ToolServer, Type: t, Name: convo.StrAt(name),
+				Family: "anthropic", Raw: bytesOf(tool)})
+			return
+		}
+		t := convo.Tool{Kind: convo.ToolFunction, Name: convo.StrAt(name), Description: convo.StrAt(desc)}
+		if kind(schema) == '{' {
+			t.Parameters = bytesOf(schema)
+		}
+		if kind(strict) == 't' {
+			b := strict == "true"
+			t.Strict = &b
+		}
+		if kind(cache) == '{' {
+			t.Cache = bytesOf(cache)
+		}
+		r.Tools = append(r.Tools, t)
+	})
+	return err
+}
+
+// readSystem reads the system prompt: a string, or text blocks with their cache marks.
+func readSystem(r *convo.Request, raw string) []convo.Part {
+	switch kind(raw) {
+	case 0, 'n':
+		return nil
+	case '"':
+		return []convo.Part{{Kind: convo.PartText, Text: convo.TextAt(raw)}}
+	case '[':
+	default:
+		r.Drop("system")
+		return nil
+	}
+	if !validBlocks(raw) {
+		r.Drop("system")
+		return nil
+	}
+	var parts []convo.Part
+	convo.EachElement(raw, func(v string) {
+		if kind(v) != '{' {
+			return
+		}
+		b := blockOf(v)
+		if b.typ != "text" {
+			r.Drop("system[].type=" + b.typ)
+			return
+		}
+		parts = append(parts, convo.Part{Kind: convo.PartText, Text: convo.TextAt(b.text), Cache: cacheOf(b.cache)})
+	})
+	return parts
+}
+
+// block is one content block of a messages request, its fields as they stand in the JSON.
+type block struct {
+	typ                                        string // unescaped
+	text, id, name, toolUseID, input, content  string
+	isError, thinking, signature, data, source string
+	title, cache, citations, context           string
+}
+
+// blockOf reads a content block (an object).
+func blockOf(raw string) block {
+	var b block
+	var typ string
+	convo.FieldsOf(raw, func(k, v string) {
+		switch k {
+		case "type":
+			typ = v
+		case "text":
+			b.text = v
+		case "id":
+			b.id = v
+		case "name":
+			b.name = v
+		case "tool_use_id":
+			b.toolUseID = v
+		case "input":
+			b.input = v
+		case "content":
+			b.content = v
+		case "is_error":
+			b.isError = v
+		case "thinking":
+			b.thinking = v
+		case "signature":
+			b.signature = v
+		case "data":
+			b.data = v
+		case "source":
+			b.source = v
+		case "title":
+			b.title = v
+		case "cache_control":
+			b.cache = v
+		case "citations":
+			b.citations = v
+		case "context":
+			b.context = v
+		}
+	})
+	b.typ = convo.StrAt(typ)
+	return b
+}
+
+// validBlocks reports whether a list of content blocks has the types encoding/json demanded:
+// each an object or null, its strings strings, is_error a boolean, source an object of strings
+// (or a search result's string).
+// A content that fails is dropped whole, as translate dropped it.
+func validBlocks(raw string) bool {
+	ok := true
+	convo.EachElement(raw, func(v string) {
+		switch kind(v) {
+		case 'n':
+			return
+		case '{':
+		default:
+			ok = false
+			return
+		}
+		convo.FieldsOf(v, func(k, v string) {
+			switch k {
+			case "type", "text", "id", "name", "tool_use_id", "thinking", "signature", "data", "title":
+				ok = ok && is(v, '"')
+			case "is_error":
+				ok = ok && is(v, 't')
+			case "source":
+				// An image's or a document's source is an object of strings; a search
+				// result's is a string.
+				ok = ok && (is(v, '{') && validSource(v) || kind(v) == '"')
+			}
+		})
+	})
+	return ok
+}
+
+// validSource reports whether a source's fields are strings (or null).
+func validSource(raw string) bool {
+	if kind(raw) != '{' {
+		return true
+	}
+	good := true
+	convo.FieldsOf(raw, func(k, v string) {
+		switch k {
+		case "type", "media_type", "data", "url", "file_id":
+			good = good && is(v, '"')
+		}
+	})
+	return good
+}
+
+func cacheOf(raw string) []byte {
+	if kind(raw) != '{' {
+		return nil
+	}
+	return bytesOf(raw)
+}
+
+// readMessages reads the conversation. A user turn's tool results become a RoleTool message
+// (the runs of them, in order, around the runs of other blocks); a system message in the middle
+// of the conversation (Claude Code's mid-conversation-system beta) stays where it was.
+func readMessages(r *convo.Request, raw string) error {
+	if kind(raw) != '[' {
+		return nil
+	}
+	i := -1
+	bad := false
+	convo.EachElement(raw, func(m string) {
+		i++
+		if bad {
+			return
+		}
+		if kind(m) != '{' && kind(m) != 'n' {
+			bad = true
+			return
+		}
+		var role, content string
+		if kind(m) == '{' {
+			convo.FieldsOf(m, func(k, v string) {
+				switch k {
+				case "role":
+					role = v
+				case "content":
+					content = v
+				}
+			})
+		}
+		if !is(role, '"') {
+			bad = true
+			return
+		}
+		switch kind(content) {
+		case '"':
+		case '[':
+			if validBlocks(content) {
+				break
+			}
+			fallthrough
+		default:
+			r.Drop("messages[" + strconv.Itoa(i) + "].content")
+			return
+		}
+		switch rl := convo.StrAt(role); rl {
+		case "user":
+			readUser(r, content)
+		case "assistant":
+			if parts := readParts(r, content, convo.RoleAssistant); len(parts) > 0 {
+				r.Messages = append(r.Messages, convo.Message{Role: convo.RoleAssistant, Parts: parts})
+			}
+		case "system":
+			if parts := readParts(r, content, convo.RoleSystem); len(parts) > 0 {
+				r.Messages = append(r.Messages, convo.Message{Role: convo.RoleSystem, Parts: parts})
+			}
+		default:
+			r.Drop("messages[" + strconv.Itoa(i) + "].role=" + rl)
+		}
+	})
+	if bad {
+		return notMessages("messages[]", "objects with a string role")
+	}
+	return nil
+}
+
+// readUser reads a user turn: its runs of tool results as RoleTool messages, the rest as RoleUser
+// messages, in the order they came.
+func readUser(r *convo.Request, content string) {
+	if kind(content) == '"' {
+		r.Messages = append(r.Messages, convo.Message{Role: convo.RoleUser, Parts: []convo.Part{{Kind: convo.PartText, Text: convo.TextAt(content)}}})
+		return
+	}
+	first := len(r.Messages)
+	convo.EachElement(content, func(v string) {
+		if kind(v) != '{' {
+			return
+		}
+		b := blockOf(v)
+		role := convo.RoleUser
+		var p convo.Part
+		if b.typ == "tool_result" {
+			role, p = convo.RoleTool, toolResult(r, b)
+		} else if !partOf(r, b, convo.RoleUser, &p) {
+			return
+		}
+		if n := len(r.Messages); n > first && r.Messages[n-1].Role == role {
+			r.Messages[n-1].Parts = append(r.Messages[n-1].Parts, p)
+			return
+		}
+		r.Messages = append(r.Messages, convo.Message{Role: role, Parts: []convo.Part{p}})
+	})
+}
+
+// readParts reads an assistant or system turn's content: a string or a list of blocks.
+func readParts(r *convo.Request, content string, role convo.Role) []convo.Part {
+	if kind(content) == '"' {
+		return []convo.Part{{Kind: convo.PartText, Text: convo.TextAt(content)}}
+	}
+	var parts []convo.Part
+	convo.EachElement(content, func(v string) {
+		if kind(v) != '{' {
+			return
+		}
+		var p convo.Part
+		if partOf(r, blockOf(v), role, &p) {
+			parts = append(parts, p)
+		}
+	})
+	return parts
+}
+
+// allowed reports whether a block of type typ belongs in a turn of role (a tool result is read
+// apart, by readUser).
+func allowed(typ string, role convo.Role) bool {
+	switch typ {
+	case "text":
+		return true
+	case "image", "document":
+		return role == convo.RoleUser
+	case "tool_use", "thinking", "redacted_thinking":
+		return role == convo.RoleAssistant
+	}
+	return false
+}
+
+// partOf reads a content block of a turn of role into p; false when the model has no part for
+// it (the block is named in Dropped).
+func partOf(r *convo.Request, b block, role convo.Role, p *convo.Part) bool {
+	return partAt(r, b, role, p, "messages[].content[]")
+}
+
+// partAt is partOf with the path drops are named by.
+func partAt(r *convo.Request, b block, role convo.Role, p *convo.Part, at string) bool {
+	if !allowed(b.typ, role) {
+		r.Drop(at + ".type=" + b.typ)
+		return false
+	}
+	if kind(b.citations) != 0 && kind(b.citations) != 'n' {
+		r.Drop(at + ".citations")
+	}
+	*p = convo.Part{Cache: cacheOf(b.cache)}
+	switch b.typ {
+	case "text":
+		p.Kind, p.Text = convo.PartText, convo.TextAt(b.text)
+	case "image":
+		p.Kind = convo.PartImage
+		typ, mediaType, data, url := sourceOf(b.source)
+		switch typ {
+		case "base64":
+			p.MediaType, p.Data = mediaType, data
+		case "url":
+			p.URL = url
+		default:
+			r.Drop(at + ".source")
+			return false
+		}
+	case "document":
+		p.Kind, p.Title = convo.PartDocument, convo.StrAt(b.title)
+		typ, mediaType, data, url := sourceOf(b.source)
+		switch typ {
+		case "base64":
+			p.MediaType, p.Data = mediaType, data
+		case "url":
+			p.URL = url
+		case "text":
+			p.MediaType, p.Text = mediaType, textOfSource(b.source)
+			if p.MediaType == "" {
+				p.MediaType = "text/plain"
+			}
+		default:
+			r.Drop(at + ".source")
+			return false
+		}
+		if kind(b.context) == '"' {
+			r.Drop(at + ".context")
+		}
+	case "tool_use":
+		p.Kind, p.ID, p.Name = convo.PartToolCall, convo.StrAt(b.id), convo.StrAt(b.name)
+		if kind(b.input) == '{' {
+			p.Args = bytesOf(b.input)
+		} else {
+			p.Args = []byte("{}")
+		}
+	case "thinking":
+		p.Kind, p.Text, p.Signature = convo.PartThinking, convo.TextAt(b.thinking), convo.StrAt(b.signature)
+	case "redacted_thinking":
+		p.Kind, p.Encrypted, p.Redacted = convo.PartThinking, convo.StrAt(b.data), true
+	}
+	return true
+}
+
+// sourceOf reads an image's or a document's source.
+func sourceOf(raw string) (typ, mediaType, data, url string) {
+	if kind(raw) != '{' {
+		return "", "", "", ""
+	}
+	convo.FieldsOf(raw, func(k, v string) {
+		switch k {
+		case "type":
+			typ = convo.StrAt(v)
+		case "media_type":
+			mediaType = convo.StrAt(v)
+		case "data":
+			data = convo.StrAt(v)
+		case "url":
+			url = convo.StrAt(v)
+		}
+	})
+	return typ, mediaType, data, url
+}
+
+// textOfSource is a plain-text document's data as Text.
+func textOfSource(raw string) convo.Text {
+	var t convo.Text
+	convo.FieldsOf(raw, func(k, v string) {
+		if k == "data" {
+			t = convo.TextAt(v)
+		}
+	})
+	return t
+}
+
+// toolResult reads a tool_result block: its content a string or a list of text, image and
+// document blocks.
+func toolResult(r *convo.Request, b block) convo.Part {
+	p := convo.Part{Kind: convo.PartToolResult, ID: convo.StrAt(b.toolUseID), IsError: b.isError == "true", Cache: cacheOf(b.cache)}
+	switch kind(b.content) {
+	case 0, 'n':
+	case '"':
+		p.Content = []convo.Part{{Kind: convo.PartText, Text: convo.TextAt(b.content)}}
+	case '[':
+		if !validBlocks(b.content) {
+			r.Drop("messages[].content[].content")
+			break
+		}
+		convo.EachElement(b.content, func(v string) {
+			if kind(v) != '{' {
+				return
+			}
+			var c convo.Part
+			if partAt(r, blockOf(v), convo.RoleUser, &c, "messages[].content[].content[]") {
+				p.Content = append(p.Content, c)
+			}
+		})
+		if p.Content == nil {
+			p.Content = []convo.Part{} // a list with nothing the model holds is not no content
+		}
+	default:
+		r.Drop("messages[].content[].content")
+	}
+	return p
+}

@@ -1,0 +1,703 @@
+package responses
+
+import (
+	"strconv"
+
+	"switchyard/services/proxy/convo"
+)
+
+// A Responses request is validated in one pass of the scanner and then walked with the
+// scanner's walkers, which only look for where each value ends: a coding agent sends its whole
+// conversation, its tools and their schemas with every turn, and the texts keep the escaped form
+// they had in the client's JSON (convo.Text) all the way to the request written upstream.
+
+// fields are the top-level values of a Responses request as they stand in its JSON ("" when
+// absent).
+type fields struct {
+	model, input, instructions, tools, toolChoice, parallel, maxOut, temperature, topP,
+	reasoning, stream, text, user, metadata, store, include, previous, truncation, serviceTier string
+}
+
+// ReadRequest reads a Responses request. A field of the wrong type is an error in translate's
+// words; what the model cannot carry is named in Dropped.
+func ReadRequest(body []byte) (*convo.Request, error) {
+	s := string(body) // the one copy: every text read below is a part of it
+	if !convo.Document(s, nil) {
+		return nil, errNotObject
+	}
+	r := &convo.Request{}
+	var f fields
+	convo.FieldsOf(s, func(k, raw string) {
+		switch k {
+		case "model":
+			f.model = raw
+		case "input":
+			f.input = raw
+		case "instructions":
+			f.instructions = raw
+		case "tools":
+			f.tools = raw
+		case "tool_choice":
+			f.toolChoice = raw
+		case "parallel_tool_calls":
+			f.parallel = raw
+		case "max_output_tokens":
+			f.maxOut = raw
+		case "temperature":
+			f.temperature = raw
+		case "top_p":
+			f.topP = raw
+		case "reasoning":
+			f.reasoning = raw
+		case "stream":
+			f.stream = raw
+		case "text":
+			f.text = raw
+		case "user":
+			f.user = raw
+		case "metadata":
+			f.metadata = raw
+		case "store":
+			f.store = raw
+		case "include":
+			f.include = raw
+		case "previous_response_id":
+			f.previous = raw
+		case "truncation":
+			f.truncation = raw
+		case "service_tier":
+			f.serviceTier = raw
+		case "prompt_cache_key":
+			// Nothing to carry: it only steers a provider's prompt cache, which the gateway's
+			// routing already keeps warm.
+		default:
+			r.Drop(k)
+		}
+	})
+	for _, c := range []struct {
+		raw, field, what string
+		kinds            []byte
+	}{
+		{f.model, "model", "a string", []byte{'"'}},
+		{f.instructions, "instructions", "a string", []byte{'"'}},
+		{f.tools, "tools", "a list", []byte{'['}},
+		{f.parallel, "parallel_tool_calls", "a boolean", []byte{'t'}},
+		{f.maxOut, "max_output_tokens", "an integer", []byte{'0'}},
+		{f.temperature, "temperature", "a number", []byte{'0'}},
+		{f.topP, "top_p", "a number", []byte{'0'}},
+		{f.reasoning, "reasoning", "an object", []byte{'{'}},
+		{f.stream, "stream", "a boolean", []byte{'t'}},
+		{f.text, "text", "an object", []byte{'{'}},
+		{f.user, "user", "a string", []byte{'"'}},
+	} {
+		if !is(c.raw, c.kinds...) {
+			return nil, typeError(c.field, c.what)
+		}
+	}
+	if kind(f.maxOut) == '0' {
+		n, err := strconv.Atoi(f.maxOut)
+		if err != nil || !isInt(f.maxOut) {
+			return nil, typeError("max_output_tokens", "an integer")
+		}
+		r.MaxTokens = n
+	}
+	if kind(f.reasoning) == '{' {
+		var bad bool
+		convo.FieldsOf(f.reasoning, func(k, raw string) {
+			switch k {
+			case "effort":
+				bad = !is(raw, '"')
+				if kind(raw) == '"' {
+					r.ReasoningEffort = convo.StrAt(raw)
+				}
+			case "summary", "generate_summary":
+				if kind(raw) == '"' {
+					r.ReasoningSummary = convo.StrAt(raw)
+				}
+			}
+		})
+		if bad {
+			return nil, typeError("reasoning.effort", "a string")
+		}
+	}
+	var err error
+	if r.Tools, err = readTools(f.tools, r, false); err != nil {
+		return nil, err
+	}
+
+	if kind(f.model) == '"' {
+		r.Model = convo.StrAt(f.model)
+	}
+	if kind(f.instructions) == '"' && f.instructions != `""` {
+		r.System = append(r.System, convo.Part{Kind: convo.PartText, Text: convo.TextAt(f.instructions), Name: instructionsName})
+	}
+	rd := &reader{r: r, leading: true}
+	switch kind(f.input) {
+	case '"':
+		r.Messages = append(r.Messages, convo.Message{Role: convo.RoleUser,
+			Parts: []convo.Part{{Kind: convo.PartText, Text: convo.TextAt(f.input)}}})
+	case 0, 'n':
+	case '[':
+		if !rd.items(f.input) {
+			return nil, errInput
+		}
+	default:
+		return nil, errInput
+	}
+
+	r.ToolChoice = readToolChoice(f.toolChoice, r)
+	if kind(f.parallel) == 't' {
+		b := f.parallel == "true"
+		r.ParallelToolCalls = &b
+	}
+	r.Temperature, r.TopP = number(f.temperature), number(f.topP)
+	r.Stream = f.stream == "true"
+	if kind(f.text) == '{' {
+		readText(f.text, r)
+	}
+	if kind(f.user) == '"' {
+		r.User = convo.StrAt(f.user)
+	}
+	if k := kind(f.metadata); k != 0 && k != 'n' {
+		r.Metadata = []byte(f.metadata)
+	}
+	if kind(f.store) == 't' {
+		b := f.store == "true"
+		r.Store = &b
+	}
+	if kind(f.include) == '[' {
+		convo.EachElement(f.include, func(v string) {
+			if kind(v) == '"' {
+				r.Include = append(r.Include, convo.StrAt(v))
+			}
+		})
+	}
+	if kind(f.previous) == '"' {
+		r.PreviousResponseID = convo.StrAt(f.previous)
+	}
+	if kind(f.truncation) == '"' {
+		r.Truncation = convo.StrAt(f.truncation)
+	}
+	if kind(f.serviceTier) == '"' {
+		r.ServiceTier = convo.StrAt(f.serviceTier)
+	}
+	return r, nil
+}
+
+// number is a JSON number, nil when raw is none.
+func number(raw string) *float64 {
+	if kind(raw) != '0' {
+		return nil
+	}
+	n, err := strconv.ParseFloat(raw, 64)
+	if err != nil {
+		return nil
+	}
+	return &n
+}
+
+// readTools reads the tools: functions, namespaces of functions, and the provider's own tools
+// (web_search, file_search, custom, …), which are kept whole for a Responses upstream.
+func readTools(raw string, r *convo.Request, inNamespace bool) ([]convo.Tool, error) {
+	if kind(raw) != '[' {
+		return nil, nil
+	}
+	var tools []convo.Tool
+	var err error
+	convo.EachElement(raw, func(tool string) {
+		if err != nil {
+			return
+		}
+		switch kind(tool) {
+		case 'n':
+			r.Drop("tools[].type=")
+			return
+		case '{':
+		default:
+			err = typeError("tools[]", "an object")
+			return
+		}
+		var typ, name, desc, params, strict, members string
+		convo.FieldsOf(tool, func(k, v string) {
+			switch k {
+			case "type":
+				typ = v
+			case "name":
+				name = v
+			case "description":
+				desc = v
+			case "parameters":
+				params = v
+			case "strict":
+				strict = v
+			case "tools":
+				members = v
+			}
+		})
+		for _, c := range [][2]string{{typ, "tools[].type"}, {name, "tools[].name"}, {desc, "tools[].description"}} {
+			if !is(c[0], '"') {
+				err = typeError(c[1], "a string")
+				return
+			}
+		}
+		t := convo.Tool{Name: convo.StrAt(name), Description: convo.StrAt(desc)}
+		switch typ := convo.StrAt(typ); typ {
+		case "function":
+			t.Kind = convo.ToolFunction
+			if k := kind(params); k != 0 && k != 'n' {
+				t.Parameters = []byte(params)
+			}
+			if kind(strict) == 't' {
+				b := strict == "true"
+				t.Strict = &b
+			}
+		case "namespace":
+			if inNamespace {
+				r.Drop("tools[].tools[].type=namespace")
+				return
+			}
+			t.Kind = convo.ToolNamespace
+			if t.Tools, err = readTools(members, r, true); err != nil {
+				return
+			}
+		case "":
+			r.Drop("tools[].type=")
+			return
+		default:
+			t.Kind, t.Type, t.Family, t.Raw = convo.ToolServer, typ, "openai", []byte(tool)
+		}
+		tools = append(tools, t)
+	})
+	return tools, err
+}
+
+// readToolChoice reads tool_choice: "auto", "none", "required" or a function by name; the
+// other choices (allowed_tools, a hosted tool) are dropped.
+func readToolChoice(raw string, r *convo.Request) convo.ToolChoice {
+	switch kind(raw) {
+	case 0, 'n':
+		return convo.ToolChoice{}
+	case '"':
+		switch convo.StrAt(raw) {
+		case "auto":
+			return convo.ToolChoice{Mode: convo.ChoiceAuto}
+		case "none":
+			return convo.ToolChoice{Mode: convo.ChoiceNone}
+		case "required":
+			return convo.ToolChoice{Mode: convo.ChoiceAny}
+		}
+	case '{':
+		var typ, name string
+		convo.FieldsOf(raw, func(k, v string) {
+			switch k {
+			case "type":
+				typ = v
+			case "name":
+				name = v
+			}
+		})
+		if kind(typ) == '"' && convo.StrAt(typ) == "function" && kind(name) == '"' && name != `""` {
+			return convo.ToolChoice{Mode: convo.ChoiceTool, Name: convo.StrAt(name)}
+		}
+	}
+	r.Drop("tool_choice")
+	return convo.ToolChoice{}
+}
+
+// readText reads text.format (the output format); text.verbosity has no place in the model.
+func readText(raw string, r *convo.Request) {
+	convo.FieldsOf(raw, func(k, v string) {
+		switch k {
+		case "format":
+			if kind(v) == '{' {
+				r.Format = readFormat(v)
+			}
+		case "verbosity":
+			if kind(v) != 'n' {
+				r.Drop("text.verbosity")
+			}
+		}
+	})
+}
+
+// readFormat reads a text.format object; a field of the wrong type leaves no format (as
+// translate's decoding did).
+func readFormat(raw string) *convo.ResponseFormat {
+	var typ, name, schema, strict, desc string
+	convo.FieldsOf(raw, func(k, v string) {
+		switch k {
+		case "type":
+			typ = v
+		case "name":
+			name = v
+		case "schema":
+			schema = v
+		case "strict":
+			strict = v
+		case "description":
+			desc = v
+		}
+	})
+	if !is(typ, '"') || !is(name, '"') || !is(strict, 't') || !is(desc, '"') {
+		return nil
+	}
+	switch convo.StrAt(typ) {
+	case "json_object":
+		return &convo.ResponseFormat{Kind: convo.FormatJSONObject}
+	case "json_schema":
+		f := &convo.ResponseFormat{Kind: convo.FormatJSONSchema, Name: convo.StrAt(name), Description: convo.StrAt(desc)}
+		if k := kind(schema); k != 0 && k != 'n' {
+			f.Schema = []byte(schema)
+		}
+		if kind(strict) == 't' {
+			b := strict == "true"
+			f.Strict = &b
+		}
+		return f
+	}
+	return nil
+}
+
+// reader reads the input items into messages.
+type reader struct {
+	r *convo.Request
+	// leading: no item but system and developer messages yet; those go to Request.System.
+	leading bool
+}
+
+// items reads the input items; it reports false when the input is not a list of items.
+func (rd *reader) items(input string) bool {
+	good := true
+	convo.EachElement(input, func(it string) {
+		switch kind(it) {
+		case '{':
+			good = good && rd.item(it)
+		case 'n':
+			good = good && rd.item("{}")
+		default:
+			good = false
+		}
+	})
+	return good
+}
+
+// last is the last message when it has the role, else nil.
+func (rd *reader) last(role convo.Role) *convo.Message {
+	if n := len(rd.r.Messages); n > 0 && rd.r.Messages[n-1].Role == role {
+		return &rd.r.Messages[n-1]
+	}
+	return nil
+}
+
+// add appends a message and returns it.
+func (rd *reader) add(role convo.Role) *convo.Message {
+	rd.r.Messages = append(rd.r.Messages, convo.Message{Role: role})
+	return &rd.r.Messages[len(rd.r.Messages)-1]
+}
+
+// turn is the assistant message an item of the assistant's joins: the one before it (one turn
+// of the model is several items: reasoning, a message, function calls), or a new one. A message
+// item starts a new turn unless the one before holds only reasoning.
+func (rd *reader) turn(message bool) *convo.Message {
+	m := rd.last(convo.RoleAssistant)
+	if m != nil && message {
+		for _, p := range m.Parts {
+			if p.Kind != convo.PartThinking {
+				m = nil
+				break
+			}
+		}
+	}
+	if m == nil {
+		m = rd.add(convo.RoleAssistant)
+	}
+	return m
+}
+
+// item reads one input item; it reports false when a field has the wrong type.
+func (rd *reader) item(it string) bool {
+	var typ, role, callID, name, args, content, output, id, namespace, summary, encrypted string
+	convo.FieldsOf(it, func(k, v string) {
+		switch k {
+		case "type":
+			typ = v
+		case "role":
+			role = v
+		case "call_id":
+			callID = v
+		case "name":
+			name = v
+		case "arguments":
+			args = v
+		case "content":
+			content = v
+		case "output":
+			output = v
+		case "id":
+			id = v
+		case "namespace":
+			namespace = v
+		case "summary":
+			summary = v
+		case "encrypted_content":
+			encrypted = v
+		}
+	})
+	for _, v := range []string{typ, role, callID, name, args} {
+		if !is(v, '"') {
+			return false
+		}
+	}
+	r := rd.r
+	t := convo.StrAt(typ)
+	system := (t == "" || t == "message") && (convo.StrAt(role) == "system" || convo.StrAt(role) == "developer")
+	if !system {
+		rd.leading = false
+	}
+	switch t {
+	case "", "message":
+		switch convo.StrAt(role) {
+		case "assistant":
+			parts := rd.parts(content, textParts)
+			if len(parts) > 0 {
+				m := rd.turn(true)
+				m.Parts = append(m.Parts, parts...)
+			}
+		case "system", "developer":
+			parts := rd.parts(content, textParts)
+			switch {
+			case len(parts) == 0:
+			case rd.leading:
+				r.System = append(r.System, parts...)
+			default:
+				rd.add(convo.RoleSystem).Parts = parts
+			}
+		default:
+			if parts := rd.parts(content, userParts); len(parts) > 0 {
+				rd.add(convo.RoleUser).Parts = parts
+			}
+		}
+	case "function_call":
+		p := convo.Part{Kind: convo.PartToolCall, ID: convo.StrAt(callID), Name: convo.StrAt(name), Args: arguments(args)}
+		if kind(namespace) == '"' {
+			p.Namespace = convo.StrAt(namespace)
+		}
+		m := rd.turn(false)
+		m.Parts = append(m.Parts, p)
+	case "function_call_output":
+		p := convo.Part{Kind: convo.PartToolResult, ID: convo.StrAt(callID)}
+		if kind(output) == '"' {
+			p.Content = []convo.Part{{Kind: convo.PartText, Text: convo.TextAt(output)}}
+		} else {
+			p.Content = rd.parts(output, outputParts)
+		}
+		m := rd.last(convo.RoleTool)
+		if m == nil {
+			m = rd.add(convo.RoleTool)
+		}
+		m.Parts = append(m.Parts, p)
+	case "reasoning":
+		p := convo.Part{Kind: convo.PartThinking, Text: reasoningText(summary)}
+		if p.Text == "" {
+			p.Text = reasoningText(content)
+		}
+		if kind(id) == '"' {
+			p.ID = convo.StrAt(id)
+		}
+		if kind(encrypted) == '"' {
+			p.Encrypted = convo.StrAt(encrypted)
+		}
+		m := rd.turn(false)
+		m.Parts = append(m.Parts, p)
+	default:
+		r.Drop("input[].type=" + t)
+	}
+	return true
+}
+
+// arguments is a function call's arguments string as the JSON object it holds; anything else
+// reads as {} (the model's tool calls carry objects).
+func arguments(raw string) []byte {
+	if kind(raw) != '"' {
+		return []byte("{}")
+	}
+	a := convo.StrAt(raw)
+	if !convo.Document(a, nil) {
+		return []byte("{}")
+	}
+	return []byte(a)
+}
+
+// reasoningText joins the texts of a reasoning item's summary (or content) parts, a blank line
+// apart.
+func reasoningText(raw string) convo.Text {
+	if kind(raw) != '[' {
+		return ""
+	}
+	var t convo.Text
+	n := 0
+	convo.EachElement(raw, func(p string) {
+		if kind(p) != '{' {
+			return
+		}
+		var text string
+		convo.FieldsOf(p, func(k, v string) {
+			if k == "text" {
+				text = v
+			}
+		})
+		if kind(text) != '"' {
+			return
+		}
+		if n++; n > 1 {
+			t += `\n\n`
+		}
+		t += convo.TextAt(text)
+	})
+	return t
+}
+
+// What a content list may hold where it is read.
+type partSet uint8
+
+const (
+	// textParts: an assistant's or a system message's texts.
+	textParts partSet = iota
+	// userParts: a user's texts, images and files.
+	userParts
+	// outputParts: a function call output's texts, images and files.
+	outputParts
+)
+
+// contentPart is one part of a content list as it stands in the JSON.
+type contentPart struct {
+	typ, text, refusal, image, detail, fileID, fileData, fileURL, filename string
+}
+
+// parts reads a message's content (a string or a list of parts). A part of the wrong shape
+// drops the whole content (encoding/json refused the list, and translate with it).
+func (rd *reader) parts(raw string, set partSet) []convo.Part {
+	switch kind(raw) {
+	case '"':
+		if set == textParts && raw == `""` {
+			return nil
+		}
+		return []convo.Part{{Kind: convo.PartText, Text: convo.TextAt(raw)}}
+	case 0, 'n':
+		if set == outputParts {
+			return []convo.Part{{Kind: convo.PartText}}
+		}
+		return nil
+	case '[':
+	default:
+		rd.r.Drop("input[].content")
+		if set == textParts {
+			return nil
+		}
+		return []convo.Part{{Kind: convo.PartText}}
+	}
+	var in []contentPart
+	ok := true
+	convo.EachElement(raw, func(p string) {
+		switch kind(p) {
+		case '{':
+		case 'n':
+			in = append(in, contentPart{})
+			return
+		default:
+			ok = false
+			return
+		}
+		var c contentPart
+		convo.FieldsOf(p, func(k, v string) {
+			switch k {
+			case "type":
+				c.typ = v
+			case "text":
+				c.text = v
+			case "refusal":
+				c.refusal = v
+			case "image_url":
+				c.image = v
+			case "detail":
+				c.detail = v
+			case "file_id":
+				c.fileID = v
+			case "file_data":
+				c.fileData = v
+			case "file_url":
+				c.fileURL = v
+			case "filename":
+				c.filename = v
+			}
+		})
+		if !is(c.typ, '"') || !is(c.text, '"') || !is(c.detail, '"') {
+			ok = false
+			return
+		}
+		c.typ = convo.StrAt(c.typ)
+		in = append(in, c)
+	})
+	if !ok {
+		rd.r.Drop("input[].content")
+		if set == textParts {
+			return nil
+		}
+		return []convo.Part{{Kind: convo.PartText}}
+	}
+	out := make([]convo.Part, 0, len(in))
+	for _, c := range in {
+		switch {
+		case c.typ == "input_text" || c.typ == "text" || set != userParts && c.typ == "output_text":
+			if set == textParts && (c.text == "" || c.text == `""` || c.text == "null") {
+				continue
+			}
+			out = append(out, convo.Part{Kind: convo.PartText, Text: convo.TextAt(c.text)})
+		case c.typ == "refusal" && set == textParts:
+			if t := convo.TextAt(c.refusal); t != "" {
+				out = append(out, convo.Part{Kind: convo.PartText, Text: t})
+			} else if t := convo.TextAt(c.text); t != "" {
+				out = append(out, convo.Part{Kind: convo.PartText, Text: t})
+			}
+		case c.typ == "input_image" && set != textParts:
+			if kind(c.image) != '"' || c.image == `""` {
+				rd.r.Drop("input[].content[].file_id")
+				continue
+			}
+			p := convo.Part{Kind: convo.PartImage, Detail: convo.StrAt(c.detail)}
+			u := convo.StrAt(c.image)
+			if mt, data, ok := parseDataURL(u); ok {
+				p.MediaType, p.Data = mt, data
+			} else {
+				p.URL = u
+			}
+			out = append(out, p)
+		case c.typ == "input_file" && set != textParts:
+			p := convo.Part{Kind: convo.PartDocument}
+			if kind(c.filename) == '"' {
+				p.Title = convo.StrAt(c.filename)
+			}
+			switch {
+			case kind(c.fileData) == '"' && c.fileData != `""`:
+				d := convo.StrAt(c.fileData)
+				if mt, data, ok := parseDataURL(d); ok {
+					p.MediaType, p.Data = mt, data
+				} else {
+					p.MediaType, p.Data = "application/pdf", d
+				}
+			case kind(c.fileURL) == '"' && c.fileURL != `""`:
+				p.URL = convo.StrAt(c.fileURL)
+			default:
+				rd.r.Drop("input[].content[].file_id")
+				continue
+			}
+			out = append(out, p)
+		default:
+			rd.r.Drop("input[].content[].type=" + c.typ)
+		}
+	}
+	if len(out) == 0 && set == outputParts {
+		out = append(out, convo.Part{Kind: convo.PartText})
+	}
+	return out
+}
