@@ -30,7 +30,9 @@ var emptySchema = []byte(`{"type":"object","properties":{}}`)
 
 // AppendRequest writes r as a chat completions request for an upstream described by t. A
 // streamed request always asks for the usage chunk (stream_options.include_usage), so the
-// gateway can count what the answer cost whatever the client asked.
+// gateway can count what the answer cost whatever the client asked. What chat completions
+// cannot carry is added to r.Dropped (once a name): one request is written by one goroutine at a
+// time.
 func AppendRequest(dst []byte, r *convo.Request, t convo.Target) ([]byte, error) {
 	o := convo.NewObj(slices.Grow(dst, sizeOf(r)))
 	o.Str("model", r.Model)
