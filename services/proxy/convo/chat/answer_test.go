@@ -166,3 +166,17 @@ func TestAppendAnswerFromEvents(t *testing.T) {
 		}
 	}
 }
+
+// A whole answer cut short is an answer with its finish reason, not an error.
+func TestAppendAnswerCutShort(t *testing.T) {
+	evs := []convo.Event{{Kind: convo.EvStart, ID: "resp_1", Model: "m"},
+		{Kind: convo.EvBlockStart, Index: 0, Block: convo.BlockText}, {Kind: convo.EvDelta, Index: 0, Text: "Once"},
+		{Kind: convo.EvBlockStop, Index: 0},
+		{Kind: convo.EvError, Err: &convo.Error{Incomplete: true, Reason: "max_output_tokens"}}}
+	out, err := AppendAnswer(nil, &convo.Request{}, evs, 1)
+	want := `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"Once"},` +
+		`"finish_reason":"length"}],"usage":{"prompt_tokens":0,"completion_tokens":0,"total_tokens":0}}`
+	if err != nil || string(out) != want {
+		t.Fatalf("wrote %s (%v)\nwant %s", out, err, want)
+	}
+}

@@ -12,7 +12,9 @@ import (
 // message's content, the thinking as its reasoning_content, the tool calls (a namespace's under
 // their flat names) with their arguments, the finish reason and the usage. created is the
 // completion's timestamp. An answer that ended in an Error event is written as OpenAI's error
-// object ({"error":{message,type,code,param}}), for the caller to send with an error status.
+// object ({"error":{message,type,code,param}}), for the caller to send with an error status; one
+// the upstream cut short (Responses' response.incomplete at the token limit or by a content
+// filter) is an answer with finish_reason length or content_filter.
 func AppendAnswer(dst []byte, r *convo.Request, evs []convo.Event, created int64) ([]byte, error) {
 	var id, model string
 	var usage convo.Usage
@@ -44,6 +46,10 @@ func AppendAnswer(dst []byte, r *convo.Request, evs []convo.Event, created int64
 		case convo.EvStop:
 			stop = e.Stop
 		case convo.EvError:
+			if f := cutShort(e.Err); f != "" {
+				stop = stopOf(f) // an answer cut short is an answer, as chat says it
+				continue
+			}
 			return appendError(dst, e.Err), nil
 		}
 	}

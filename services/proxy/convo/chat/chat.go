@@ -105,6 +105,22 @@ func finishOf(s convo.StopReason) string {
 	return "stop" // end of turn, a stop sequence, a paused turn
 }
 
+// cutShort is the finish reason of an answer the upstream cut short (Responses'
+// response.incomplete): chat completions say that with finish_reason length or content_filter,
+// not with an error, and their clients keep the answer so far. "" when e is another error.
+func cutShort(e *convo.Error) string {
+	if e == nil || !e.Incomplete {
+		return ""
+	}
+	switch e.Reason {
+	case "max_output_tokens", "max_tokens":
+		return "length"
+	case "content_filter":
+		return "content_filter"
+	}
+	return ""
+}
+
 // openAITypeOf is an error type in OpenAI's words. The model keeps OpenAI's words already; the
 // Anthropic ones a reader may have left are mapped as the gateway always has (what OpenAI's SDKs
 // know), and an error without a type is a server error.

@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,7 +30,9 @@ var emptySchema = []byte(`{"type":"object","properties":{}}`)
 
 // AppendRequest writes r as a chat completions request for an upstream described by t. A
 // streamed request always asks for the usage chunk (stream_options.include_usage), so the
-// gateway can count what the answer cost whatever the client asked.
+// gateway can count what the answer cost whatever the client asked. What chat completions
+// cannot carry is added to r.Dropped (once a name): one request is written by one goroutine at a
+// time.
 func AppendRequest(dst []byte, r *convo.Request, t convo.Target) ([]byte, error) {
 	o := convo.NewObj(slices.Grow(dst, sizeOf(r)))
 	o.Str("model", r.Model)
@@ -58,14 +61,8 @@ func AppendRequest(dst []byte, r *convo.Request, t convo.Target) ([]byte, error)
 			o.Int("max_tokens", int64(r.MaxTokens))
 		}
 	}
-	if r.Temperature != nil {
-		o.Key("temperature")
-		o.B = strconv.AppendFloat(o.B, *r.Temperature, 'g', -1, 64)
-	}
-	if r.TopP != nil {
-		o.Key("top_p")
-		o.B = strconv.AppendFloat(o.B, *r.TopP, 'g', -1, 64)
-	}
+	appendFloat(o, "temperature", r.Temperature)
+	appendFloat(o, "top_p", r.TopP)
 	if r.TopK != nil {
 		r.Drop("top_k") // OpenAI has none
 	}
@@ -106,6 +103,15 @@ func AppendRequest(dst []byte, r *convo.Request, t convo.Target) ([]byte, error)
 		r.Drop("previous_response_id")
 	}
 	return o.End(), nil
+}
+
+// appendFloat writes a number that is set and one JSON can say.
+func appendFloat(o *convo.Obj, k string, v *float64) {
+	if v == nil || math.IsNaN(*v) || math.IsInf(*v, 0) {
+		return
+	}
+	o.Key(k)
+	o.B = strconv.AppendFloat(o.B, *v, 'g', -1, 64)
 }
 
 // sizeOf is about the size of r written, so the request is written without growing its buffer.

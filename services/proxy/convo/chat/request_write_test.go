@@ -2,6 +2,7 @@ package chat
 
 import (
 	"encoding/json"
+	"math"
 	"slices"
 	"testing"
 
@@ -142,6 +143,8 @@ func TestAppendRequestChoices(t *testing.T) {
 			`{"model":"m","messages":[],"temperature":1,"top_p":0.95,"reasoning_effort":"high","response_format":{"type":"json_object"}}`, nil},
 		{"budgets", convo.Request{Model: "m", ThinkingBudget: 1024, Format: &convo.ResponseFormat{Kind: convo.FormatText}},
 			`{"model":"m","messages":[],"reasoning_effort":"low"}`, nil},
+		{"numbers JSON cannot say", convo.Request{Model: "m", Temperature: ptr(math.NaN()), TopP: ptr(math.Inf(1))},
+			`{"model":"m","messages":[]}`, nil},
 		{"stateful", convo.Request{Model: "m", PreviousResponseID: "resp_1", ThinkingBudget: 30000},
 			`{"model":"m","messages":[],"reasoning_effort":"high"}`, []string{"previous_response_id"}},
 		{"empty turns", convo.Request{Model: "m", System: []convo.Part{text("")}, Messages: []convo.Message{

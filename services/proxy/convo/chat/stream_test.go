@@ -213,3 +213,32 @@ func TestStreamTextsStayEscaped(t *testing.T) {
 		t.Fatalf("wrote %s", out)
 	}
 }
+
+// An answer the upstream cut short (Responses' response.incomplete, read as an Error event that
+// says so) ends a chat stream as chat says it: finish_reason length or content_filter, the usage
+// chunk when asked for, [DONE]. Another incomplete reason is an error chunk.
+func TestStreamCutShort(t *testing.T) {
+	for reason, want := range map[string]string{
+		"max_output_tokens": `{},"finish_reason":"length"}]}`,
+		"content_filter":    `{},"finish_reason":"content_filter"}]}`,
+	} {
+		evs := []convo.Event{{Kind: convo.EvStart, ID: "resp_1", Model: "gpt-5-codex"},
+			{Kind: convo.EvBlockStart, Index: 0, Block: convo.BlockText}, {Kind: convo.EvDelta, Index: 0, Text: "Once"},
+			{Kind: convo.EvUsage, Usage: convo.Usage{Input: 5, Output: 9, Has: convo.HasInput | convo.HasOutput}},
+			{Kind: convo.EvError, Err: &convo.Error{Incomplete: true, Reason: reason}}}
+		out := string(writeStream(&convo.Request{IncludeUsage: true}, evs))
+		if !strings.Contains(out, want) || !strings.Contains(out, `"usage":{"prompt_tokens":5,"completion_tokens":9,"total_tokens":14}`) ||
+			!strings.HasSuffix(out, "data: [DONE]\n\n") || strings.Contains(out, `"error"`) {
+			t.Errorf("%s: wrote\n%s", reason, out)
+		}
+		a := accumulate(t, []byte(out))
+		if a.Content != "Once" || a.ID != "chatcmpl-1" {
+			t.Errorf("%s: %+v", reason, a)
+		}
+	}
+	out := string(writeStream(&convo.Request{}, []convo.Event{{Kind: convo.EvStart},
+		{Kind: convo.EvError, Err: &convo.Error{Incomplete: true, Reason: "something_new", Message: "cut"}}}))
+	if !strings.HasSuffix(out, `data: {"error":{"message":"cut","type":"server_error","code":null,"param":null}}`+"\n\n") {
+		t.Errorf("wrote\n%s", out)
+	}
+}

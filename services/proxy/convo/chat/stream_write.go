@@ -12,7 +12,9 @@ import (
 // deltas, each tool call as a tool_calls delta with its index, id and name and then its argument
 // fragments; the finish reason has a chunk of its own, the usage chunk follows when the client
 // asked for it (stream_options.include_usage), [DONE] ends the stream. An error is OpenAI's
-// error chunk ({"error":…}).
+// error chunk ({"error":…}); an answer the upstream cut short at its token limit or by a content
+// filter (Responses' response.incomplete) ends as chat says that: finish_reason length or
+// content_filter.
 type StreamWriter struct {
 	created      int64
 	includeUsage bool
@@ -98,6 +100,9 @@ func (w *StreamWriter) Write(dst []byte, e *convo.Event) []byte {
 	case convo.EvStart:
 		return w.start(dst, e.ID, e.Model)
 	case convo.EvError:
+		if cutShort(e.Err) != "" {
+			dst = w.start(dst, "", "")
+		}
 	default:
 		dst = w.start(dst, "", "") // an answer whose start was not seen still gets its first chunk
 	}
@@ -158,21 +163,29 @@ func (w *StreamWriter) Write(dst []byte, e *convo.Event) []byte {
 	case convo.EvStop:
 		return w.chunk(dst, []byte("{}"), finishOf(e.Stop))
 	case convo.EvEnd:
-		w.done = true
-		if w.includeUsage {
-			o := convo.NewObj(append(dst, "data: "...)).Str("id", w.id).Str("object", "chat.completion.chunk").
-				Int("created", w.created)
-			o.Str("model", w.model).Raw("choices", []byte("[]"))
-			o.Key("usage")
-			o.B = appendUsage(o.B, w.usage)
-			dst = append(o.End(), '\n', '\n')
-		}
-		return append(dst, convo.DoneEvent...)
+		return w.finish(dst)
 	case convo.EvError:
+		if finish := cutShort(e.Err); finish != "" {
+			return w.finish(w.chunk(dst, []byte("{}"), finish))
+		}
 		w.done = true
 		return append(appendError(append(dst, "data: "...), e.Err), '\n', '\n')
 	}
 	return dst
+}
+
+// finish ends the stream: the usage chunk when the client asked for it, and [DONE].
+func (w *StreamWriter) finish(dst []byte) []byte {
+	w.done = true
+	if w.includeUsage {
+		o := convo.NewObj(append(dst, "data: "...)).Str("id", w.id).Str("object", "chat.completion.chunk").
+			Int("created", w.created)
+		o.Str("model", w.model).Raw("choices", []byte("[]"))
+		o.Key("usage")
+		o.B = appendUsage(o.B, w.usage)
+		dst = append(o.End(), '\n', '\n')
+	}
+	return append(dst, convo.DoneEvent...)
 }
 
 // Abort ends a stream the gateway cuts short with OpenAI's error chunk: code and message are the
