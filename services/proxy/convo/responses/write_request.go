@@ -1,6 +1,7 @@
 package responses
 
 import (
+	"bytes"
 	"slices"
 	"strings"
 
@@ -226,7 +227,7 @@ func appendTools(dst []byte, r *convo.Request, echo bool) ([]byte, int) {
 func appendTool(dst []byte, t *convo.Tool, echo bool) []byte {
 	switch t.Kind {
 	case convo.ToolServer:
-		return append(dst, t.Raw...)
+		return appendRaw(dst, t.Raw, echo)
 	case convo.ToolNamespace:
 		o := convo.NewObj(dst).Str("type", "namespace").Str("name", t.Name)
 		if t.Description != "" || !echo { // OpenAI requires one
@@ -249,7 +250,8 @@ func appendTool(dst []byte, t *convo.Tool, echo bool) []byte {
 	}
 	switch {
 	case t.Parameters != nil:
-		o.Raw("parameters", t.Parameters)
+		o.Key("parameters")
+		o.B = appendRaw(o.B, t.Parameters, echo)
 	case !echo:
 		o.Raw("parameters", []byte(`{"type":"object","properties":{}}`))
 	}
@@ -282,7 +284,8 @@ func appendFormat(dst []byte, f *convo.ResponseFormat, echo bool) []byte {
 			o.Str("description", f.Description)
 		}
 		if f.Schema != nil {
-			o.Raw("schema", f.Schema)
+			o.Key("schema")
+			o.B = appendRaw(o.B, f.Schema, echo)
 		} else if !echo {
 			o.Raw("schema", []byte(`{"type":"object"}`))
 		}
@@ -561,4 +564,29 @@ func (w *inputWriter) thinking(p *convo.Part) {
 		o.B = append(o.B, ']')
 	}
 	w.b = o.Str("encrypted_content", enc).End()
+}
+
+// appendRaw writes a raw JSON value; for an echo, which goes into the data line of a stream's
+// event, without the line breaks a pretty-printed request had (a line break would end the data
+// line).
+func appendRaw(dst, raw []byte, echo bool) []byte {
+	if !echo || bytes.IndexByte(raw, '\n') < 0 && bytes.IndexByte(raw, '\r') < 0 {
+		return append(dst, raw...)
+	}
+	in := false
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		switch {
+		case in && c == '\\' && i+1 < len(raw):
+			dst = append(dst, c, raw[i+1])
+			i++
+			continue
+		case c == '"':
+			in = !in
+		case !in && (c == ' ' || c == '\t' || c == '\n' || c == '\r'):
+			continue
+		}
+		dst = append(dst, c)
+	}
+	return dst
 }
