@@ -94,7 +94,7 @@ func FuzzStreamReader(f *testing.F) {
 		for _, ev := range splitEvents(out) {
 			back.Read(nil, ev)
 		}
-		if !back.Done() {
+		if !back.done {
 			t.Fatalf("the written stream has no end: %s", out)
 		}
 	})
