@@ -11,7 +11,8 @@ import (
 // AppendRequest writes r as a Responses request for an upstream that speaks only this format
 // (OpenAI's codex and pro models, ChatGPT accounts). The request is stateless: store is false and
 // reasoning comes back as encrypted content, which the next turn sends again with its reasoning
-// items. What the format cannot carry is named with r.Drop.
+// items. What the format cannot carry is named with r.Drop. Nothing in t concerns this format
+// (max_output_tokens is its only limit, and it is optional).
 func AppendRequest(dst []byte, r *convo.Request, t convo.Target) ([]byte, error) {
 	o := convo.NewObj(slices.Grow(dst, requestSize(r)))
 	o.Str("model", r.Model)
@@ -34,8 +35,8 @@ func AppendRequest(dst []byte, r *convo.Request, t convo.Target) ([]byte, error)
 	reasoning := w.reasoning
 	n := 0
 	for i := range r.Tools {
-		if t := &r.Tools[i]; t.Kind == convo.ToolServer && t.Family != "openai" {
-			r.Drop("tools." + t.Type)
+		if tool := &r.Tools[i]; tool.Kind == convo.ToolServer && tool.Family != "openai" {
+			r.Drop("tools." + tool.Type)
 		} else {
 			n++
 		}
