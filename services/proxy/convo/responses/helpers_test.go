@@ -236,3 +236,5 @@ func sseEvents(t testing.TB, out []byte) (names []string, datas [][]byte) {
 
 // oneLine is s without its line breaks, for messages.
 func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }
+
+func readFile(path string) ([]byte, error) { return os.ReadFile(path) }

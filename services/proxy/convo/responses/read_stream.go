@@ -41,9 +41,6 @@ const maxItems = 1 << 12
 // NewStreamReader is a reader for one stream.
 func NewStreamReader() *StreamReader { return &StreamReader{} }
 
-// Done reports whether the stream's terminal event was read.
-func (r *StreamReader) Done() bool { return r.done }
-
 // event is an SSE event's fields as they stand in its JSON.
 type event struct {
 	typ, response, item, output, delta, summary, code, message, param, err string

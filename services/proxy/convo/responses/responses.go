@@ -20,6 +20,12 @@ import (
 	"switchyard/services/proxy/convo"
 )
 
+// The stream reader and writer are the model's.
+var (
+	_ convo.StreamReader = (*StreamReader)(nil)
+	_ convo.StreamWriter = (*StreamWriter)(nil)
+)
+
 // kind names a JSON value's type by its first byte: '"', '0' (a number), 't' (a boolean), 'n',
 // '{', '[', or 0 for an absent value.
 func kind(raw string) byte {

@@ -276,7 +276,8 @@ func appendEcho(dst []byte, r *convo.Request) []byte {
 	}
 	o.Close(text)
 	if len(r.Metadata) > 0 {
-		o.Raw("metadata", r.Metadata)
+		o.Key("metadata")
+		o.B = appendRaw(o.B, r.Metadata, true)
 	} else {
 		o.Raw("metadata", []byte("{}"))
 	}

@@ -1,6 +1,7 @@
 package responses
 
 import (
+	"bytes"
 	"slices"
 	"strings"
 
@@ -10,7 +11,8 @@ import (
 // AppendRequest writes r as a Responses request for an upstream that speaks only this format
 // (OpenAI's codex and pro models, ChatGPT accounts). The request is stateless: store is false and
 // reasoning comes back as encrypted content, which the next turn sends again with its reasoning
-// items. What the format cannot carry is named with r.Drop.
+// items. What the format cannot carry is named with r.Drop. Nothing in t concerns this format
+// (max_output_tokens is its only limit, and it is optional).
 func AppendRequest(dst []byte, r *convo.Request, t convo.Target) ([]byte, error) {
 	o := convo.NewObj(slices.Grow(dst, requestSize(r)))
 	o.Str("model", r.Model)
@@ -33,8 +35,8 @@ func AppendRequest(dst []byte, r *convo.Request, t convo.Target) ([]byte, error)
 	reasoning := w.reasoning
 	n := 0
 	for i := range r.Tools {
-		if t := &r.Tools[i]; t.Kind == convo.ToolServer && t.Family != "openai" {
-			r.Drop("tools." + t.Type)
+		if tool := &r.Tools[i]; tool.Kind == convo.ToolServer && tool.Family != "openai" {
+			r.Drop("tools." + tool.Type)
 		} else {
 			n++
 		}
@@ -226,7 +228,7 @@ func appendTools(dst []byte, r *convo.Request, echo bool) ([]byte, int) {
 func appendTool(dst []byte, t *convo.Tool, echo bool) []byte {
 	switch t.Kind {
 	case convo.ToolServer:
-		return append(dst, t.Raw...)
+		return appendRaw(dst, t.Raw, echo)
 	case convo.ToolNamespace:
 		o := convo.NewObj(dst).Str("type", "namespace").Str("name", t.Name)
 		if t.Description != "" || !echo { // OpenAI requires one
@@ -249,7 +251,8 @@ func appendTool(dst []byte, t *convo.Tool, echo bool) []byte {
 	}
 	switch {
 	case t.Parameters != nil:
-		o.Raw("parameters", t.Parameters)
+		o.Key("parameters")
+		o.B = appendRaw(o.B, t.Parameters, echo)
 	case !echo:
 		o.Raw("parameters", []byte(`{"type":"object","properties":{}}`))
 	}
@@ -282,7 +285,8 @@ func appendFormat(dst []byte, f *convo.ResponseFormat, echo bool) []byte {
 			o.Str("description", f.Description)
 		}
 		if f.Schema != nil {
-			o.Raw("schema", f.Schema)
+			o.Key("schema")
+			o.B = appendRaw(o.B, f.Schema, echo)
 		} else if !echo {
 			o.Raw("schema", []byte(`{"type":"object"}`))
 		}
@@ -561,4 +565,29 @@ func (w *inputWriter) thinking(p *convo.Part) {
 		o.B = append(o.B, ']')
 	}
 	w.b = o.Str("encrypted_content", enc).End()
+}
+
+// appendRaw writes a raw JSON value; for an echo, which goes into the data line of a stream's
+// event, without the line breaks a pretty-printed request had (a line break would end the data
+// line).
+func appendRaw(dst, raw []byte, echo bool) []byte {
+	if !echo || bytes.IndexByte(raw, '\n') < 0 && bytes.IndexByte(raw, '\r') < 0 {
+		return append(dst, raw...)
+	}
+	in := false
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		switch {
+		case in && c == '\\' && i+1 < len(raw):
+			dst = append(dst, c, raw[i+1])
+			i++
+			continue
+		case c == '"':
+			in = !in
+		case !in && (c == ' ' || c == '\t' || c == '\n' || c == '\r'):
+			continue
+		}
+		dst = append(dst, c)
+	}
+	return dst
 }

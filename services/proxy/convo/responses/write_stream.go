@@ -61,9 +61,6 @@ func NewStreamWriter(r *convo.Request, created int64) *StreamWriter {
 	return &StreamWriter{r: r, created: created, include: encrypted(r)}
 }
 
-// Done reports whether the stream reached its terminal event.
-func (s *StreamWriter) Done() bool { return s.done }
-
 // event starts an event of a type: its name line and the opening of its data, with type and
 // sequence number; the caller adds its fields and ends it with finish.
 func (s *StreamWriter) event(dst []byte, typ string) *convo.Obj {
