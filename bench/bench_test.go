@@ -85,7 +85,8 @@
 //	go tool pprof -tagfocus role=switchyard -top cpu.out
 //
 // Its sub-benchmarks: bare|switchyard/<model> (chat completions), bare|switchyard/messages|responses/<model>
-// (native) and switchyard/messages-to-chat|responses-to-chat|chat-to-messages/<model> (translated).
+// (native) and switchyard/messages-to-chat|responses-to-chat|chat-to-messages|chat-to-responses|messages-to-responses/<model>
+// (translated).
 package bench
 
 import (
@@ -104,6 +105,7 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"maps"
 	"math"
 	"math/big"
 	"net"
@@ -416,8 +418,12 @@ func benchScenarios(c benchConfig) []benchScenario {
 			if b[m].chunks > 0 {
 				sc.Stream, sc.Rate = true, c.StreamRate
 			}
-			if w == benchMessages {
+			switch w {
+			case benchMessages:
 				sc.Via = []benchFormat{benchChat}
+			case benchResponses:
+				// Models served only on the Responses API, reached from the other surfaces.
+				sc.Via = []benchFormat{benchChat, benchMessages}
 			}
 			out = append(out, sc)
 		}
@@ -1154,9 +1160,14 @@ func benchConfigure(t testing.TB, base, upstream, h2 string, surfaces bool) stri
 			ids[name] = strconv.FormatInt(int64(id), 10)
 		}
 	}
-	providers := []struct{ name, typ, baseURL string }{
-		{"anthropic", "anthropic", upstream}, // Anthropic's base URL has no /v1: the gateway adds /v1/messages
-		{"openai", "openai", upstream + "/v1"},
+	providers := []struct {
+		name, typ, baseURL string
+		extra              map[string]any
+	}{
+		{"anthropic", "anthropic", upstream, nil}, // Anthropic's base URL has no /v1: the gateway adds /v1/messages
+		// The openai provider serves its models on the Responses API only: chat and messages
+		// clients reach them through translation.
+		{"openai", "openai", upstream + "/v1", map[string]any{"responses_models": []string{"gpt-*"}}},
 	}
 	conns := []struct{ provider, key string }{{"bench", benchUpstreamKey}, {"anthropic", benchAnthropicKey}, {"openai", benchOpenAIKey}}
 	want := [][]byte{[]byte(`"bench/sse-slow"`), []byte(`"bench/json-large-50ms"`), []byte(`"anthropic/claude-sse-slow"`),
@@ -1169,10 +1180,14 @@ func benchConfigure(t testing.TB, base, upstream, h2 string, surfaces bool) stri
 		want = append(want, []byte(`"benchh2/`+benchH2Prefix+`sse-long"`))
 	}
 	for _, p := range providers {
+		body := map[string]any{"name": p.name, "type": p.typ, "base_url": p.baseURL}
+		maps.Copy(body, p.extra)
 		if ids[p.name] == "" {
-			benchAdmin(t, base, "POST", "/api/providers", map[string]any{"name": p.name, "type": p.typ, "base_url": p.baseURL}, 201)
+			benchAdmin(t, base, "POST", "/api/providers", body, 201)
 		} else {
-			benchAdmin(t, base, "PATCH", "/api/providers/"+ids[p.name], map[string]any{"base_url": p.baseURL}, 200)
+			delete(body, "name")
+			delete(body, "type")
+			benchAdmin(t, base, "PATCH", "/api/providers/"+ids[p.name], body, 200)
 		}
 	}
 	for _, c := range conns {
@@ -2595,15 +2610,22 @@ func benchChecks(rep *benchReport) []benchCheck {
 					Actual: fmt.Sprintf("%.0f µs vs %.0f µs (%+.0f µs)", y.AddedTTFT.P50, n.AddedTTFT.P50, s.NativeTTFT),
 					Pass:   s.NativeTTFT <= 100})
 			}
+			// A translation through the conversation model costs at most 15 % over passing the
+			// same traffic through (issue 23).
+			out = append(out, benchCheck{Name: "CPU/request vs native, " + s.Name, Target: "≤ 1.15 × " + s.Native,
+				Actual: fmt.Sprintf("%.1f µs vs %.1f µs (%s)", y.CPUusPerReq, n.CPUusPerReq, benchRatio(y.CPUusPerReq/n.CPUusPerReq)),
+				Pass:   n.CPUusPerReq > 0 && y.CPUusPerReq <= 1.15*n.CPUusPerReq})
 		} else {
 			if !s.Stream {
 				pass := y.Added.P50 <= 1.3*b.Added.P50 || y.Added.P50 <= 0
 				out = append(out, benchCheck{Name: "added p50 vs bare proxy, " + s.Name, Target: "≤ 1.3 ×",
 					Actual: fmt.Sprintf("%.0f µs vs %.0f µs (%s)", y.Added.P50, b.Added.P50, benchRatio(s.RatioP50)), Pass: pass})
 			}
-			out = append(out, benchCheck{Name: "CPU/request vs bare proxy, " + s.Name, Target: "≤ 1.5 ×",
+			// Every resilience layer, the request log and the metrics cost at most 10 % over a bare
+			// reverse proxy (issue 23; 1.5 × before).
+			out = append(out, benchCheck{Name: "CPU/request vs bare proxy, " + s.Name, Target: "≤ 1.10 ×",
 				Actual: fmt.Sprintf("%.1f µs vs %.1f µs (%s)", y.CPUusPerReq, b.CPUusPerReq, benchRatio(s.CPURatio)),
-				Pass:   y.CPUusPerReq <= 1.5*b.CPUusPerReq})
+				Pass:   y.CPUusPerReq <= 1.10*b.CPUusPerReq})
 			if s.Stream {
 				out = append(out, benchCheck{Name: "added TTFT p50, " + s.Name, Target: "≤ 0.5 ms",
 					Actual: fmt.Sprintf("%.0f µs", y.AddedTTFT.P50), Pass: y.AddedTTFT.P50 <= 500})
@@ -2895,7 +2917,8 @@ func BenchmarkBenchGateway(b *testing.B) {
 		cases = append(cases, benchCase{"bare/" + w.String(), bareURL, w, w, surfaces},
 			benchCase{"switchyard/" + w.String(), syURL, w, w, surfaces})
 	}
-	for _, c := range [][2]benchFormat{{benchMessages, benchChat}, {benchResponses, benchChat}, {benchChat, benchMessages}} {
+	for _, c := range [][2]benchFormat{{benchMessages, benchChat}, {benchResponses, benchChat}, {benchChat, benchMessages},
+		{benchChat, benchResponses}, {benchMessages, benchResponses}} {
 		cases = append(cases, benchCase{"switchyard/" + c[0].String() + "-to-" + c[1].String(), syURL, c[0], c[1], surfaces})
 	}
 	tg := &benchTarget{key: key}

@@ -25,23 +25,26 @@ import (
 type Metrics struct {
 	Registry *prometheus.Registry
 
-	requests   *prometheus.CounterVec
-	refused    *prometheus.CounterVec
-	duration   *prometheus.HistogramVec
-	ttft       *prometheus.HistogramVec
-	attempts   *prometheus.CounterVec
-	retries    *prometheus.CounterVec
-	tokens     *prometheus.CounterVec
-	cooldowns  *prometheus.CounterVec
-	breakerTr  *prometheus.CounterVec
-	queueWait  *prometheus.HistogramVec
-	queueRej   *prometheus.CounterVec
-	failOpen   *prometheus.CounterVec
-	lockoutsRc *prometheus.CounterVec
-	streamEnds *prometheus.CounterVec
-	spendUSD   *prometheus.CounterVec
-	keyTokens  *prometheus.CounterVec
-	webhooks   *prometheus.CounterVec
+	requests    *prometheus.CounterVec
+	refused     *prometheus.CounterVec
+	duration    *prometheus.HistogramVec
+	ttft        *prometheus.HistogramVec
+	attempts    *prometheus.CounterVec
+	retries     *prometheus.CounterVec
+	tokens      *prometheus.CounterVec
+	cooldowns   *prometheus.CounterVec
+	breakerTr   *prometheus.CounterVec
+	queueWait   *prometheus.HistogramVec
+	queueRej    *prometheus.CounterVec
+	failOpen    *prometheus.CounterVec
+	lockoutsRc  *prometheus.CounterVec
+	streamEnds  *prometheus.CounterVec
+	dropped     *prometheus.CounterVec
+	droppedMu   sync.Mutex
+	droppedSeen map[string]struct{}
+	spendUSD    *prometheus.CounterVec
+	keyTokens   *prometheus.CounterVec
+	webhooks    *prometheus.CounterVec
 	// spend caches each key, provider and model's counters (spendKey → *spendSeries), so a
 	// finished request adds its cost and tokens without hashing label values six times. Entries
 	// are made and forgotten under spendMu, so the cache never holds a series ForgetKey removed.
@@ -63,7 +66,7 @@ var latencyBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10,
 func New() *Metrics {
 	r := prometheus.NewRegistry()
 	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m := &Metrics{Registry: r,
+	m := &Metrics{Registry: r, droppedSeen: map[string]struct{}{},
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_requests_total",
 			Help: "Client requests by route, status, provider and model."}, []string{"route", "status", "provider", "model"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_refused_requests_total",
@@ -91,6 +94,9 @@ func New() *Metrics {
 			Help: "Requests that proceeded without a quota-share slot (line full or wait timed out)."}, []string{"provider", "connection"}),
 		lockoutsRc: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_model_lockouts_total",
 			Help: "Model lockouts recorded, by scope."}, []string{"provider", "scope"}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_translation_dropped_total",
+			Help: "Request fields or tools a translation could not carry to the upstream's format, by provider and field."},
+			[]string{"provider", "field"}),
 		streamEnds: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_stream_ends_total",
 			Help: "Streams that did not end complete, by why (the watchdogs' aborts included); phase is " +
 				"before_client when it happened before the client saw anything (the request went on) or after_first_byte."},
@@ -108,7 +114,7 @@ func New() *Metrics {
 				"(given up) and dropped (queue full or shutting down)."}, []string{"outcome"}),
 	}
 	r.MustRegister(m.requests, m.refused, m.duration, m.ttft, m.attempts, m.retries, m.tokens, m.cooldowns, m.breakerTr,
-		m.queueWait, m.queueRej, m.failOpen, m.lockoutsRc, m.streamEnds, m.spendUSD, m.keyTokens, m.webhooks)
+		m.queueWait, m.queueRej, m.failOpen, m.lockoutsRc, m.streamEnds, m.dropped, m.spendUSD, m.keyTokens, m.webhooks)
 	for _, o := range WebhookOutcomes {
 		m.webhooks.WithLabelValues(o) // every outcome is exported from the start, at 0
 	}
@@ -262,6 +268,26 @@ func (m *Metrics) QueueRejected(provider, connection, code string) {
 func (m *Metrics) FailOpen(provider, connection string) {
 	m.failOpen.WithLabelValues(provider, connection).Inc()
 }
+
+// Dropped counts a request field or tool a translation could not carry. Field names come from
+// the translators' fixed vocabulary (top-level fields of the wire formats, "tools.<type>"), so
+// the series stay bounded.
+// A client chooses the top-level keys it sends, so past maxDroppedFields distinct names the
+// rest count as "other": the series stay bounded.
+func (m *Metrics) Dropped(provider, field string) {
+	m.droppedMu.Lock()
+	if _, ok := m.droppedSeen[field]; !ok {
+		if len(m.droppedSeen) >= maxDroppedFields {
+			field = "other"
+		} else {
+			m.droppedSeen[field] = struct{}{}
+		}
+	}
+	m.droppedMu.Unlock()
+	m.dropped.WithLabelValues(provider, field).Inc()
+}
+
+const maxDroppedFields = 100
 
 // StreamEnd counts a stream that did not end complete; early: before the client saw any of it.
 func (m *Metrics) StreamEnd(provider, end string, early bool) {

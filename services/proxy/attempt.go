@@ -108,15 +108,15 @@ func (e *Engine) attempt(ctx context.Context, cancel context.CancelFunc, c *call
 	if !looksLikeJSON(b) {
 		return protocolFailure(p.Name, resp.Header, e.scrubBytes(b, c, conn), "proxy.protocol_not_json")
 	}
-	var seen usageSeen
-	seen.observe(b) // in the upstream's format, before a translation drops a count
 	if c.src != c.dst {
-		tb, buf, err := c.translateBody(b)
+		tb, buf, seen, err := c.translateBody(b) // the usage is read in the upstream's format, with the rest
 		if err != nil {
 			return protocolFailure(p.Name, resp.Header, e.scrubBytes(b, c, conn), "proxy.protocol_not_json")
 		}
 		return attemptResult{resp: resp, body: tb, pooled: buf, status: resp.StatusCode, header: resp.Header, translated: true, usage: seen}
 	}
+	var seen usageSeen
+	seen.observe(b)
 	return attemptResult{resp: resp, body: b, status: resp.StatusCode, header: resp.Header, usage: seen}
 }
 

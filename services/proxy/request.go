@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"switchyard/services/errs"
-	"switchyard/services/proxy/translate"
+	"switchyard/services/proxy/convo"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -35,7 +35,7 @@ func DecodeRequest(body []byte) (Request, *errs.Error) {
 	if trimmed[0] != '{' {
 		return Request{}, errInvalid("invalid_request", "proxy.body_not_object")
 	}
-	if !translate.ValidObject(trimmed) {
+	if !convo.ValidObject(trimmed) {
 		var v any
 		return Request{}, errInvalid("invalid_request", "proxy.body_invalid_json", jsonErrorText(json.Unmarshal(trimmed, &v)))
 	}
@@ -82,9 +82,23 @@ func peekStream(body []byte, countTokens bool) bool {
 	return !countTokens && gjsonBool(body, "stream")
 }
 
-// withModel returns body with its model field replaced by the upstream model name.
+// withModel returns body with its model field naming the upstream model. The body is validated
+// and has one model key (DecodeRequest refuses duplicates), so the field is found and replaced
+// where it stands: the body as it came when it already names that model, else one copy with the
+// value spliced in. Nothing else of the body is parsed or rewritten.
 func withModel(body []byte, model string) ([]byte, error) {
-	return sjson.SetBytes(body, "model", model)
+	m := gjson.GetBytes(body, "model")
+	if m.Type == gjson.String && m.Str == model {
+		return body, nil
+	}
+	if !m.Exists() || m.Index <= 0 {
+		return sjson.SetBytes(body, "model", model) // no model field: add one
+	}
+	start, end := m.Index, m.Index+len(m.Raw)
+	out := make([]byte, 0, len(body)-len(m.Raw)+len(model)+2)
+	out = append(out, body[:start]...)
+	out = convo.AppendString(out, model)
+	return append(out, body[end:]...), nil
 }
 
 func jsonErrorText(err error) string {

@@ -8,8 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"switchyard/services/proxy/convo"
 
-	"switchyard/services/proxy/translate"
 	"switchyard/services/resilience"
 )
 
@@ -99,6 +99,12 @@ const (
 func relayStream(ctx context.Context, w http.ResponseWriter, commit func(), res *attemptResult, log *slog.Logger,
 	r streamRelay, src Format, clean func([]byte) []byte, written func()) string {
 	defer res.wd.stop()
+	// A translating relay reads the usage with everything else of each event; only a stream
+	// passed through has it sniffed here.
+	ur, readsUsage := r.(interface{ Usage() convo.Usage })
+	if readsUsage {
+		defer func() { res.usage.take(ur.Usage()) }()
+	}
 	commit()
 	rc := http.NewResponseController(w)
 	var out []byte // one buffer for the client's bytes of every event
@@ -106,7 +112,9 @@ func relayStream(ctx context.Context, w http.ResponseWriter, commit func(), res 
 		if errorEvent(ev) {
 			ev = clean(ev)
 		}
-		res.usage.observe(ev)
+		if !readsUsage {
+			res.usage.observe(ev)
+		}
 		out = r.Event(out[:0], ev)
 		if len(out) == 0 {
 			return true
@@ -205,7 +213,7 @@ func abortEvent(src Format, code, msg string) []byte {
 // wholeEvent reports whether an event read up to the end of the body is complete: its data is
 // [DONE] or a whole JSON document.
 func wholeEvent(ev []byte) bool {
-	_, data := translate.ParseEvent(ev)
+	_, data := convo.ParseEvent(ev)
 	data = bytes.TrimSpace(data)
 	return bytes.HasPrefix(data, []byte("[DONE]")) || (len(data) > 0 && json.Valid(data))
 }

@@ -13,8 +13,8 @@ import (
 
 	"switchyard/services/catalog"
 	"switchyard/services/errs"
+	"switchyard/services/proxy/convo"
 	"switchyard/services/proxy/tokencount"
-	"switchyard/services/proxy/translate"
 	"switchyard/services/resilience"
 	"switchyard/services/routing"
 	"switchyard/services/settings"
@@ -224,13 +224,9 @@ func (e *Engine) begin(ctx context.Context, w http.ResponseWriter, raw []byte, i
 // the formats differ), and the call's retry policy.
 func (e *Engine) prepare(t target, req Request, in http.Header, tr *Trace, src Format, countTokens bool) (*call, *errs.Error) {
 	c := &call{trace: tr, start: e.opt.Clock.Now(), t: t, stream: req.Stream, snap: e.opt.Settings.Snapshot(),
-		src: src, dst: wireOf(t.provider.Type), countTokens: countTokens, out: &clientOut{}}
-	if src == FormatResponses {
-		if nativeResponses(t.provider) {
-			c.dst = FormatResponses
-		} else if gjson.GetBytes(req.Body, "previous_response_id").String() != "" {
-			return nil, errInvalid("unsupported_parameter", "proxy.previous_response_unsupported", t.provider.Name, t.provider.Type)
-		}
+		src: src, dst: upstreamFormat(t.provider, t.model, src), countTokens: countTokens, out: &clientOut{}}
+	if src == FormatResponses && c.dst != FormatResponses && gjson.GetBytes(req.Body, "previous_response_id").String() != "" {
+		return nil, errInvalid("unsupported_parameter", "proxy.previous_response_unsupported", t.provider.Name, t.provider.Type)
 	}
 	switch {
 	case countTokens:
@@ -242,22 +238,22 @@ func (e *Engine) prepare(t target, req Request, in http.Header, tr *Trace, src F
 	default:
 		c.path = "/chat/completions"
 	}
-	body := req.Body
 	if c.src != c.dst {
 		var err error
-		if body, err = e.translateRequest(c, body); err != nil {
+		if c.body, err = e.translateRequest(c, req.Body); err != nil {
 			return nil, errInvalid("invalid_request", "proxy.body_translate", err.Error())
 		}
-	}
-	var err error
-	if c.body, err = withModel(body, t.model); err != nil {
-		return nil, errInvalid("invalid_json", "proxy.body_rewrite", err.Error())
-	}
-	if c.src == FormatChat && c.dst == FormatChat && req.Stream && !countTokens && !includeUsage(c.body) {
-		// The stream's usage is what the request is charged by: ask for it, and keep the chunk
-		// that carries it from a client that did not ask.
-		if b, err := sjson.SetBytes(c.body, "stream_options.include_usage", true); err == nil {
-			c.body, c.hideUsage = b, true
+	} else {
+		var err error
+		if c.body, err = withModel(req.Body, t.model); err != nil {
+			return nil, errInvalid("invalid_json", "proxy.body_rewrite", err.Error())
+		}
+		if c.dst == FormatChat && req.Stream && !countTokens && !includeUsage(c.body) {
+			// The stream's usage is what the request is charged by: ask for it, and keep the chunk
+			// that carries it from a client that did not ask.
+			if b, err := sjson.SetBytes(c.body, "stream_options.include_usage", true); err == nil {
+				c.body, c.hideUsage = b, true
+			}
 		}
 	}
 	c.header = upstreamHeader(in, c.src, c.dst)
@@ -275,43 +271,43 @@ func (e *Engine) prepare(t target, req Request, in http.Header, tr *Trace, src F
 	return c, nil
 }
 
-// translateRequest turns the client's body into the upstream's format. A Responses request goes
-// through chat completions (and on to messages for an Anthropic provider).
+// upstreamFormat is the format a request of format src is sent in to provider p for model: the
+// provider's own (messages for Anthropic's types, chat completions for the others), Responses
+// for the models an OpenAI-family provider serves only there (SendsResponses), and Responses for
+// a Responses client of a provider that serves the Responses API itself.
+func upstreamFormat(p *catalog.ProviderEntry, model string, src Format) Format {
+	if isAnthropic(p.Type) {
+		return FormatMessages
+	}
+	if sendsResponses(p, model) || src == FormatResponses && nativeResponses(p) {
+		return FormatResponses
+	}
+	return FormatChat
+}
+
+// translateRequest turns the client's body into the upstream's format through the conversation
+// model; the client's request stays on the call for the answer's writer. What the upstream's
+// format cannot carry is dropped by name: logged with the request, counted in metrics.
 func (e *Engine) translateRequest(c *call, body []byte) ([]byte, error) {
-	target := translate.Target{MaxCompletionTokens: c.t.provider.Type == catalog.TypeOpenAI}
-	var dropped []string
-	step := func(f func([]byte, translate.Target) (translate.Request, error)) error {
-		tx, err := f(body, target)
-		if err != nil {
-			return err
-		}
-		body, dropped = tx.Body, append(dropped, tx.Dropped...)
-		return nil
-	}
-	var err error
-	switch c.src {
-	case FormatChat:
-		c.includeUsage = includeUsage(body)
-		err = step(translate.ChatToMessages)
-	case FormatMessages:
-		err = step(translate.MessagesToChat)
-	case FormatResponses:
-		err = step(func(b []byte, t translate.Target) (r translate.Request, err error) {
-			r, c.echo, err = translate.ResponsesToChatEcho(b, t) // the echo is read in the same pass
-			return r, err
-		})
-		if err == nil && c.dst == FormatMessages {
-			err = step(translate.ChatToMessages)
-		}
-	}
+	r, err := codecs[c.src].readRequest(body)
 	if err != nil {
 		return nil, err
 	}
-	if len(dropped) > 0 {
-		e.opt.Log.Debug("fields the provider's format cannot carry were dropped", "provider", c.t.provider.Name,
-			"fields", strings.Join(dropped, ","))
+	c.req = r
+	up := *r // the upstream's copy names the upstream's model; the client's keeps what it asked
+	up.Model = c.t.model
+	target := convo.Target{MaxCompletionTokens: c.t.provider.Type == catalog.TypeOpenAI}
+	out, err := codecs[c.dst].appendRequest(make([]byte, 0, len(body)+len(body)/8+64), &up, target)
+	if err != nil {
+		return nil, err
 	}
-	return body, nil
+	if len(up.Dropped) > 0 {
+		c.trace.Dropped = up.Dropped
+		for _, name := range up.Dropped {
+			e.opt.Observer.Dropped(c.t.provider.Name, name)
+		}
+	}
+	return out, nil
 }
 
 // upstreamHeader is what the upstream gets of the client's headers: content negotiation, the
@@ -354,7 +350,7 @@ type streamRelay interface {
 }
 
 // relay picks the stream relay of a call: the events as they are when client and upstream speak
-// the same format, else a translator.
+// the same format, else a bridge through the conversation model.
 func (c *call) relay() streamRelay {
 	switch {
 	case c.src == c.dst && c.dst == FormatChat:
@@ -364,46 +360,40 @@ func (c *call) relay() streamRelay {
 		return &passthrough{format: FormatMessages, terminal: isMessageStop, isError: isNamedError}
 	case c.src == c.dst:
 		return &passthrough{format: FormatResponses, terminal: isResponsesTerminal, sequenced: true, isError: isNamedError}
-	case c.src == FormatChat:
-		return &translate.MessagesToChatStream{IncludeUsage: c.includeUsage, Created: c.start.Unix()}
-	case c.src == FormatMessages:
-		return translate.NewChatToMessagesStream()
 	}
-	out := &translate.ChatToResponsesStream{Echo: c.echo, Created: c.start.Unix()}
-	if c.dst == FormatMessages {
-		return &chained{first: &translate.MessagesToChatStream{IncludeUsage: true, Created: c.start.Unix()}, then: out}
-	}
-	return out
+	return newBridge(c.src, c.dst, c.req, c.start.Unix())
 }
 
-// translateBody turns a buffered upstream answer into the client's format.
-func (c *call) translateBody(b []byte) (out []byte, buf *[]byte, err error) {
-	if c.src == c.dst {
-		return b, nil, nil
+// translateBody turns a buffered upstream answer into the client's format, and reads its usage
+// on the way (the answer is parsed once).
+func (c *call) translateBody(b []byte) (out []byte, buf *[]byte, seen usageSeen, err error) {
+	evs := eventBufs.Get().(*[]convo.Event)
+	defer func() {
+		clear(*evs)
+		*evs = (*evs)[:0]
+		eventBufs.Put(evs)
+	}()
+	if *evs, err = codecs[c.dst].readAnswer((*evs)[:0], b); err != nil {
+		return nil, nil, seen, err
 	}
-	buf = answerBufs.Get().(*[]byte)
-	switch {
-	case c.src == FormatChat:
-		out, err = translate.AppendMessagesResponseToChat((*buf)[:0], b, c.start.Unix())
-	case c.src == FormatMessages:
-		out, err = translate.AppendChatResponseToMessages((*buf)[:0], b)
-	case c.dst == FormatMessages:
-		// Responses from a messages upstream: through chat, in a second buffer.
-		chat := answerBufs.Get().(*[]byte)
-		if *chat, err = translate.AppendMessagesResponseToChat((*chat)[:0], b, c.start.Unix()); err == nil {
-			out, err = translate.AppendChatResponseToResponses((*buf)[:0], *chat, c.echo)
+	var u convo.Usage
+	for i := range *evs {
+		if (*evs)[i].Kind == convo.EvUsage {
+			u.Merge((*evs)[i].Usage)
 		}
-		releaseAnswer(chat)
-	default:
-		out, err = translate.AppendChatResponseToResponses((*buf)[:0], b, c.echo)
 	}
-	if err != nil {
+	seen.take(u)
+	buf = answerBufs.Get().(*[]byte)
+	if out, err = codecs[c.src].appendAnswer((*buf)[:0], c.req, *evs, c.start.Unix()); err != nil {
 		releaseAnswer(buf)
-		return nil, nil, err
+		return nil, nil, seen, err
 	}
 	*buf = out
-	return out, buf, nil
+	return out, buf, seen, nil
 }
+
+// eventBufs recycles the event lists whole answers are read into.
+var eventBufs = sync.Pool{New: func() any { return new([]convo.Event) }}
 
 // answerBufs recycles the buffers translated answers are written into. A translated answer is
 // as large as the upstream's (10 KB and more is common); written into a fresh buffer each time
@@ -460,7 +450,7 @@ func (p *passthrough) Event(dst, ev []byte) []byte {
 		}
 	}
 	if p.sequenced {
-		if _, data := translate.ParseEvent(ev); len(data) > 0 {
+		if _, data := convo.ParseEvent(ev); len(data) > 0 {
 			if n := gjson.GetBytes(data, "sequence_number"); n.Exists() {
 				p.seq = n.Int() + 1
 			}
@@ -493,39 +483,11 @@ func (p *passthrough) Abort(dst []byte, code, msg string) []byte {
 
 // isResponsesTerminal reports whether a Responses event ends the stream.
 func isResponsesTerminal(ev []byte) bool {
-	name, data := translate.ParseEvent(ev)
+	name, data := convo.ParseEvent(ev)
 	if name == "" {
 		name = gjson.GetBytes(data, "type").String()
 	}
 	return name == "response.completed" || name == "response.failed" || name == "response.incomplete"
-}
-
-// chained runs two stream translations one after the other: an Anthropic stream through chat
-// completion chunks into Responses events. Each intermediate event is passed on at once.
-type chained struct {
-	first *translate.MessagesToChatStream
-	then  *translate.ChatToResponsesStream
-	mid   []byte
-}
-
-func (c *chained) Event(dst, ev []byte) []byte {
-	c.mid = c.first.Event(c.mid[:0], ev)
-	for rest := c.mid; len(rest) > 0; {
-		i := bytes.Index(rest, []byte("\n\n"))
-		if i < 0 {
-			break
-		}
-		dst = c.then.Event(dst, rest[:i+2])
-		rest = rest[i+2:]
-	}
-	return dst
-}
-
-func (c *chained) Done() bool   { return c.then.Done() }
-func (c *chained) Failed() bool { return c.then.Failed() }
-func (c *chained) Cut() bool    { return c.then.Cut() }
-func (c *chained) Abort(dst []byte, code, msg string) []byte {
-	return c.then.Abort(dst, code, msg)
 }
 
 // isChatError reports whether a chat completions event carries the upstream's error object. The
@@ -544,7 +506,7 @@ func isNamedError(ev []byte) bool {
 	if !bytes.Contains(ev, []byte("error")) {
 		return false
 	}
-	name, data := translate.ParseEvent(ev)
+	name, data := convo.ParseEvent(ev)
 	if name == "" {
 		name = gjson.GetBytes(data, "type").String()
 	}
@@ -554,7 +516,7 @@ func isNamedError(ev []byte) bool {
 // appendOpenAIStreamError writes an upstream's error event in OpenAI's documented shape, keeping
 // its words: message and type strings, code a string or null, param.
 func appendOpenAIStreamError(dst, ev []byte) []byte {
-	_, data := translate.ParseEvent(ev)
+	_, data := convo.ParseEvent(ev)
 	msg, code, typ, _, _ := resilience.ExtractError(data)
 	out := openAIStreamError{Message: msg, Type: typ}
 	if out.Message == "" {
@@ -588,7 +550,7 @@ type openAIStreamError struct {
 
 // isMessageStop reports whether an Anthropic event is the stream's last.
 func isMessageStop(ev []byte) bool {
-	name, data := translate.ParseEvent(ev)
+	name, data := convo.ParseEvent(ev)
 	return name == "message_stop" || (name == "" && strings.Contains(string(data), `"type":"message_stop"`))
 }
 
@@ -617,3 +579,6 @@ func finalError(e *errs.Error, attempts int) {
 		e.Header.Set("X-Should-Retry", "false")
 	}
 }
+
+// sendsResponses is a stand-in until the provider's upstream format lands.
+func sendsResponses(p *catalog.ProviderEntry, model string) bool { return false }

@@ -54,6 +54,9 @@ type Trace struct {
 	// trace: every target considered, in the order considered, with what became of it.
 	Combo string
 	Route []RouteStep
+	// Dropped names the request's fields and tools the upstream's format could not carry
+	// (translated requests only).
+	Dropped []string
 	// target names the combo target being tried, for the attempts it makes.
 	target string
 }
@@ -179,6 +182,8 @@ type Observer interface {
 	// watchdogs' abort kinds); early is set when it ended before the client saw anything of it
 	// (the request went on to another attempt).
 	StreamEnd(provider, end string, early bool)
+	// Dropped counts a request field or tool the upstream's format could not carry.
+	Dropped(provider, field string)
 }
 
 type nopObserver struct{}
@@ -190,6 +195,7 @@ func (nopObserver) Tokens(string, string, int64, int64)  {}
 func (nopObserver) QueueRejected(string, string, string) {}
 func (nopObserver) FailOpen(string, string)              {}
 func (nopObserver) StreamEnd(string, string, bool)       {}
+func (nopObserver) Dropped(string, string)               {}
 
 type traceKey struct{}
 

@@ -2,10 +2,10 @@ package proxy
 
 import (
 	"bytes"
+	"switchyard/services/proxy/convo"
 
 	"github.com/tidwall/gjson"
 
-	"switchyard/services/proxy/translate"
 	"switchyard/services/spend"
 )
 
@@ -92,6 +92,15 @@ func (s *usageSeen) observe(doc []byte) {
 	set(hasOut, &s.out, u.Get("output_tokens"))
 }
 
+// take sets what a translating reader read (Input counts every prompt token).
+func (s *usageSeen) take(u convo.Usage) {
+	if u.Has == 0 {
+		return
+	}
+	*s = usageSeen{inTotal: u.Input - u.CacheWrite, out: u.Output, cacheRead: u.CacheRead, cacheWrite: u.CacheWrite,
+		reasoning: u.Reasoning, has: hasInTotal | hasOut | hasCacheRead | hasCacheWrite | hasReasoning}
+}
+
 // any reports whether a usage object was seen.
 func (s *usageSeen) any() bool { return s.has != 0 }
 
@@ -119,7 +128,7 @@ func usageOnlyChunk(ev []byte) bool {
 	if i < 0 {
 		return false
 	}
-	_, data := translate.ParseEvent(ev)
+	_, data := convo.ParseEvent(ev)
 	ch := gjson.GetBytes(data, "choices")
 	return ch.IsArray() && len(ch.Array()) == 0
 }

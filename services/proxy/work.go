@@ -13,7 +13,7 @@ import (
 
 	"switchyard/services/catalog"
 	"switchyard/services/errs"
-	"switchyard/services/proxy/translate"
+	"switchyard/services/proxy/convo"
 	"switchyard/services/resilience"
 	"switchyard/services/routing"
 	"switchyard/services/settings"
@@ -39,13 +39,13 @@ type call struct {
 	src, dst    Format
 	path        string
 	countTokens bool
-	// includeUsage is the chat client's stream_options.include_usage (for translated streams).
-	includeUsage bool
 	// hideUsage: the gateway asked a chat upstream for the stream's usage the client did not
 	// ask for; the chunk that carries it is not relayed.
 	hideUsage bool
-	// echo is what a translated Responses answer repeats of its request.
-	echo translate.ResponsesEcho
+	// req is the client's request in the conversation model, when it is translated: the answer's
+	// writer reads what it repeats of it (a Responses answer echoes its fields, a chat stream
+	// sends its usage chunk when asked, namespaced tool calls are mapped back).
+	req *convo.Request
 	// out is what went to the client so far (shared by the calls of one combo request).
 	out *clientOut
 	// attemptBase is the request's attempt count when this call began: the call's own budget

@@ -124,8 +124,9 @@ type Error struct {
 	Reason     string
 }
 
-// Event is one event of an answer. Text may point into the reader's input, valid until the
-// reader's next call: a writer that keeps it copies it.
+// Event is one event of an answer. Its strings may point into the reader's input, valid until
+// the reader's next call: a writer may keep the ids and names of EvStart and EvBlockStart (a
+// stream relay that reuses its input buffer copies those), and copies a Text it keeps.
 type Event struct {
 	Kind  EventKind
 	Index int
