@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -199,5 +201,74 @@ func TestUpstreamFormatResponsesPassesResponsesThrough(t *testing.T) {
 	e.MustAPI("PATCH", fmt.Sprintf("/api/providers/%d", id), map[string]any{"upstream_format": "responses"}, 200)
 	if got := call(); got != "resp_native" {
 		t.Fatalf("upstream format responses: answered %q, want the upstream's own response", got)
+	}
+}
+
+// The dashboard's provider forms: the upstream format and the Responses-only models are saved
+// from the add and edit forms, each bad pattern is named under its field, and fields that a
+// type does not have (hidden on the page) are not held against it.
+func TestProviderFormUpstreamFormat(t *testing.T) {
+	e := testenv.New(t)
+	c := e.Login()
+	post := func(path string, form url.Values) (int, string) {
+		return testenv.Fetch(t, c, http.MethodPost, e.Base+path, form, nil)
+	}
+	// The add form starts with chat and type openai's default patterns.
+	code, page := testenv.Fetch(t, c, http.MethodGet, e.Base+"/providers", nil, nil)
+	if code != 200 || !strings.Contains(page, `id="provider-upstream-format"`) ||
+		!strings.Contains(testenv.Between(page, `id="provider-responses-models"`, "</textarea>"), "*codex*\no1-pro*\no3-pro*") {
+		t.Fatalf("add form: %d", code)
+	}
+	code, _ = post("/providers", url.Values{"name": {"oai-form"}, "type": {"openai"}, "base_url": {"https://api.openai.com/v1"},
+		"upstream_format": {"chat"}, "responses_models": {"*codex*\r\n\r\n gpt-5-pro \r\n"}})
+	if code != 200 {
+		t.Fatalf("create: %d", code)
+	}
+	id := e.ProviderID("oai-form")
+	if f, m := providerFormat(t, e, id); f != "chat" || !sameList(m, []any{"*codex*", "gpt-5-pro"}) {
+		t.Fatalf("created from the form: %q %v", f, m)
+	}
+	// An Anthropic provider sends the hidden fields as they were: chat and its own default.
+	code, _ = post("/providers", url.Values{"name": {"ant-form"}, "type": {"anthropic-compatible"}, "base_url": {"https://x.example"},
+		"upstream_format": {"responses"}, "responses_models": {"*codex*"}})
+	if code != 200 {
+		t.Fatalf("create anthropic-compatible: %d", code)
+	}
+	if f, m := providerFormat(t, e, e.ProviderID("ant-form")); f != "chat" || len(m) != 0 {
+		t.Fatalf("anthropic-compatible from the form: %q %v", f, m)
+	}
+
+	edit := fmt.Sprintf("/providers/%d/edit", id)
+	code, page = post(edit, url.Values{"type": {"openai"}, "base_url": {"https://api.openai.com/v1"},
+		"upstream_format": {"responses"}, "responses_models": {"ok*\n[bad\n" + strings.Repeat("y", 201)}})
+	errText := testenv.Between(page, `id="provider-responses-models-error">`, "</p>")
+	if code != 422 || !strings.Contains(errText, "[bad") || !strings.Contains(errText, "200") {
+		t.Fatalf("bad patterns: %d %q", code, errText)
+	}
+	if !strings.Contains(testenv.Between(page, `id="provider-responses-models"`, "</textarea>"), "[bad") {
+		t.Fatal("the refused form lost what was typed")
+	}
+	if f, _ := providerFormat(t, e, id); f != "chat" {
+		t.Fatal("a refused form was saved")
+	}
+	code, _ = post(edit, url.Values{"type": {"openai"}, "base_url": {"https://api.openai.com/v1"}, "strategy": {"priority"},
+		"upstream_format": {"responses"}, "responses_models": {""}})
+	if code != 200 {
+		t.Fatalf("edit: %d", code)
+	}
+	if f, m := providerFormat(t, e, id); f != "responses" || len(m) != 0 {
+		t.Fatalf("edited: %q %v", f, m)
+	}
+	// The list marks the provider; the edit page shows what is stored.
+	_, page = testenv.Fetch(t, c, http.MethodGet, e.Base+"/providers", nil, nil)
+	if !strings.Contains(page, fmt.Sprintf(`id="upstream-format-%d"`, id)) {
+		t.Fatal("the provider list does not show the upstream format")
+	}
+	if strings.Contains(page, fmt.Sprintf(`id="upstream-format-%d"`, e.ProviderID("ant-form"))) {
+		t.Fatal("the provider list marks a provider with the default format")
+	}
+	_, page = testenv.Fetch(t, c, http.MethodGet, e.Base+edit, nil, nil)
+	if !strings.Contains(page, `value="responses" selected`) {
+		t.Fatal("the edit page does not show the stored format")
 	}
 }
