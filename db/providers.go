@@ -20,12 +20,18 @@ type Provider struct {
 	// they are forwarded and the upstream decides).
 	ListedModelsOnly bool `db:"listed_models_only"`
 	// Strategy orders the provider's connections (default priority).
-	Strategy  string `db:"strategy"`
-	CreatedAt int64  `db:"created_at"`
-	UpdatedAt int64  `db:"updated_at"`
+	Strategy string `db:"strategy"`
+	// UpstreamFormat is the wire format spoken upstream: chat (default) or responses.
+	UpstreamFormat string `db:"upstream_format"`
+	// ResponsesModels is the JSON array of model patterns an openai provider sends to
+	// /v1/responses (default '[]').
+	ResponsesModels string `db:"responses_models"`
+	CreatedAt       int64  `db:"created_at"`
+	UpdatedAt       int64  `db:"updated_at"`
 }
 
-const providerCols = `id, name, type, base_url, resilience, responses_api, listed_models_only, strategy, created_at, updated_at`
+const providerCols = `id, name, type, base_url, resilience, responses_api, listed_models_only, strategy, upstream_format,
+	responses_models, created_at, updated_at`
 
 // ListProviders returns every provider ordered by name.
 func ListProviders(ctx context.Context, q Querier) ([]Provider, error) {
@@ -71,9 +77,10 @@ func InsertProvider(ctx context.Context, q Querier, p *Provider) error {
 	if p.Strategy == "" {
 		p.Strategy = "priority"
 	}
+	defaultFormat(p)
 	res, err := q.ExecContext(ctx, `INSERT INTO providers (name, type, base_url, resilience, responses_api, listed_models_only, strategy,
-		created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, p.Name, p.Type, p.BaseURL, p.Resilience, p.ResponsesAPI,
-		p.ListedModelsOnly, p.Strategy, now, now)
+		upstream_format, responses_models, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, p.Name, p.Type,
+		p.BaseURL, p.Resilience, p.ResponsesAPI, p.ListedModelsOnly, p.Strategy, p.UpstreamFormat, p.ResponsesModels, now, now)
 	if isUniqueViolation(err) {
 		return ErrConflict
 	}
@@ -88,9 +95,10 @@ func InsertProvider(ctx context.Context, q Querier, p *Provider) error {
 // UpdateProvider writes every mutable column of p.
 func UpdateProvider(ctx context.Context, q Querier, p *Provider) error {
 	p.UpdatedAt = nowMS()
+	defaultFormat(p)
 	res, err := q.ExecContext(ctx, `UPDATE providers SET name = ?, type = ?, base_url = ?, resilience = ?, responses_api = ?,
-		listed_models_only = ?, strategy = ?, updated_at = ? WHERE id = ?`, p.Name, p.Type, p.BaseURL, p.Resilience, p.ResponsesAPI,
-		p.ListedModelsOnly, p.Strategy, p.UpdatedAt, p.ID)
+		listed_models_only = ?, strategy = ?, upstream_format = ?, responses_models = ?, updated_at = ? WHERE id = ?`, p.Name, p.Type,
+		p.BaseURL, p.Resilience, p.ResponsesAPI, p.ListedModelsOnly, p.Strategy, p.UpstreamFormat, p.ResponsesModels, p.UpdatedAt, p.ID)
 	if isUniqueViolation(err) {
 		return ErrConflict
 	}
@@ -98,6 +106,16 @@ func UpdateProvider(ctx context.Context, q Querier, p *Provider) error {
 		return fmt.Errorf("update provider %d: %w", p.ID, err)
 	}
 	return mustAffect(res, "provider")
+}
+
+// defaultFormat fills the format columns a caller left empty with the columns' defaults.
+func defaultFormat(p *Provider) {
+	if p.UpstreamFormat == "" {
+		p.UpstreamFormat = "chat"
+	}
+	if p.ResponsesModels == "" {
+		p.ResponsesModels = "[]"
+	}
 }
 
 // DeleteProvider removes a provider and, by cascade, its connections.

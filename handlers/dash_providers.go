@@ -2,7 +2,11 @@ package handlers
 
 import (
 	"context"
+	"errors"
+	"maps"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,7 +23,88 @@ import (
 )
 
 // providerFields are the fields of the provider forms, for placing service errors.
-var providerFields = []string{"name", "type", "base_url", "strategy"}
+var providerFields = []string{"name", "type", "base_url", "strategy", "upstream_format", "responses_models"}
+
+// providerFormat reads the form's upstream format fields into in. They apply to the OpenAI
+// types only (the page hides them for the others, but a browser without :has() still sends
+// them): another type is sent chat, the only format it has, and keeps the list its type
+// defaults to. The patterns field (one pattern per line) counts for type openai only; a form
+// without the field (from before it) leaves the list as it is.
+func providerFormat(c echo.Context, f *views.ProviderForm, in *catalog.ProviderInput) {
+	f.UpstreamFormat, f.ResponsesModels = strings.TrimSpace(c.FormValue("upstream_format")), c.FormValue("responses_models")
+	switch {
+	case !catalog.SpeaksOpenAI(f.Type):
+		chat := catalog.UpstreamChat
+		in.UpstreamFormat = &chat
+	case f.UpstreamFormat != "":
+		in.UpstreamFormat = &f.UpstreamFormat
+	}
+	if form, _ := c.FormParams(); f.Type == catalog.TypeOpenAI && form.Has("responses_models") {
+		patterns := splitLines(f.ResponsesModels)
+		in.ResponsesModels = &patterns
+	}
+}
+
+// splitLines is the patterns of a one-pattern-per-line field, blank lines left out.
+func splitLines(text string) []string {
+	out := []string{}
+	for line := range strings.Lines(text) {
+		if p := strings.TrimSpace(line); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// responsesModelsText is how the patterns field shows a provider's list: one per line; a
+// provider of another type shows the default of type openai, which it takes when the type is
+// changed to openai.
+func responsesModelsText(p catalog.Provider) string {
+	if p.Type != catalog.TypeOpenAI {
+		return strings.Join(catalog.DefaultResponsesModels(catalog.TypeOpenAI), "\n")
+	}
+	return strings.Join(p.ResponsesModels, "\n")
+}
+
+// providerFormErrors places a refused provider's messages on the form: each pattern's message
+// (responses_models[2]) under the patterns field, naming the pattern, in the patterns' order.
+func providerFormErrors(cx context.Context, err error, patterns []string) (views.FieldErrors, string, bool) {
+	var e *errs.Error
+	if !errors.As(err, &e) || e.Code == errs.Internal {
+		return nil, "", false
+	}
+	rest := *e
+	rest.Fields = map[string]errs.Msg{}
+	byIndex := map[int]string{}
+	for k, m := range e.Fields {
+		index, ok := strings.CutPrefix(k, "responses_models[")
+		i, err := strconv.Atoi(strings.TrimSuffix(index, "]"))
+		if !ok || err != nil {
+			rest.Fields[k] = m
+			continue
+		}
+		msg := Text(cx, m)
+		if i >= 0 && i < len(patterns) && !strings.Contains(msg, patterns[i]) {
+			msg = "“" + patterns[i] + "”: " + msg
+		}
+		byIndex[i] = msg
+	}
+	fields, form := views.FieldErrors{}, ""
+	if len(rest.Fields) > 0 || len(byIndex) == 0 {
+		fields, form, _ = formErrors(cx, &rest, providerFields...)
+	}
+	if len(byIndex) > 0 {
+		var msgs []string
+		if prev := fields["responses_models"]; prev != "" {
+			msgs = append(msgs, prev)
+		}
+		for _, i := range slices.Sorted(maps.Keys(byIndex)) {
+			msgs = append(msgs, byIndex[i])
+		}
+		fields["responses_models"] = strings.Join(msgs, " ")
+	}
+	return fields, form, true
+}
 
 // providersModel lists every provider with its connections; the forms start empty.
 func (d *Dashboard) providersModel(c echo.Context) (views.ProvidersModel, error) {
@@ -45,10 +130,13 @@ func (d *Dashboard) providersModel(c echo.Context) (views.ProvidersModel, error)
 		}
 		byProvider[cn.ProviderID] = append(byProvider[cn.ProviderID], row)
 	}
+	// The patterns field starts with type openai's default: it shows when that type is chosen.
+	addForm := views.ProviderForm{Type: catalog.TypeOpenAICompatible, UpstreamFormat: catalog.UpstreamChat,
+		ResponsesModels: strings.Join(catalog.DefaultResponsesModels(catalog.TypeOpenAI), "\n")}
 	m := views.ProvidersModel{
 		Shell:           d.shell(c, "providers", i18n.T(ctx(c), "providers.title"), "/providers"),
 		Types:           providerTypes(ctx(c)),
-		ProviderForm:    views.ProviderForm{Type: catalog.TypeOpenAICompatible},
+		ProviderForm:    addForm,
 		ConnectionForm:  views.ConnectionForm{Enabled: true},
 		Version:         live.version,
 		ClaudeProviders: d.claudeProviders(),
@@ -61,7 +149,7 @@ func (d *Dashboard) providersModel(c echo.Context) (views.ProvidersModel, error)
 		}
 		m.Providers = append(m.Providers, views.ProviderRow{ID: p.ID, Name: p.Name, Type: p.Type, TypeLabel: typeLabel(ctx(c), p.Type),
 			Served: len(proxy.ServedSurfaces(p.Type)) > 0, BaseURL: p.BaseURL, ListedModelsOnly: p.ListedModelsOnly,
-			Discovery: d.discovery(c, p.Name), State: st, Connections: byProvider[p.ID]})
+			UpstreamFormat: p.UpstreamFormat, Discovery: d.discovery(c, p.Name), State: st, Connections: byProvider[p.ID]})
 	}
 	return m, nil
 }
@@ -229,10 +317,12 @@ func (d *Dashboard) CreateProvider(c echo.Context) error {
 	f := views.ProviderForm{Name: strings.TrimSpace(c.FormValue("name")), Type: c.FormValue("type"),
 		BaseURL: strings.TrimSpace(c.FormValue("base_url")), ResponsesAPI: c.FormValue("responses_api") == "true",
 		ListedModelsOnly: c.FormValue("listed_models_only") == "true"}
-	p, err := d.Catalog.CreateProvider(ctx(c), catalog.ProviderInput{Name: &f.Name, Type: &f.Type, BaseURL: &f.BaseURL,
-		ResponsesAPI: &f.ResponsesAPI, ListedModelsOnly: &f.ListedModelsOnly}, nil)
+	in := catalog.ProviderInput{Name: &f.Name, Type: &f.Type, BaseURL: &f.BaseURL,
+		ResponsesAPI: &f.ResponsesAPI, ListedModelsOnly: &f.ListedModelsOnly}
+	providerFormat(c, &f, &in)
+	p, err := d.Catalog.CreateProvider(ctx(c), in, nil)
 	if err != nil {
-		fields, form, ok := formErrors(ctx(c), err, providerFields...)
+		fields, form, ok := providerFormErrors(ctx(c), err, patternsOf(in))
 		if !ok {
 			return err
 		}
@@ -260,7 +350,7 @@ func (d *Dashboard) EditProviderPage(c echo.Context) error {
 	}
 	return Render(c, http.StatusOK, views.ProviderEditPage(d.providerEditModel(c, p,
 		views.ProviderForm{Type: p.Type, BaseURL: p.BaseURL, ResponsesAPI: p.ResponsesAPI, ListedModelsOnly: p.ListedModelsOnly,
-			Strategy: p.Strategy})))
+			Strategy: p.Strategy, UpstreamFormat: p.UpstreamFormat, ResponsesModels: responsesModelsText(p)})))
 }
 
 func (d *Dashboard) providerEditModel(c echo.Context, p catalog.Provider, f views.ProviderForm) views.ProviderEditModel {
@@ -274,7 +364,8 @@ func (d *Dashboard) providerEditModel(c echo.Context, p catalog.Provider, f view
 	return m
 }
 
-// UpdateProvider answers POST /providers/:id/edit: type, base URL and the two switches.
+// UpdateProvider answers POST /providers/:id/edit: type, base URL, the two switches, the
+// connection order and the upstream format.
 func (d *Dashboard) UpdateProvider(c echo.Context) error {
 	id, err := PathID(c)
 	if err != nil {
@@ -291,9 +382,10 @@ func (d *Dashboard) UpdateProvider(c echo.Context) error {
 	if f.Strategy != "" { // a form from before the field keeps the provider's strategy
 		in.Strategy = &f.Strategy
 	}
+	providerFormat(c, &f, &in)
 	p, err := d.Catalog.UpdateProvider(ctx(c), id, in, nil)
 	if err != nil {
-		fields, form, ok := formErrors(ctx(c), err, providerFields...)
+		fields, form, ok := providerFormErrors(ctx(c), err, patternsOf(in))
 		if !ok {
 			return err
 		}
@@ -302,6 +394,14 @@ func (d *Dashboard) UpdateProvider(c echo.Context) error {
 	}
 	d.flash(c, "success", i18n.T(ctx(c), "providers.updated", p.Name))
 	return seeOther(c, "/providers#provider-"+p.Name)
+}
+
+// patternsOf is the patterns a form sent, for naming them in its errors.
+func patternsOf(in catalog.ProviderInput) []string {
+	if in.ResponsesModels == nil {
+		return nil
+	}
+	return *in.ResponsesModels
 }
 
 // DeleteProvider answers POST /providers/:id/delete; its connections go with it.

@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"net/url"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,6 +42,33 @@ const (
 
 // ProviderTypes lists the accepted provider types in display order.
 var ProviderTypes = []string{TypeOpenAI, TypeOpenAICompatible, TypeAnthropic, TypeAnthropicCompatible}
+
+// Upstream formats: the wire format a provider is sent requests in.
+const (
+	// UpstreamChat is chat completions (/chat/completions), or messages for the Anthropic types.
+	UpstreamChat = "chat"
+	// UpstreamResponses is the Responses API (/responses), for the OpenAI types only.
+	UpstreamResponses = "responses"
+)
+
+// UpstreamFormats lists the upstream formats in display order.
+var UpstreamFormats = []string{UpstreamChat, UpstreamResponses}
+
+// DefaultResponsesModels returns the responses_models a provider of this type starts with: for
+// openai the models OpenAI serves only on /v1/responses (gpt-5-codex, codex-mini-latest, o1-pro,
+// o3-pro and their successors), none for every other type.
+func DefaultResponsesModels(providerType string) []string {
+	if providerType == TypeOpenAI {
+		return []string{"*codex*", "o1-pro*", "o3-pro*"}
+	}
+	return []string{}
+}
+
+// SpeaksOpenAI reports whether providers of a type speak OpenAI's wire formats (and so may be
+// sent the Responses API).
+func SpeaksOpenAI(providerType string) bool {
+	return providerType == TypeOpenAI || providerType == TypeOpenAICompatible
+}
 
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
 
@@ -186,9 +215,16 @@ type Provider struct {
 	ListedModelsOnly bool `json:"listed_models_only"`
 	// Strategy orders the provider's connections: priority (the default: lower priority first,
 	// round robin among equals) or one of the combo strategies (routing.Strategies).
-	Strategy  string `json:"strategy"`
-	CreatedAt int64  `json:"created_at"`
-	UpdatedAt int64  `json:"updated_at"`
+	Strategy string `json:"strategy"`
+	// UpstreamFormat is the wire format requests are sent in: chat (the default: chat
+	// completions, or messages for the Anthropic types) or responses (the Responses API; the
+	// OpenAI types only).
+	UpstreamFormat string `json:"upstream_format"`
+	// ResponsesModels are the model patterns a provider of type openai sends to /v1/responses
+	// even when its upstream format is chat (default DefaultResponsesModels; never null).
+	ResponsesModels []string `json:"responses_models"`
+	CreatedAt       int64    `json:"created_at"`
+	UpdatedAt       int64    `json:"updated_at"`
 }
 
 // ProviderInput is a create or partial update; nil fields are left as they are.
@@ -200,6 +236,10 @@ type ProviderInput struct {
 	ResponsesAPI     *bool           `json:"responses_api"`
 	ListedModelsOnly *bool           `json:"listed_models_only"`
 	Strategy         *string         `json:"strategy"`
+	UpstreamFormat   *string         `json:"upstream_format"`
+	// ResponsesModels replaces the list when set ([] clears it); absent keeps it, except that a
+	// change of type resets it to the new type's default.
+	ResponsesModels *[]string `json:"responses_models"`
 }
 
 // ProviderOverridesValidator checks a provider's resilience override document and returns it
@@ -209,7 +249,18 @@ type ProviderOverridesValidator func(raw []byte) ([]byte, map[string]errs.Msg)
 func providerView(p db.Provider) Provider {
 	return Provider{ID: p.ID, Name: p.Name, Type: p.Type, BaseURL: p.BaseURL,
 		Resilience: json.RawMessage(p.Resilience), ResponsesAPI: p.ResponsesAPI, ListedModelsOnly: p.ListedModelsOnly,
-		Strategy: p.Strategy, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
+		Strategy: p.Strategy, UpstreamFormat: p.UpstreamFormat, ResponsesModels: decodePatterns(p.ResponsesModels),
+		CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
+}
+
+// decodePatterns reads a stored responses_models column; never nil.
+func decodePatterns(raw string) []string {
+	out := []string{}
+	_ = json.Unmarshal([]byte(raw), &out) // written by applyProvider; "" or damage reads as none
+	if out == nil {
+		out = []string{}
+	}
+	return out
 }
 
 // ListProviders returns every provider.
@@ -318,8 +369,11 @@ func applyProvider(p *db.Provider, in ProviderInput, create bool, validate Provi
 	if in.Name != nil {
 		p.Name = strings.TrimSpace(*in.Name)
 	}
+	typeChanged := create
 	if in.Type != nil {
-		p.Type = strings.TrimSpace(*in.Type)
+		t := strings.TrimSpace(*in.Type)
+		typeChanged = typeChanged || t != p.Type
+		p.Type = t
 	}
 	if in.BaseURL != nil {
 		p.BaseURL = strings.TrimRight(strings.TrimSpace(*in.BaseURL), "/")
@@ -356,6 +410,7 @@ func applyProvider(p *db.Provider, in ProviderInput, create bool, validate Provi
 			fields["base_url"] = msg
 		}
 	}
+	applyUpstreamFormat(p, in, typeChanged, fields)
 	if len(in.Resilience) > 0 && string(in.Resilience) != "null" {
 		if validate == nil {
 			var obj map[string]json.RawMessage
@@ -378,6 +433,55 @@ func applyProvider(p *db.Provider, in ProviderInput, create bool, validate Provi
 		return errs.Fields(fields)
 	}
 	return nil
+}
+
+// applyUpstreamFormat sets and checks upstream_format and responses_models. The Responses API is
+// OpenAI's, so only the OpenAI types may be sent it, and only type openai picks models for it by
+// pattern (an openai-compatible server either speaks it for every model or not at all). A change
+// of type without a new list takes the new type's default list.
+func applyUpstreamFormat(p *db.Provider, in ProviderInput, typeChanged bool, fields map[string]errs.Msg) {
+	if in.UpstreamFormat != nil {
+		p.UpstreamFormat = strings.TrimSpace(*in.UpstreamFormat)
+		if p.UpstreamFormat != UpstreamChat && p.UpstreamFormat != UpstreamResponses {
+			fields["upstream_format"] = errs.M("err.one_of", strings.Join(UpstreamFormats, ", "))
+		}
+	}
+	if p.UpstreamFormat == "" {
+		p.UpstreamFormat = UpstreamChat
+	}
+	known := validType(p.Type)
+	if _, bad := fields["upstream_format"]; !bad && known && p.UpstreamFormat == UpstreamResponses && !SpeaksOpenAI(p.Type) {
+		fields["upstream_format"] = errs.M("err.upstream_format_type", p.Type)
+	}
+	switch {
+	case in.ResponsesModels != nil:
+		list := *in.ResponsesModels
+		if len(list) > MaxResponsesModels {
+			fields["responses_models"] = errs.M("err.responses_models_too_many", MaxResponsesModels)
+		} else if len(list) > 0 && known && p.Type != TypeOpenAI {
+			fields["responses_models"] = errs.M("err.responses_models_type", p.Type)
+		}
+		kept := make([]string, 0, len(list))
+		for i, pat := range list {
+			pat = strings.TrimSpace(pat)
+			if m, bad := checkResponsesModel(pat); bad {
+				fields["responses_models["+strconv.Itoa(i)+"]"] = m
+				continue
+			}
+			if !slices.Contains(kept, pat) {
+				kept = append(kept, pat)
+			}
+		}
+		p.ResponsesModels = encodePatterns(kept)
+	case typeChanged:
+		p.ResponsesModels = encodePatterns(DefaultResponsesModels(p.Type))
+	}
+}
+
+// encodePatterns is how responses_models is stored: a JSON array.
+func encodePatterns(list []string) string {
+	b, _ := json.Marshal(list) // strings always encode
+	return string(b)
 }
 
 func validType(t string) bool {

@@ -50,7 +50,8 @@ type ProviderEntry struct {
 	Name    string
 	Type    string
 	BaseURL string
-	// ResponsesAPI: the upstream serves /responses itself.
+	// ResponsesAPI: the upstream serves /responses itself (as stored, or implied by an upstream
+	// format of responses).
 	ResponsesAPI bool
 	// ListedModelsOnly: a model the provider's model list does not show is refused, not
 	// forwarded.
@@ -58,6 +59,12 @@ type ProviderEntry struct {
 	// Strategy orders the connections (routing's names; priority by default).
 	Strategy  routing.Strategy
 	Overrides json.RawMessage // per-provider resilience overrides, as stored
+	// UpstreamFormat is UpstreamChat (default) or UpstreamResponses; see SendsResponses.
+	UpstreamFormat string
+	// ResponsesModels are the provider's responses_models as stored, for display; the request
+	// path uses their compiled form (openai providers only).
+	ResponsesModels []string
+	responsesGlobs  []modelGlob
 	// Resilience is Overrides decoded once, for the request path.
 	Resilience settings.ProviderOverrides
 	// Conns are the enabled connections whose credential could be opened, by priority then id.
@@ -109,10 +116,12 @@ func buildRegistry(provs []db.Provider, conns []db.Connection, open func(db.Conn
 	r := &Registry{byName: make(map[string]*ProviderEntry, len(provs)), conns: make(map[int64]*ConnEntry, len(conns))}
 	byID := make(map[int64]*ProviderEntry, len(provs))
 	for _, p := range provs {
-		e := &ProviderEntry{ID: p.ID, Name: p.Name, Type: p.Type, BaseURL: p.BaseURL, ResponsesAPI: p.ResponsesAPI,
+		e := &ProviderEntry{ID: p.ID, Name: p.Name, Type: p.Type, BaseURL: p.BaseURL,
+			ResponsesAPI:     p.ResponsesAPI || p.UpstreamFormat == UpstreamResponses,
 			ListedModelsOnly: p.ListedModelsOnly, Strategy: routing.Strategy(p.Strategy), Overrides: json.RawMessage(p.Resilience),
 			rr:         new(atomic.Uint64),
 			Resilience: settings.ParseProviderOverrides([]byte(p.Resilience))}
+		e.setFormat(p.UpstreamFormat, decodePatterns(p.ResponsesModels), log)
 		if old != nil {
 			if prev, ok := old.byName[p.Name]; ok {
 				e.rr = prev.rr
@@ -164,6 +173,43 @@ func buildRegistry(provs []db.Provider, conns []db.Connection, open func(db.Conn
 		})
 	}
 	return r
+}
+
+// setFormat sets the upstream format and compiles the responses_models patterns (they count
+// for type openai only). A pattern that does not compile (it passed validation when it was
+// stored, so only a hand-edited database has one) is left out and logged.
+func (p *ProviderEntry) setFormat(format string, patterns []string, log *slog.Logger) {
+	p.UpstreamFormat, p.ResponsesModels = format, patterns
+	if p.UpstreamFormat == "" {
+		p.UpstreamFormat = UpstreamChat
+	}
+	if p.Type != TypeOpenAI {
+		return
+	}
+	for _, src := range patterns {
+		g, err := compileModelGlob(src)
+		if err != nil {
+			log.Warn("responses_models pattern ignored", "provider", p.Name, "error", err)
+			continue
+		}
+		p.responsesGlobs = append(p.responsesGlobs, g)
+	}
+}
+
+// SendsResponses reports whether a request for model (the upstream model id, without the
+// provider's name before it) goes to the provider's /responses: always when its upstream format
+// is responses; for type openai also when one of its responses_models patterns matches the model,
+// ignoring case. It reads only the entry and allocates nothing.
+func (p *ProviderEntry) SendsResponses(model string) bool {
+	if p.UpstreamFormat == UpstreamResponses {
+		return true
+	}
+	for i := range p.responsesGlobs {
+		if p.responsesGlobs[i].match(model) {
+			return true
+		}
+	}
+	return false
 }
 
 // Provider returns the provider with this name.
