@@ -12,6 +12,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/openai/openai-go/v3"
 	oopt "github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
@@ -789,5 +791,404 @@ func TestFakeResponsesUpstreamSpeaksTheAPI(t *testing.T) {
 	}
 	if n := len(up.ChatRequests()); n != 0 {
 		t.Fatalf("%d chat completions requests", n)
+	}
+}
+
+// ---- Through the gateway: chat-completions and messages clients on a Responses upstream ----
+
+// codexChat is the fake OpenAI's chat completions: the Responses-only models are refused there
+// in OpenAI's words, any other model plays the tool round.
+var codexChat = byModel(map[string]http.HandlerFunc{
+	codexModel:   testenv.Status(404, nil, openAIRefusal("This model is only supported in v1/responses and not in v1/chat/completions.", "invalid_request_error", "model", "")),
+	codexFailing: testenv.Status(404, nil, openAIRefusal("This model is only supported in v1/responses and not in v1/chat/completions.", "invalid_request_error", "model", "")),
+}, toolOpenAI)
+
+// codexGateway is a gateway whose built-in provider "openai" (type openai) points at the fake
+// OpenAI, which lists gpt-5-codex, the failing codex model and gpt-4o. The provider's default
+// responses_models send the codex models to /responses; gpt-5-codex is priced at 10 / 20 / 1
+// USD per million tokens (input / output / cache read).
+func codexGateway(t *testing.T) (*testenv.Env, *testenv.FakeUpstream, string) {
+	t.Helper()
+	up := testenv.NewFakeUpstream(t, codexChat, codexModel, codexFailing, "gpt-4o")
+	up.ServeResponses(codexResponses)
+	e := testenv.New(t)
+	e.MustAPI("PATCH", fmt.Sprintf("/api/providers/%d", e.ProviderID("openai")), map[string]any{"base_url": up.URL + "/v1"}, 200)
+	e.AddConnection("openai", "main", "sk-openai-main", 0)
+	key := e.NewKey()
+	e.WaitModels(key, "openai/"+codexModel)
+	setPrice(e, "openai/"+codexModel, 10, 20, 12.5, 1)
+	return e, up, key
+}
+
+// sentTo is what the upstream received on path, in order.
+func sentTo(up *testenv.FakeUpstream, path string) []testenv.Recorded {
+	var out []testenv.Recorded
+	for _, r := range up.Requests() {
+		if r.Path == path {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// newResponsesRequest is the one Responses request the upstream received after the first n,
+// with no chat completions request at all.
+func newResponsesRequest(t *testing.T, up *testenv.FakeUpstream, n int) testenv.Recorded {
+	t.Helper()
+	if chats := up.ChatRequests(); len(chats) != 0 {
+		t.Fatalf("the gateway called chat completions: %s", chats[0].Body)
+	}
+	sent := sentTo(up, "/v1/responses")
+	if len(sent) != n+1 {
+		t.Fatalf("%d Responses requests, want %d", len(sent)-n, 1)
+	}
+	return sent[n]
+}
+
+// codexWant is what a translated request must say.
+type codexWant struct {
+	key    string // the connection's credential
+	stream bool
+	maxOut int64
+	effort string // "" = any effort
+	sealed bool   // include reasoning.encrypted_content (a client that can send it back)
+}
+
+// checkCodexRequest fails unless the gateway put the client's request in the Responses API's
+// own terms: the provider's credential only, the model's upstream name, the stream flag, the
+// output limit, the two tools as flat function tools, reasoning with an effort and a summary
+// (without one OpenAI shows nothing of the reasoning), and store off (a translated request is
+// stateless; nothing asked OpenAI to keep it). It returns the body.
+func checkCodexRequest(t *testing.T, sent testenv.Recorded, want codexWant) gjson.Result {
+	t.Helper()
+	b := gjson.Parse(sent.Body)
+	fail := func(what string) { t.Helper(); t.Fatalf("translated request: %s\n%s", what, sent.Body) }
+	if sent.Path != "/v1/responses" {
+		fail("path " + sent.Path)
+	}
+	if got := sent.Header.Get("Authorization"); got != "Bearer "+want.key {
+		fail("Authorization " + got)
+	}
+	for _, h := range []string{"X-Api-Key", "Anthropic-Version", "Anthropic-Beta"} {
+		if v := sent.Header.Get(h); v != "" {
+			fail("the client's " + h + " went upstream: " + v)
+		}
+	}
+	if b.Get("model").String() != codexModel {
+		fail("model")
+	}
+	if b.Get("stream").Bool() != want.stream {
+		fail(fmt.Sprintf("stream, want %v", want.stream))
+	}
+	if b.Get("max_output_tokens").Int() != want.maxOut {
+		fail(fmt.Sprintf("max_output_tokens, want %d", want.maxOut))
+	}
+	tools := b.Get("tools").Array()
+	if len(tools) != 2 {
+		fail("want the two tools")
+	}
+	for i, name := range []string{"get_weather", "get_time"} {
+		if tools[i].Get("type").String() != "function" || tools[i].Get("name").String() != name ||
+			tools[i].Get("parameters.properties.city.type").String() != "string" {
+			fail("tool " + name)
+		}
+	}
+	effort := b.Get("reasoning.effort").String()
+	if effort == "" || want.effort != "" && effort != want.effort || !responsesSummaries[b.Get("reasoning.summary").String()] {
+		fail(fmt.Sprintf("reasoning, want effort %q and a summary", want.effort))
+	}
+	if b.Get("store").Type != gjson.False {
+		fail("store, want false")
+	}
+	if want.sealed && !includes(b, "reasoning.encrypted_content") {
+		fail("include, want reasoning.encrypted_content")
+	}
+	if !strings.Contains(b.Get("input").Raw, "What are the weather and the time in Paris?") {
+		fail("the question is not in the input")
+	}
+	return b
+}
+
+// checkToolRoundInput fails unless the input of a second turn carries both calls of the first
+// (names and arguments) with their outputs, each output after its call, and, when sealed, the
+// first turn's reasoning with its encrypted content unchanged before the calls.
+func checkToolRoundInput(t *testing.T, b gjson.Result, sealed bool) {
+	t.Helper()
+	calls := map[string]string{} // call id → tool
+	outputs := map[string]string{}
+	firstCall, reasoning := -1, -1
+	for i, it := range b.Get("input").Array() {
+		switch it.Get("type").String() {
+		case "function_call":
+			if firstCall < 0 {
+				firstCall = i
+			}
+			calls[it.Get("call_id").String()] = it.Get("name").String()
+			if gjson.Get(it.Get("arguments").String(), "city").String() != "Paris" {
+				t.Fatalf("call %d: arguments %s", i, it.Raw)
+			}
+		case "function_call_output":
+			tool := calls[it.Get("call_id").String()]
+			if tool == "" {
+				t.Fatalf("output %d comes before its call: %s", i, b.Get("input").Raw)
+			}
+			out := it.Get("output").String()
+			if it.Get("output").IsArray() {
+				out = ""
+				for _, part := range it.Get("output").Array() {
+					out += part.Get("text").String()
+				}
+			}
+			outputs[tool] = out
+		case "reasoning":
+			if it.Get("encrypted_content").String() == codexSealed {
+				reasoning = i
+			}
+		}
+	}
+	if len(calls) != 2 || !strings.Contains(outputs["get_weather"], "18 °C") || !strings.Contains(outputs["get_time"], timeAnswer) {
+		t.Fatalf("the tool round is not in the input: %s", b.Get("input").Raw)
+	}
+	if sealed && (reasoning < 0 || reasoning > firstCall) {
+		t.Fatalf("the first turn's reasoning (%s) is not before its calls: %s", codexSealed, b.Get("input").Raw)
+	}
+}
+
+// checkCodexRow fails unless the request log row of an answered request shows the Responses
+// usage: 1,000 input tokens with 400 cache reads, 500 output with 300 reasoning, 0.0164 USD.
+func checkCodexRow(t *testing.T, e *testenv.Env, hr *http.Response) {
+	t.Helper()
+	if hr == nil || hr.Header.Get("X-Request-Id") == "" {
+		t.Fatal("no answer to find in the request log")
+	}
+	row := loggedRow(e, hr)
+	cost, _ := row["cost_usd"].(float64)
+	if row["provider"] != "openai" || row["model"] != codexModel || row["status"] != 200.0 || row["input_tokens"] != float64(codexIn) ||
+		row["cache_read_tokens"] != float64(codexCached) || row["output_tokens"] != float64(codexOut) ||
+		row["reasoning_tokens"] != float64(codexReasoning) || !near(cost, codexCost) {
+		t.Fatalf("logged %v", row)
+	}
+}
+
+// claudeCodeClient is the Anthropic SDK set up as Claude Code is: its betas and app header.
+func claudeCodeClient(e *testenv.Env, key string) anthropic.Client {
+	return anthropic.NewClient(option.WithBaseURL(e.Base+"/"), option.WithAPIKey(key), option.WithMaxRetries(0),
+		option.WithHeader("anthropic-beta", "claude-code-20250219,interleaved-thinking-2025-05-14,fine-grained-tool-streaming-2025-05-14"),
+		option.WithHeader("x-app", "cli"))
+}
+
+// claudeCodeParams is a first turn as Claude Code sends it: system blocks with a cache mark, a
+// system reminder before the question, tools with JSON Schema 7 input schemas (the last one
+// cache-marked), thinking on with all of the budget but one token, its user id in metadata.
+// Claude Code streams its turns with max_tokens 32,000; the SDK refuses so large a limit
+// unstreamed, where the turn asks for 8,192.
+func claudeCodeParams(model string, stream bool) anthropic.MessageNewParams {
+	maxTokens := int64(32000)
+	if !stream {
+		maxTokens = 8192
+	}
+	schema := anthropic.ToolInputSchemaParam{Properties: map[string]any{"city": map[string]any{"type": "string", "description": "The city"}},
+		Required: []string{"city"}, ExtraFields: map[string]any{"additionalProperties": false, "$schema": "http://json-schema.org/draft-07/schema#"}}
+	question := anthropic.TextBlockParam{Text: "What are the weather and the time in Paris?", CacheControl: anthropic.NewCacheControlEphemeralParam()}
+	return anthropic.MessageNewParams{Model: model, MaxTokens: maxTokens,
+		System: []anthropic.TextBlockParam{{Text: "You are Claude Code, Anthropic's official CLI for Claude."},
+			{Text: "You are an interactive CLI tool that helps users with software engineering tasks.", CacheControl: anthropic.NewCacheControlEphemeralParam()}},
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(
+			anthropic.NewTextBlock("<system-reminder>\nAs you answer the user's questions, you can use the following context.\n</system-reminder>"),
+			anthropic.ContentBlockParamUnion{OfText: &question})},
+		Tools: []anthropic.ToolUnionParam{
+			{OfTool: &anthropic.ToolParam{Name: "get_weather", Description: anthropic.String("Current weather in a city"), InputSchema: schema}},
+			{OfTool: &anthropic.ToolParam{Name: "get_time", Description: anthropic.String("Local time in a city"), InputSchema: schema,
+				CacheControl: anthropic.NewCacheControlEphemeralParam()}}},
+		Thinking: anthropic.ThinkingConfigParamOfEnabled(maxTokens - 1),
+		Metadata: anthropic.MetadataParam{UserID: anthropic.String("user_5f0c1b2a_account_7d3e_session_9a8b7c6d")},
+	}
+}
+
+// sendClaude sends a messages request, streamed (accumulated as the SDK's users do) or not,
+// and returns the message and the HTTP answer.
+func sendClaude(t *testing.T, client anthropic.Client, params anthropic.MessageNewParams, stream bool) (anthropic.Message, *http.Response) {
+	t.Helper()
+	var hr *http.Response
+	if !stream {
+		msg, err := client.Messages.New(context.Background(), params, option.WithResponseInto(&hr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return *msg, hr
+	}
+	var msg anthropic.Message
+	st := client.Messages.NewStreaming(context.Background(), params, option.WithResponseInto(&hr))
+	for st.Next() {
+		if err := msg.Accumulate(st.Current()); err != nil {
+			t.Fatalf("accumulate: %v", err)
+		}
+	}
+	if err := st.Err(); err != nil {
+		t.Fatalf("stream: %v", err)
+	}
+	return msg, hr
+}
+
+// blocksOf sorts a message's content by type.
+func blocksOf(msg anthropic.Message) map[string][]anthropic.ContentBlockUnion {
+	out := map[string][]anthropic.ContentBlockUnion{}
+	for _, b := range msg.Content {
+		out[b.Type] = append(out[b.Type], b)
+	}
+	return out
+}
+
+// A Claude Code user addresses openai/gpt-5-codex, which OpenAI serves on /v1/responses only:
+// streamed and not, the whole tool round works. The first answer shows the reasoning summary
+// as a signed thinking block, then the two parallel calls as two tool_use blocks, with usage
+// (cache reads apart from the input, as Anthropic reports them); the second turn carries the
+// reasoning back (its encrypted content, which the model needs with store off) and the calls
+// with their results, and the answer is the text. Nothing goes to chat completions, and the
+// request log prices the call from the Responses usage.
+func TestClaudeCodeReachesACodexModel(t *testing.T) {
+	e, up, key := codexGateway(t)
+	client := claudeCodeClient(e, key)
+	for _, stream := range []bool{true, false} {
+		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
+			n := len(sentTo(up, "/v1/responses"))
+			params := claudeCodeParams("openai/"+codexModel, stream)
+			msg, hr := sendClaude(t, client, params, stream)
+			blocks := blocksOf(msg)
+			uses, thinking := blocks["tool_use"], blocks["thinking"]
+			if msg.StopReason != "tool_use" || len(uses) != 2 || uses[0].Name != "get_weather" || uses[1].Name != "get_time" ||
+				uses[0].ID == "" || uses[0].ID == uses[1].ID || gjson.GetBytes(uses[0].Input, "city").String() != "Paris" ||
+				gjson.GetBytes(uses[1].Input, "city").String() != "Paris" || len(blocks["text"]) != 0 {
+				t.Fatalf("want two tool_use blocks, got %s", msg.RawJSON())
+			}
+			if len(thinking) != 1 || msg.Content[0].Type != "thinking" || thinking[0].Thinking != weatherThought || thinking[0].Signature == "" {
+				t.Fatalf("want the reasoning summary as a signed thinking block first, got %s", msg.RawJSON())
+			}
+			if msg.Usage.InputTokens != codexIn-codexCached || msg.Usage.CacheReadInputTokens != codexCached || msg.Usage.OutputTokens != codexOut {
+				t.Fatalf("usage %s", msg.Usage.RawJSON())
+			}
+			checkCodexRequest(t, newResponsesRequest(t, up, n), codexWant{key: "sk-openai-main", stream: stream, maxOut: params.MaxTokens, sealed: true})
+			checkCodexRow(t, e, hr)
+
+			params.Messages = append(params.Messages, msg.ToParam(), anthropic.NewUserMessage(
+				anthropic.NewToolResultBlock(uses[0].ID, "18 °C, sunny", false), anthropic.NewToolResultBlock(uses[1].ID, timeAnswer, false)))
+			final, _ := sendClaude(t, client, params, stream)
+			blocks = blocksOf(final)
+			if final.StopReason != "end_turn" || len(blocks["text"]) != 1 || blocks["text"][0].Text != weatherAnswer || len(blocks["tool_use"]) != 0 ||
+				final.Usage.OutputTokens != codexOut {
+				t.Fatalf("final answer %s", final.RawJSON())
+			}
+			b := checkCodexRequest(t, newResponsesRequest(t, up, n+1), codexWant{key: "sk-openai-main", stream: stream, maxOut: params.MaxTokens, sealed: true})
+			checkToolRoundInput(t, b, true)
+		})
+	}
+}
+
+// chatTurn is one chat completion as a client sees it.
+type chatTurn struct {
+	msg       openai.ChatCompletionMessage
+	finish    string
+	usage     openai.CompletionUsage
+	reasoning string  // reasoning_content, read from the raw JSON (the SDK has no field for it)
+	indices   []int64 // the tool call indices of the stream's deltas, in order of appearance
+	http      *http.Response
+}
+
+// sendChat sends a chat completion, streamed (with usage, accumulated by the SDK) or not.
+func sendChat(t *testing.T, client openai.Client, params openai.ChatCompletionNewParams, stream bool) chatTurn {
+	t.Helper()
+	var c chatTurn
+	if !stream {
+		r, err := client.Chat.Completions.New(context.Background(), params, oopt.WithResponseInto(&c.http))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.msg, c.finish, c.usage = r.Choices[0].Message, r.Choices[0].FinishReason, r.Usage
+		c.reasoning = gjson.Get(r.RawJSON(), "choices.0.message.reasoning_content").String()
+		return c
+	}
+	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
+	st := client.Chat.Completions.NewStreaming(context.Background(), params, oopt.WithResponseInto(&c.http))
+	acc := openai.ChatCompletionAccumulator{}
+	seen := map[int64]bool{}
+	for st.Next() {
+		chunk := st.Current()
+		if !acc.AddChunk(chunk) {
+			t.Fatalf("the accumulator refused %s", chunk.RawJSON())
+		}
+		c.reasoning += gjson.Get(chunk.RawJSON(), "choices.0.delta.reasoning_content").String()
+		for _, tc := range gjson.Get(chunk.RawJSON(), "choices.0.delta.tool_calls").Array() {
+			if i := tc.Get("index").Int(); !seen[i] {
+				seen[i] = true
+				c.indices = append(c.indices, i)
+			}
+		}
+	}
+	if err := st.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(acc.Choices) == 0 {
+		t.Fatal("no choice in the stream")
+	}
+	c.msg, c.finish, c.usage = acc.Choices[0].Message, acc.Choices[0].FinishReason, acc.Usage
+	return c
+}
+
+// chatTools are get_weather and get_time as a chat-completions client declares them.
+func chatTools() []openai.ChatCompletionToolUnionParam {
+	city := openai.FunctionParameters{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}, "required": []string{"city"}}
+	return []openai.ChatCompletionToolUnionParam{
+		openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{Name: "get_weather", Description: openai.String("Current weather in a city"), Parameters: city}),
+		openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{Name: "get_time", Description: openai.String("Local time in a city"), Parameters: city})}
+}
+
+// A chat-completions client reaches openai/gpt-5-codex too, streamed and not: the two parallel
+// calls as tool_calls 0 and 1, the reasoning summary as reasoning_content, usage with cached
+// and reasoning tokens in OpenAI's detail fields; the tool round goes back as function_call and
+// function_call_output items, the effort the client asked for is the one sent, the system
+// message reaches the model, and the request log prices the call from the Responses usage.
+func TestChatClientReachesACodexModel(t *testing.T) {
+	e, up, key := codexGateway(t)
+	client := openai.NewClient(oopt.WithBaseURL(e.Base+"/v1/"), oopt.WithAPIKey(key), oopt.WithMaxRetries(0))
+	ask := []openai.ChatCompletionMessageParamUnion{openai.SystemMessage("You are a terse assistant."),
+		openai.UserMessage("What are the weather and the time in Paris?")}
+	for _, stream := range []bool{true, false} {
+		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
+			n := len(sentTo(up, "/v1/responses"))
+			params := openai.ChatCompletionNewParams{Model: "openai/" + codexModel, Messages: ask, Tools: chatTools(),
+				ReasoningEffort: shared.ReasoningEffortHigh, MaxCompletionTokens: openai.Int(4096)}
+			c := sendChat(t, client, params, stream)
+			calls := c.msg.ToolCalls
+			if c.finish != "tool_calls" || len(calls) != 2 || calls[0].Function.Name != "get_weather" || calls[1].Function.Name != "get_time" ||
+				calls[0].ID == "" || calls[0].ID == calls[1].ID || gjson.Get(calls[0].Function.Arguments, "city").String() != "Paris" ||
+				gjson.Get(calls[1].Function.Arguments, "city").String() != "Paris" {
+				t.Fatalf("want two tool calls, got %s %s", c.finish, c.msg.RawJSON())
+			}
+			if stream && fmt.Sprint(c.indices) != "[0 1]" {
+				t.Fatalf("tool call indices %v, want [0 1]", c.indices)
+			}
+			if c.reasoning != weatherThought {
+				t.Fatalf("reasoning_content %q, want the summary", c.reasoning)
+			}
+			u := c.usage
+			if u.PromptTokens != codexIn || u.CompletionTokens != codexOut || u.TotalTokens != codexIn+codexOut ||
+				u.PromptTokensDetails.CachedTokens != codexCached || u.CompletionTokensDetails.ReasoningTokens != codexReasoning {
+				t.Fatalf("usage %s", u.RawJSON())
+			}
+			b := checkCodexRequest(t, newResponsesRequest(t, up, n), codexWant{key: "sk-openai-main", stream: stream, maxOut: 4096, effort: "high"})
+			if !strings.Contains(b.Get("instructions").String()+b.Get("input").Raw, "You are a terse assistant.") {
+				t.Fatalf("the system message did not reach the model: %s", b.Raw)
+			}
+			checkCodexRow(t, e, c.http)
+
+			params.Messages = append(append([]openai.ChatCompletionMessageParamUnion{}, ask...), c.msg.ToParam(),
+				openai.ToolMessage("18 °C, sunny", calls[0].ID), openai.ToolMessage(timeAnswer, calls[1].ID))
+			final := sendChat(t, client, params, stream)
+			if final.finish != "stop" || final.msg.Content != weatherAnswer || len(final.msg.ToolCalls) != 0 {
+				t.Fatalf("final answer %s %s", final.finish, final.msg.RawJSON())
+			}
+			b = checkCodexRequest(t, newResponsesRequest(t, up, n+1), codexWant{key: "sk-openai-main", stream: stream, maxOut: 4096, effort: "high"})
+			checkToolRoundInput(t, b, false)
+		})
 	}
 }
