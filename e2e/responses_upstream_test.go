@@ -1192,3 +1192,293 @@ func TestChatClientReachesACodexModel(t *testing.T) {
 		})
 	}
 }
+
+// whereChatWent sends a small chat completion for model and says which upstream path it
+// reached (and the status the client got).
+func whereChatWent(t *testing.T, e *testenv.Env, up *testenv.FakeUpstream, key, model string) (string, int) {
+	t.Helper()
+	before := len(up.Requests())
+	r := e.Chat(context.Background(), key, `{"model":"`+model+`","messages":[{"role":"user","content":"What is the weather in Paris?"}]}`)
+	testenv.ReadAll(t, r)
+	var paths []string
+	for _, sent := range up.Requests()[before:] {
+		if sent.Path != "/v1/models" {
+			paths = append(paths, sent.Path)
+		}
+	}
+	if len(paths) != 1 {
+		t.Fatalf("%s: upstream calls %v, want one", model, paths)
+	}
+	return paths[0], r.StatusCode
+}
+
+// An openai provider sends the models matching its responses_models (default *codex*,
+// o1-pro*, o3-pro*) to /v1/responses and every other model to chat completions; changing the
+// patterns moves the models.
+func TestResponsesModelsPickTheUpstreamFormat(t *testing.T) {
+	e, up, key := codexGateway(t)
+	id := e.ProviderID("openai")
+	p := e.MustAPI("GET", fmt.Sprintf("/api/providers/%d", id), nil, 200)
+	if p["upstream_format"] != "chat" || fmt.Sprint(p["responses_models"]) != "[*codex* o1-pro* o3-pro*]" {
+		t.Fatalf("provider %v", p)
+	}
+	if path, st := whereChatWent(t, e, up, key, "openai/gpt-4o"); path != "/v1/chat/completions" || st != 200 {
+		t.Fatalf("gpt-4o: %s %d", path, st)
+	}
+	if path, st := whereChatWent(t, e, up, key, "openai/"+codexModel); path != "/v1/responses" || st != 200 {
+		t.Fatalf("%s: %s %d", codexModel, path, st)
+	}
+	p = e.MustAPI("PATCH", fmt.Sprintf("/api/providers/%d", id), map[string]any{"responses_models": []string{"gpt-4o*"}}, 200)
+	if fmt.Sprint(p["responses_models"]) != "[gpt-4o*]" {
+		t.Fatalf("patched provider %v", p)
+	}
+	if path, st := whereChatWent(t, e, up, key, "openai/gpt-4o"); path != "/v1/responses" || st != 200 {
+		t.Fatalf("gpt-4o after the patch: %s %d", path, st)
+	}
+	// No longer matched, the codex model goes to chat completions, where OpenAI refuses it.
+	if path, _ := whereChatWent(t, e, up, key, "openai/"+codexModel); path != "/v1/chat/completions" {
+		t.Fatalf("%s after the patch: %s", codexModel, path)
+	}
+}
+
+// An openai-compatible provider with upstream_format "responses" (a relay that speaks only the
+// Responses API) gets every model's chat-completions and messages requests on /v1/responses;
+// switched back to "chat", chat completions again. The field is set on create and by PATCH and
+// takes only its two values.
+func TestCompatibleProviderOnTheResponsesAPI(t *testing.T) {
+	up := testenv.NewFakeUpstream(t, toolOpenAI, "qwen3-coder", "gpt-test")
+	up.ServeResponses(codexResponses)
+	e := testenv.New(t)
+	p := e.MustAPI("POST", "/api/providers", map[string]any{"name": "relay", "type": "openai-compatible",
+		"base_url": up.URL + "/v1", "upstream_format": "responses"}, 201)
+	if p["upstream_format"] != "responses" {
+		t.Fatalf("created %v", p)
+	}
+	id := int64(p["id"].(float64))
+	e.AddConnection("relay", "main", "sk-relay", 0)
+	key := e.NewKey()
+	e.WaitModels(key, "relay/qwen3-coder")
+	e.WaitModels(key, "relay/gpt-test")
+	client := anthropic.NewClient(option.WithBaseURL(e.Base+"/"), option.WithAPIKey(key), option.WithMaxRetries(0))
+	for _, model := range []string{"qwen3-coder", "gpt-test"} {
+		t.Run(model, func(t *testing.T) {
+			n := len(sentTo(up, "/v1/responses"))
+			r := e.Chat(context.Background(), key, `{"model":"relay/`+model+`","messages":[{"role":"user","content":"What is the weather in Paris?"}]}`)
+			if body := testenv.ReadAll(t, r); r.StatusCode != 200 || gjson.Get(body, "choices.0.message.content").String() != weatherAnswer {
+				t.Fatalf("chat: %d %s", r.StatusCode, body)
+			}
+			sent := newResponsesRequest(t, up, n)
+			if gjson.Get(sent.Body, "model").String() != model || sent.Header.Get("Authorization") != "Bearer sk-relay" {
+				t.Fatalf("sent %v %s", sent.Header, sent.Body)
+			}
+			msg, _ := sendClaude(t, client, anthropic.MessageNewParams{Model: "relay/" + model, MaxTokens: 1024,
+				Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("What is the weather in Paris?"))}}, true)
+			if texts := blocksOf(msg)["text"]; msg.StopReason != "end_turn" || len(texts) != 1 || texts[0].Text != weatherAnswer {
+				t.Fatalf("messages: %s", msg.RawJSON())
+			}
+			if sent := newResponsesRequest(t, up, n+1); gjson.Get(sent.Body, "model").String() != model || !gjson.Get(sent.Body, "stream").Bool() {
+				t.Fatalf("sent %s", sent.Body)
+			}
+		})
+	}
+	e.MustAPI("PATCH", fmt.Sprintf("/api/providers/%d", id), map[string]any{"upstream_format": "chat"}, 200)
+	if path, st := whereChatWent(t, e, up, key, "relay/gpt-test"); path != "/v1/chat/completions" || st != 200 {
+		t.Fatalf("back on chat: %s %d", path, st)
+	}
+	var refused struct {
+		Error struct {
+			Fields map[string]string `json:"fields"`
+		} `json:"error"`
+	}
+	if st := e.API("PATCH", fmt.Sprintf("/api/providers/%d", id), map[string]any{"upstream_format": "grpc"}, &refused); st != 422 ||
+		refused.Error.Fields["upstream_format"] == "" {
+		t.Fatalf("upstream_format grpc: %d %v", st, refused)
+	}
+}
+
+// A Responses stream that fails midway (response.failed) ends each client's stream with the
+// failure in its own format, after the words that came before it: the messages client gets an
+// Anthropic error event (its SDK reports the stream's error), the chat client OpenAI's error
+// chunk; the request log says the stream ended in an upstream error.
+func TestResponsesUpstreamFailsMidStream(t *testing.T) {
+	e, _, key := codexGateway(t)
+	// Each failed stream counts against the provider's breaker: off here, where the shapes are tested.
+	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"circuit_breaker": map[string]any{"enabled": false}}, 200)
+	model := "openai/" + codexFailing
+	words := "An error occurred while processing your request"
+	cut := halves(weatherAnswer)[0]
+	// events reads a stream that must have begun.
+	events := func(t *testing.T, r *http.Response) ([]string, []string) {
+		t.Helper()
+		if r.StatusCode != 200 {
+			t.Fatalf("%d %s", r.StatusCode, testenv.ReadAll(t, r))
+		}
+		return sseEvents(t, r)
+	}
+	sawWords := func(t *testing.T, names, data []string, path string) {
+		t.Helper()
+		for _, d := range data[:len(data)-1] {
+			if gjson.Get(d, path).String() == cut {
+				return
+			}
+		}
+		t.Fatalf("the words before the failure never came: %v %v", names, data)
+	}
+	checkFailedRow := func(t *testing.T, r *http.Response) {
+		t.Helper()
+		if row := loggedRow(e, r); row["error_code"] != "upstream_stream_error" || row["complete"] != false {
+			t.Fatalf("logged %v", row)
+		}
+	}
+
+	t.Run("messages", func(t *testing.T) {
+		r := e.PostAnthropic("/v1/messages", key, `{"model":"`+model+`","max_tokens":1024,"stream":true,"messages":[{"role":"user","content":"What is the weather in Paris?"}]}`, nil)
+		names, data := events(t, r)
+		checkStreamError(t, "messages", names, data, "server_error", "api_error")
+		if !strings.Contains(gjson.Get(data[len(data)-1], "error.message").String(), words) || strings.Count(strings.Join(names, " "), "error") != 1 {
+			t.Fatalf("want the upstream's failure once: %v %v", names, data)
+		}
+		sawWords(t, names, data, "delta.text")
+		checkFailedRow(t, r)
+
+		client := anthropic.NewClient(option.WithBaseURL(e.Base+"/"), option.WithAPIKey(key), option.WithMaxRetries(0))
+		st := client.Messages.NewStreaming(context.Background(), anthropic.MessageNewParams{Model: model, MaxTokens: 1024,
+			Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("What is the weather in Paris?"))}})
+		var msg anthropic.Message
+		for st.Next() {
+			msg.Accumulate(st.Current())
+		}
+		if texts := blocksOf(msg)["text"]; st.Err() == nil || !strings.Contains(st.Err().Error(), words) || len(texts) != 1 || texts[0].Text != cut {
+			t.Fatalf("the SDK's stream: %v, content %+v", st.Err(), msg.Content)
+		}
+	})
+
+	t.Run("chat", func(t *testing.T) {
+		r := e.Chat(context.Background(), key, `{"model":"`+model+`","stream":true,"messages":[{"role":"user","content":"What is the weather in Paris?"}]}`)
+		names, data := events(t, r)
+		checkStreamError(t, "chat", names, data, "server_error", "")
+		if !strings.Contains(gjson.Get(data[len(data)-1], "error.message").String(), words) {
+			t.Fatalf("want the upstream's words: %v", data)
+		}
+		for _, d := range data {
+			if d == "[DONE]" {
+				t.Fatalf("a failed stream ended as if it were whole: %v", data)
+			}
+		}
+		sawWords(t, names, data, "choices.0.delta.content")
+		checkFailedRow(t, r)
+
+		client := openai.NewClient(oopt.WithBaseURL(e.Base+"/v1/"), oopt.WithAPIKey(key), oopt.WithMaxRetries(0))
+		st := client.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{Model: model,
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("What is the weather in Paris?")}})
+		text := ""
+		for st.Next() {
+			if ch := st.Current(); len(ch.Choices) > 0 {
+				text += ch.Choices[0].Delta.Content
+			}
+		}
+		if err := st.Err(); err == nil || !strings.Contains(err.Error(), words) || text != cut {
+			t.Fatalf("the SDK's stream: %v, text %q", err, text)
+		}
+	})
+}
+
+// An answer cut by its output budget (response.incomplete, max_output_tokens) ends as each
+// format says so: stop_reason max_tokens on messages, finish_reason length on chat, with the
+// words that came, streamed and not; the client's limit is the one sent as max_output_tokens.
+func TestResponsesUpstreamIncompleteAnswer(t *testing.T) {
+	e, up, key := codexGateway(t)
+	model := "openai/" + codexModel
+	cut := halves(weatherAnswer)[0]
+	ant := anthropic.NewClient(option.WithBaseURL(e.Base+"/"), option.WithAPIKey(key), option.WithMaxRetries(0))
+	oai := openai.NewClient(oopt.WithBaseURL(e.Base+"/v1/"), oopt.WithAPIKey(key), oopt.WithMaxRetries(0))
+	for _, stream := range []bool{true, false} {
+		t.Run(fmt.Sprintf("messages/stream=%v", stream), func(t *testing.T) {
+			n := len(sentTo(up, "/v1/responses"))
+			msg, _ := sendClaude(t, ant, anthropic.MessageNewParams{Model: model, MaxTokens: 32,
+				Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("What is the weather in Paris?"))}}, stream)
+			if texts := blocksOf(msg)["text"]; msg.StopReason != "max_tokens" || len(texts) != 1 || texts[0].Text != cut || msg.Usage.OutputTokens != 32 {
+				t.Fatalf("cut answer %s", msg.RawJSON())
+			}
+			if sent := newResponsesRequest(t, up, n); gjson.Get(sent.Body, "max_output_tokens").Int() != 32 {
+				t.Fatalf("sent %s", sent.Body)
+			}
+		})
+		t.Run(fmt.Sprintf("chat/stream=%v", stream), func(t *testing.T) {
+			n := len(sentTo(up, "/v1/responses"))
+			params := openai.ChatCompletionNewParams{Model: model, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("What is the weather in Paris?")}}
+			// The streamed request uses today's limit, the other the deprecated one.
+			if stream {
+				params.MaxCompletionTokens = openai.Int(32)
+			} else {
+				params.MaxTokens = openai.Int(32)
+			}
+			c := sendChat(t, oai, params, stream)
+			if c.finish != "length" || c.msg.Content != cut || c.usage.CompletionTokens != 32 {
+				t.Fatalf("cut answer %s %q %s", c.finish, c.msg.Content, c.usage.RawJSON())
+			}
+			if sent := newResponsesRequest(t, up, n); gjson.Get(sent.Body, "max_output_tokens").Int() != 32 {
+				t.Fatalf("sent %s", sent.Body)
+			}
+		})
+	}
+}
+
+// A 429 from the Responses upstream on the first connection moves the request to the healthy
+// second one, with the same translated request: the client gets its answer and the request
+// log shows both attempts. All resilience applies to a translated Responses call.
+func TestResponsesUpstreamRateLimitFailsOver(t *testing.T) {
+	limited := testenv.Status(429, map[string]string{"Retry-After": "20", "x-ratelimit-reset-tokens": "20s"},
+		openAIRefusal("Rate limit reached for gpt-5-codex in organization org-test on tokens per min (TPM): Limit 40000, Used 39000, Requested 2000. Please try again in 20s.",
+			"tokens", "", "rate_limit_exceeded"))
+	for _, surface := range []string{"messages", "chat"} {
+		t.Run(surface, func(t *testing.T) {
+			up := testenv.NewFakeUpstream(t, codexChat, codexModel)
+			up.ServeResponses(testenv.ByKey(map[string]http.HandlerFunc{"sk-first": limited, "sk-second": codexResponses}))
+			e := testenv.New(t)
+			e.MustAPI("PATCH", fmt.Sprintf("/api/providers/%d", e.ProviderID("openai")), map[string]any{"base_url": up.URL + "/v1"}, 200)
+			e.AddConnection("openai", "first", "sk-first", 0)
+			e.AddConnection("openai", "second", "sk-second", 1)
+			key := e.NewKey()
+			e.WaitModels(key, "openai/"+codexModel)
+			e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0}}, 200)
+
+			var hr *http.Response
+			calls := 0
+			if surface == "messages" {
+				var msg anthropic.Message
+				msg, hr = sendClaude(t, claudeCodeClient(e, key), claudeCodeParams("openai/"+codexModel, true), true)
+				calls = len(blocksOf(msg)["tool_use"])
+			} else {
+				client := openai.NewClient(oopt.WithBaseURL(e.Base+"/v1/"), oopt.WithAPIKey(key), oopt.WithMaxRetries(0))
+				c := sendChat(t, client, openai.ChatCompletionNewParams{Model: "openai/" + codexModel, Tools: chatTools(),
+					Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("What are the weather and the time in Paris?")}}, false)
+				calls, hr = len(c.msg.ToolCalls), c.http
+			}
+			if calls != 2 {
+				t.Fatalf("%d tool calls in the answer, want 2", calls)
+			}
+			sent := sentTo(up, "/v1/responses")
+			if len(sent) != 2 || sent[0].Header.Get("Authorization") != "Bearer sk-first" || sent[1].Header.Get("Authorization") != "Bearer sk-second" ||
+				sent[0].Body != sent[1].Body || len(up.ChatRequests()) != 0 {
+				t.Fatalf("upstream saw %d Responses requests, %d chat completions: %v", len(sent), len(up.ChatRequests()), sent)
+			}
+			row := loggedRow(e, hr)
+			if row["status"] != 200.0 || row["attempt_count"] != 2.0 || row["connection"] != "second" {
+				t.Fatalf("logged %v", row)
+			}
+			var detail struct {
+				Attempts []struct {
+					Connection string `json:"connection"`
+					Status     int    `json:"status"`
+					Reason     string `json:"reason"`
+				} `json:"attempts"`
+			}
+			if st := e.API("GET", fmt.Sprintf("/api/requests/%d", int64(row["id"].(float64))), nil, &detail); st != 200 || len(detail.Attempts) != 2 ||
+				detail.Attempts[0].Connection != "first" || detail.Attempts[0].Status != 429 || detail.Attempts[0].Reason != "rate_limit" ||
+				detail.Attempts[1].Connection != "second" || detail.Attempts[1].Status != 200 {
+				t.Fatalf("attempts %d %+v", st, detail.Attempts)
+			}
+		})
+	}
+}
