@@ -115,12 +115,12 @@ type codexPlan struct {
 
 // planCodex decides the answer: with function tools and no results yet, a call of the first
 // tool, and in parallel of the second when there are two or more and parallel calls are not
-// off; given the results (the input ends with function_call_output items), the answer in text.
+// off; given the results (function_call_output items, which the checks pair with their calls),
+// the answer in text.
 // gpt-5-codex always reasons first; its reasoning item carries a summary only when the request
 // asks for one (reasoning.summary), and its encrypted content only when the request includes it.
 func planCodex(req gjson.Result) codexPlan {
-	input := req.Get("input").Array()
-	answered := len(input) > 0 && input[len(input)-1].Get("type").String() == "function_call_output"
+	answered := req.Get(`input.#(type=="function_call_output")`).Exists()
 	rs := codexItem{typ: "reasoning", id: "rs_0a1b2c3d4e5f60718293a4b5c6d7e8f9"}
 	switch req.Get("reasoning.summary").String() {
 	case "auto", "concise", "detailed":
@@ -1067,7 +1067,11 @@ func TestClaudeCodeReachesACodexModel(t *testing.T) {
 			if msg.Usage.InputTokens != codexIn-codexCached || msg.Usage.CacheReadInputTokens != codexCached || msg.Usage.OutputTokens != codexOut {
 				t.Fatalf("usage %s", msg.Usage.RawJSON())
 			}
-			checkCodexRequest(t, newResponsesRequest(t, up, n), codexWant{key: "sk-openai-main", stream: stream, maxOut: params.MaxTokens, sealed: true})
+			b := checkCodexRequest(t, newResponsesRequest(t, up, n), codexWant{key: "sk-openai-main", stream: stream, maxOut: params.MaxTokens, sealed: true})
+			if system := b.Get("instructions").String() + b.Get("input").Raw; !strings.Contains(system, "You are Claude Code") ||
+				!strings.Contains(system, "You are an interactive CLI tool") {
+				t.Fatalf("the system prompt did not reach the model: %s", b.Raw)
+			}
 			checkCodexRow(t, e, hr)
 
 			params.Messages = append(params.Messages, msg.ToParam(), anthropic.NewUserMessage(
@@ -1078,7 +1082,7 @@ func TestClaudeCodeReachesACodexModel(t *testing.T) {
 				final.Usage.OutputTokens != codexOut {
 				t.Fatalf("final answer %s", final.RawJSON())
 			}
-			b := checkCodexRequest(t, newResponsesRequest(t, up, n+1), codexWant{key: "sk-openai-main", stream: stream, maxOut: params.MaxTokens, sealed: true})
+			b = checkCodexRequest(t, newResponsesRequest(t, up, n+1), codexWant{key: "sk-openai-main", stream: stream, maxOut: params.MaxTokens, sealed: true})
 			checkToolRoundInput(t, b, true)
 		})
 	}
