@@ -672,8 +672,8 @@ func readResponsesStream(t *testing.T, st interface {
 }
 
 // The fake Responses upstream speaks the API as OpenAI's own SDK reads it, buffered and
-// streamed: reasoning with its summary and encrypted content, two parallel function calls,
-// usage with cached and reasoning tokens, then after the calls' outputs the answer; a budget
+// streamed: reasoning with its summary and encrypted content, two parallel function calls (one
+// when parallel calls are off), usage with cached and reasoning tokens, then after the calls' outputs the answer; a budget
 // too small ends incomplete, the failing model fails mid-stream; and it refuses what OpenAI
 // refuses. This checks the fake itself, without the gateway.
 func TestFakeResponsesUpstreamSpeaksTheAPI(t *testing.T) {
@@ -726,6 +726,12 @@ func TestFakeResponsesUpstreamSpeaksTheAPI(t *testing.T) {
 			if final.Status != "completed" || final.OutputText() != weatherAnswer || final.Output[0].EncryptedContent != codexSealedFinal ||
 				len(final.Output[0].Summary) != 0 || final.Usage.OutputTokensDetails.ReasoningTokens != codexReasoning {
 				t.Fatalf("final answer: %s", final.RawJSON())
+			}
+
+			single := first
+			single.ParallelToolCalls = openai.Bool(false)
+			if r := call(t, single, stream); len(r.Output) != 2 || r.Output[1].Name != "get_weather" {
+				t.Fatalf("without parallel calls: %s", r.RawJSON())
 			}
 
 			cut := first
