@@ -279,7 +279,7 @@ func upstreamFormat(p *catalog.ProviderEntry, model string, src Format) Format {
 	if isAnthropic(p.Type) {
 		return FormatMessages
 	}
-	if sendsResponses(p, model) || src == FormatResponses && nativeResponses(p) {
+	if p.SendsResponses(model) || src == FormatResponses && nativeResponses(p) {
 		return FormatResponses
 	}
 	return FormatChat
@@ -579,6 +579,3 @@ func finalError(e *errs.Error, attempts int) {
 		e.Header.Set("X-Should-Retry", "false")
 	}
 }
-
-// sendsResponses is a stand-in until the provider's upstream format lands.
-func sendsResponses(p *catalog.ProviderEntry, model string) bool { return false }
