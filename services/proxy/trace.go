@@ -54,6 +54,9 @@ type Trace struct {
 	// trace: every target considered, in the order considered, with what became of it.
 	Combo string
 	Route []RouteStep
+	// Dropped names the request's fields and tools the upstream's format could not carry
+	// (translated requests only).
+	Dropped []string
 	// target names the combo target being tried, for the attempts it makes.
 	target string
 }
