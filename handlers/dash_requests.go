@@ -169,7 +169,11 @@ func requestRow(ctx context.Context, e traffic.Entry, names map[int64]string) vi
 		row.Class = traffic.ClassNames[cl]
 	}
 	if e.ErrorCode != "" {
-		row.ErrorLabel = errorCodeLabel(ctx, e.ErrorCode)
+		// An upstream's failure is logged by its classified reason (rate_limit, server_error),
+		// which the reasons' catalog names.
+		if row.ErrorLabel = errorCodeLabel(ctx, e.ErrorCode); row.ErrorLabel == e.ErrorCode {
+			row.ErrorLabel = reasonLabel(ctx, e.ErrorCode)
+		}
 	}
 	return row
 }
