@@ -158,7 +158,8 @@ func requestRow(ctx context.Context, e traffic.Entry, names map[int64]string) vi
 	row := views.RequestRow{ID: e.ID, At: e.At, Key: names[e.ClientKeyID], Surface: e.Surface, Model: e.Model, Provider: e.Provider,
 		Connection: e.Connection, Status: e.Status, Class: "ok", ErrorCode: e.ErrorCode, Attempts: e.Attempts,
 		Latency: views.FormatElapsed(ctx, e.Latency), TTFT: views.FormatDuration(ctx, e.TTFT), InTokens: e.InputTokens,
-		OutTokens: e.OutputTokens, CacheRead: e.CacheReadTokens, CacheWrite: e.CacheWriteTokens, Reasoning: e.ReasoningTokens}
+		OutTokens: e.OutputTokens, CacheRead: e.CacheReadTokens, CacheWrite: e.CacheWriteTokens, Reasoning: e.ReasoningTokens,
+		Dropped: e.Dropped, DroppedCount: traffic.DroppedCount(e.Dropped)}
 	if e.Priced {
 		row.Cost = views.FormatDecimal(ctx, e.CostUSD, 4) + " USD"
 	}

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -466,6 +467,17 @@ func (s *Service) droppedColumn(names []string) []string {
 		out = append(out, kept.Text)
 	}
 	return out
+}
+
+// DroppedCount is how many names a request dropped, given the names the log kept (whose last
+// may count those beyond maxDropped).
+func DroppedCount(kept []string) int {
+	if n := len(kept); n > maxDropped {
+		if more, err := strconv.Atoi(strings.TrimPrefix(kept[n-1], "…+")); err == nil {
+			return n - 1 + more
+		}
+	}
+	return len(kept)
 }
 
 func nonNil[T any](s []T) []T {

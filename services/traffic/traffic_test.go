@@ -278,6 +278,9 @@ func TestDroppedRoundTrip(t *testing.T) {
 		if len(b) != maxDropped+1 || b[maxDropped] != "…+10" || b[maxDropped-1] != "field29" {
 			t.Fatalf("kept %q; want %d names, the last a count of the rest", b, maxDropped+1)
 		}
+		if DroppedCount(b) != 42 || DroppedCount(two.Dropped) != 2 || DroppedCount(nil) != 0 {
+			t.Errorf("counted %d, %d, %d dropped names; want 42, 2, 0", DroppedCount(b), DroppedCount(two.Dropped), DroppedCount(nil))
+		}
 		if strings.Contains(b[0], "AAAA") {
 			t.Errorf("a key-shaped field name is kept: %q", b[0])
 		}
