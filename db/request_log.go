@@ -42,6 +42,8 @@ type RequestLogRow struct {
 	// Combo is the combo the client named ("" for none); Route its decision trace (JSON).
 	Combo string `db:"combo"`
 	Route string `db:"route"`
+	// Dropped names the request's fields and tools a translation could not carry (JSON array).
+	Dropped string `db:"dropped"`
 	// RequestBody and ResponseBody are NULL unless the log keeps bodies; GetRequestLog reads
 	// them, ListRequestLog does not.
 	RequestBody           sql.NullString `db:"request_body"`
@@ -53,13 +55,13 @@ type RequestLogRow struct {
 // requestLogCols are the columns a list reads: everything but the bodies, which may be large.
 const requestLogCols = `id, request_id, at, client_key_id, surface, model, provider, connection_id, connection, status,
 	error_code, error_msg, attempts, retries, failovers, latency_us, ttft_us, stream, complete, input_tokens,
-	output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens, cost_usd, chain, skipped, combo, route`
+	output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens, cost_usd, chain, skipped, combo, route, dropped`
 
 // requestLogBodyCols are the body columns, read for one row.
 const requestLogBodyCols = `request_body, response_body, request_body_truncated, response_body_truncated`
 
 const insertRequestLogSQL = `INSERT INTO request_log (` + requestLogCols + `, ` + requestLogBodyCols + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // InsertRequestLog stores finished requests; their ids are given by the caller. A batch compiles
 // the statement once (SQLite compiles it again on every Exec of the text, which cost as much as the
@@ -81,7 +83,7 @@ func InsertRequestLog(ctx context.Context, q Querier, rows []RequestLogRow) erro
 	for _, r := range rows {
 		if _, err := exec(ctx, r.ID, r.RequestID, r.At, r.ClientKeyID, r.Surface, r.Model, r.Provider, r.ConnectionID,
 			r.Connection, r.Status, r.ErrorCode, r.ErrorMsg, r.Attempts, r.Retries, r.Failovers, r.LatencyUS, r.TTFTUS,
-			r.Stream, r.Complete, r.InputTokens, r.OutputTokens, r.CacheReadTokens, r.CacheWriteTokens, r.ReasoningTokens, r.CostUSD, r.Chain, r.Skipped, r.Combo, r.Route, r.RequestBody, r.ResponseBody,
+			r.Stream, r.Complete, r.InputTokens, r.OutputTokens, r.CacheReadTokens, r.CacheWriteTokens, r.ReasoningTokens, r.CostUSD, r.Chain, r.Skipped, r.Combo, r.Route, r.Dropped, r.RequestBody, r.ResponseBody,
 			r.RequestBodyTruncated, r.ResponseBodyTruncated); err != nil {
 			return fmt.Errorf("insert request log %d: %w", r.ID, err)
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"switchyard/e2e/testenv"
+	"switchyard/i18n"
 	"switchyard/services/traffic"
 )
 
@@ -466,6 +467,39 @@ func TestRequestLogKeepsWhatRefusedRequestsAskedFor(t *testing.T) {
 		e.API("GET", fmt.Sprintf("/api/requests/%d", got.ID), nil, &row)
 		if row.Model != c.model || row.Stream != c.stream || row.ErrorCode != c.code {
 			t.Errorf("%s: logged %+v, want model %q stream %v code %s", c.body, row, c.model, c.stream, c.code)
+		}
+	}
+}
+
+// TestRequestLogNamesUpstreamFailuresInWords: a request an upstream refused is listed with its
+// reason in the reader's language (Ratenlimit, not rate_limit), on the list and on its page.
+func TestRequestLogNamesUpstreamFailuresInWords(t *testing.T) {
+	up := testenv.NewFakeUpstream(t, testenv.Status(429, map[string]string{"Retry-After": "60"},
+		`{"error":{"message":"Rate limit reached","type":"requests"}}`))
+	e := testenv.New(t)
+	e.AddProvider("up", up.URL+"/v1")
+	e.AddConnection("up", "main", "sk-up", 0)
+	key := e.NewKey()
+	e.WaitModels(key, "up/gpt-test")
+	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0}}, 200)
+	r := e.Chat(context.Background(), key, testenv.ChatBody)
+	if got := testenv.ReadAll(t, r); r.StatusCode != 429 {
+		t.Fatalf("chat: %d %s", r.StatusCode, got)
+	}
+	row := loggedRow(e, r)
+	if row["error_code"] != "rate_limit" {
+		t.Fatalf("logged error code %v, want rate_limit", row["error_code"])
+	}
+	id := int64(row["id"].(float64))
+	d := newStateDash(t, e)
+	for _, lang := range i18n.Langs {
+		d.setLang(lang)
+		want := `<div class="small err-label">` + d.text("state.reason.rate_limit") + `</div>`
+		if list := testenv.Between(d.get("/requests", false), fmt.Sprintf(`id="req-%d"`, id), `</tr>`); !strings.Contains(list, want) {
+			t.Errorf("%s: the list names the failure as %q", lang, testenv.Between(list, `err-label">`, `<`))
+		}
+		if page := d.get(fmt.Sprintf("/requests/%d", id), false); !strings.Contains(page, want) {
+			t.Errorf("%s: the request's page names the failure as %q", lang, testenv.Between(page, `err-label">`, `<`))
 		}
 	}
 }

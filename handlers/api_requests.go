@@ -127,6 +127,9 @@ type requestItem struct {
 	CostUSD          *float64 `json:"cost_usd"`
 	// Combo is the combo the client named ("" for none).
 	Combo string `json:"combo,omitempty"`
+	// Dropped names the request's fields and tools the upstream's format could not carry
+	// (translated requests only); [] when nothing was dropped.
+	Dropped []string `json:"dropped"`
 }
 
 // requestDetail is one logged request with its attempt chain, the connections it left out and,
@@ -167,7 +170,10 @@ func toRequestItem(e traffic.Entry, names map[int64]string) requestItem {
 		Status: e.Status, ErrorCode: e.ErrorCode, AttemptCount: e.Attempts, Retries: e.Retries, Failovers: e.Failovers,
 		LatencyMS: e.Latency.Milliseconds(), TTFTMS: e.TTFT.Milliseconds(), Stream: e.Stream, Complete: e.Complete,
 		InputTokens: e.InputTokens, OutputTokens: e.OutputTokens, CacheReadTokens: e.CacheReadTokens,
-		CacheWriteTokens: e.CacheWriteTokens, ReasoningTokens: e.ReasoningTokens, Combo: e.Combo}
+		CacheWriteTokens: e.CacheWriteTokens, ReasoningTokens: e.ReasoningTokens, Combo: e.Combo, Dropped: e.Dropped}
+	if it.Dropped == nil {
+		it.Dropped = []string{}
+	}
 	if e.Priced {
 		cost := e.CostUSD
 		it.CostUSD = &cost

@@ -158,7 +158,8 @@ func requestRow(ctx context.Context, e traffic.Entry, names map[int64]string) vi
 	row := views.RequestRow{ID: e.ID, At: e.At, Key: names[e.ClientKeyID], Surface: e.Surface, Model: e.Model, Provider: e.Provider,
 		Connection: e.Connection, Status: e.Status, Class: "ok", ErrorCode: e.ErrorCode, Attempts: e.Attempts,
 		Latency: views.FormatElapsed(ctx, e.Latency), TTFT: views.FormatDuration(ctx, e.TTFT), InTokens: e.InputTokens,
-		OutTokens: e.OutputTokens, CacheRead: e.CacheReadTokens, CacheWrite: e.CacheWriteTokens, Reasoning: e.ReasoningTokens}
+		OutTokens: e.OutputTokens, CacheRead: e.CacheReadTokens, CacheWrite: e.CacheWriteTokens, Reasoning: e.ReasoningTokens,
+		Dropped: e.Dropped, DroppedCount: traffic.DroppedCount(e.Dropped)}
 	if e.Priced {
 		row.Cost = views.FormatDecimal(ctx, e.CostUSD, 4) + " USD"
 	}
@@ -169,7 +170,11 @@ func requestRow(ctx context.Context, e traffic.Entry, names map[int64]string) vi
 		row.Class = traffic.ClassNames[cl]
 	}
 	if e.ErrorCode != "" {
-		row.ErrorLabel = errorCodeLabel(ctx, e.ErrorCode)
+		// An upstream's failure is logged by its classified reason (rate_limit, server_error),
+		// which the reasons' catalog names.
+		if row.ErrorLabel = errorCodeLabel(ctx, e.ErrorCode); row.ErrorLabel == e.ErrorCode {
+			row.ErrorLabel = reasonLabel(ctx, e.ErrorCode)
+		}
 	}
 	return row
 }

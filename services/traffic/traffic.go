@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,6 +66,10 @@ type Entry struct {
 	// Combo is the combo the client named ("" for none); Route is its decision trace.
 	Combo string
 	Route []RouteStep
+	// Dropped names the request's fields and tools a translation could not carry toward the
+	// upstream's format ("logprobs", "tools.web_search"); nil when nothing was dropped. The log
+	// keeps at most maxDropped names of at most maxDroppedName bytes each, redacted.
+	Dropped []string
 	// Capture is the bodies' start as the edge took it (only when the log keeps bodies); the
 	// runner turns it into RequestBody and ResponseBody.
 	Capture *Capture
@@ -424,6 +430,7 @@ func (s *Service) row(e *Entry) db.RequestLogRow {
 	chain, _ := json.Marshal(nonNil(e.Chain))
 	skipped, _ := json.Marshal(nonNil(e.Skipped))
 	route, _ := json.Marshal(nonNil(e.Route))
+	dropped, _ := json.Marshal(s.droppedColumn(e.Dropped))
 	req, resp := s.bodyColumns(e.Capture)
 	return db.RequestLogRow{ID: e.ID, RequestID: e.RequestID, At: e.At.UnixMilli(), ClientKeyID: e.ClientKeyID,
 		Surface: e.Surface, Model: e.Model, Provider: e.Provider, ConnectionID: e.ConnectionID, Connection: e.Connection,
@@ -431,8 +438,46 @@ func (s *Service) row(e *Entry) db.RequestLogRow {
 		Retries: e.Retries, Failovers: e.Failovers, LatencyUS: e.Latency.Microseconds(), TTFTUS: e.TTFT.Microseconds(),
 		Stream: e.Stream, Complete: e.Complete, InputTokens: e.InputTokens, OutputTokens: e.OutputTokens,
 		CacheReadTokens: e.CacheReadTokens, CacheWriteTokens: e.CacheWriteTokens, ReasoningTokens: e.ReasoningTokens,
-		CostUSD: sql.NullFloat64{Float64: e.CostUSD, Valid: e.Priced}, Chain: string(chain), Skipped: string(skipped), Combo: e.Combo, Route: string(route), RequestBody: nullText(req), ResponseBody: nullText(resp),
+		CostUSD: sql.NullFloat64{Float64: e.CostUSD, Valid: e.Priced}, Chain: string(chain), Skipped: string(skipped), Combo: e.Combo, Route: string(route), Dropped: string(dropped), RequestBody: nullText(req), ResponseBody: nullText(resp),
 		RequestBodyTruncated: req.Truncated, ResponseBodyTruncated: resp.Truncated}
+}
+
+// maxDropped and maxDroppedName bound what the log keeps of a request's dropped names: unknown
+// top-level fields are named as the client spelled them, so a client could otherwise write
+// rows of any size.
+const (
+	maxDropped     = 32
+	maxDroppedName = 100
+)
+
+// droppedColumn is what the log keeps of a request's dropped names: each redacted (a field's
+// name is the client's text) and cut to maxDroppedName bytes on a character boundary, at most
+// maxDropped of them, the last then saying how many more there were ("…+7").
+func (s *Service) droppedColumn(names []string) []string {
+	out := make([]string, 0, min(len(names), maxDropped+1))
+	for i, n := range names {
+		if i == maxDropped {
+			out = append(out, "…+"+strconv.Itoa(len(names)-maxDropped))
+			break
+		}
+		kept := clip([]byte(n), int64(len(n)), maxDroppedName, s.opt.Redact)
+		if kept.Truncated {
+			kept.Text += "…"
+		}
+		out = append(out, kept.Text)
+	}
+	return out
+}
+
+// DroppedCount is how many names a request dropped, given the names the log kept (whose last
+// may count those beyond maxDropped).
+func DroppedCount(kept []string) int {
+	if n := len(kept); n > maxDropped {
+		if more, err := strconv.Atoi(strings.TrimPrefix(kept[n-1], "…+")); err == nil {
+			return n - 1 + more
+		}
+	}
+	return len(kept)
 }
 
 func nonNil[T any](s []T) []T {
@@ -455,6 +500,7 @@ func entryOf(r db.RequestLogRow) Entry {
 	_ = json.Unmarshal([]byte(r.Chain), &e.Chain)
 	_ = json.Unmarshal([]byte(r.Skipped), &e.Skipped)
 	_ = json.Unmarshal([]byte(r.Route), &e.Route)
+	_ = json.Unmarshal([]byte(r.Dropped), &e.Dropped)
 	e.Combo = r.Combo
 	return e
 }

@@ -5,8 +5,12 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jonboulle/clockwork"
 
@@ -236,4 +240,57 @@ func TestRedactsStoredMessages(t *testing.T) {
 	if got := list[0].Error.String(); got != "provider p could not be reached: dial: key [redacted]" {
 		t.Fatalf("stored message %q", got)
 	}
+}
+
+// TestDroppedRoundTrip: the names of what a translation dropped go through the write-behind and
+// come back from the list and the single read, also after a restart; a request that dropped
+// nothing reads back with none. A client's field names are bounded and redacted like its body.
+func TestDroppedRoundTrip(t *testing.T) {
+	d := openDB(t)
+	clk := clockwork.NewFakeClock()
+	s := newService(t, d, clk, Options{Retention: time.Hour})
+	stop := run(s)
+	many := []string{"sk-ant-api03-" + strings.Repeat("A", 40), strings.Repeat("é", 80)}
+	for i := range 40 {
+		many = append(many, "field"+strconv.Itoa(i))
+	}
+	s.Record(Entry{At: clk.Now(), Surface: "/v1/chat/completions", Status: 200, Dropped: []string{"tools.web_search", "logprobs"}})
+	s.Record(Entry{At: clk.Now(), Surface: "/v1/chat/completions", Status: 200})
+	s.Record(Entry{At: clk.Now(), Surface: "/v1/chat/completions", Status: 200, Dropped: many})
+	check := func(s *Service) {
+		t.Helper()
+		list, err := s.List(context.Background(), Filter{})
+		if err != nil || len(list) != 3 {
+			t.Fatalf("list: %v %d rows", err, len(list))
+		}
+		bounded, none, two := list[0], list[1], list[2]
+		if !slices.Equal(two.Dropped, []string{"tools.web_search", "logprobs"}) {
+			t.Errorf("listed dropped %q", two.Dropped)
+		}
+		if len(none.Dropped) != 0 {
+			t.Errorf("a request that dropped nothing reads back %q", none.Dropped)
+		}
+		got, err := s.Get(context.Background(), two.ID)
+		if err != nil || !slices.Equal(got.Dropped, []string{"tools.web_search", "logprobs"}) {
+			t.Errorf("single read: %v %q", err, got.Dropped)
+		}
+		b := bounded.Dropped
+		if len(b) != maxDropped+1 || b[maxDropped] != "…+10" || b[maxDropped-1] != "field29" {
+			t.Fatalf("kept %q; want %d names, the last a count of the rest", b, maxDropped+1)
+		}
+		if DroppedCount(b) != 42 || DroppedCount(two.Dropped) != 2 || DroppedCount(nil) != 0 {
+			t.Errorf("counted %d, %d, %d dropped names; want 42, 2, 0", DroppedCount(b), DroppedCount(two.Dropped), DroppedCount(nil))
+		}
+		if strings.Contains(b[0], "AAAA") {
+			t.Errorf("a key-shaped field name is kept: %q", b[0])
+		}
+		if !utf8.ValidString(b[1]) || !strings.HasSuffix(b[1], "…") || len(b[1]) > maxDroppedName+len("…") {
+			t.Errorf("a long name is kept as %q (%d bytes)", b[1], len(b[1]))
+		}
+	}
+	check(s)
+	stop()
+	again := newService(t, d, clk, Options{Retention: time.Hour})
+	defer run(again)()
+	check(again)
 }
