@@ -579,8 +579,11 @@ func appendTools(out *convo.Obj, r *convo.Request) int {
 		} else {
 			o.Raw("input_schema", []byte(`{"type":"object","properties":{}}`))
 		}
-		if t.Strict != nil {
-			o.Raw("strict", boolJSON(*t.Strict))
+		if t.Strict != nil && *t.Strict {
+			// Anthropic's strict tools need a model with structured outputs, and OpenAI's SDKs
+			// mark every function strict: sent along, they would turn requests the older
+			// models and compatible servers answer today into 400s.
+			r.Drop("tools[].strict")
 		}
 		if t.Cache != nil {
 			o.Raw("cache_control", t.Cache)
@@ -594,13 +597,6 @@ func appendTools(out *convo.Obj, r *convo.Request) int {
 		out.B = append(out.B, ']')
 	}
 	return n
-}
-
-func boolJSON(b bool) []byte {
-	if b {
-		return []byte("true")
-	}
-	return []byte("false")
 }
 
 // appendToolChoice writes tool_choice; parallel_tool_calls: false becomes
