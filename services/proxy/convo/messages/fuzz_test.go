@@ -45,6 +45,7 @@ func FuzzReadRequest(f *testing.F) {
 	f.Add([]byte(`{"system":[{"type":"image"}],"messages":[{"role":"user","content":[{"type":"tool_result","content":{"x":1}}]}]}`))
 	f.Add([]byte(`{"messages":[{"role":"system","content":[{"type":"text","text":"\u2028\"x"}]},{"role":"user","content":[{"type":"text","text":"a"},{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":""}]}]}],"thinking":{"type":"enabled"}}`))
 	f.Add([]byte(`{"messages":[{"role":"assistant","content":[{"type":"tool_use","input":[1]},{"type":"redacted_thinking","data":"x"}]}],"output_format":{"type":"json_schema","schema":{}},"tools":[{"type":"bash_20250124"},null]}`))
+	f.Add([]byte(`{"temperature":1e999,"top_p":-1e400,"thinking":{"type":"enabled","budget_tokens":99999999999999999999}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r, err := ReadRequest(body)
 		if err != nil {

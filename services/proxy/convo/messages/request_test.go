@@ -188,7 +188,7 @@ func TestReadRequestParts(t *testing.T) {
 	   {"type":"web_search_tool_result","tool_use_id":"srvtoolu_1","content":[]},{"type":"text","text":"Found.","citations":[{"type":"web_search_result_location"}]}]},
 	 {"role":"developer","content":"x"},
 	 {"role":"user","content":[{"type":"image","source":{"type":"file","file_id":"f1"}},{"type":"text","text":"hi"}]}],
-	 "tools":[{"type":"web_search_20250305","name":"web_search","max_uses":1},{"name":"f","defer_loading":true}],
+	 "tools":[{"max_uses":1,"name":"web_search","type":"web_search_20250305"},{"name":"f","defer_loading":true}],
 	 "context_management":{},"container":"c1"}`))
 	if err != nil {
 		t.Fatal(err)
@@ -211,7 +211,7 @@ func TestReadRequestParts(t *testing.T) {
 	if b := r.Messages[2].Parts[0]; b.Content != nil {
 		t.Errorf("a result without content has content %+v", b.Content)
 	}
-	if s := r.Tools[0]; s.Kind != convo.ToolServer || s.Type != "web_search_20250305" || s.Family != "anthropic" || string(s.Raw) != `{"type":"web_search_20250305","name":"web_search","max_uses":1}` {
+	if s := r.Tools[0]; s.Kind != convo.ToolServer || s.Type != "web_search_20250305" || s.Family != "anthropic" || string(s.Raw) != `{"max_uses":1,"name":"web_search","type":"web_search_20250305"}` {
 		t.Errorf("server tool %+v", s)
 	}
 	wantDrops := []string{"context_management", "container", "tools[].defer_loading", "messages[].content[].content[].type=search_result",
@@ -284,6 +284,22 @@ var newRequestErrors = []struct{ body, want string }{
 	{`{"output_config":{"format":"json"}}`, "not a messages request: output_config.format must be an object"},
 	{`{"output_format":[]}`, "not a messages request: output_format must be an object"},
 	{`{"thinking":{"type":"adaptive","display":1}}`, "not a messages request: thinking.display must be a string"},
+}
+
+// Numbers beyond a float64 are dropped, not written as infinity; a budget beyond an int is the
+// largest one.
+func TestReadRequestHugeNumbers(t *testing.T) {
+	r, err := ReadRequest([]byte(`{"temperature":1e999,"top_p":-1e400,"thinking":{"type":"enabled","budget_tokens":99999999999999999999}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Temperature != nil || r.TopP != nil || !slices.Equal(r.Dropped, []string{"temperature", "top_p"}) || r.ThinkingBudget <= 0 {
+		t.Fatalf("temperature %v, top_p %v, budget %d, dropped %q", r.Temperature, r.TopP, r.ThinkingBudget, r.Dropped)
+	}
+	out, _ := AppendRequest(nil, r, convo.Target{})
+	if !json.Valid(out) {
+		t.Fatalf("invalid JSON %s", out)
+	}
 }
 
 // A request from a chat or Responses client, written for an Anthropic upstream.
