@@ -357,6 +357,15 @@ func TestAppendRequest(t *testing.T) {
 		 "system":[{"type":"text","text":"Be brief."}],"max_tokens":4096}`,
 		dropped: []string{"messages[].content[].type=thinking", "messages[].name"},
 	}, {
+		name: "tool results after a user's text go in front of it, in order",
+		r: convo.Request{Model: "m", Messages: []convo.Message{
+			{Role: convo.RoleUser, Parts: []convo.Part{text("?")}},
+			{Role: convo.RoleTool, Parts: []convo.Part{result("a", "1"), result("b", "2")}},
+			{Role: convo.RoleTool, Parts: []convo.Part{result("c", "3")}},
+		}},
+		want: `{"model":"m","messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":"1"},
+		 {"type":"tool_result","tool_use_id":"b","content":"2"},{"type":"tool_result","tool_use_id":"c","content":"3"},{"type":"text","text":"?"}]}],"max_tokens":4096}`,
+	}, {
 		name: "namespaces flatten, other families' server tools drop, parallel calls off",
 		r: convo.Request{Model: "m", ParallelToolCalls: &no, Tools: []convo.Tool{
 			{Kind: convo.ToolNamespace, Name: "multi_agent", Tools: []convo.Tool{{Name: "spawn_agent", Description: "Spawns", Parameters: []byte(`{"type":"object"}`)}, {Name: "wait_agent", Strict: &yes}}},

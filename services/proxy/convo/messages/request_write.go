@@ -287,16 +287,18 @@ func (w *turns) result(write func(dst []byte) []byte) {
 	}
 	// A user block came first (a system message written as user text, say): the result goes
 	// in front of it.
+	first := w.results == w.content
 	w.scratch = w.scratch[:0]
-	if w.results > w.content {
+	if !first {
 		w.scratch = append(w.scratch, ',')
 	}
 	w.scratch = write(w.scratch)
-	if w.results == w.content {
+	n := len(w.scratch) // w.results stays at the end of the last result, before any comma
+	if first {
 		w.scratch = append(w.scratch, ',')
 	}
 	w.b = slices.Insert(w.b, w.results, w.scratch...)
-	w.results += len(w.scratch)
+	w.results += n
 	w.blocks++
 }
 
