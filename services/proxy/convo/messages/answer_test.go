@@ -49,7 +49,17 @@ func parseSSE(t *testing.T, doc []byte) []sseEvent {
 // as JSON with the error event's data, if any. It fails on a stream the SDK refuses.
 func accumulate(t *testing.T, doc []byte) (msg any, errData any) {
 	t.Helper()
-	var m anthropic.Message
+	m, errData := sdkAccumulate(t, doc)
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return decode(t, b), errData
+}
+
+// sdkAccumulate is the SDK's message of a stream.
+func sdkAccumulate(t *testing.T, doc []byte) (m anthropic.Message, errData any) {
+	t.Helper()
 	for _, ev := range splitEvents(doc) {
 		name, data := convo.ParseEvent(ev)
 		if name == "ping" {
@@ -67,11 +77,7 @@ func accumulate(t *testing.T, doc []byte) (msg any, errData any) {
 			t.Fatalf("the SDK refuses %q: %v", ev, err)
 		}
 	}
-	b, err := json.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return decode(t, b), errData
+	return m, errData
 }
 
 // streamThrough reads an SSE document with the reader and writes its events with the writer.
