@@ -140,6 +140,8 @@ type StreamReader struct {
 	done    bool
 }
 
+var _ convo.StreamReader = (*StreamReader)(nil)
+
 // NewStreamReader starts reading a stream.
 func NewStreamReader() *StreamReader { return &StreamReader{} }
 

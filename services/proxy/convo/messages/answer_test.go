@@ -49,7 +49,17 @@ func parseSSE(t *testing.T, doc []byte) []sseEvent {
 // as JSON with the error event's data, if any. It fails on a stream the SDK refuses.
 func accumulate(t *testing.T, doc []byte) (msg any, errData any) {
 	t.Helper()
-	var m anthropic.Message
+	m, errData := sdkAccumulate(t, doc)
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return decode(t, b), errData
+}
+
+// sdkAccumulate is the SDK's message of a stream.
+func sdkAccumulate(t *testing.T, doc []byte) (m anthropic.Message, errData any) {
+	t.Helper()
 	for _, ev := range splitEvents(doc) {
 		name, data := convo.ParseEvent(ev)
 		if name == "ping" {
@@ -67,11 +77,7 @@ func accumulate(t *testing.T, doc []byte) (msg any, errData any) {
 			t.Fatalf("the SDK refuses %q: %v", ev, err)
 		}
 	}
-	b, err := json.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return decode(t, b), errData
+	return m, errData
 }
 
 // streamThrough reads an SSE document with the reader and writes its events with the writer.
@@ -417,6 +423,20 @@ var writerCases = []struct {
 		{Kind: convo.EvBlockStop, Index: 0},
 		{Kind: convo.EvUsage, Usage: convo.Usage{Input: 9, Output: 100, Has: convo.HasInput | convo.HasOutput}},
 		{Kind: convo.EvError, Err: &convo.Error{Incomplete: true, Reason: "max_output_tokens"}},
+	}},
+	{"index_reused", []convo.Event{
+		{Kind: convo.EvStart, ID: "chatcmpl-4", Model: "gpt-x"},
+		{Kind: convo.EvBlockStart, Index: 0, Block: convo.BlockText},
+		{Kind: convo.EvBlockStart, Index: 0, Block: convo.BlockText},
+		{Kind: convo.EvDelta, Index: 0, Text: "Before."},
+		{Kind: convo.EvBlockStop, Index: 0},
+		{Kind: convo.EvBlockStart, Index: 1, Block: convo.BlockToolCall, ID: "call_1", Name: "f"},
+		{Kind: convo.EvDelta, Index: 1, Text: `{}`},
+		{Kind: convo.EvBlockStop, Index: 1},
+		{Kind: convo.EvBlockStart, Index: 0, Block: convo.BlockText},
+		{Kind: convo.EvDelta, Index: 0, Text: "After."},
+		{Kind: convo.EvBlockStop, Index: 0},
+		{Kind: convo.EvEnd},
 	}},
 	{"no_start", []convo.Event{
 		{Kind: convo.EvBlockStart, Index: 0, Block: convo.BlockText},

@@ -13,6 +13,7 @@ import (
 // collected is a block of an answer being collected: its deltas in order (one, usually).
 type collected struct {
 	index     int
+	stopped   bool
 	kind      convo.BlockKind
 	id, name  string
 	text      convo.Text
@@ -83,8 +84,14 @@ func AppendAnswer(dst []byte, r *convo.Request, evs []convo.Event, created int64
 		case convo.EvStart:
 			id, model = e.ID, e.Model
 		case convo.EvBlockStart:
-			if find(e.Index) == nil {
+			// A start for an index already begun is the same block again; after its stop, a
+			// new block that reuses the index.
+			if b := find(e.Index); b == nil || b.stopped {
 				blocks = append(blocks, collected{index: e.Index, kind: e.Block, id: e.ID, name: convo.FlatName(e.Namespace, e.Name)})
+			}
+		case convo.EvBlockStop:
+			if b := find(e.Index); b != nil {
+				b.stopped = true
 			}
 		case convo.EvDelta:
 			if b := find(e.Index); b != nil {
@@ -198,9 +205,12 @@ type StreamWriter struct {
 type streamBlock struct {
 	index    int
 	client   int
+	stopped  bool
 	kind     convo.BlockKind
 	id, name string
 }
+
+var _ convo.StreamWriter = (*StreamWriter)(nil)
 
 // NewStreamWriter starts a stream for the client whose request is r; created is unused.
 func NewStreamWriter(r *convo.Request, created int64) *StreamWriter {
@@ -235,7 +245,9 @@ func (w *StreamWriter) Write(dst []byte, e *convo.Event) []byte {
 		w.usage.Merge(e.Usage)
 	case convo.EvBlockStart:
 		dst = w.begin(dst)
-		if w.find(e.Index) != nil {
+		// A start for an index already begun is the same block again; after its stop, a new
+		// block that reuses the index (find looks at the newest first).
+		if b := w.find(e.Index); b != nil && !b.stopped {
 			return dst
 		}
 		w.blocks = append(w.blocks, streamBlock{index: e.Index, client: -1, kind: e.Block, id: e.ID, name: convo.FlatName(e.Namespace, e.Name)})
@@ -281,8 +293,11 @@ func (w *StreamWriter) Write(dst []byte, e *convo.Event) []byte {
 		}
 	case convo.EvBlockStop:
 		dst = w.begin(dst)
-		if b := w.find(e.Index); b != nil && b.client >= 0 && b.client == w.open {
-			dst = w.closeBlock(dst)
+		if b := w.find(e.Index); b != nil {
+			if b.client >= 0 && b.client == w.open {
+				dst = w.closeBlock(dst)
+			}
+			b.stopped = true
 		}
 	case convo.EvStop:
 		dst = w.begin(dst)

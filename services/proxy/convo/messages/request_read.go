@@ -98,14 +98,8 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 	if kind(f.maxTokens) == '0' {
 		r.MaxTokens, _ = strconv.Atoi(f.maxTokens)
 	}
-	if kind(f.temperature) == '0' {
-		v, _ := strconv.ParseFloat(f.temperature, 64)
-		r.Temperature = &v
-	}
-	if kind(f.topP) == '0' {
-		v, _ := strconv.ParseFloat(f.topP, 64)
-		r.TopP = &v
-	}
+	r.Temperature = floatOf(r, f.temperature, "temperature")
+	r.TopP = floatOf(r, f.topP, "top_p")
 	if kind(f.topK) == '0' {
 		v, _ := strconv.Atoi(f.topK)
 		r.TopK = &v
@@ -134,6 +128,20 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// floatOf reads a number; one beyond a float64 (1e999) is dropped rather than written as
+// infinity, which is no JSON.
+func floatOf(r *convo.Request, raw, field string) *float64 {
+	if kind(raw) != '0' {
+		return nil
+	}
+	v, err := strconv.ParseFloat(raw, 64)
+	if err != nil {
+		r.Drop(field)
+		return nil
+	}
+	return &v
 }
 
 // readStop reads stop_sequences (a null in the list is the empty string, as encoding/json had it).
@@ -354,6 +362,7 @@ func readTools(r *convo.Request, raw string) error {
 			return
 		}
 		var typ, name, desc, schema, strict, cache string
+		var other []string // keys a function has no place for (a server tool keeps them in Raw)
 		convo.FieldsOf(tool, func(k, v string) {
 			switch k {
 			case "type":
@@ -369,9 +378,7 @@ func readTools(r *convo.Request, raw string) error {
 			case "cache_control":
 				cache = v
 			default:
-				if typ == "" || typ == `"custom"` { // keys ahead of type are named below
-					r.Drop("tools[]." + k)
-				}
+				other = append(other, k)
 			}
 		})
 		for _, c := range [][2]string{{typ, "tools[].type"}, {name, "tools[].name"}, {desc, "tools[].description"}} {
@@ -386,6 +393,9 @@ func readTools(r *convo.Request, raw string) error {
 			r.Tools = append(r.Tools, convo.Tool{Kind: convo.ToolServer, Type: t, Name: convo.StrAt(name),
 				Family: "anthropic", Raw: bytesOf(tool)})
 			return
+		}
+		for _, k := range other {
+			r.Drop("tools[]." + k)
 		}
 		t := convo.Tool{Kind: convo.ToolFunction, Name: convo.StrAt(name), Description: convo.StrAt(desc)}
 		if kind(schema) == '{' {
@@ -574,6 +584,8 @@ func readMessages(r *convo.Request, raw string) error {
 		}
 		switch kind(content) {
 		case '"':
+		case 'n':
+			return // a turn of nothing
 		case '[':
 			if validBlocks(content) {
 				break

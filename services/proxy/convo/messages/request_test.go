@@ -15,14 +15,14 @@ import (
 //     one plain text block is its string;
 //   - is_error: false and stream: false are left out; a tool without input_schema has the empty
 //     object schema; output_format is output_config.format;
-//   - the top-level fields named in dropped are left out;
+//   - the top-level fields named in dropped are left out, and tools' strict when it is named;
 //   - a mid-conversation system message is the text block the writer makes of it
 //     (<system-reminder>…</system-reminder>, its cache mark kept) at the end of the user turn
 //     before it (or of a user turn of its own), and consecutive turns of one side are one.
 func canonical(v any, dropped []string) any {
 	m := v.(map[string]any)
 	for _, d := range dropped {
-		delete(m, d)
+		delete(m, d) // a top-level field
 	}
 	if m["stream"] == false {
 		delete(m, "stream")
@@ -42,6 +42,9 @@ func canonical(v any, dropped []string) any {
 	if tools, ok := m["tools"].([]any); ok {
 		for _, t := range tools {
 			t := t.(map[string]any)
+			if slices.Contains(dropped, "tools[].strict") {
+				delete(t, "strict")
+			}
 			if _, typed := t["type"]; !typed {
 				if _, ok := t["input_schema"]; !ok {
 					t["input_schema"] = map[string]any{"type": "object", "properties": map[string]any{}}
@@ -99,22 +102,13 @@ func contentBlocks(c any) []any {
 	return l
 }
 
-// topLevel are the names in dropped that are top-level fields.
-func topLevel(dropped []string) []string {
-	var out []string
-	for _, d := range dropped {
-		if !strings.ContainsAny(d, ".[=") {
-			out = append(out, d)
-		}
-	}
-	return out
-}
-
 // What each request fixture loses on the way through the model: Claude Code's
-// context_management (Anthropic's own, nothing any other format has), nothing else.
+// context_management (Anthropic's own, nothing any other format has), and a strict tool's
+// strictness (the writer does not send it: see appendTools); nothing else.
 var wantDropped = map[string][]string{
 	"claude_code":       {"context_management"},
 	"claude_code_first": {"context_management"},
+	"server_tools":      {"tools[].strict"},
 }
 
 // A messages request read into the model and written back is the request it was (in the
@@ -127,17 +121,17 @@ func TestRequestRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !slices.Equal(r.Dropped, wantDropped[name]) {
-				t.Fatalf("dropped %q, want %q", r.Dropped, wantDropped[name])
-			}
 			out, err := AppendRequest(nil, r, convo.Target{})
 			if err != nil {
 				t.Fatal(err)
 			}
+			if !slices.Equal(r.Dropped, wantDropped[name]) {
+				t.Fatalf("dropped %q, want %q", r.Dropped, wantDropped[name])
+			}
 			if !json.Valid(out) {
 				t.Fatalf("invalid JSON: %s", out)
 			}
-			sameJSON(t, canonical(decode(t, in), topLevel(r.Dropped)), canonical(decode(t, out), nil))
+			sameJSON(t, canonical(decode(t, in), r.Dropped), canonical(decode(t, out), nil))
 		})
 	}
 }
@@ -194,7 +188,7 @@ func TestReadRequestParts(t *testing.T) {
 	   {"type":"web_search_tool_result","tool_use_id":"srvtoolu_1","content":[]},{"type":"text","text":"Found.","citations":[{"type":"web_search_result_location"}]}]},
 	 {"role":"developer","content":"x"},
 	 {"role":"user","content":[{"type":"image","source":{"type":"file","file_id":"f1"}},{"type":"text","text":"hi"}]}],
-	 "tools":[{"type":"web_search_20250305","name":"web_search","max_uses":1},{"name":"f","defer_loading":true}],
+	 "tools":[{"max_uses":1,"name":"web_search","type":"web_search_20250305"},{"name":"f","defer_loading":true}],
 	 "context_management":{},"container":"c1"}`))
 	if err != nil {
 		t.Fatal(err)
@@ -217,7 +211,7 @@ func TestReadRequestParts(t *testing.T) {
 	if b := r.Messages[2].Parts[0]; b.Content != nil {
 		t.Errorf("a result without content has content %+v", b.Content)
 	}
-	if s := r.Tools[0]; s.Kind != convo.ToolServer || s.Type != "web_search_20250305" || s.Family != "anthropic" || string(s.Raw) != `{"type":"web_search_20250305","name":"web_search","max_uses":1}` {
+	if s := r.Tools[0]; s.Kind != convo.ToolServer || s.Type != "web_search_20250305" || s.Family != "anthropic" || string(s.Raw) != `{"max_uses":1,"name":"web_search","type":"web_search_20250305"}` {
 		t.Errorf("server tool %+v", s)
 	}
 	wantDrops := []string{"context_management", "container", "tools[].defer_loading", "messages[].content[].content[].type=search_result",
@@ -292,6 +286,22 @@ var newRequestErrors = []struct{ body, want string }{
 	{`{"thinking":{"type":"adaptive","display":1}}`, "not a messages request: thinking.display must be a string"},
 }
 
+// Numbers beyond a float64 are dropped, not written as infinity; a budget beyond an int is the
+// largest one.
+func TestReadRequestHugeNumbers(t *testing.T) {
+	r, err := ReadRequest([]byte(`{"temperature":1e999,"top_p":-1e400,"thinking":{"type":"enabled","budget_tokens":99999999999999999999}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Temperature != nil || r.TopP != nil || !slices.Equal(r.Dropped, []string{"temperature", "top_p"}) || r.ThinkingBudget <= 0 {
+		t.Fatalf("temperature %v, top_p %v, budget %d, dropped %q", r.Temperature, r.TopP, r.ThinkingBudget, r.Dropped)
+	}
+	out, _ := AppendRequest(nil, r, convo.Target{})
+	if !json.Valid(out) {
+		t.Fatalf("invalid JSON %s", out)
+	}
+}
+
 // A request from a chat or Responses client, written for an Anthropic upstream.
 func TestAppendRequest(t *testing.T) {
 	no, yes := false, true
@@ -347,6 +357,15 @@ func TestAppendRequest(t *testing.T) {
 		 "system":[{"type":"text","text":"Be brief."}],"max_tokens":4096}`,
 		dropped: []string{"messages[].content[].type=thinking", "messages[].name"},
 	}, {
+		name: "tool results after a user's text go in front of it, in order",
+		r: convo.Request{Model: "m", Messages: []convo.Message{
+			{Role: convo.RoleUser, Parts: []convo.Part{text("?")}},
+			{Role: convo.RoleTool, Parts: []convo.Part{result("a", "1"), result("b", "2")}},
+			{Role: convo.RoleTool, Parts: []convo.Part{result("c", "3")}},
+		}},
+		want: `{"model":"m","messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":"1"},
+		 {"type":"tool_result","tool_use_id":"b","content":"2"},{"type":"tool_result","tool_use_id":"c","content":"3"},{"type":"text","text":"?"}]}],"max_tokens":4096}`,
+	}, {
 		name: "namespaces flatten, other families' server tools drop, parallel calls off",
 		r: convo.Request{Model: "m", ParallelToolCalls: &no, Tools: []convo.Tool{
 			{Kind: convo.ToolNamespace, Name: "multi_agent", Tools: []convo.Tool{{Name: "spawn_agent", Description: "Spawns", Parameters: []byte(`{"type":"object"}`)}, {Name: "wait_agent", Strict: &yes}}},
@@ -354,9 +373,9 @@ func TestAppendRequest(t *testing.T) {
 			{Kind: convo.ToolServer, Type: "bash_20250124", Family: "anthropic", Raw: []byte(`{"type":"bash_20250124","name":"bash"}`)},
 		}, Messages: []convo.Message{{Role: convo.RoleAssistant, Parts: []convo.Part{{Kind: convo.PartToolCall, ID: "c", Namespace: "multi_agent", Name: "spawn_agent", Args: []byte(`{}`)}}}}},
 		want: `{"model":"m","messages":[{"role":"assistant","content":[{"type":"tool_use","id":"c","name":"multi_agent__spawn_agent","input":{}}]}],"max_tokens":4096,
-		 "tools":[{"name":"multi_agent__spawn_agent","description":"Spawns","input_schema":{"type":"object"}},{"name":"multi_agent__wait_agent","input_schema":{"type":"object","properties":{}},"strict":true},{"type":"bash_20250124","name":"bash"}],
+		 "tools":[{"name":"multi_agent__spawn_agent","description":"Spawns","input_schema":{"type":"object"}},{"name":"multi_agent__wait_agent","input_schema":{"type":"object","properties":{}}},{"type":"bash_20250124","name":"bash"}],
 		 "tool_choice":{"type":"auto","disable_parallel_tool_use":true}}`,
-		dropped: []string{"tools.web_search"},
+		dropped: []string{"tools[].strict", "tools.web_search"},
 	}, {
 		name: "no parallel calls beside a required tool; none stays none",
 		r:    convo.Request{Model: "m", ParallelToolCalls: &no, ToolChoice: convo.ToolChoice{Mode: convo.ChoiceTool, Name: "w"}, Tools: []convo.Tool{{Name: "w"}}},

@@ -287,16 +287,18 @@ func (w *turns) result(write func(dst []byte) []byte) {
 	}
 	// A user block came first (a system message written as user text, say): the result goes
 	// in front of it.
+	first := w.results == w.content
 	w.scratch = w.scratch[:0]
-	if w.results > w.content {
+	if !first {
 		w.scratch = append(w.scratch, ',')
 	}
 	w.scratch = write(w.scratch)
-	if w.results == w.content {
+	n := len(w.scratch) // w.results stays at the end of the last result, before any comma
+	if first {
 		w.scratch = append(w.scratch, ',')
 	}
 	w.b = slices.Insert(w.b, w.results, w.scratch...)
-	w.results += len(w.scratch)
+	w.results += n
 	w.blocks++
 }
 
@@ -579,8 +581,11 @@ func appendTools(out *convo.Obj, r *convo.Request) int {
 		} else {
 			o.Raw("input_schema", []byte(`{"type":"object","properties":{}}`))
 		}
-		if t.Strict != nil {
-			o.Raw("strict", boolJSON(*t.Strict))
+		if t.Strict != nil && *t.Strict {
+			// Anthropic's strict tools need a model with structured outputs, and OpenAI's SDKs
+			// mark every function strict: sent along, they would turn requests the older
+			// models and compatible servers answer today into 400s.
+			r.Drop("tools[].strict")
 		}
 		if t.Cache != nil {
 			o.Raw("cache_control", t.Cache)
@@ -594,13 +599,6 @@ func appendTools(out *convo.Obj, r *convo.Request) int {
 		out.B = append(out.B, ']')
 	}
 	return n
-}
-
-func boolJSON(b bool) []byte {
-	if b {
-		return []byte("true")
-	}
-	return []byte("false")
 }
 
 // appendToolChoice writes tool_choice; parallel_tool_calls: false becomes
