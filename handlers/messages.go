@@ -26,6 +26,27 @@ func Text(ctx context.Context, m errs.Msg) string {
 	return i18n.T(ctx, m.Key, args...)
 }
 
+// English renders a message in English, the language of the admin API, the request log and
+// the logs, with the messages among its arguments in English too. It reads the catalog itself:
+// the edge does not depend on the renderer app installs for the services (errs.SetRenderer).
+func English(m errs.Msg) string { return In(i18n.EN, m) }
+
+// In renders a message in a language with its arguments as given, except messages among them,
+// which are rendered in the same language. Unlike Text it leaves numbers as Go prints them.
+func In(l i18n.Lang, m errs.Msg) string {
+	if len(m.Args) == 0 {
+		return i18n.TL(l, m.Key)
+	}
+	args := make([]any, len(m.Args))
+	for i, a := range m.Args {
+		if n, ok := a.(errs.Msg); ok {
+			a = In(l, n)
+		}
+		args[i] = a
+	}
+	return i18n.TL(l, m.Key, args...)
+}
+
 // localArg formats one message argument for the language: numbers as the language writes them,
 // nested messages translated, anything else as fmt prints it.
 func localArg(ctx context.Context, a any) any {
