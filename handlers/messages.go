@@ -3,6 +3,8 @@ package handlers
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strconv"
@@ -52,18 +54,51 @@ func In(l i18n.Lang, m errs.Msg) string {
 func localArg(ctx context.Context, a any) any {
 	switch v := a.(type) {
 	case int:
-		return views.FormatInt(ctx, int64(v))
+		return localNumber{ctx: ctx, v: float64(v), whole: int64(v)}
 	case int64:
-		return views.FormatInt(ctx, v)
+		return localNumber{ctx: ctx, v: float64(v), whole: v}
 	case float64:
+		n := localNumber{ctx: ctx, v: v, fraction: true}
 		if v == float64(int64(v)) && v < 1e15 && v > -1e15 {
-			return views.FormatInt(ctx, int64(v))
+			n.whole, n.fraction = int64(v), false
 		}
-		return strings.Replace(strconv.FormatFloat(v, 'f', -1, 64), ".", i18n.T(ctx, "format.decimal"), 1)
+		return n
 	case errs.Msg:
 		return Text(ctx, v)
 	}
 	return a
+}
+
+// localNumber is a number argument that writes itself as the reader's language writes numbers
+// under whatever verb the catalog gives it: a count under %d or %s gets the thousands separator,
+// an amount under %.2f its decimals with the language's decimal mark. (Turned into text before
+// formatting, a number under %d came out as "%!d(string=100)".)
+type localNumber struct {
+	ctx      context.Context
+	v        float64
+	whole    int64 // v when it has no fraction
+	fraction bool
+}
+
+// Format implements fmt.Formatter.
+func (n localNumber) Format(s fmt.State, verb rune) {
+	prec, fixed := s.Precision()
+	switch {
+	case fixed && strings.ContainsRune("eEfFgG", verb):
+		_, _ = io.WriteString(s, views.FormatDecimal(n.ctx, n.v, prec))
+	case verb == 'd' || verb == 's' || verb == 'v' || strings.ContainsRune("eEfFgG", verb):
+		if !n.fraction {
+			_, _ = io.WriteString(s, views.FormatInt(n.ctx, n.whole))
+			return
+		}
+		_, _ = io.WriteString(s, strings.Replace(strconv.FormatFloat(n.v, 'f', -1, 64), ".", i18n.T(n.ctx, "format.decimal"), 1))
+	default: // a verb no catalog uses for a number (%x): as fmt writes the number
+		if n.fraction {
+			_, _ = fmt.Fprintf(s, fmt.FormatString(s, verb), n.v)
+			return
+		}
+		_, _ = fmt.Fprintf(s, fmt.FormatString(s, verb), n.whole)
+	}
 }
 
 // formErrors splits a service error into translated messages for the form's fields (named in
