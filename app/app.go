@@ -20,9 +20,11 @@ import (
 
 	"switchyard/db"
 	"switchyard/handlers"
+	"switchyard/i18n"
 	"switchyard/services/auth"
 	"switchyard/services/catalog"
 	"switchyard/services/clientkeys"
+	"switchyard/services/errs"
 	"switchyard/services/health"
 	"switchyard/services/metrics"
 	"switchyard/services/oauth"
@@ -65,6 +67,7 @@ type App struct {
 
 // Start opens the database, builds every service and starts serving on cfg.Addr.
 func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool), log *slog.Logger) (*App, error) {
+	errs.SetRenderer(englishText)
 	st, err := openStorage(ctx, cfg, log)
 	if err != nil {
 		return nil, err
@@ -140,6 +143,11 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 	ok = true
 	return a, nil
 }
+
+// englishText is the text of the services' messages in their logs and the diagnostics they keep
+// (errs.SetRenderer): the English catalog. The dashboard renders messages in the reader's
+// language from their keys (handlers.Text).
+func englishText(key string, args ...any) string { return i18n.TL(i18n.EN, key, args...) }
 
 // buildConnGuard raises the limit of open files to its maximum and sets the connection guard's
 // budget by it (web.ConnBudget), with the per-client cap and the anonymous idle timeout.

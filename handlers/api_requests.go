@@ -179,7 +179,7 @@ func toRequestItem(e traffic.Entry, names map[int64]string) requestItem {
 		it.CostUSD = &cost
 	}
 	if e.Error.Key != "" {
-		it.Error = e.Error.String()
+		it.Error = English(e.Error)
 	}
 	return it
 }

@@ -50,7 +50,7 @@ func msgProblem(ctx context.Context, reg *catalog.Registry, m errs.Msg) views.Pr
 	case m.Key == "proxy.unreachable" && len(m.Args) == 2:
 		text := localArg(ctx, m.Args[1])
 		if op, ok := m.Args[1].(errs.Msg); ok && op.Key == "proxy.transport_op" {
-			text, p.Excerpt = i18n.T(ctx, "proxy.transport_failed"), op.String()
+			text, p.Excerpt = i18n.T(ctx, "proxy.transport_failed"), English(op)
 		}
 		p.Text = i18n.T(ctx, "proxy.unreachable", m.Args[0], text)
 	default:

@@ -170,7 +170,7 @@ func TestSettingsMessagesInTheRequestLanguage(t *testing.T) {
 			}
 		})
 	}
-	if got := fieldMsg(t, `{"connection_cooldown":{"max_cooldown_ms":4000}}`, "connection_cooldown.oauth.base_cooldown_ms").String(); got != "Must not exceed “Maximum cooldown” (4000)." {
+	if got := fieldMsg(t, `{"connection_cooldown":{"max_cooldown_ms":4000}}`, "connection_cooldown.oauth.base_cooldown_ms"); English(got) != "Must not exceed “Maximum cooldown” (4000)." {
 		t.Errorf("English text for the API: %q", got)
 	}
 	if got := Text(de, errs.M("err.between", 0.0, 0.5)); got != "Muss zwischen 0 und 0,5 liegen." {

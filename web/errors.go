@@ -11,6 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"switchyard/handlers"
 	"switchyard/i18n"
 	"switchyard/services/errs"
 	"switchyard/services/proxy"
@@ -205,7 +206,7 @@ func writeError(c echo.Context, e *errs.Error, s surface) error {
 	status := e.HTTPStatus()
 	msg := i18n.T(r.Context(), "err.internal")
 	if e.Code != errs.Internal {
-		msg = e.Msg.In(i18n.FromContext(r.Context()))
+		msg = handlers.In(i18n.FromContext(r.Context()), e.Msg)
 	}
 	c.Response().Header().Set(echo.HeaderContentType, echo.MIMETextHTMLCharsetUTF8)
 	c.Response().WriteHeader(status)
@@ -240,13 +241,13 @@ func adminErrorJSON(e *errs.Error) []byte {
 // adminError is the admin API's error body, in English; an internal error says only that.
 func adminError(e *errs.Error) adminErrorBody {
 	if e.Code == errs.Internal {
-		return adminErrorBody{Error: adminErrorDetail{Code: string(errs.Internal), Message: errs.M("err.internal").String()}}
+		return adminErrorBody{Error: adminErrorDetail{Code: string(errs.Internal), Message: handlers.English(errs.M("err.internal"))}}
 	}
-	d := adminErrorDetail{Code: e.ReasonCode(), Message: e.Msg.String()}
+	d := adminErrorDetail{Code: e.ReasonCode(), Message: handlers.English(e.Msg)}
 	if len(e.Fields) > 0 {
 		d.Fields = make(map[string]string, len(e.Fields))
 		for k, m := range e.Fields {
-			d.Fields[k] = m.String()
+			d.Fields[k] = handlers.English(m)
 		}
 	}
 	return adminErrorBody{Error: d}

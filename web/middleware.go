@@ -108,7 +108,7 @@ func logRequest(log *slog.Logger, c echo.Context, start time.Time) {
 		}
 	}
 	if e := requestErrorOf(c); e != nil {
-		attrs = append(attrs, slog.String("error", e.Error()))
+		attrs = append(attrs, slog.String("error", e.Render(handlers.English)))
 		if e.Code == errs.Internal {
 			level = slog.LevelError
 		}

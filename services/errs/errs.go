@@ -1,7 +1,8 @@
 // Package errs is the one error type of the gateway. A service returns an *Error carrying a
-// stable code (what kind of failure), a message as an i18n key with its arguments (what a user
+// stable code (what kind of failure), a message as a catalog key with its arguments (what a user
 // reads, in their language) and per-field messages for validation; the edge renders it once, in
-// the caller's format, and logs it once.
+// the caller's format and language, and logs it once. The package knows no catalog: a message is
+// data, and the words come from the edge.
 package errs
 
 import (
@@ -10,10 +11,10 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
-
-	"switchyard/i18n"
 )
 
 // Code says what kind of failure an error is, independent of transport. Each code has a default
@@ -36,7 +37,8 @@ const (
 	Internal     Code = "internal"      // 500: details go to the log, never to the caller
 )
 
-// Msg is a user-visible text: an i18n catalog key and the arguments of its format.
+// Msg is a user-visible text as data: a catalog key and the arguments of its format. The edge
+// renders it in the reader's language (handlers.Text for the dashboard).
 type Msg struct {
 	Key  string
 	Args []any
@@ -45,11 +47,71 @@ type Msg struct {
 // M builds a message.
 func M(key string, args ...any) Msg { return Msg{Key: key, Args: args} }
 
-// String is the message in English (logs, the admin API, the proxy surfaces).
-func (m Msg) String() string { return i18n.TL(i18n.EN, m.Key, m.Args...) }
+// Renderer writes a catalog key with the arguments of its format as text in one language.
+type Renderer func(key string, args ...any) string
 
-// In renders the message in a language.
-func (m Msg) In(l i18n.Lang) string { return i18n.TL(l, m.Key, m.Args...) }
+// english renders String and Error; nil until the composition root installs one.
+//
+// It is one process-wide setting rather than a renderer injected into each service, or keys and
+// arguments logged as structured fields, because Error is the one text every holder of an error
+// gets and none of them can be handed a language: slog attributes, %w chains, the causes kept
+// beside a message, and the English diagnostics the services keep where operators read them
+// later (a connection's last error in the state store, an OAuth account's last error, a
+// provider's recent failures) or send by contract (the proxy surfaces' error bodies). Logging
+// keys instead would make those texts unreadable. The domain still imports no catalog: app
+// installs the English catalog as a plain function at start and nothing changes it afterwards;
+// text in the reader's language is rendered at the edge from the key and arguments, never from
+// String.
+var english atomic.Pointer[Renderer]
+
+// SetRenderer installs the English renderer behind String and Error (nil removes it). The
+// composition root calls it at start, before any service runs; calling it again with the same
+// catalog (one app per end-to-end test in one process) changes nothing.
+func SetRenderer(r Renderer) {
+	if r == nil {
+		english.Store(nil)
+		return
+	}
+	english.Store(&r)
+}
+
+// String is the message in English (logs, stored diagnostics, the proxy surfaces), rendered by
+// the installed renderer. Without one (unit tests of a service) it is the data itself, the key
+// with its arguments in Go syntax (err.combo_targets(16), proxy.unreachable("p",
+// proxy.transport_op("dial", "refused"))), so that a test asserts on data, not on wording.
+func (m Msg) String() string {
+	if r := english.Load(); r != nil {
+		return (*r)(m.Key, m.Args...)
+	}
+	return m.raw()
+}
+
+// raw writes the key with its arguments: strings and errors quoted, nested messages likewise.
+func (m Msg) raw() string {
+	if len(m.Args) == 0 {
+		return m.Key
+	}
+	var b strings.Builder
+	b.WriteString(m.Key)
+	b.WriteByte('(')
+	for i, a := range m.Args {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		switch v := a.(type) {
+		case Msg:
+			b.WriteString(v.raw())
+		case string:
+			b.WriteString(strconv.Quote(v))
+		case error:
+			b.WriteString(strconv.Quote(v.Error()))
+		default:
+			fmt.Fprint(&b, v)
+		}
+	}
+	b.WriteByte(')')
+	return b.String()
+}
 
 // Error carries a code, a message, optional per-field messages and, on the proxy surfaces, what
 // the client needs to decide whether and when to come back.
@@ -74,17 +136,21 @@ type Error struct {
 	Diagnostics any
 }
 
-// Error is the English message with its fields and cause, for logs.
-func (e *Error) Error() string {
-	msg := e.Msg.String()
+// Error is the English message with its fields and cause, for logs (see String).
+func (e *Error) Error() string { return e.Render(Msg.String) }
+
+// Render is the message with its fields (sorted, "field: message") and cause, each message
+// written by text: the edge passes its own English renderer for the request log.
+func (e *Error) Render(text func(Msg) string) string {
+	msg := text(e.Msg)
 	if len(e.Fields) > 0 {
 		parts := make([]string, 0, len(e.Fields))
 		for _, k := range slices.Sorted(maps.Keys(e.Fields)) {
 			if k == "" {
-				parts = append(parts, e.Fields[k].String())
+				parts = append(parts, text(e.Fields[k]))
 				continue
 			}
-			parts = append(parts, k+": "+e.Fields[k].String())
+			parts = append(parts, k+": "+text(e.Fields[k]))
 		}
 		msg += " (" + strings.Join(parts, "; ") + ")"
 	}

@@ -28,7 +28,7 @@ func TestDegradedNeedsThreeFailuresAndHalfTheRequests(t *testing.T) {
 	if len(tr.Degraded("p")) != 0 {
 		t.Fatal("3 of 7 is under half")
 	}
-	if f := tr.RecentFailures("p"); len(f) != 3 || f[0].Message != "read: boom" {
+	if f := tr.RecentFailures("p"); len(f) != 3 || f[0].Message != `proxy.transport_op("read", "boom")` {
 		t.Fatalf("recent failures %v", f)
 	}
 }

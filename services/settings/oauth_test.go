@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"slices"
 	"testing"
-
-	"switchyard/i18n"
 )
 
 // The OAuth document layers like the resilience one: default < env < persisted, each value
@@ -100,7 +98,8 @@ func TestOAuthEnvironmentIsChecked(t *testing.T) {
 	}
 }
 
-// Every OAuth setting has its label and help in both languages, and a form reads each back.
+// Every OAuth setting is found by its path and a form reads each back (its label and help in
+// both languages: handlers.TestSettingsRegistryHasTexts).
 func TestOAuthSettingsAreDescribed(t *testing.T) {
 	snap := func() *OAuthSnapshot {
 		s, err := NewOAuth(context.Background(), NewMemoryStore(), nil, fixedNow)
@@ -110,11 +109,6 @@ func TestOAuthSettingsAreDescribed(t *testing.T) {
 		return s.Snapshot()
 	}()
 	for _, st := range OAuthSettings() {
-		for _, l := range []i18n.Lang{i18n.EN, i18n.DE} {
-			if !i18n.Has(l, st.LabelKey()) || !i18n.Has(l, st.HelpKey()) {
-				t.Errorf("%s: no label or help in %s", st.Path(), l)
-			}
-		}
 		if _, ok := Lookup(st.Path()); !ok {
 			t.Errorf("%s: Lookup does not find it", st.Path())
 		}

@@ -237,7 +237,7 @@ func TestRedactsStoredMessages(t *testing.T) {
 	if err != nil || len(list) != 1 {
 		t.Fatal(err)
 	}
-	if got := list[0].Error.String(); got != "provider p could not be reached: dial: key [redacted]" {
+	if got := list[0].Error.String(); got != `proxy.unreachable("p", proxy.transport_op("dial", "key [redacted]"))` {
 		t.Fatalf("stored message %q", got)
 	}
 }
