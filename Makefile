@@ -47,7 +47,7 @@ bench: assets generate
 FUZZTIME ?= 10s
 fuzz: assets generate
 	@set -eo pipefail; log=$$(mktemp); trap 'rm -f $$log' EXIT; \
-	for pkg in ./services/proxy ./services/proxy/translate ./services/proxy/tokencount ./services/resilience ./services/settings; do \
+	for pkg in ./services/proxy ./services/proxy/convo ./services/proxy/convo/chat ./services/proxy/convo/messages ./services/proxy/convo/responses ./services/proxy/tokencount ./services/resilience ./services/settings; do \
 	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
 	    for try in 1 2; do \
 	      echo "fuzz $$pkg $$f"; \
