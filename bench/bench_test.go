@@ -103,7 +103,6 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"log/slog"
 	"math"
 	"math/big"
 	"net"
@@ -2869,8 +2868,11 @@ func BenchmarkBenchGateway(b *testing.B) {
 	}
 	var gw *app.App
 	pprof.Do(ctx, pprof.Labels("role", "switchyard"), func(context.Context) {
-		// Production formatting at info level; the bytes go nowhere.
-		logger := slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		// The production logger (text at info, as the binary's defaults); the bytes go nowhere.
+		logger, err := app.NewLogger(cfg, io.Discard)
+		if err != nil {
+			b.Fatal(err)
+		}
 		if gw, err = app.Start(ctx, cfg, lookup, logger); err != nil {
 			b.Fatal(err)
 		}
