@@ -427,9 +427,6 @@ func (s *Service) forgetOld(now time.Time) {
 }
 
 func (s *Service) row(e *Entry) db.RequestLogRow {
-	chain, _ := json.Marshal(nonNil(e.Chain))
-	skipped, _ := json.Marshal(nonNil(e.Skipped))
-	route, _ := json.Marshal(nonNil(e.Route))
 	req, resp := s.bodyColumns(e.Capture)
 	return db.RequestLogRow{ID: e.ID, RequestID: e.RequestID, At: e.At.UnixMilli(), ClientKeyID: e.ClientKeyID,
 		Surface: e.Surface, Model: e.Model, Provider: e.Provider, ConnectionID: e.ConnectionID, Connection: e.Connection,
@@ -437,15 +434,8 @@ func (s *Service) row(e *Entry) db.RequestLogRow {
 		Retries: e.Retries, Failovers: e.Failovers, LatencyUS: e.Latency.Microseconds(), TTFTUS: e.TTFT.Microseconds(),
 		Stream: e.Stream, Complete: e.Complete, InputTokens: e.InputTokens, OutputTokens: e.OutputTokens,
 		CacheReadTokens: e.CacheReadTokens, CacheWriteTokens: e.CacheWriteTokens, ReasoningTokens: e.ReasoningTokens,
-		CostUSD: sql.NullFloat64{Float64: e.CostUSD, Valid: e.Priced}, Chain: string(chain), Skipped: string(skipped), Combo: e.Combo, Route: string(route), RequestBody: nullText(req), ResponseBody: nullText(resp),
+		CostUSD: sql.NullFloat64{Float64: e.CostUSD, Valid: e.Priced}, Chain: chainJSON(e.Chain), Skipped: skippedJSON(e.Skipped), Combo: e.Combo, Route: routeJSON(e.Route), RequestBody: nullText(req), ResponseBody: nullText(resp),
 		RequestBodyTruncated: req.Truncated, ResponseBodyTruncated: resp.Truncated}
-}
-
-func nonNil[T any](s []T) []T {
-	if s == nil {
-		return []T{}
-	}
-	return s
 }
 
 func entryOf(r db.RequestLogRow) Entry {
