@@ -45,6 +45,11 @@ func BenchmarkInsertRequestLog(b *testing.B) {
 			if _, err := d.Migrate(ctx); err != nil {
 				b.Fatal(err)
 			}
+			w, err := NewRequestLogWriter(ctx, d)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer w.Close()
 			const batch = 256
 			next := int64(1)
 			b.ResetTimer()
@@ -52,7 +57,7 @@ func BenchmarkInsertRequestLog(b *testing.B) {
 			for i := 0; i < b.N; i += batch {
 				rows := benchRows(batch, next)
 				next += batch
-				if err := d.WithTx(ctx, func(tx *sqlx.Tx) error { return InsertRequestLog(ctx, tx, rows) }); err != nil {
+				if err := d.WithTx(ctx, func(tx *sqlx.Tx) error { return w.Insert(ctx, tx, rows) }); err != nil {
 					b.Fatal(err)
 				}
 			}

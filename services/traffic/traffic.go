@@ -148,6 +148,8 @@ type Service struct {
 	// Owned by the runner.
 	nextID    int64
 	pending   []*Entry
+	rows      []db.RequestLogRow
+	writer    *db.RequestLogWriter // prepared at the first flush that writes rows
 	lastPrune time.Time
 
 	mu      sync.Mutex // guards minutes, dirty, usage and usageDirty
@@ -243,6 +245,12 @@ func (s *Service) Dropped() int64 { return s.dropped.Load() }
 func (s *Service) Run(ctx context.Context) {
 	t := time.NewTicker(s.opt.FlushInterval)
 	defer t.Stop()
+	defer func() {
+		if s.writer != nil {
+			_ = s.writer.Close()
+			s.writer = nil
+		}
+	}()
 	for {
 		select {
 		case <-ctx.Done():
@@ -344,13 +352,19 @@ func (s *Service) flush(ctx context.Context) error {
 	if n := s.dropped.Swap(0); n > 0 {
 		s.opt.Log.Warn("request log fell behind; entries dropped", "dropped", n)
 	}
-	var rows []db.RequestLogRow
+	rows := s.rows[:0]
 	if s.opt.Retention > 0 {
-		rows = make([]db.RequestLogRow, 0, len(s.pending))
 		for _, e := range s.pending {
 			rows = append(rows, s.row(e))
 		}
 	}
+	defer func() {
+		clear(rows)
+		s.rows = rows[:0]
+		if cap(s.rows) > 4*256 { // a burst's rows are not kept
+			s.rows = nil
+		}
+	}()
 	for _, e := range s.pending {
 		s.bodies.Add(-e.Capture.size())
 		e.Capture = nil
@@ -377,9 +391,19 @@ func (s *Service) flush(ctx context.Context) error {
 	if len(rows) == 0 && len(minutes) == 0 && len(usage) == 0 && !prune {
 		return nil
 	}
+	if len(rows) > 0 && s.writer == nil {
+		w, err := db.NewRequestLogWriter(ctx, s.opt.DB)
+		if err != nil {
+			s.opt.Log.Error("write request log", "error", err, "entries", len(rows))
+			return fmt.Errorf("write request log: %w", err)
+		}
+		s.writer = w
+	}
 	err := s.opt.DB.WithTx(ctx, func(tx *sqlx.Tx) error {
-		if err := db.InsertRequestLog(ctx, tx, rows); err != nil {
-			return err
+		if len(rows) > 0 {
+			if err := s.writer.Insert(ctx, tx, rows); err != nil {
+				return err
+			}
 		}
 		if err := db.UpsertTrafficMinutes(ctx, tx, minutes); err != nil {
 			return err
