@@ -140,14 +140,24 @@ type Options struct {
 // Service is the request log and the traffic aggregates.
 type Service struct {
 	opt     Options
-	in      chan item
 	dropped atomic.Int64
 	// bodies counts the captured body bytes handed over and not yet written (maxPendingBodies).
 	bodies atomic.Int64
 
+	// queue holds the entries handed over and not yet taken by the runner (at most
+	// Options.Buffer). Record appends under qmu and wakes the runner only when the queue was
+	// empty; the runner takes the whole queue at once. Under load a wake-up so takes many
+	// entries, where a channel send per entry woke the runner for each.
+	qmu   sync.Mutex
+	queue []Entry
+	// wake tells the runner that entries wait; syncs asks it to write everything recorded.
+	wake  chan struct{}
+	syncs chan chan error
+
 	// Owned by the runner.
 	nextID    int64
-	pending   []*Entry
+	spare     []Entry // the queue's other slice, swapped in when the runner takes the queue
+	pending   []Entry
 	rows      []db.RequestLogRow
 	writer    *db.RequestLogWriter // prepared at the first flush that writes rows
 	lastPrune time.Time
@@ -159,12 +169,6 @@ type Service struct {
 	// flush in usageDirty.
 	usage      map[usageKey]*db.UsageBucket
 	usageDirty map[usageKey]struct{}
-}
-
-// item is an entry or a request to write everything before it (sync).
-type item struct {
-	e    *Entry
-	sync chan error
 }
 
 // New loads the newest request id and the last day of aggregates.
@@ -184,7 +188,7 @@ func New(ctx context.Context, opt Options) (*Service, error) {
 	if opt.Clock == nil {
 		opt.Clock = clockwork.NewRealClock()
 	}
-	s := &Service{opt: opt, in: make(chan item, opt.Buffer), minutes: map[int64]map[dim]*cell{}, dirty: map[cellKey]struct{}{},
+	s := &Service{opt: opt, wake: make(chan struct{}, 1), syncs: make(chan chan error), minutes: map[int64]map[dim]*cell{}, dirty: map[cellKey]struct{}{},
 		usage: map[usageKey]*db.UsageBucket{}, usageDirty: map[usageKey]struct{}{}}
 	if err := s.loadUsage(ctx); err != nil {
 		return nil, err
@@ -229,11 +233,21 @@ func (s *Service) Record(e Entry) {
 		s.bodies.Add(-held)
 		e.Capture, held = nil, 0
 	}
-	select {
-	case s.in <- item{e: &e}:
-	default:
+	s.qmu.Lock()
+	if len(s.queue) >= s.opt.Buffer {
+		s.qmu.Unlock()
 		s.bodies.Add(-held)
 		s.dropped.Add(1)
+		return
+	}
+	s.queue = append(s.queue, e)
+	first := len(s.queue) == 1
+	s.qmu.Unlock()
+	if first {
+		select {
+		case s.wake <- struct{}{}:
+		default: // a wake-up is already due
+		}
 	}
 }
 
@@ -254,35 +268,41 @@ func (s *Service) Run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			final := context.WithoutCancel(ctx)
-		drain:
-			for {
-				select {
-				case it := <-s.in:
-					s.take(final, it)
-				default:
-					break drain
-				}
-			}
-			_ = s.flush(final)
+			s.take()
+			_ = s.flush(context.WithoutCancel(ctx))
 			return
-		case it := <-s.in:
-			s.take(ctx, it)
+		case <-s.wake:
+			if s.take(); len(s.pending) >= flushBatch {
+				_ = s.flush(ctx)
+			}
+		case done := <-s.syncs:
+			s.take()
+			done <- s.flush(ctx)
 		case <-t.C:
+			s.take()
 			_ = s.flush(ctx)
 		}
 	}
 }
 
-func (s *Service) take(ctx context.Context, it item) {
-	if it.e != nil {
-		s.ingest(it.e)
-		if len(s.pending) >= 256 {
-			_ = s.flush(ctx)
-		}
+// flushBatch is how many pending entries are written at once, before the flush interval.
+const flushBatch = 256
+
+// take moves the queued entries to the pending ones, giving each its id and adding it to the
+// aggregates.
+func (s *Service) take() {
+	s.qmu.Lock()
+	taken := s.queue
+	s.queue, s.spare = s.spare[:0], nil
+	s.qmu.Unlock()
+	for i := range taken {
+		s.ingest(&taken[i])
 	}
-	if it.sync != nil {
-		it.sync <- s.flush(ctx)
+	s.pending = append(s.pending, taken...)
+	// No strings or bodies stay reachable from the spare slice, and a burst's is not kept.
+	clear(taken)
+	if cap(taken) <= 4*flushBatch {
+		s.spare = taken[:0]
 	}
 }
 
@@ -290,7 +310,7 @@ func (s *Service) take(ctx context.Context, it item) {
 func (s *Service) Sync(ctx context.Context) error {
 	done := make(chan error, 1)
 	select {
-	case s.in <- item{sync: done}:
+	case s.syncs <- done:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -306,7 +326,6 @@ func (s *Service) Sync(ctx context.Context) error {
 func (s *Service) ingest(e *Entry) {
 	e.ID = s.nextID
 	s.nextID++
-	s.pending = append(s.pending, e)
 	s.aggregate(e)
 	s.addUsage(e)
 }
@@ -354,22 +373,22 @@ func (s *Service) flush(ctx context.Context) error {
 	}
 	rows := s.rows[:0]
 	if s.opt.Retention > 0 {
-		for _, e := range s.pending {
-			rows = append(rows, s.row(e))
+		for i := range s.pending {
+			rows = append(rows, s.row(&s.pending[i]))
 		}
 	}
+	for i := range s.pending {
+		s.bodies.Add(-s.pending[i].Capture.size())
+	}
+	clear(s.pending)
+	s.pending = s.pending[:0]
 	defer func() {
 		clear(rows)
 		s.rows = rows[:0]
-		if cap(s.rows) > 4*256 { // a burst's rows are not kept
-			s.rows = nil
+		if cap(s.pending) > 4*flushBatch { // a burst's slices are not kept
+			s.pending, s.rows = nil, nil
 		}
 	}()
-	for _, e := range s.pending {
-		s.bodies.Add(-e.Capture.size())
-		e.Capture = nil
-	}
-	s.pending = s.pending[:0]
 	s.mu.Lock()
 	minutes := make([]db.TrafficMinute, 0, len(s.dirty))
 	for k := range s.dirty {
