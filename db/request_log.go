@@ -120,8 +120,11 @@ func (w *RequestLogWriter) Insert(ctx context.Context, tx *sqlx.Tx, rows []Reque
 		args := w.args[:0]
 		for i := range rows[:n] {
 			r := &rows[i]
+			// Every value is one the driver takes as it is (int64, not int): database/sql converts
+			// anything else through reflection, each time.
 			args = append(args, r.ID, r.RequestID, r.At, r.ClientKeyID, r.Surface, r.Model, r.Provider, r.ConnectionID,
-				r.Connection, r.Status, r.ErrorCode, r.ErrorMsg, r.Attempts, r.Retries, r.Failovers, r.LatencyUS, r.TTFTUS,
+				r.Connection, int64(r.Status), r.ErrorCode, r.ErrorMsg, int64(r.Attempts), int64(r.Retries), int64(r.Failovers),
+				r.LatencyUS, r.TTFTUS,
 				r.Stream, r.Complete, r.InputTokens, r.OutputTokens, r.CacheReadTokens, r.CacheWriteTokens, r.ReasoningTokens,
 				nullFloat(r.CostUSD), r.Chain, r.Skipped, r.Combo, r.Route, nullString(r.RequestBody), nullString(r.ResponseBody),
 				r.RequestBodyTruncated, r.ResponseBodyTruncated)
