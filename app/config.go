@@ -13,6 +13,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"switchyard/services/auth"
+	"switchyard/web"
 )
 
 // Config is the bootstrap configuration: flags with environment twins. Runtime settings live
@@ -317,9 +318,7 @@ func NewLogger(c Config, w io.Writer) (*slog.Logger, error) {
 	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
 		return nil, fmt.Errorf("--log-level: %w", err)
 	}
-	opts := &slog.HandlerOptions{Level: level}
-	if c.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	}
-	return slog.New(slog.NewTextHandler(w, opts)), nil
+	// slog's text or JSON handler; the request line, written for every request, is formatted by
+	// hand to the same bytes (web.LogHandler).
+	return slog.New(web.NewLogHandler(w, c.LogFormat == "json", level)), nil
 }

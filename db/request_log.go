@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/jmoiron/sqlx"
 )
 
 // RequestLogRow is one row of request_log.
@@ -60,35 +62,99 @@ const requestLogCols = `id, request_id, at, client_key_id, surface, model, provi
 // requestLogBodyCols are the body columns, read for one row.
 const requestLogBodyCols = `request_body, response_body, request_body_truncated, response_body_truncated`
 
-const insertRequestLogSQL = `INSERT INTO request_log (` + requestLogCols + `, ` + requestLogBodyCols + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+// requestLogParams are the parameters of one row of an insert: one per column.
+const requestLogParams = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
-// InsertRequestLog stores finished requests; their ids are given by the caller. A batch compiles
-// the statement once (SQLite compiles it again on every Exec of the text, which cost as much as the
-// insert itself).
-func InsertRequestLog(ctx context.Context, q Querier, rows []RequestLogRow) error {
-	exec := func(ctx context.Context, args ...any) (sql.Result, error) {
-		return q.ExecContext(ctx, insertRequestLogSQL, args...)
+// requestLogBatch is how many rows one multi-row insert writes (34 parameters each, far below
+// SQLite's limit of 32,766).
+const requestLogBatch = 32
+
+// insertRequestLogSQL inserts n rows.
+func insertRequestLogSQL(n int) string {
+	return `INSERT INTO request_log (` + requestLogCols + `, ` + requestLogBodyCols + `) VALUES ` +
+		strings.TrimSuffix(strings.Repeat(requestLogParams+", ", n), ", ")
+}
+
+// RequestLogWriter stores finished requests, the ids given by the caller. Its two statements,
+// one row and requestLogBatch rows, are compiled once on the writer for its lifetime: SQLite
+// compiles a statement's text again on every Exec of the text, and one statement per row pays
+// database/sql's and SQLite's per-statement costs for each. It is not safe for concurrent use
+// (the request log's runner owns it).
+type RequestLogWriter struct {
+	one, batch *sql.Stmt
+	args       []any
+}
+
+// NewRequestLogWriter prepares the request log's insert statements on d's writer.
+func NewRequestLogWriter(ctx context.Context, d *DB) (*RequestLogWriter, error) {
+	one, err := d.W.PrepareContext(ctx, insertRequestLogSQL(1))
+	if err != nil {
+		return nil, fmt.Errorf("prepare request log insert: %w", err)
 	}
-	if p, ok := q.(interface {
-		PrepareContext(context.Context, string) (*sql.Stmt, error)
-	}); ok && len(rows) > 1 {
-		stmt, err := p.PrepareContext(ctx, insertRequestLogSQL)
+	batch, err := d.W.PrepareContext(ctx, insertRequestLogSQL(requestLogBatch))
+	if err != nil {
+		one.Close()
+		return nil, fmt.Errorf("prepare request log insert: %w", err)
+	}
+	return &RequestLogWriter{one: one, batch: batch, args: make([]any, 0, 34*requestLogBatch)}, nil
+}
+
+// Close releases the statements.
+func (w *RequestLogWriter) Close() error { return errors.Join(w.one.Close(), w.batch.Close()) }
+
+// Insert stores rows within tx: requestLogBatch rows a statement, the rest one by one.
+func (w *RequestLogWriter) Insert(ctx context.Context, tx *sqlx.Tx, rows []RequestLogRow) error {
+	var batch, one *sql.Stmt // the statements within tx, made at first use
+	for len(rows) > 0 {
+		n := 1
+		var stmt *sql.Stmt
+		if len(rows) >= requestLogBatch {
+			if batch == nil {
+				batch = tx.StmtContext(ctx, w.batch)
+			}
+			n, stmt = requestLogBatch, batch
+		} else {
+			if one == nil {
+				one = tx.StmtContext(ctx, w.one)
+			}
+			stmt = one
+		}
+		args := w.args[:0]
+		for i := range rows[:n] {
+			r := &rows[i]
+			// Every value is one the driver takes as it is (int64, not int): database/sql converts
+			// anything else through reflection, each time.
+			args = append(args, r.ID, r.RequestID, r.At, r.ClientKeyID, r.Surface, r.Model, r.Provider, r.ConnectionID,
+				r.Connection, int64(r.Status), r.ErrorCode, r.ErrorMsg, int64(r.Attempts), int64(r.Retries), int64(r.Failovers),
+				r.LatencyUS, r.TTFTUS,
+				r.Stream, r.Complete, r.InputTokens, r.OutputTokens, r.CacheReadTokens, r.CacheWriteTokens, r.ReasoningTokens,
+				nullFloat(r.CostUSD), r.Chain, r.Skipped, r.Combo, r.Route, r.Dropped, nullString(r.RequestBody), nullString(r.ResponseBody),
+				r.RequestBodyTruncated, r.ResponseBodyTruncated)
+		}
+		_, err := stmt.ExecContext(ctx, args...)
+		clear(args) // the strings go with the rows
 		if err != nil {
-			return fmt.Errorf("prepare request log insert: %w", err)
+			return fmt.Errorf("insert request log %d: %w", rows[0].ID, err)
 		}
-		defer stmt.Close()
-		exec = stmt.ExecContext
-	}
-	for _, r := range rows {
-		if _, err := exec(ctx, r.ID, r.RequestID, r.At, r.ClientKeyID, r.Surface, r.Model, r.Provider, r.ConnectionID,
-			r.Connection, r.Status, r.ErrorCode, r.ErrorMsg, r.Attempts, r.Retries, r.Failovers, r.LatencyUS, r.TTFTUS,
-			r.Stream, r.Complete, r.InputTokens, r.OutputTokens, r.CacheReadTokens, r.CacheWriteTokens, r.ReasoningTokens, r.CostUSD, r.Chain, r.Skipped, r.Combo, r.Route, r.Dropped, r.RequestBody, r.ResponseBody,
-			r.RequestBodyTruncated, r.ResponseBodyTruncated); err != nil {
-			return fmt.Errorf("insert request log %d: %w", r.ID, err)
-		}
+		rows = rows[n:]
 	}
 	return nil
+}
+
+// nullFloat and nullString are a nullable column's value as the driver takes it: nil for NULL.
+// Passing the value itself spares database/sql boxing the Null type and calling its Value.
+func nullFloat(v sql.NullFloat64) any {
+	if !v.Valid {
+		return nil
+	}
+	return v.Float64
+}
+
+func nullString(v sql.NullString) any {
+	if !v.Valid {
+		return nil
+	}
+	return v.String
 }
 
 // RequestLogFilter selects rows of the request log; zero fields match everything.

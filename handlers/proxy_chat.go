@@ -39,7 +39,7 @@ func (p *Proxy) readBody(c echo.Context) ([]byte, error) {
 	if r.ContentLength > limit {
 		return nil, tooLarge(limit)
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), r.Body, limit))
+	body, err := readAll(http.MaxBytesReader(c.Response(), r.Body, limit), r.ContentLength)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -50,6 +50,29 @@ func (p *Proxy) readBody(c echo.Context) ([]byte, error) {
 		return nil, e
 	}
 	return body, nil
+}
+
+// readAll reads r to its end. With the size declared (Content-Length, else -1) the body is
+// read into one slice of that size, where io.ReadAll grows a slice through several and copies
+// them at the end: a coding agent's request is often hundreds of kilobytes.
+func readAll(r io.Reader, size int64) ([]byte, error) {
+	if size < 0 {
+		return io.ReadAll(r)
+	}
+	b := make([]byte, 0, size+1) // one byte more, so the end is read without growing
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if len(b) == cap(b) { // more than declared: grow as io.ReadAll would
+			b = append(b, 0)[:len(b)]
+		}
+	}
 }
 
 func tooLarge(limit int64) *errs.Error {

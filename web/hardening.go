@@ -17,7 +17,7 @@ func readDeadline(timeout time.Duration) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			if r := c.Request(); timeout > 0 && hasBody(r) {
-				_ = http.NewResponseController(c.Response()).SetReadDeadline(time.Now().Add(timeout))
+				_ = setReadDeadline(c.Response(), time.Now().Add(timeout))
 			}
 			return next(c)
 		}
@@ -35,9 +35,24 @@ func liftReadDeadline() echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			if hasBody(c.Request()) {
-				_ = http.NewResponseController(c.Response()).SetReadDeadline(time.Time{})
+				_ = setReadDeadline(c.Response(), time.Time{})
 			}
 			return next(c)
+		}
+	}
+}
+
+// setReadDeadline is http.ResponseController's SetReadDeadline without the controller, which
+// is allocated on every call: the writers are unwrapped down to net/http's, which sets it.
+func setReadDeadline(w http.ResponseWriter, t time.Time) error {
+	for {
+		switch u := w.(type) {
+		case interface{ SetReadDeadline(time.Time) error }:
+			return u.SetReadDeadline(t)
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = u.Unwrap()
+		default:
+			return http.ErrNotSupported
 		}
 	}
 }

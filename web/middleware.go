@@ -72,9 +72,9 @@ func requestLog(log *slog.Logger) echo.MiddlewareFunc {
 }
 
 // logRequest writes requestLog's line. It is a function of its own, never inlined, so that its
-// locals (the attributes) are not part of the middleware's stack frame, which stays on the
-// stack under the handler for as long as a stream is open: deep frames there grow every
-// stream's goroutine stack (see docs/bench/README.md, "Memory per open stream").
+// locals (the line) are not part of the middleware's stack frame, which stays on the stack
+// under the handler for as long as a stream is open: deep frames there grow every stream's
+// goroutine stack (see docs/bench/README.md, "Memory per open stream").
 //
 //go:noinline
 func logRequest(log *slog.Logger, c echo.Context, start time.Time) {
@@ -82,38 +82,24 @@ func logRequest(log *slog.Logger, c echo.Context, start time.Time) {
 	if r.URL.Path == "/health" || strings.HasPrefix(r.URL.Path, "/static/") {
 		return
 	}
-	level := slog.LevelInfo
-	attrs := []slog.Attr{
-		slog.String("request_id", requestIDOf(c)),
-		slog.String("method", r.Method),
-		slog.String("path", r.URL.Path),
-		slog.Int("status", c.Response().Status),
-		slog.Int64("bytes", c.Response().Size),
-		slog.Duration("duration", time.Since(start)),
-	}
+	now := time.Now()
+	l := requestLine{Level: slog.LevelInfo, RequestID: requestIDOf(c), Method: r.Method, Path: r.URL.Path,
+		Status: c.Response().Status, Bytes: c.Response().Size, Duration: now.Sub(start)}
 	if tr := proxy.TraceFrom(r.Context()); tr != nil {
-		if tr.ErrorCode != "" {
-			attrs = append(attrs, slog.String("error_code", tr.ErrorCode))
-		}
+		l.ErrorCode = tr.ErrorCode
 		if tr.Provider != "" {
-			attrs = append(attrs, slog.String("provider", tr.Provider), slog.String("model", tr.Model),
-				slog.Int64("connection_id", tr.ConnectionID), slog.Int("attempts", tr.Attempts),
-				slog.Bool("stream", tr.Stream))
-			if tr.Stream {
-				attrs = append(attrs, slog.Bool("complete", tr.Complete), slog.Duration("ttft", tr.TTFT))
-			}
-			if tr.InputTokens+tr.OutputTokens > 0 {
-				attrs = append(attrs, slog.Int64("input_tokens", tr.InputTokens), slog.Int64("output_tokens", tr.OutputTokens))
-			}
+			l.Upstream, l.Provider, l.Model, l.ConnectionID, l.Attempts = true, tr.Provider, tr.Model, tr.ConnectionID, tr.Attempts
+			l.Stream, l.Complete, l.TTFT = tr.Stream, tr.Complete, tr.TTFT
+			l.Tokens, l.InputTokens, l.OutputTokens = tr.InputTokens+tr.OutputTokens > 0, tr.InputTokens, tr.OutputTokens
 		}
 	}
 	if e := requestErrorOf(c); e != nil {
-		attrs = append(attrs, slog.String("error", e.Render(handlers.English)))
+		l.HasError, l.Error = true, e.Render(handlers.English)
 		if e.Code == errs.Internal {
-			level = slog.LevelError
+			l.Level = slog.LevelError
 		}
 	}
-	log.LogAttrs(r.Context(), level, "request", attrs...)
+	logLine(log, r.Context(), &l, now)
 }
 
 // trace gives every proxy request the trace the engine fills in and the request log reads.

@@ -75,11 +75,15 @@ func (a *assets) serve(c echo.Context) error {
 	return nil
 }
 
-// withAssets lets the views link the fingerprinted files.
+// withAssets lets the views link the fingerprinted files. The proxy surfaces render no view
+// (their errors are JSON in the client's format), so their requests are not copied for it.
 func withAssets(a *assets) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			r := c.Request()
+			if isProxyPath(r.URL.Path) {
+				return next(c)
+			}
 			c.SetRequest(r.WithContext(views.WithAssets(r.Context(), a.url)))
 			return next(c)
 		}

@@ -8,7 +8,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -85,7 +84,11 @@ func (e *Env) Start() {
 		e.T.Fatal(err)
 	}
 	cfg.Clock = e.Clock
-	log := slog.New(slog.NewTextHandler(io.MultiWriter(e.Logs, logWriter()), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	// The production logger (text, at debug), so the tests read the lines users read.
+	log, err := app.NewLogger(cfg, io.MultiWriter(e.Logs, logWriter()))
+	if err != nil {
+		e.T.Fatal(err)
+	}
 	a, err := app.Start(context.Background(), cfg, e.LookupEnv, log)
 	if err != nil {
 		e.T.Fatal(err)

@@ -11,7 +11,6 @@ package metrics
 import (
 	"math"
 	"net/http"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,6 +51,8 @@ type Metrics struct {
 	spendMu sync.Mutex
 	// ends counts the streams by how they ended, for the dashboard (a fixed set: StreamEnds).
 	ends [len(StreamEnds)][2]atomic.Int64
+	// series caches the children every request adds to (series.go).
+	series series
 }
 
 // StreamEnds are the ways a stream can end other than complete, as the engine names them: the
@@ -128,8 +129,9 @@ func (m *Metrics) Handler() http.Handler {
 
 // Request records one finished client request.
 func (m *Metrics) Request(route string, status int, provider, model string, d time.Duration) {
-	m.requests.WithLabelValues(route, strconv.Itoa(status), provider, model).Inc()
-	m.duration.WithLabelValues(route, provider).Observe(d.Seconds())
+	s := m.requestSeries(route, status, provider, model)
+	s.count.Inc()
+	s.duration.Observe(d.Seconds())
 }
 
 // Refused counts a proxy request refused before any client key authenticated (a missing or
@@ -140,24 +142,24 @@ func (m *Metrics) Refused(surface, reason string) {
 
 // FirstToken records the time to the first streamed event.
 func (m *Metrics) FirstToken(provider string, d time.Duration) {
-	m.ttft.WithLabelValues(provider).Observe(d.Seconds())
+	m.ttftSeries(provider).Observe(d.Seconds())
 }
 
 // Attempt records one upstream call; kind is "" for a first attempt, else "retry" or "failover".
 func (m *Metrics) Attempt(provider, outcome, kind string) {
-	m.attempts.WithLabelValues(provider, outcome).Inc()
+	counter2(&m.series.attempts, m.attempts, provider, outcome).Inc()
 	if kind != "" {
-		m.retries.WithLabelValues(provider, kind).Inc()
+		counter2(&m.series.retries, m.retries, provider, kind).Inc()
 	}
 }
 
 // Tokens adds token usage.
 func (m *Metrics) Tokens(provider, model string, input, output int64) {
 	if input > 0 {
-		m.tokens.WithLabelValues(provider, model, "input").Add(float64(input))
+		counter3(&m.series.tokens, m.tokens, provider, model, "input").Add(float64(input))
 	}
 	if output > 0 {
-		m.tokens.WithLabelValues(provider, model, "output").Add(float64(output))
+		counter3(&m.series.tokens, m.tokens, provider, model, "output").Add(float64(output))
 	}
 }
 

@@ -146,14 +146,26 @@ type Options struct {
 // Service is the request log and the traffic aggregates.
 type Service struct {
 	opt     Options
-	in      chan item
 	dropped atomic.Int64
 	// bodies counts the captured body bytes handed over and not yet written (maxPendingBodies).
 	bodies atomic.Int64
 
+	// queue holds the entries handed over and not yet taken by the runner (at most
+	// Options.Buffer). Record appends under qmu and wakes the runner only when the queue was
+	// empty; the runner takes the whole queue at once. Under load a wake-up so takes many
+	// entries, where a channel send per entry woke the runner for each.
+	qmu   sync.Mutex
+	queue []Entry
+	// wake tells the runner that entries wait; syncs asks it to write everything recorded.
+	wake  chan struct{}
+	syncs chan chan error
+
 	// Owned by the runner.
 	nextID    int64
-	pending   []*Entry
+	spare     []Entry // the queue's other slice, swapped in when the runner takes the queue
+	pending   []Entry
+	rows      []db.RequestLogRow
+	writer    *db.RequestLogWriter // prepared at the first flush that writes rows
 	lastPrune time.Time
 
 	mu      sync.Mutex // guards minutes, dirty, usage and usageDirty
@@ -163,12 +175,6 @@ type Service struct {
 	// flush in usageDirty.
 	usage      map[usageKey]*db.UsageBucket
 	usageDirty map[usageKey]struct{}
-}
-
-// item is an entry or a request to write everything before it (sync).
-type item struct {
-	e    *Entry
-	sync chan error
 }
 
 // New loads the newest request id and the last day of aggregates.
@@ -188,7 +194,7 @@ func New(ctx context.Context, opt Options) (*Service, error) {
 	if opt.Clock == nil {
 		opt.Clock = clockwork.NewRealClock()
 	}
-	s := &Service{opt: opt, in: make(chan item, opt.Buffer), minutes: map[int64]map[dim]*cell{}, dirty: map[cellKey]struct{}{},
+	s := &Service{opt: opt, wake: make(chan struct{}, 1), syncs: make(chan chan error), minutes: map[int64]map[dim]*cell{}, dirty: map[cellKey]struct{}{},
 		usage: map[usageKey]*db.UsageBucket{}, usageDirty: map[usageKey]struct{}{}}
 	if err := s.loadUsage(ctx); err != nil {
 		return nil, err
@@ -233,11 +239,21 @@ func (s *Service) Record(e Entry) {
 		s.bodies.Add(-held)
 		e.Capture, held = nil, 0
 	}
-	select {
-	case s.in <- item{e: &e}:
-	default:
+	s.qmu.Lock()
+	if len(s.queue) >= s.opt.Buffer {
+		s.qmu.Unlock()
 		s.bodies.Add(-held)
 		s.dropped.Add(1)
+		return
+	}
+	s.queue = append(s.queue, e)
+	first := len(s.queue) == 1
+	s.qmu.Unlock()
+	if first {
+		select {
+		case s.wake <- struct{}{}:
+		default: // a wake-up is already due
+		}
 	}
 }
 
@@ -249,38 +265,50 @@ func (s *Service) Dropped() int64 { return s.dropped.Load() }
 func (s *Service) Run(ctx context.Context) {
 	t := time.NewTicker(s.opt.FlushInterval)
 	defer t.Stop()
+	defer func() {
+		if s.writer != nil {
+			_ = s.writer.Close()
+			s.writer = nil
+		}
+	}()
 	for {
 		select {
 		case <-ctx.Done():
-			final := context.WithoutCancel(ctx)
-		drain:
-			for {
-				select {
-				case it := <-s.in:
-					s.take(final, it)
-				default:
-					break drain
-				}
-			}
-			_ = s.flush(final)
+			s.take()
+			_ = s.flush(context.WithoutCancel(ctx))
 			return
-		case it := <-s.in:
-			s.take(ctx, it)
+		case <-s.wake:
+			if s.take(); len(s.pending) >= flushBatch {
+				_ = s.flush(ctx)
+			}
+		case done := <-s.syncs:
+			s.take()
+			done <- s.flush(ctx)
 		case <-t.C:
+			s.take()
 			_ = s.flush(ctx)
 		}
 	}
 }
 
-func (s *Service) take(ctx context.Context, it item) {
-	if it.e != nil {
-		s.ingest(it.e)
-		if len(s.pending) >= 256 {
-			_ = s.flush(ctx)
-		}
+// flushBatch is how many pending entries are written at once, before the flush interval.
+const flushBatch = 256
+
+// take moves the queued entries to the pending ones, giving each its id and adding it to the
+// aggregates.
+func (s *Service) take() {
+	s.qmu.Lock()
+	taken := s.queue
+	s.queue, s.spare = s.spare[:0], nil
+	s.qmu.Unlock()
+	for i := range taken {
+		s.ingest(&taken[i])
 	}
-	if it.sync != nil {
-		it.sync <- s.flush(ctx)
+	s.pending = append(s.pending, taken...)
+	// No strings or bodies stay reachable from the spare slice, and a burst's is not kept.
+	clear(taken)
+	if cap(taken) <= 4*flushBatch {
+		s.spare = taken[:0]
 	}
 }
 
@@ -288,7 +316,7 @@ func (s *Service) take(ctx context.Context, it item) {
 func (s *Service) Sync(ctx context.Context) error {
 	done := make(chan error, 1)
 	select {
-	case s.in <- item{sync: done}:
+	case s.syncs <- done:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -304,7 +332,6 @@ func (s *Service) Sync(ctx context.Context) error {
 func (s *Service) ingest(e *Entry) {
 	e.ID = s.nextID
 	s.nextID++
-	s.pending = append(s.pending, e)
 	s.aggregate(e)
 	s.addUsage(e)
 }
@@ -340,22 +367,34 @@ func (s *Service) cells(m int64) map[dim]*cell {
 
 // flush writes the pending entries and the changed aggregates in one transaction, then prunes
 // what the retention lets go (at most once a minute).
+//
+// The writes never see ctx's cancellation: go-sqlite3 runs every statement given a cancellable
+// context in a goroutine of its own, to interrupt it on cancellation, which cost more CPU than
+// the insert itself (BenchmarkInsertRequestLog); and a flush cut short by shutdown would lose
+// the entries it had taken, where finishing it takes milliseconds.
 func (s *Service) flush(ctx context.Context) error {
+	ctx = context.WithoutCancel(ctx)
 	if n := s.dropped.Swap(0); n > 0 {
 		s.opt.Log.Warn("request log fell behind; entries dropped", "dropped", n)
 	}
-	var rows []db.RequestLogRow
+	rows := s.rows[:0]
 	if s.opt.Retention > 0 {
-		rows = make([]db.RequestLogRow, 0, len(s.pending))
-		for _, e := range s.pending {
-			rows = append(rows, s.row(e))
+		for i := range s.pending {
+			rows = append(rows, s.row(&s.pending[i]))
 		}
 	}
-	for _, e := range s.pending {
-		s.bodies.Add(-e.Capture.size())
-		e.Capture = nil
+	for i := range s.pending {
+		s.bodies.Add(-s.pending[i].Capture.size())
 	}
+	clear(s.pending)
 	s.pending = s.pending[:0]
+	defer func() {
+		clear(rows)
+		s.rows = rows[:0]
+		if cap(s.pending) > 4*flushBatch { // a burst's slices are not kept
+			s.pending, s.rows = nil, nil
+		}
+	}()
 	s.mu.Lock()
 	minutes := make([]db.TrafficMinute, 0, len(s.dirty))
 	for k := range s.dirty {
@@ -377,9 +416,19 @@ func (s *Service) flush(ctx context.Context) error {
 	if len(rows) == 0 && len(minutes) == 0 && len(usage) == 0 && !prune {
 		return nil
 	}
+	if len(rows) > 0 && s.writer == nil {
+		w, err := db.NewRequestLogWriter(ctx, s.opt.DB)
+		if err != nil {
+			s.opt.Log.Error("write request log", "error", err, "entries", len(rows))
+			return fmt.Errorf("write request log: %w", err)
+		}
+		s.writer = w
+	}
 	err := s.opt.DB.WithTx(ctx, func(tx *sqlx.Tx) error {
-		if err := db.InsertRequestLog(ctx, tx, rows); err != nil {
-			return err
+		if len(rows) > 0 {
+			if err := s.writer.Insert(ctx, tx, rows); err != nil {
+				return err
+			}
 		}
 		if err := db.UpsertTrafficMinutes(ctx, tx, minutes); err != nil {
 			return err
@@ -427,10 +476,11 @@ func (s *Service) forgetOld(now time.Time) {
 }
 
 func (s *Service) row(e *Entry) db.RequestLogRow {
-	chain, _ := json.Marshal(nonNil(e.Chain))
-	skipped, _ := json.Marshal(nonNil(e.Skipped))
-	route, _ := json.Marshal(nonNil(e.Route))
-	dropped, _ := json.Marshal(s.droppedColumn(e.Dropped))
+	dropped := "[]"
+	if len(e.Dropped) > 0 {
+		b, _ := json.Marshal(s.droppedColumn(e.Dropped))
+		dropped = string(b)
+	}
 	req, resp := s.bodyColumns(e.Capture)
 	return db.RequestLogRow{ID: e.ID, RequestID: e.RequestID, At: e.At.UnixMilli(), ClientKeyID: e.ClientKeyID,
 		Surface: e.Surface, Model: e.Model, Provider: e.Provider, ConnectionID: e.ConnectionID, Connection: e.Connection,
@@ -438,7 +488,7 @@ func (s *Service) row(e *Entry) db.RequestLogRow {
 		Retries: e.Retries, Failovers: e.Failovers, LatencyUS: e.Latency.Microseconds(), TTFTUS: e.TTFT.Microseconds(),
 		Stream: e.Stream, Complete: e.Complete, InputTokens: e.InputTokens, OutputTokens: e.OutputTokens,
 		CacheReadTokens: e.CacheReadTokens, CacheWriteTokens: e.CacheWriteTokens, ReasoningTokens: e.ReasoningTokens,
-		CostUSD: sql.NullFloat64{Float64: e.CostUSD, Valid: e.Priced}, Chain: string(chain), Skipped: string(skipped), Combo: e.Combo, Route: string(route), Dropped: string(dropped), RequestBody: nullText(req), ResponseBody: nullText(resp),
+		CostUSD: sql.NullFloat64{Float64: e.CostUSD, Valid: e.Priced}, Chain: chainJSON(e.Chain), Skipped: skippedJSON(e.Skipped), Combo: e.Combo, Route: routeJSON(e.Route), Dropped: dropped, RequestBody: nullText(req), ResponseBody: nullText(resp),
 		RequestBodyTruncated: req.Truncated, ResponseBodyTruncated: resp.Truncated}
 }
 

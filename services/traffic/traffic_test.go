@@ -18,7 +18,7 @@ import (
 	"switchyard/services/errs"
 )
 
-func openDB(t *testing.T) *db.DB {
+func openDB(t testing.TB) *db.DB {
 	t.Helper()
 	d, err := db.Open(filepath.Join(t.TempDir(), "t.db"))
 	if err != nil {
@@ -31,7 +31,7 @@ func openDB(t *testing.T) *db.DB {
 	return d
 }
 
-func newService(t *testing.T, d *db.DB, clk clockwork.Clock, opt Options) *Service {
+func newService(t testing.TB, d *db.DB, clk clockwork.Clock, opt Options) *Service {
 	t.Helper()
 	opt.DB, opt.Clock, opt.Log = d, clk, slog.New(slog.NewTextHandler(io.Discard, nil))
 	s, err := New(context.Background(), opt)
