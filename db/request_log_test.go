@@ -4,6 +4,8 @@ import (
 	"context"
 	"path/filepath"
 	"testing"
+
+	"github.com/jmoiron/sqlx"
 )
 
 // TestRequestLogDroppedColumn: a row an older binary wrote reads back, after the migration that
@@ -24,8 +26,15 @@ func TestRequestLogDroppedColumn(t *testing.T) {
 	if _, err := d.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := InsertRequestLog(ctx, d.W, []RequestLogRow{{ID: 2, RequestID: "new", At: 2, Surface: "/v1/chat/completions",
-		Status: 200, Chain: "[]", Skipped: "[]", Route: "[]", Dropped: `["logprobs"]`}}); err != nil {
+	w, err := NewRequestLogWriter(ctx, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := d.WithTx(ctx, func(tx *sqlx.Tx) error {
+		return w.Insert(ctx, tx, []RequestLogRow{{ID: 2, RequestID: "new", At: 2, Surface: "/v1/chat/completions",
+			Status: 200, Chain: "[]", Skipped: "[]", Route: "[]", Dropped: `["logprobs"]`}})
+	}); err != nil {
 		t.Fatal(err)
 	}
 	old, err := GetRequestLog(ctx, d.R, 1)

@@ -41,7 +41,7 @@ func TestRequestLogWriter(t *testing.T) {
 				Status: 200 + int(id%4)*100, ErrorCode: "e", ErrorMsg: `{"key":"k"}`, Attempts: 1, Retries: int(id % 2),
 				Failovers: int(id % 3), LatencyUS: id * 7, TTFTUS: id, Stream: id%2 == 0, Complete: id%3 == 0, InputTokens: id,
 				OutputTokens: 2 * id, CacheReadTokens: 3, CacheWriteTokens: 4, ReasoningTokens: 5, Chain: "[]", Skipped: "[]",
-				Combo: "", Route: "[]", RequestBodyTruncated: id%2 == 1}
+				Combo: "", Route: "[]", Dropped: "[]", RequestBodyTruncated: id%2 == 1}
 			if id%2 == 0 {
 				r.CostUSD = sql.NullFloat64{Float64: float64(id) / 1000, Valid: true}
 				r.RequestBody = sql.NullString{String: "body ü " + strconv.FormatInt(id, 10), Valid: true}
