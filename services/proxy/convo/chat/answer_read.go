@@ -25,9 +25,9 @@ func ReadAnswer(evs []convo.Event, body []byte) ([]convo.Event, error) {
 		case "error":
 			errRaw = v
 		case "choices":
-			if kind(v) == '[' && choice == "" {
+			if convo.Kind(v) == '[' && choice == "" {
 				convo.EachElement(v, func(c string) {
-					if choice == "" && kind(c) == '{' {
+					if choice == "" && convo.Kind(c) == '{' {
 						choice = c
 					}
 				})
@@ -43,7 +43,7 @@ func ReadAnswer(evs []convo.Event, body []byte) ([]convo.Event, error) {
 		convo.FieldsOf(choice, func(k, v string) {
 			switch k {
 			case "message":
-				if kind(v) == '{' {
+				if convo.Kind(v) == '{' {
 					convo.FieldsOf(v, func(k, v string) {
 						switch k {
 						case "content":
@@ -71,21 +71,21 @@ func ReadAnswer(evs []convo.Event, body []byte) ([]convo.Event, error) {
 			convo.Event{Kind: convo.EvBlockStop, Index: block, Block: b})
 		block++
 	}
-	if kind(reasoningContent) != '"' {
+	if convo.Kind(reasoningContent) != '"' {
 		reasoningContent = reasoning
 	}
-	if kind(reasoningContent) == '"' && reasoningContent != `""` {
+	if convo.Kind(reasoningContent) == '"' && reasoningContent != `""` {
 		whole(convo.BlockThinking, convo.TextAt(reasoningContent))
 	}
 	switch {
-	case kind(content) == '"' && content != `""`:
+	case convo.Kind(content) == '"' && content != `""`:
 		whole(convo.BlockText, convo.TextAt(content))
-	case kind(refusal) == '"' && refusal != `""`:
+	case convo.Kind(refusal) == '"' && refusal != `""`:
 		whole(convo.BlockText, convo.TextAt(refusal))
 	}
-	if kind(calls) == '[' {
+	if convo.Kind(calls) == '[' {
 		convo.EachElement(calls, func(tc string) {
-			if kind(tc) != '{' {
+			if convo.Kind(tc) != '{' {
 				return
 			}
 			c := readCall(tc)
@@ -102,7 +102,7 @@ func ReadAnswer(evs []convo.Event, body []byte) ([]convo.Event, error) {
 		evs = append(evs, convo.Event{Kind: convo.EvUsage, Usage: u})
 	}
 	stop := convo.StopEnd
-	if kind(finish) == '"' {
+	if convo.Kind(finish) == '"' {
 		stop = stopOf(convo.StrAt(finish))
 	}
 	return append(evs, convo.Event{Kind: convo.EvStop, Stop: stop}, convo.Event{Kind: convo.EvEnd}), nil
@@ -120,7 +120,7 @@ func readCall(tc string) (c callFields) {
 		case "id":
 			c.id = v
 		case "function":
-			if kind(v) == '{' {
+			if convo.Kind(v) == '{' {
 				convo.FieldsOf(v, func(k, v string) {
 					switch k {
 					case "name":

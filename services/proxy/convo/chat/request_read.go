@@ -91,22 +91,22 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 		{f.serviceTier, "service_tier", "a string", '"'},
 		{f.store, "store", "a boolean", 't'},
 	} {
-		if !is(c.raw, c.kind) {
+		if !convo.Is(c.raw, c.kind) {
 			return nil, notChat(c.field, c.what)
 		}
 	}
 	for _, c := range [2][2]string{{f.maxTokens, "max_tokens"}, {f.maxCompletionTokens, "max_completion_tokens"}} {
-		if kind(c[0]) == '0' {
-			if _, err := strconv.Atoi(c[0]); err != nil || !isInt(c[0]) {
+		if convo.Kind(c[0]) == '0' {
+			if _, err := strconv.Atoi(c[0]); err != nil || !convo.IsInt(c[0]) {
 				return nil, notChat(c[1], "an integer")
 			}
 		}
 	}
-	if kind(f.streamOptions) == '{' {
+	if convo.Kind(f.streamOptions) == '{' {
 		bad := false
 		convo.FieldsOf(f.streamOptions, func(k, v string) {
 			if k == "include_usage" {
-				bad = bad || !is(v, 't')
+				bad = bad || !convo.Is(v, 't')
 				r.IncludeUsage = v == "true"
 			}
 		})
@@ -117,31 +117,31 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 
 	r.Model = convo.StrAt(f.model)
 	switch {
-	case kind(f.maxCompletionTokens) == '0':
+	case convo.Kind(f.maxCompletionTokens) == '0':
 		r.MaxTokens, _ = strconv.Atoi(f.maxCompletionTokens)
-	case kind(f.maxTokens) == '0':
+	case convo.Kind(f.maxTokens) == '0':
 		r.MaxTokens, _ = strconv.Atoi(f.maxTokens)
 	}
-	r.Temperature, r.TopP = float(f.temperature), float(f.topP)
+	r.Temperature, r.TopP = convo.Float(f.temperature), convo.Float(f.topP)
 	readStop(r, f.stop)
 	r.Stream = f.stream == "true"
-	if kind(f.effort) == '"' {
+	if convo.Kind(f.effort) == '"' {
 		r.ReasoningEffort = convo.StrAt(f.effort)
 	}
-	if kind(f.user) == '"' {
+	if convo.Kind(f.user) == '"' {
 		r.User = convo.StrAt(f.user)
 	}
-	if kind(f.metadata) == '{' {
-		r.Metadata = bytesOf(f.metadata)
+	if convo.Kind(f.metadata) == '{' {
+		r.Metadata = convo.BytesOf(f.metadata)
 	}
-	if kind(f.serviceTier) == '"' {
+	if convo.Kind(f.serviceTier) == '"' {
 		r.ServiceTier = convo.StrAt(f.serviceTier)
 	}
-	if kind(f.store) == 't' {
+	if convo.Kind(f.store) == 't' {
 		b := f.store == "true"
 		r.Store = &b
 	}
-	if kind(f.parallel) == 't' {
+	if convo.Kind(f.parallel) == 't' {
 		b := f.parallel == "true"
 		r.ParallelToolCalls = &b
 	}
@@ -150,7 +150,7 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 	}
 	readToolChoice(r, f.toolChoice)
 	readFormat(r, f.format)
-	if kind(f.messages) == '[' {
+	if convo.Kind(f.messages) == '[' {
 		if err := readMessages(r, f.messages); err != nil {
 			return nil, err
 		}
@@ -158,29 +158,17 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 	return r, nil
 }
 
-// float is a JSON number, nil when raw is not one.
-func float(raw string) *float64 {
-	if kind(raw) != '0' {
-		return nil
-	}
-	v, err := strconv.ParseFloat(raw, 64)
-	if err != nil {
-		return nil
-	}
-	return &v
-}
-
 // readStop reads stop: a string or a list of strings (a null in the list is skipped); anything
 // else is dropped.
 func readStop(r *convo.Request, raw string) {
-	switch kind(raw) {
+	switch convo.Kind(raw) {
 	case 0, 'n':
 	case '"':
 		r.Stop = []string{convo.StrAt(raw)}
 	case '[':
 		good := true
 		convo.EachElement(raw, func(v string) {
-			switch kind(v) {
+			switch convo.Kind(v) {
 			case '"':
 				r.Stop = append(r.Stop, convo.StrAt(v))
 			case 'n':
@@ -199,7 +187,7 @@ func readStop(r *convo.Request, raw string) {
 
 // readTools reads the function tools; other tools (custom tools) are dropped by their type.
 func readTools(r *convo.Request, raw string) error {
-	if kind(raw) != '[' {
+	if convo.Kind(raw) != '[' {
 		return nil
 	}
 	var err error
@@ -207,12 +195,12 @@ func readTools(r *convo.Request, raw string) error {
 		if err != nil {
 			return
 		}
-		if kind(tool) != '{' && kind(tool) != 'n' {
+		if convo.Kind(tool) != '{' && convo.Kind(tool) != 'n' {
 			err = notChat("tools[]", "objects")
 			return
 		}
 		var typ, fn, name, desc, params, strict string
-		if kind(tool) == '{' {
+		if convo.Kind(tool) == '{' {
 			convo.FieldsOf(tool, func(k, v string) {
 				switch k {
 				case "type":
@@ -222,15 +210,15 @@ func readTools(r *convo.Request, raw string) error {
 				}
 			})
 		}
-		if !is(typ, '"') {
+		if !convo.Is(typ, '"') {
 			err = notChat("tools[].type", "a string")
 			return
 		}
-		if !is(fn, '{') {
+		if !convo.Is(fn, '{') {
 			err = notChat("tools[].function", "an object")
 			return
 		}
-		if kind(fn) == '{' {
+		if convo.Kind(fn) == '{' {
 			convo.FieldsOf(fn, func(k, v string) {
 				switch k {
 				case "name":
@@ -245,7 +233,7 @@ func readTools(r *convo.Request, raw string) error {
 			})
 		}
 		for _, c := range [2][2]string{{name, "tools[].function.name"}, {desc, "tools[].function.description"}} {
-			if !is(c[0], '"') {
+			if !convo.Is(c[0], '"') {
 				err = notChat(c[1], "a string")
 				return
 			}
@@ -255,10 +243,10 @@ func readTools(r *convo.Request, raw string) error {
 			return
 		}
 		t := convo.Tool{Kind: convo.ToolFunction, Name: convo.StrAt(name), Description: convo.StrAt(desc)}
-		if k := kind(params); k != 0 && k != 'n' {
-			t.Parameters = bytesOf(params)
+		if k := convo.Kind(params); k != 0 && k != 'n' {
+			t.Parameters = convo.BytesOf(params)
 		}
-		if kind(strict) == 't' {
+		if convo.Kind(strict) == 't' {
 			b := strict == "true"
 			t.Strict = &b
 		}
@@ -270,7 +258,7 @@ func readTools(r *convo.Request, raw string) error {
 // readToolChoice reads "none", "auto", "required" and {"type":"function","function":{"name"}};
 // anything else is dropped.
 func readToolChoice(r *convo.Request, raw string) {
-	switch kind(raw) {
+	switch convo.Kind(raw) {
 	case 0, 'n':
 		return
 	case '"':
@@ -288,9 +276,9 @@ func readToolChoice(r *convo.Request, raw string) {
 	case '{':
 		var name string
 		convo.FieldsOf(raw, func(k, v string) {
-			if k == "function" && kind(v) == '{' {
+			if k == "function" && convo.Kind(v) == '{' {
 				convo.FieldsOf(v, func(k, v string) {
-					if k == "name" && kind(v) == '"' {
+					if k == "name" && convo.Kind(v) == '"' {
 						name = convo.StrAt(v)
 					}
 				})
@@ -307,7 +295,7 @@ func readToolChoice(r *convo.Request, raw string) {
 // readFormat reads response_format: text, json_object, or json_schema with its name,
 // description, schema and strict flag.
 func readFormat(r *convo.Request, raw string) {
-	if kind(raw) != '{' {
+	if convo.Kind(raw) != '{' {
 		return
 	}
 	var typ, js string
@@ -325,7 +313,7 @@ func readFormat(r *convo.Request, raw string) {
 	case "json_object":
 		r.Format = &convo.ResponseFormat{Kind: convo.FormatJSONObject}
 	case "json_schema":
-		if kind(js) != '{' {
+		if convo.Kind(js) != '{' {
 			r.Drop("response_format")
 			return
 		}
@@ -333,19 +321,19 @@ func readFormat(r *convo.Request, raw string) {
 		convo.FieldsOf(js, func(k, v string) {
 			switch k {
 			case "name":
-				if kind(v) == '"' {
+				if convo.Kind(v) == '"' {
 					f.Name = convo.StrAt(v)
 				}
 			case "description":
-				if kind(v) == '"' {
+				if convo.Kind(v) == '"' {
 					f.Description = convo.StrAt(v)
 				}
 			case "schema":
-				if k := kind(v); k != 0 && k != 'n' {
-					f.Schema = bytesOf(v)
+				if k := convo.Kind(v); k != 0 && k != 'n' {
+					f.Schema = convo.BytesOf(v)
 				}
 			case "strict":
-				if kind(v) == 't' {
+				if convo.Kind(v) == 't' {
 					b := v == "true"
 					f.Strict = &b
 				}
@@ -373,12 +361,12 @@ func readMessages(r *convo.Request, raw string) error {
 		if err != nil {
 			return
 		}
-		if kind(m) != '{' && kind(m) != 'n' {
+		if convo.Kind(m) != '{' && convo.Kind(m) != 'n' {
 			err = notChat("messages[]", "objects")
 			return
 		}
 		var f msgFields
-		if kind(m) == '{' {
+		if convo.Kind(m) == '{' {
 			convo.FieldsOf(m, func(k, v string) {
 				switch k {
 				case "role":
@@ -399,7 +387,7 @@ func readMessages(r *convo.Request, raw string) error {
 			})
 		}
 		for _, c := range [4][2]string{{f.role, "role"}, {f.toolCallID, "tool_call_id"}, {f.reasoningContent, "reasoning_content"}, {f.name, "name"}} {
-			if !is(c[0], '"') {
+			if !convo.Is(c[0], '"') {
 				err = notChat("messages[]."+c[1], "a string")
 				return
 			}
@@ -425,10 +413,10 @@ func readMessages(r *convo.Request, raw string) error {
 		case "assistant":
 			var parts []convo.Part
 			reasoning := f.reasoningContent // reasoning_content wins when it is given at all
-			if kind(reasoning) != '"' {
+			if convo.Kind(reasoning) != '"' {
 				reasoning = f.reasoning
 			}
-			if kind(reasoning) == '"' && reasoning != `""` {
+			if convo.Kind(reasoning) == '"' && reasoning != `""` {
 				parts = append(parts, convo.Part{Kind: convo.PartThinking, Text: convo.TextAt(reasoning)})
 			}
 			parts = append(parts, texts(r, f.content)...)
@@ -438,7 +426,7 @@ func readMessages(r *convo.Request, raw string) error {
 			}
 		case "tool", "function":
 			res := convo.Part{Kind: convo.PartToolResult, ID: convo.StrAt(f.toolCallID)}
-			if kind(f.content) == '"' {
+			if convo.Kind(f.content) == '"' {
 				if f.content != `""` {
 					res.Content = []convo.Part{{Kind: convo.PartText, Text: convo.TextAt(f.content)}}
 				}
@@ -460,7 +448,7 @@ func readMessages(r *convo.Request, raw string) error {
 // readToolCalls reads an assistant message's tool calls; the arguments, a JSON text in a string,
 // become the call's Args ({} when they are not a JSON object).
 func readToolCalls(raw string) ([]convo.Part, error) {
-	switch kind(raw) {
+	switch convo.Kind(raw) {
 	case 0, 'n':
 		return nil, nil
 	case '[':
@@ -473,12 +461,12 @@ func readToolCalls(raw string) ([]convo.Part, error) {
 		if err != nil {
 			return
 		}
-		if kind(tc) != '{' && kind(tc) != 'n' {
+		if convo.Kind(tc) != '{' && convo.Kind(tc) != 'n' {
 			err = notChat("messages[].tool_calls[]", "objects")
 			return
 		}
 		var index, id, typ, fn, name, args string
-		if kind(tc) == '{' {
+		if convo.Kind(tc) == '{' {
 			convo.FieldsOf(tc, func(k, v string) {
 				switch k {
 				case "index":
@@ -492,11 +480,11 @@ func readToolCalls(raw string) ([]convo.Part, error) {
 				}
 			})
 		}
-		if !is(fn, '{') {
+		if !convo.Is(fn, '{') {
 			err = notChat("messages[].tool_calls[].function", "an object")
 			return
 		}
-		if kind(fn) == '{' {
+		if convo.Kind(fn) == '{' {
 			convo.FieldsOf(fn, func(k, v string) {
 				switch k {
 				case "name":
@@ -507,12 +495,12 @@ func readToolCalls(raw string) ([]convo.Part, error) {
 			})
 		}
 		for _, c := range [4]string{id, typ, name, args} {
-			if !is(c, '"') {
+			if !convo.Is(c, '"') {
 				err = notChat("messages[].tool_calls[]", "strings where strings belong")
 				return
 			}
 		}
-		if !is(index, '0') || kind(index) == '0' && !isInt(index) {
+		if !convo.Is(index, '0') || convo.Kind(index) == '0' && !convo.IsInt(index) {
 			err = notChat("messages[].tool_calls[].index", "an integer")
 			return
 		}
@@ -527,7 +515,7 @@ var emptyObject = []byte("{}")
 
 // argsObject is a call's arguments string as a JSON object, {} when it holds none.
 func argsObject(raw string) []byte {
-	if kind(raw) != '"' {
+	if convo.Kind(raw) != '"' {
 		return emptyObject
 	}
 	a := convo.StrAt(raw)
@@ -538,7 +526,7 @@ func argsObject(raw string) []byte {
 	if i == len(a) || a[i] != '{' || !convo.Document(a, nil) {
 		return emptyObject
 	}
-	return bytesOf(a)
+	return convo.BytesOf(a)
 }
 
 // part is one part of a content list, its fields as they stand in the JSON.
@@ -554,7 +542,7 @@ type part struct {
 func contentParts(raw string) (parts []part, ok bool) {
 	ok = true
 	convo.EachElement(raw, func(p string) {
-		switch kind(p) {
+		switch convo.Kind(p) {
 		case '{':
 		case 'n':
 			parts = append(parts, part{})
@@ -579,13 +567,13 @@ func contentParts(raw string) (parts []part, ok bool) {
 				c.cache = v
 			}
 		})
-		if !is(typ, '"') || !is(c.text, '"') || !is(c.image, '{') {
+		if !convo.Is(typ, '"') || !convo.Is(c.text, '"') || !convo.Is(c.image, '{') {
 			ok = false
 			return
 		}
-		if kind(c.image) == '{' {
+		if convo.Kind(c.image) == '{' {
 			convo.FieldsOf(c.image, func(k, v string) {
-				if (k == "url" || k == "detail") && !is(v, '"') {
+				if (k == "url" || k == "detail") && !convo.Is(v, '"') {
 					ok = false
 				}
 			})
@@ -599,8 +587,8 @@ func contentParts(raw string) (parts []part, ok bool) {
 // textPart is a text part of the model, with its cache mark.
 func textPart(text, cache string) convo.Part {
 	p := convo.Part{Kind: convo.PartText, Text: convo.TextAt(text)}
-	if kind(cache) == '{' {
-		p.Cache = bytesOf(cache)
+	if convo.Kind(cache) == '{' {
+		p.Cache = convo.BytesOf(cache)
 	}
 	return p
 }
@@ -608,7 +596,7 @@ func textPart(text, cache string) convo.Part {
 // texts reads a content that is a string or a list of text parts (a system, assistant or tool
 // message's); other parts are dropped by their type, empty texts skipped.
 func texts(r *convo.Request, raw string) []convo.Part {
-	switch kind(raw) {
+	switch convo.Kind(raw) {
 	case 0, 'n':
 		return nil
 	case '"':
@@ -631,7 +619,7 @@ func texts(r *convo.Request, raw string) []convo.Part {
 		switch {
 		case p.typ != "text":
 			r.Drop("messages[].content[].type=" + p.typ)
-		case kind(p.text) == '"' && p.text != `""`:
+		case convo.Kind(p.text) == '"' && p.text != `""`:
 			out = append(out, textPart(p.text, p.cache))
 		}
 	}
@@ -641,7 +629,7 @@ func texts(r *convo.Request, raw string) []convo.Part {
 // userParts reads a user message's content: texts, images (a data URL becomes its media type and
 // base64 data; http and https URLs stay URLs) and files (PDFs as base64 data URLs).
 func userParts(r *convo.Request, raw string) []convo.Part {
-	switch kind(raw) {
+	switch convo.Kind(raw) {
 	case 0, 'n':
 		return nil
 	case '"':
@@ -663,11 +651,11 @@ func userParts(r *convo.Request, raw string) []convo.Part {
 	for _, p := range in {
 		switch p.typ {
 		case "text":
-			if kind(p.text) == '"' && p.text != `""` {
+			if convo.Kind(p.text) == '"' && p.text != `""` {
 				out = append(out, textPart(p.text, p.cache))
 			}
 		case "image_url":
-			if kind(p.image) != '{' {
+			if convo.Kind(p.image) != '{' {
 				continue // no image_url object: nothing to show
 			}
 			var url, detail string
@@ -680,10 +668,10 @@ func userParts(r *convo.Request, raw string) []convo.Part {
 				}
 			})
 			img := convo.Part{Kind: convo.PartImage, Detail: detail}
-			if kind(p.cache) == '{' {
-				img.Cache = bytesOf(p.cache)
+			if convo.Kind(p.cache) == '{' {
+				img.Cache = convo.BytesOf(p.cache)
 			}
-			if mt, data, ok := parseDataURL(url); ok {
+			if mt, data, ok := convo.ParseDataURL(url); ok {
 				img.MediaType, img.Data = mt, data
 			} else if strings.HasPrefix(url, "http://") || strings.HasPrefix(url, "https://") {
 				img.URL = url
@@ -707,9 +695,9 @@ func userParts(r *convo.Request, raw string) []convo.Part {
 // A file_id names a file stored at OpenAI, which no other provider can read: it is dropped.
 func filePart(r *convo.Request, raw string) (convo.Part, bool) {
 	var data, filename, fileID string
-	if kind(raw) == '{' {
+	if convo.Kind(raw) == '{' {
 		convo.FieldsOf(raw, func(k, v string) {
-			if kind(v) != '"' {
+			if convo.Kind(v) != '"' {
 				return
 			}
 			switch k {
@@ -722,7 +710,7 @@ func filePart(r *convo.Request, raw string) (convo.Part, bool) {
 			}
 		})
 	}
-	if mt, b64, ok := parseDataURL(data); ok {
+	if mt, b64, ok := convo.ParseDataURL(data); ok {
 		return convo.Part{Kind: convo.PartDocument, MediaType: mt, Data: b64, Title: filename}, true
 	}
 	if fileID != "" {
@@ -731,21 +719,4 @@ func filePart(r *convo.Request, raw string) (convo.Part, bool) {
 		r.Drop("messages[].content[].file")
 	}
 	return convo.Part{}, false
-}
-
-// parseDataURL splits "data:image/png;base64,AAAA" into its media type and payload.
-func parseDataURL(u string) (mediaType, data string, ok bool) {
-	rest, found := strings.CutPrefix(u, "data:")
-	if !found {
-		return "", "", false
-	}
-	meta, payload, found := strings.Cut(rest, ",")
-	if !found {
-		return "", "", false
-	}
-	mt, enc, _ := strings.Cut(meta, ";")
-	if enc != "base64" || mt == "" {
-		return "", "", false
-	}
-	return mt, payload, true
 }

@@ -14,17 +14,6 @@ import (
 // in r.Dropped: thinking blocks (OpenAI-compatible servers take no reasoning back, and some refuse
 // it), server tools of other providers, a top_k.
 
-// effortOf maps an Anthropic thinking budget to OpenAI's reasoning effort.
-func effortOf(budget int) string {
-	switch {
-	case budget < 4096:
-		return "low"
-	case budget < 16384:
-		return "medium"
-	}
-	return "high"
-}
-
 // emptySchema is the parameters of a function that declares none.
 var emptySchema = []byte(`{"type":"object","properties":{}}`)
 
@@ -85,7 +74,7 @@ func AppendRequest(dst []byte, r *convo.Request, t convo.Target) ([]byte, error)
 	case r.ReasoningEffort != "" && r.ReasoningEffort != "none":
 		o.Str("reasoning_effort", r.ReasoningEffort)
 	case r.ReasoningEffort == "" && r.ThinkingBudget > 0:
-		o.Str("reasoning_effort", effortOf(r.ThinkingBudget))
+		o.Str("reasoning_effort", convo.EffortOf(r.ThinkingBudget))
 	}
 	if user := userOf(r); user != "" {
 		o.Str("user", user)
@@ -145,7 +134,7 @@ func userOf(r *convo.Request) string {
 	user := r.User
 	if len(r.Metadata) > 0 && r.Metadata[0] == '{' {
 		convo.FieldsOf(convo.View(r.Metadata), func(k, v string) {
-			if k == "user_id" && kind(v) == '"' {
+			if k == "user_id" && convo.Kind(v) == '"' {
 				if user == "" {
 					user = convo.StrAt(v)
 				}

@@ -71,9 +71,9 @@ func (r *StreamReader) Read(evs []convo.Event, sse []byte) []convo.Event {
 		r.started = true
 		evs = append(evs, convo.Event{Kind: convo.EvStart, ID: convo.StrAt(id), Model: convo.StrAt(model)})
 	}
-	if kind(choices) == '[' {
+	if convo.Kind(choices) == '[' {
 		convo.EachElement(choices, func(ch string) {
-			if kind(ch) == '{' {
+			if convo.Kind(ch) == '{' {
 				evs = r.choice(evs, ch)
 			}
 		})
@@ -94,7 +94,7 @@ func (r *StreamReader) choice(evs []convo.Event, ch string) []convo.Event {
 		case "finish_reason":
 			finish = v
 		case "delta":
-			if kind(v) == '{' {
+			if convo.Kind(v) == '{' {
 				convo.FieldsOf(v, func(k, v string) {
 					switch k {
 					case "content":
@@ -112,29 +112,29 @@ func (r *StreamReader) choice(evs []convo.Event, ch string) []convo.Event {
 			}
 		}
 	})
-	if kind(index) == '0' && intOf(index) != 0 {
+	if convo.Kind(index) == '0' && intOf(index) != 0 {
 		return evs // n > 1: the other answers are not carried
 	}
-	if kind(reasoningContent) != '"' { // reasoning_content wins when it is given at all
+	if convo.Kind(reasoningContent) != '"' { // reasoning_content wins when it is given at all
 		reasoningContent = reasoning
 	}
-	if kind(reasoningContent) == '"' && reasoningContent != `""` {
+	if convo.Kind(reasoningContent) == '"' && reasoningContent != `""` {
 		evs = r.text(evs, convo.BlockThinking, convo.TextAt(reasoningContent))
 	}
-	if kind(content) == '"' && content != `""` {
+	if convo.Kind(content) == '"' && content != `""` {
 		evs = r.text(evs, convo.BlockText, convo.TextAt(content))
 	}
-	if kind(refusal) == '"' && refusal != `""` {
+	if convo.Kind(refusal) == '"' && refusal != `""` {
 		evs = r.text(evs, convo.BlockText, convo.TextAt(refusal))
 	}
-	if kind(calls) == '[' {
+	if convo.Kind(calls) == '[' {
 		convo.EachElement(calls, func(tc string) {
-			if kind(tc) == '{' {
+			if convo.Kind(tc) == '{' {
 				evs = r.call(evs, readCall(tc))
 			}
 		})
 	}
-	if kind(finish) == '"' && finish != `""` {
+	if convo.Kind(finish) == '"' && finish != `""` {
 		r.stop = stopOf(convo.StrAt(finish))
 		evs = r.closeAll(evs)
 	}
@@ -177,7 +177,7 @@ func (r *StreamReader) call(evs []convo.Event, c callFields) []convo.Event {
 	id := convo.StrAt(c.id)
 	at := -1
 	switch {
-	case kind(c.index) == '0':
+	case convo.Kind(c.index) == '0':
 		idx := intOf(c.index)
 		for i := range r.calls {
 			if r.calls[i].index == idx {

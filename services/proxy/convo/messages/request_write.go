@@ -447,7 +447,7 @@ func appendMedia(dst []byte, p *convo.Part, r *convo.Request, path string) ([]by
 	case p.Data != "":
 		src.Str("type", "base64").Str("media_type", p.MediaType).Str("data", p.Data)
 	default:
-		if mt, data, ok := parseDataURL(p.URL); ok {
+		if mt, data, ok := convo.ParseDataURL(p.URL); ok {
 			src.Str("type", "base64").Str("media_type", mt).Str("data", data)
 		} else if strings.HasPrefix(p.URL, "http://") || strings.HasPrefix(p.URL, "https://") {
 			src.Str("type", "url").Str("url", p.URL)
@@ -468,23 +468,6 @@ func appendMedia(dst []byte, p *convo.Part, r *convo.Request, path string) ([]by
 		o.Raw("cache_control", p.Cache)
 	}
 	return o.End(), true
-}
-
-// parseDataURL splits "data:image/png;base64,AAAA" into its media type and payload.
-func parseDataURL(u string) (mediaType, data string, ok bool) {
-	rest, found := strings.CutPrefix(u, "data:")
-	if !found {
-		return "", "", false
-	}
-	meta, payload, found := strings.Cut(rest, ",")
-	if !found {
-		return "", "", false
-	}
-	mt, enc, _ := strings.Cut(meta, ";")
-	if enc != "base64" || mt == "" {
-		return "", "", false
-	}
-	return mt, payload, true
 }
 
 // appendToolResult writes a tool_result block: its content a string when it is one plain text,

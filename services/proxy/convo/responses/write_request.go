@@ -89,7 +89,7 @@ func AppendRequest(dst []byte, r *convo.Request, t convo.Target) ([]byte, error)
 	}
 	effort := r.ReasoningEffort
 	if effort == "" && r.ThinkingBudget > 0 {
-		effort = effortOf(r.ThinkingBudget)
+		effort = convo.EffortOf(r.ThinkingBudget)
 	}
 	if effort != "" || r.ReasoningSummary != "" {
 		// Asked for reasoning: its summary is what other formats show as thinking.
@@ -193,13 +193,13 @@ func boolJSON(b bool) []byte {
 // metadata (Anthropic's {"user_id": …} is one).
 func stringMap(raw []byte) bool {
 	s := convo.View(raw)
-	if kind(s) != '{' || !convo.Document(s, nil) {
+	if convo.Kind(s) != '{' || !convo.Document(s, nil) {
 		return false
 	}
 	n, good := 0, true
 	convo.FieldsOf(s, func(k, v string) {
 		n++
-		good = good && kind(v) == '"' && len(k) <= 64 && len(v) <= 514
+		good = good && convo.Kind(v) == '"' && len(k) <= 64 && len(v) <= 514
 	})
 	return good && n <= 16
 }
