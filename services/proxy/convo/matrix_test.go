@@ -3,7 +3,6 @@ package convo_test
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"switchyard/services/proxy/convo"
 	"switchyard/services/proxy/convo/chat"
+	"switchyard/services/proxy/convo/convotest"
 	"switchyard/services/proxy/convo/messages"
 	"switchyard/services/proxy/convo/responses"
 )
@@ -21,8 +21,6 @@ import (
 // pairs never come here: the engine passes them through byte-exact (e2e proves it).
 //
 // go test ./services/proxy/convo -run TestMatrix -update rewrites the goldens; read the diff.
-
-var update = flag.Bool("update", false, "rewrite the golden files")
 
 type format struct {
 	name          string
@@ -71,7 +69,7 @@ func fixtures(t *testing.T, f format, glob string) []string {
 
 func golden(t *testing.T, path string, got []byte) {
 	t.Helper()
-	if *update {
+	if *convotest.Update {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -90,16 +88,6 @@ func golden(t *testing.T, path string, got []byte) {
 }
 
 func base(path string) string { return strings.TrimSuffix(filepath.Base(path), filepath.Ext(path)) }
-
-// indent makes a JSON golden readable and its diffs small.
-func indent(t *testing.T, b []byte) []byte {
-	t.Helper()
-	var out bytes.Buffer
-	if err := json.Indent(&out, b, "", "  "); err != nil {
-		t.Fatalf("not JSON: %v\n%s", err, b)
-	}
-	return append(out.Bytes(), '\n')
-}
 
 // events splits an SSE fixture into its events.
 func events(b []byte) [][]byte {
@@ -143,7 +131,7 @@ func TestMatrixRequests(t *testing.T) {
 					if _, err := dst.readRequest(out); err != nil {
 						t.Fatalf("the upstream's format does not read what its writer wrote: %v\n%s", err, out)
 					}
-					got := indent(t, out)
+					got := convotest.Indent(t, out)
 					if len(r.Dropped) > 0 {
 						got = append(got, "dropped: "+strings.Join(r.Dropped, ", ")+"\n"...)
 					}
@@ -175,7 +163,7 @@ func TestMatrixAnswers(t *testing.T) {
 					if err != nil {
 						t.Fatalf("write: %v", err)
 					}
-					golden(t, filepath.Join("testdata", "matrix", "answer", up.name+"-to-"+client.name, base(file)+".golden"), indent(t, out))
+					golden(t, filepath.Join("testdata", "matrix", "answer", up.name+"-to-"+client.name, base(file)+".golden"), convotest.Indent(t, out))
 				})
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"switchyard/services/proxy/convo"
+	"switchyard/services/proxy/convo/convotest"
 )
 
 // Benchmarks on the sizes the gateway benchmark and coding agents use: a 10 KB answer, a long
@@ -36,16 +37,7 @@ func agentRequest() []byte {
 	return b
 }
 
-func BenchmarkReadRequestAgent(b *testing.B) {
-	body := agentRequest()
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := ReadRequest(body); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
+func BenchmarkReadRequestAgent(b *testing.B) { convotest.BenchRead(b, ReadRequest, agentRequest()) }
 
 func BenchmarkAppendRequestAgent(b *testing.B) {
 	body := agentRequest()

@@ -2,19 +2,19 @@ package chat
 
 import (
 	"encoding/json"
-	"os"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
 	"switchyard/services/proxy/convo"
+	"switchyard/services/proxy/convo/convotest"
 )
 
 // requestGolden is a written request, indented, with the fields that were dropped.
 func requestGolden(t *testing.T, out []byte, dropped []string) []byte {
 	t.Helper()
-	b := indent(t, out)
+	b := convotest.Indent(t, out)
 	if len(dropped) > 0 {
 		d := slices.Clone(dropped)
 		slices.Sort(d)
@@ -59,7 +59,7 @@ func TestRequestRoundTrip(t *testing.T) {
 	}
 	for name, wantDropped := range cases {
 		t.Run(name, func(t *testing.T) {
-			in := readFixture(t, "testdata/request/"+name+".json")
+			in := convotest.Read(t, "testdata/request/"+name+".json")
 			r, err := ReadRequest(in)
 			if err != nil {
 				t.Fatal(err)
@@ -79,15 +79,6 @@ func TestRequestRoundTrip(t *testing.T) {
 			}
 		})
 	}
-}
-
-func readFixture(t *testing.T, path string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 // normalizeRequest decodes a chat request and writes the forms that mean the same one way:
