@@ -117,16 +117,8 @@ func appendError(dst []byte, e *convo.Error) []byte {
 	}
 	o := convo.NewObj(dst)
 	eo := o.Open("error").Str("message", msg).Str("type", ot)
-	if code != "" {
-		eo.Str("code", code)
-	} else {
-		eo.Raw("code", convo.Null)
-	}
-	if param != "" {
-		eo.Str("param", param)
-	} else {
-		eo.Raw("param", convo.Null)
-	}
+	eo.StrElseNull("code", code)
+	eo.StrElseNull("param", param)
 	o.Close(eo)
 	return o.End()
 }

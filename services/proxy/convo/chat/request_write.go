@@ -56,15 +56,7 @@ func AppendRequest(dst []byte, r *convo.Request, t convo.Target) ([]byte, error)
 		r.Drop("top_k") // OpenAI has none
 	}
 	if len(r.Stop) > 0 {
-		o.Key("stop")
-		o.B = append(o.B, '[')
-		for i, s := range r.Stop {
-			if i > 0 {
-				o.B = append(o.B, ',')
-			}
-			o.B = convo.AppendString(o.B, s)
-		}
-		o.B = append(o.B, ']')
+		o.Strs("stop", r.Stop)
 	}
 	if r.Stream {
 		o.Raw("stream", []byte("true")).Raw("stream_options", []byte(`{"include_usage":true}`))

@@ -103,15 +103,7 @@ func AppendRequest(dst []byte, r *convo.Request, t convo.Target) ([]byte, error)
 		out.Int("top_k", int64(*r.TopK))
 	}
 	if len(r.Stop) > 0 {
-		out.Key("stop_sequences")
-		out.B = append(out.B, '[')
-		for i, s := range r.Stop {
-			if i > 0 {
-				out.B = append(out.B, ',')
-			}
-			out.B = convo.AppendString(out.B, s)
-		}
-		out.B = append(out.B, ']')
+		out.Strs("stop_sequences", r.Stop)
 	}
 	if r.Stream {
 		out.Raw("stream", []byte("true"))

@@ -143,3 +143,22 @@ func lookup(r *convo.Request, name string) (string, string) {
 	}
 	return name, ""
 }
+
+// appendToolChoice writes a tool choice in Responses' words. An unset choice is left out of a
+// request and echoed in an answer as "auto", the default it stands for.
+func appendToolChoice(o *convo.Obj, c convo.ToolChoice, echo bool) {
+	switch c.Mode {
+	case convo.ChoiceNone:
+		o.Str("tool_choice", "none")
+	case convo.ChoiceAny:
+		o.Str("tool_choice", "required")
+	case convo.ChoiceTool:
+		o.Close(o.Open("tool_choice").Str("type", "function").Str("name", c.Name))
+	case convo.ChoiceAuto:
+		o.Str("tool_choice", "auto")
+	default:
+		if echo {
+			o.Str("tool_choice", "auto")
+		}
+	}
+}

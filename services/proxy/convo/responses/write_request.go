@@ -44,17 +44,7 @@ func AppendRequest(dst []byte, r *convo.Request, t convo.Target) ([]byte, error)
 	if n > 0 {
 		o.Key("tools")
 		o.B, _ = appendTools(o.B, r, false)
-		switch r.ToolChoice.Mode {
-		case convo.ChoiceAuto:
-			o.Str("tool_choice", "auto")
-		case convo.ChoiceNone:
-			o.Str("tool_choice", "none")
-		case convo.ChoiceAny:
-			o.Str("tool_choice", "required")
-		case convo.ChoiceTool:
-			tc := o.Open("tool_choice").Str("type", "function").Str("name", r.ToolChoice.Name)
-			o.Close(tc)
-		}
+		appendToolChoice(o, r.ToolChoice, false)
 		if r.ParallelToolCalls != nil {
 			o.Raw("parallel_tool_calls", boolJSON(*r.ParallelToolCalls))
 		}
@@ -123,15 +113,7 @@ func AppendRequest(dst []byte, r *convo.Request, t convo.Target) ([]byte, error)
 		}
 	}
 	if len(include) > 0 {
-		o.Key("include")
-		o.B = append(o.B, '[')
-		for i, s := range include {
-			if i > 0 {
-				o.B = append(o.B, ',')
-			}
-			o.B = convo.AppendString(o.B, s)
-		}
-		o.B = append(o.B, ']')
+		o.Strs("include", include)
 	}
 	if r.PreviousResponseID != "" {
 		o.Str("previous_response_id", r.PreviousResponseID)
