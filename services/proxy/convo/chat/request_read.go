@@ -70,36 +70,29 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 			r.Drop(k)
 		}
 	})
-	for _, c := range []struct {
-		raw, field, what string
-		kind             byte
-	}{
-		{f.model, "model", "a string", '"'},
-		{f.messages, "messages", "a list", '['},
-		{f.maxTokens, "max_tokens", "an integer", '0'},
-		{f.maxCompletionTokens, "max_completion_tokens", "an integer", '0'},
-		{f.temperature, "temperature", "a number", '0'},
-		{f.topP, "top_p", "a number", '0'},
-		{f.stream, "stream", "a boolean", 't'},
-		{f.streamOptions, "stream_options", "an object", '{'},
-		{f.tools, "tools", "a list", '['},
-		{f.parallel, "parallel_tool_calls", "a boolean", 't'},
-		{f.effort, "reasoning_effort", "a string", '"'},
-		{f.user, "user", "a string", '"'},
-		{f.format, "response_format", "an object", '{'},
-		{f.metadata, "metadata", "an object", '{'},
-		{f.serviceTier, "service_tier", "a string", '"'},
-		{f.store, "store", "a boolean", 't'},
-	} {
-		if !convo.Is(c.raw, c.kind) {
-			return nil, notChat(c.field, c.what)
-		}
+	var kinds convo.Kinds
+	kinds.Want(f.model, '"', "model", "a string")
+	kinds.Want(f.messages, '[', "messages", "a list")
+	kinds.Want(f.maxTokens, '0', "max_tokens", "an integer")
+	kinds.Want(f.maxCompletionTokens, '0', "max_completion_tokens", "an integer")
+	kinds.Want(f.temperature, '0', "temperature", "a number")
+	kinds.Want(f.topP, '0', "top_p", "a number")
+	kinds.Want(f.stream, 't', "stream", "a boolean")
+	kinds.Want(f.streamOptions, '{', "stream_options", "an object")
+	kinds.Want(f.tools, '[', "tools", "a list")
+	kinds.Want(f.parallel, 't', "parallel_tool_calls", "a boolean")
+	kinds.Want(f.effort, '"', "reasoning_effort", "a string")
+	kinds.Want(f.user, '"', "user", "a string")
+	kinds.Want(f.format, '{', "response_format", "an object")
+	kinds.Want(f.metadata, '{', "metadata", "an object")
+	kinds.Want(f.serviceTier, '"', "service_tier", "a string")
+	kinds.Want(f.store, 't', "store", "a boolean")
+	if kinds.Bad {
+		return nil, notChat(kinds.Name, kinds.What)
 	}
-	for _, c := range [2][2]string{{f.maxTokens, "max_tokens"}, {f.maxCompletionTokens, "max_completion_tokens"}} {
-		if convo.Kind(c[0]) == '0' {
-			if _, err := strconv.Atoi(c[0]); err != nil || !convo.IsInt(c[0]) {
-				return nil, notChat(c[1], "an integer")
-			}
+	for _, c := range [...][2]string{{f.maxTokens, "max_tokens"}, {f.maxCompletionTokens, "max_completion_tokens"}} {
+		if convo.NotInt(c[0]) {
+			return nil, notChat(c[1], "an integer")
 		}
 	}
 	if convo.Kind(f.streamOptions) == '{' {

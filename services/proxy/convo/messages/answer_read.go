@@ -64,9 +64,9 @@ func ReadAnswer(evs []convo.Event, body []byte) ([]convo.Event, error) {
 	return append(evs, convo.Event{Kind: convo.EvEnd}), nil
 }
 
-// readBlock appends the events of content block i of a whole answer.
-func readBlock(evs []convo.Event, i int, raw string) []convo.Event {
-	var typ, text, thinking, signature, data, id, name, input string
+// blockAt reads the fields of a content block (a whole answer's, or one a stream starts), as
+// they stand.
+func blockAt(raw string) (typ, text, thinking, signature, data, id, name, input string) {
 	convo.FieldsOf(raw, func(k, v string) {
 		switch k {
 		case "type":
@@ -87,6 +87,12 @@ func readBlock(evs []convo.Event, i int, raw string) []convo.Event {
 			input = v
 		}
 	})
+	return
+}
+
+// readBlock appends the events of content block i of a whole answer.
+func readBlock(evs []convo.Event, i int, raw string) []convo.Event {
+	typ, text, thinking, signature, data, id, name, input := blockAt(raw)
 	switch convo.StrAt(typ) {
 	case "text":
 		evs = append(evs, convo.Event{Kind: convo.EvBlockStart, Index: i, Block: convo.BlockText},
@@ -272,27 +278,7 @@ func (s *StreamReader) Read(evs []convo.Event, sse []byte) []convo.Event {
 // streams; whatever a server puts in them anyway is passed on, and so is a tool call's whole
 // input given at its start (some compatible servers send no deltas).
 func (s *StreamReader) blockStart(evs []convo.Event, index int, raw string) []convo.Event {
-	var typ, text, thinking, signature, data, id, name, input string
-	convo.FieldsOf(raw, func(k, v string) {
-		switch k {
-		case "type":
-			typ = v
-		case "text":
-			text = v
-		case "thinking":
-			thinking = v
-		case "signature":
-			signature = v
-		case "data":
-			data = v
-		case "id":
-			id = v
-		case "name":
-			name = v
-		case "input":
-			input = v
-		}
-	})
+	typ, text, thinking, signature, data, id, name, input := blockAt(raw)
 	switch convo.StrAt(typ) {
 	case "text":
 		evs = append(evs, convo.Event{Kind: convo.EvBlockStart, Index: index, Block: convo.BlockText})

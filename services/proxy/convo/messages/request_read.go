@@ -64,34 +64,27 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 			r.Drop(k)
 		}
 	})
-	for _, c := range []struct {
-		raw, field, what string
-		kind             byte
-	}{
-		{f.model, "model", "a string", '"'},
-		{f.messages, "messages", "a list", '['},
-		{f.maxTokens, "max_tokens", "an integer", '0'},
-		{f.temperature, "temperature", "a number", '0'},
-		{f.topP, "top_p", "a number", '0'},
-		{f.topK, "top_k", "an integer", '0'},
-		{f.stop, "stop_sequences", "a list of strings", '['},
-		{f.stream, "stream", "a boolean", 't'},
-		{f.tools, "tools", "a list", '['},
-		{f.toolChoice, "tool_choice", "an object", '{'},
-		{f.thinking, "thinking", "an object", '{'},
-		{f.metadata, "metadata", "an object", '{'},
-		{f.outputConfig, "output_config", "an object", '{'},
-		{f.outputFormat, "output_format", "an object", '{'},
-	} {
-		if !convo.Is(c.raw, c.kind) {
-			return nil, notMessages(c.field, c.what)
-		}
+	var kinds convo.Kinds
+	kinds.Want(f.model, '"', "model", "a string")
+	kinds.Want(f.messages, '[', "messages", "a list")
+	kinds.Want(f.maxTokens, '0', "max_tokens", "an integer")
+	kinds.Want(f.temperature, '0', "temperature", "a number")
+	kinds.Want(f.topP, '0', "top_p", "a number")
+	kinds.Want(f.topK, '0', "top_k", "an integer")
+	kinds.Want(f.stop, '[', "stop_sequences", "a list of strings")
+	kinds.Want(f.stream, 't', "stream", "a boolean")
+	kinds.Want(f.tools, '[', "tools", "a list")
+	kinds.Want(f.toolChoice, '{', "tool_choice", "an object")
+	kinds.Want(f.thinking, '{', "thinking", "an object")
+	kinds.Want(f.metadata, '{', "metadata", "an object")
+	kinds.Want(f.outputConfig, '{', "output_config", "an object")
+	kinds.Want(f.outputFormat, '{', "output_format", "an object")
+	if kinds.Bad {
+		return nil, notMessages(kinds.Name, kinds.What)
 	}
-	for _, c := range [][2]string{{f.maxTokens, "max_tokens"}, {f.topK, "top_k"}} {
-		if convo.Kind(c[0]) == '0' {
-			if _, err := strconv.Atoi(c[0]); err != nil || !convo.IsInt(c[0]) {
-				return nil, notMessages(c[1], "an integer")
-			}
+	for _, c := range [...][2]string{{f.maxTokens, "max_tokens"}, {f.topK, "top_k"}} {
+		if convo.NotInt(c[0]) {
+			return nil, notMessages(c[1], "an integer")
 		}
 	}
 	r.Model = convo.StrAt(f.model)

@@ -74,32 +74,26 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 			r.Drop(k)
 		}
 	})
-	for _, c := range []struct {
-		raw, field, what string
-		kinds            []byte
-	}{
-		{f.model, "model", "a string", []byte{'"'}},
-		{f.instructions, "instructions", "a string", []byte{'"'}},
-		{f.tools, "tools", "a list", []byte{'['}},
-		{f.parallel, "parallel_tool_calls", "a boolean", []byte{'t'}},
-		{f.maxOut, "max_output_tokens", "an integer", []byte{'0'}},
-		{f.temperature, "temperature", "a number", []byte{'0'}},
-		{f.topP, "top_p", "a number", []byte{'0'}},
-		{f.reasoning, "reasoning", "an object", []byte{'{'}},
-		{f.stream, "stream", "a boolean", []byte{'t'}},
-		{f.text, "text", "an object", []byte{'{'}},
-		{f.user, "user", "a string", []byte{'"'}},
-	} {
-		if !convo.Is(c.raw, c.kinds...) {
-			return nil, typeError(c.field, c.what)
-		}
+	var kinds convo.Kinds
+	kinds.Want(f.model, '"', "model", "a string")
+	kinds.Want(f.instructions, '"', "instructions", "a string")
+	kinds.Want(f.tools, '[', "tools", "a list")
+	kinds.Want(f.parallel, 't', "parallel_tool_calls", "a boolean")
+	kinds.Want(f.maxOut, '0', "max_output_tokens", "an integer")
+	kinds.Want(f.temperature, '0', "temperature", "a number")
+	kinds.Want(f.topP, '0', "top_p", "a number")
+	kinds.Want(f.reasoning, '{', "reasoning", "an object")
+	kinds.Want(f.stream, 't', "stream", "a boolean")
+	kinds.Want(f.text, '{', "text", "an object")
+	kinds.Want(f.user, '"', "user", "a string")
+	if kinds.Bad {
+		return nil, typeError(kinds.Name, kinds.What)
+	}
+	if convo.NotInt(f.maxOut) {
+		return nil, typeError("max_output_tokens", "an integer")
 	}
 	if convo.Kind(f.maxOut) == '0' {
-		n, err := strconv.Atoi(f.maxOut)
-		if err != nil || !convo.IsInt(f.maxOut) {
-			return nil, typeError("max_output_tokens", "an integer")
-		}
-		r.MaxTokens = n
+		r.MaxTokens, _ = strconv.Atoi(f.maxOut)
 	}
 	if convo.Kind(f.reasoning) == '{' {
 		var bad bool
