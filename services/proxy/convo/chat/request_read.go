@@ -586,26 +586,37 @@ func textPart(text, cache string) convo.Part {
 	return p
 }
 
-// texts reads a content that is a string or a list of text parts (a system, assistant or tool
-// message's); other parts are dropped by their type, empty texts skipped.
-func texts(r *convo.Request, raw string) []convo.Part {
+// content reads what every message's content starts with: a string is one text part (whole), a
+// list is its parts to read (list true); anything else, and a list that is not one of parts, is
+// dropped, and an empty content is nothing.
+func content(r *convo.Request, raw string) (whole []convo.Part, parts []part, list bool) {
 	switch convo.Kind(raw) {
 	case 0, 'n':
-		return nil
+		return nil, nil, false
 	case '"':
 		if raw == `""` {
-			return nil
+			return nil, nil, false
 		}
-		return []convo.Part{{Kind: convo.PartText, Text: convo.TextAt(raw)}}
+		return []convo.Part{{Kind: convo.PartText, Text: convo.TextAt(raw)}}, nil, false
 	case '[':
 	default:
 		r.Drop("messages[].content")
-		return nil
+		return nil, nil, false
 	}
 	parts, ok := contentParts(raw)
 	if !ok {
 		r.Drop("messages[].content")
-		return nil
+		return nil, nil, false
+	}
+	return nil, parts, true
+}
+
+// texts reads a content that is a string or a list of text parts (a system, assistant or tool
+// message's); other parts are dropped by their type, empty texts skipped.
+func texts(r *convo.Request, raw string) []convo.Part {
+	whole, parts, list := content(r, raw)
+	if !list {
+		return whole
 	}
 	var out []convo.Part
 	for _, p := range parts {
@@ -622,23 +633,9 @@ func texts(r *convo.Request, raw string) []convo.Part {
 // userParts reads a user message's content: texts, images (a data URL becomes its media type and
 // base64 data; http and https URLs stay URLs) and files (PDFs as base64 data URLs).
 func userParts(r *convo.Request, raw string) []convo.Part {
-	switch convo.Kind(raw) {
-	case 0, 'n':
-		return nil
-	case '"':
-		if raw == `""` {
-			return nil
-		}
-		return []convo.Part{{Kind: convo.PartText, Text: convo.TextAt(raw)}}
-	case '[':
-	default:
-		r.Drop("messages[].content")
-		return nil
-	}
-	in, ok := contentParts(raw)
-	if !ok {
-		r.Drop("messages[].content")
-		return nil
+	whole, in, list := content(r, raw)
+	if !list {
+		return whole
 	}
 	out := make([]convo.Part, 0, len(in))
 	for _, p := range in {

@@ -86,7 +86,8 @@ func (r *StreamReader) Read(evs []convo.Event, sse []byte) []convo.Event {
 
 // choice reads one choice of a chunk; only the first (index 0) is the model's answer.
 func (r *StreamReader) choice(evs []convo.Event, ch string) []convo.Event {
-	var index, finish, content, reasoningContent, reasoning, refusal, calls string
+	var index, finish string
+	var m message
 	convo.FieldsOf(ch, func(k, v string) {
 		switch k {
 		case "index":
@@ -94,41 +95,23 @@ func (r *StreamReader) choice(evs []convo.Event, ch string) []convo.Event {
 		case "finish_reason":
 			finish = v
 		case "delta":
-			if convo.Kind(v) == '{' {
-				convo.FieldsOf(v, func(k, v string) {
-					switch k {
-					case "content":
-						content = v
-					case "reasoning_content":
-						reasoningContent = v
-					case "reasoning":
-						reasoning = v
-					case "refusal":
-						refusal = v
-					case "tool_calls":
-						calls = v
-					}
-				})
-			}
+			m.read(v)
 		}
 	})
 	if convo.Kind(index) == '0' && intOf(index) != 0 {
 		return evs // n > 1: the other answers are not carried
 	}
-	if convo.Kind(reasoningContent) != '"' { // reasoning_content wins when it is given at all
-		reasoningContent = reasoning
+	if th := m.thinking(); convo.Kind(th) == '"' && th != `""` {
+		evs = r.text(evs, convo.BlockThinking, convo.TextAt(th))
 	}
-	if convo.Kind(reasoningContent) == '"' && reasoningContent != `""` {
-		evs = r.text(evs, convo.BlockThinking, convo.TextAt(reasoningContent))
+	if convo.Kind(m.content) == '"' && m.content != `""` {
+		evs = r.text(evs, convo.BlockText, convo.TextAt(m.content))
 	}
-	if convo.Kind(content) == '"' && content != `""` {
-		evs = r.text(evs, convo.BlockText, convo.TextAt(content))
+	if convo.Kind(m.refusal) == '"' && m.refusal != `""` {
+		evs = r.text(evs, convo.BlockText, convo.TextAt(m.refusal))
 	}
-	if convo.Kind(refusal) == '"' && refusal != `""` {
-		evs = r.text(evs, convo.BlockText, convo.TextAt(refusal))
-	}
-	if convo.Kind(calls) == '[' {
-		convo.EachElement(calls, func(tc string) {
+	if convo.Kind(m.calls) == '[' {
+		convo.EachElement(m.calls, func(tc string) {
 			if convo.Kind(tc) == '{' {
 				evs = r.call(evs, readCall(tc))
 			}
