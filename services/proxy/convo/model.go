@@ -47,6 +47,24 @@ const (
 	PartThinking
 )
 
+// Word is the part kind in the words the formats name a dropped part with (Anthropic's block
+// types): text, image, document, tool_use, tool_result, thinking.
+func (k PartKind) Word() string {
+	switch k {
+	case PartText:
+		return "text"
+	case PartImage:
+		return "image"
+	case PartDocument:
+		return "document"
+	case PartToolCall:
+		return "tool_use"
+	case PartToolResult:
+		return "tool_result"
+	}
+	return "thinking"
+}
+
 // Part is one typed piece of a message. Which fields are set depends on Kind.
 type Part struct {
 	Kind PartKind

@@ -90,13 +90,11 @@ func cutShort(e *convo.Error) string {
 // Anthropic ones a reader may have left are mapped as the gateway always has (what OpenAI's SDKs
 // know), and an error without a type is a server error.
 func openAITypeOf(t string) string {
-	switch t {
-	case "":
+	if t == "" {
 		return "server_error"
-	case "not_found_error", "request_too_large":
-		return "invalid_request_error"
-	case "api_error", "overloaded_error", "billing_error":
-		return "server_error"
+	}
+	if ot, ok := convo.OpenAIErrorType(t); ok {
+		return ot
 	}
 	return t
 }

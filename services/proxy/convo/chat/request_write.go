@@ -278,26 +278,12 @@ func (w *msgWriter) start(role string) *convo.Obj {
 
 func (w *msgWriter) done(o *convo.Obj) { w.b = o.End() }
 
-// partName names a part kind in what is dropped.
+// partName names a part kind in what is dropped: a redacted thinking block by its own type.
 func partName(p *convo.Part) string {
-	switch p.Kind {
-	case convo.PartText:
-		return "text"
-	case convo.PartImage:
-		return "image"
-	case convo.PartDocument:
-		return "document"
-	case convo.PartToolCall:
-		return "tool_use"
-	case convo.PartToolResult:
-		return "tool_result"
-	case convo.PartThinking:
-		if p.Redacted {
-			return "redacted_thinking"
-		}
-		return "thinking"
+	if p.Kind == convo.PartThinking && p.Redacted {
+		return "redacted_thinking"
 	}
-	return ""
+	return p.Kind.Word()
 }
 
 // joinTexts writes the texts of the text parts, sep (JSON text) between them, into an open JSON

@@ -106,11 +106,8 @@ func incompleteStop(e *convo.Error) (convo.StopReason, bool) {
 
 // openAITypeOf maps an Anthropic error type to OpenAI's (the model's words).
 func openAITypeOf(t string) string {
-	switch t {
-	case "invalid_request_error", "authentication_error", "permission_error", "rate_limit_error":
-		return t
-	case "not_found_error", "request_too_large":
-		return "invalid_request_error"
+	if ot, ok := convo.OpenAIErrorType(t); ok {
+		return ot
 	}
 	return "server_error"
 }

@@ -197,7 +197,7 @@ func TestReadRequestParts(t *testing.T) {
 	for _, m := range r.Messages {
 		var parts []string
 		for _, p := range m.Parts {
-			parts = append(parts, partName(p.Kind)+":"+p.ID+string(p.Text))
+			parts = append(parts, p.Kind.Word()+":"+p.ID+string(p.Text))
 		}
 		got = append(got, []string{"user", "assistant", "system", "tool"}[m.Role]+"["+strings.Join(parts, " ")+"]")
 	}

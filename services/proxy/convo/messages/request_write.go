@@ -332,7 +332,7 @@ func (w *turns) userPart(p *convo.Part) {
 	case convo.PartToolResult:
 		w.result(func(dst []byte) []byte { return appendToolResult(dst, p, w.r) })
 	default:
-		w.r.Drop("messages[].content[].type=" + partName(p.Kind))
+		w.r.Drop("messages[].content[].type=" + p.Kind.Word())
 	}
 }
 
@@ -378,7 +378,7 @@ func (w *turns) assistantPart(p *convo.Part) {
 			w.r.Drop("messages[].content[].type=thinking")
 		}
 	default:
-		w.r.Drop("messages[].content[].type=" + partName(p.Kind))
+		w.r.Drop("messages[].content[].type=" + p.Kind.Word())
 	}
 }
 
@@ -393,7 +393,7 @@ func (w *turns) assistantPart(p *convo.Part) {
 // trained to read as instructions from the system rather than words of the user.
 func (w *turns) systemPart(p *convo.Part) {
 	if p.Kind != convo.PartText {
-		w.r.Drop("messages[].content[].type=" + partName(p.Kind))
+		w.r.Drop("messages[].content[].type=" + p.Kind.Word())
 		return
 	}
 	if p.Text == "" {
@@ -401,23 +401,6 @@ func (w *turns) systemPart(p *convo.Part) {
 	}
 	text := convo.Text("<system-reminder>\\n") + p.Text + convo.Text("\\n</system-reminder>")
 	w.other(sideUser, func(dst []byte) []byte { return appendText(dst, text, p.Cache) })
-}
-
-// partName names a part kind in Anthropic's words, for the names of dropped fields.
-func partName(k convo.PartKind) string {
-	switch k {
-	case convo.PartText:
-		return "text"
-	case convo.PartImage:
-		return "image"
-	case convo.PartDocument:
-		return "document"
-	case convo.PartToolCall:
-		return "tool_use"
-	case convo.PartToolResult:
-		return "tool_result"
-	}
-	return "thinking"
 }
 
 // appendMedia writes an image or a document block; false when its source cannot be sent (a URL
@@ -498,7 +481,7 @@ func appendToolResult(dst []byte, p *convo.Part, r *convo.Request) []byte {
 				}
 			default:
 				o.B = o.B[:start]
-				r.Drop("messages[].content[].content[].type=" + partName(c.Kind))
+				r.Drop("messages[].content[].content[].type=" + c.Kind.Word())
 				continue
 			}
 			n++
