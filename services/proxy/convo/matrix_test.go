@@ -142,7 +142,9 @@ func TestMatrixRequests(t *testing.T) {
 	}
 }
 
-func TestMatrixAnswers(t *testing.T) {
+// clientPairs calls f for every pair of a client format and another upstream format, with the
+// request the client sent.
+func clientPairs(t *testing.T, f func(client, up format, req *convo.Request)) {
 	for _, client := range formats {
 		for _, up := range formats {
 			if client.name == up.name {
@@ -152,65 +154,62 @@ func TestMatrixAnswers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, file := range fixtures(t, up, up.answers) {
-				t.Run(up.name+"-to-"+client.name+"/"+base(file), func(t *testing.T) {
-					body, _ := os.ReadFile(file)
-					evs, err := up.readAnswer(nil, body)
-					if err != nil {
-						t.Fatalf("read: %v", err)
-					}
-					out, err := client.appendAnswer(nil, req, evs, 1700000000)
-					if err != nil {
-						t.Fatalf("write: %v", err)
-					}
-					golden(t, filepath.Join("testdata", "matrix", "answer", up.name+"-to-"+client.name, base(file)+".golden"), convotest.Indent(t, out))
-				})
-			}
+			f(client, up, req)
 		}
 	}
 }
 
-func TestMatrixStreams(t *testing.T) {
-	for _, client := range formats {
-		for _, up := range formats {
-			if client.name == up.name {
-				continue
-			}
-			req, err := client.readRequest([]byte(client.client))
-			if err != nil {
-				t.Fatal(err)
-			}
-			req.Stream = true
-			for _, file := range fixtures(t, up, up.streams) {
-				t.Run(up.name+"-to-"+client.name+"/"+base(file), func(t *testing.T) {
-					body, _ := os.ReadFile(file)
-					r, w := up.streamReader(), client.streamWriter(req, 1700000000)
-					var out, buf []byte
-					var evs []convo.Event
-					ended := false
-					for _, ev := range events(body) {
-						// One buffer for every upstream event, as the relay reads them: what a
-						// writer keeps of an earlier event must not change under it.
-						buf = append(buf[:0], ev...)
-						evs = r.Read(evs[:0], buf)
-						for i := range evs {
-							e := &evs[i]
-							if e.Kind == convo.EvStart || e.Kind == convo.EvBlockStart {
-								e.ID, e.Model = strings.Clone(e.ID), strings.Clone(e.Model)
-								e.Name, e.Namespace = strings.Clone(e.Name), strings.Clone(e.Namespace)
-							}
-							ended = ended || e.Kind == convo.EvEnd || e.Kind == convo.EvError
-							out = w.Write(out, e)
-						}
-						clear(buf) // an event's bytes are gone once the next is read
-					}
-					if !ended {
-						out = w.Abort(out, "stream_incomplete", "the upstream stream ended before it was complete")
-					}
-					checkSSE(t, out)
-					golden(t, filepath.Join("testdata", "matrix", "stream", up.name+"-to-"+client.name, base(file)+".golden"), out)
-				})
-			}
+func TestMatrixAnswers(t *testing.T) {
+	clientPairs(t, func(client, up format, req *convo.Request) {
+		for _, file := range fixtures(t, up, up.answers) {
+			t.Run(up.name+"-to-"+client.name+"/"+base(file), func(t *testing.T) {
+				body, _ := os.ReadFile(file)
+				evs, err := up.readAnswer(nil, body)
+				if err != nil {
+					t.Fatalf("read: %v", err)
+				}
+				out, err := client.appendAnswer(nil, req, evs, 1700000000)
+				if err != nil {
+					t.Fatalf("write: %v", err)
+				}
+				golden(t, filepath.Join("testdata", "matrix", "answer", up.name+"-to-"+client.name, base(file)+".golden"), convotest.Indent(t, out))
+			})
 		}
-	}
+	})
+}
+
+func TestMatrixStreams(t *testing.T) {
+	clientPairs(t, func(client, up format, req *convo.Request) {
+		req.Stream = true
+		for _, file := range fixtures(t, up, up.streams) {
+			t.Run(up.name+"-to-"+client.name+"/"+base(file), func(t *testing.T) {
+				body, _ := os.ReadFile(file)
+				r, w := up.streamReader(), client.streamWriter(req, 1700000000)
+				var out, buf []byte
+				var evs []convo.Event
+				ended := false
+				for _, ev := range events(body) {
+					// One buffer for every upstream event, as the relay reads them: what a
+					// writer keeps of an earlier event must not change under it.
+					buf = append(buf[:0], ev...)
+					evs = r.Read(evs[:0], buf)
+					for i := range evs {
+						e := &evs[i]
+						if e.Kind == convo.EvStart || e.Kind == convo.EvBlockStart {
+							e.ID, e.Model = strings.Clone(e.ID), strings.Clone(e.Model)
+							e.Name, e.Namespace = strings.Clone(e.Name), strings.Clone(e.Namespace)
+						}
+						ended = ended || e.Kind == convo.EvEnd || e.Kind == convo.EvError
+						out = w.Write(out, e)
+					}
+					clear(buf) // an event's bytes are gone once the next is read
+				}
+				if !ended {
+					out = w.Abort(out, "stream_incomplete", "the upstream stream ended before it was complete")
+				}
+				checkSSE(t, out)
+				golden(t, filepath.Join("testdata", "matrix", "stream", up.name+"-to-"+client.name, base(file)+".golden"), out)
+			})
+		}
+	})
 }

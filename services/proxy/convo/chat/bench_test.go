@@ -71,17 +71,7 @@ func BenchmarkRequestAgentRoundTrip(b *testing.B) {
 	}
 }
 
-func BenchmarkReadAnswer(b *testing.B) {
-	b.SetBytes(int64(len(bigChat)))
-	b.ReportAllocs()
-	var evs []convo.Event
-	for b.Loop() {
-		var err error
-		if evs, err = ReadAnswer(evs[:0], bigChat); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
+func BenchmarkReadAnswer(b *testing.B) { convotest.BenchReadAnswer(b, ReadAnswer, bigChat) }
 
 func BenchmarkAppendAnswer(b *testing.B) {
 	evs, _ := ReadAnswer(nil, bigChat)

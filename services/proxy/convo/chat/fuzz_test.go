@@ -22,15 +22,7 @@ func FuzzReadRequest(f *testing.F) {
 			return
 		}
 		out, err := AppendRequest(nil, r, convo.Target{MaxCompletionTokens: len(body)%2 == 0})
-		if err != nil {
-			t.Fatalf("write: %v", err)
-		}
-		if !json.Valid(out) {
-			t.Fatalf("invalid request for %q:\n%s", body, out)
-		}
-		if _, err := ReadRequest(out); err != nil {
-			t.Fatalf("the written request is refused: %v\n%s", err, out)
-		}
+		convotest.Reread(t, ReadRequest, body, out, err)
 	})
 }
 

@@ -27,14 +27,7 @@ func requestGolden(t *testing.T, out []byte, dropped []string) []byte {
 // reads.
 func TestRequestGolden(t *testing.T) {
 	cases(t, "request", ".json", func(t *testing.T, in []byte) []byte {
-		r, err := ReadRequest(in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := AppendRequest(nil, r, convo.Target{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		r, out := convotest.Through(t, ReadRequest, AppendRequest, in)
 		return requestGolden(t, out, r.Dropped)
 	})
 }

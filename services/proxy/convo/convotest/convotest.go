@@ -119,3 +119,43 @@ func BenchRead(b *testing.B, read func([]byte) (*convo.Request, error), body []b
 		}
 	}
 }
+
+// BenchReadAnswer measures an answer reader on one body, reusing its event slice.
+func BenchReadAnswer(b *testing.B, read func([]convo.Event, []byte) ([]convo.Event, error), body []byte) {
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	var evs []convo.Event
+	for b.Loop() {
+		var err error
+		if evs, err = read(evs[:0], body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// Reread fails unless a request a writer wrote from body (out, or the writer's err) is valid
+// JSON that read takes again: what a fuzz target asks of every request it gets through.
+func Reread(t *testing.T, read func([]byte) (*convo.Request, error), body, out []byte, err error) {
+	t.Helper()
+	if err != nil || !json.Valid(out) {
+		t.Fatalf("invalid request for %q: %v\n%s", body, err, out)
+	}
+	if _, err := read(out); err != nil {
+		t.Fatalf("the written request does not read again: %v\n%s", err, out)
+	}
+}
+
+// Through reads a request and writes it again with a writer (of the same format, for a round
+// trip), failing the test on an error of either.
+func Through(t testing.TB, read func([]byte) (*convo.Request, error), write func([]byte, *convo.Request, convo.Target) ([]byte, error), in []byte) (*convo.Request, []byte) {
+	t.Helper()
+	r, err := read(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := write(nil, r, convo.Target{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, out
+}

@@ -23,15 +23,7 @@ func FuzzReadRequest(f *testing.F) {
 			return
 		}
 		out, err := AppendRequest(nil, r, convo.Target{DefaultMaxTokens: len(body) % 3})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !json.Valid(out) {
-			t.Fatalf("invalid output for %q: %s", body, out)
-		}
-		if _, err := ReadRequest(out); err != nil {
-			t.Fatalf("the output does not read again: %v\n%s", err, out)
-		}
+		convotest.Reread(t, ReadRequest, body, out, err)
 	})
 }
 

@@ -54,17 +54,7 @@ func BenchmarkAppendRequestClaudeCode(b *testing.B) {
 	}
 }
 
-func BenchmarkReadAnswer(b *testing.B) {
-	b.SetBytes(int64(len(bigAnswer)))
-	b.ReportAllocs()
-	var evs []convo.Event
-	for b.Loop() {
-		var err error
-		if evs, err = ReadAnswer(evs[:0], bigAnswer); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
+func BenchmarkReadAnswer(b *testing.B) { convotest.BenchReadAnswer(b, ReadAnswer, bigAnswer) }
 
 // BenchmarkAppendAnswer writes a 10 KB answer for a client (translate's
 // BenchmarkChatResponseToResponses reads and writes it).

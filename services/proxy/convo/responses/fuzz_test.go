@@ -22,12 +22,7 @@ func FuzzReadRequest(f *testing.F) {
 			return
 		}
 		out, err := AppendRequest(nil, r, convo.Target{})
-		if err != nil || !json.Valid(out) {
-			t.Fatalf("invalid request for %q: %v %s", body, err, out)
-		}
-		if _, err := ReadRequest(out); err != nil {
-			t.Fatalf("the written request does not read: %v\n%s", err, out)
-		}
+		convotest.Reread(t, ReadRequest, body, out, err)
 		answer, _ := AppendAnswer(nil, r, nil, 1)
 		if !json.Valid(answer) {
 			t.Fatalf("invalid answer for %q: %s", body, answer)

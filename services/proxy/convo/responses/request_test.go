@@ -40,14 +40,7 @@ func TestRequestRoundTrip(t *testing.T) {
 	for _, f := range files(t, "request", ".json") {
 		t.Run(strings.TrimSuffix(f[len("testdata/request/"):], ".json"), func(t *testing.T) {
 			in := convotest.Read(t, f)
-			r, err := ReadRequest(in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out, err := AppendRequest(nil, r, convo.Target{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, out := convotest.Through(t, ReadRequest, AppendRequest, in)
 			if !json.Valid(out) {
 				t.Fatalf("invalid JSON: %s", out)
 			}
