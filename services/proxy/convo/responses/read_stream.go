@@ -94,10 +94,8 @@ func (r *StreamReader) Read(evs []convo.Event, sse []byte) []convo.Event {
 		if it == nil || it.state != itemNew {
 			return evs
 		}
-		x := readItem(e.item)
-		k, ok := blockOf(x.typ)
+		x, k, ok := it.read(e.item)
 		if !ok {
-			it.state = itemSkip
 			return evs
 		}
 		evs = r.open(evs, it, k, &x)
@@ -125,10 +123,8 @@ func (r *StreamReader) Read(evs []convo.Event, sse []byte) []convo.Event {
 		if it == nil || it.state == itemDone || it.state == itemSkip {
 			return evs
 		}
-		x := readItem(e.item)
-		k, ok := blockOf(x.typ)
+		x, k, ok := it.read(e.item)
 		if !ok {
-			it.state = itemSkip
 			return evs
 		}
 		if it.state == itemNew {
@@ -198,6 +194,16 @@ func (r *StreamReader) item(raw string) *streamItem {
 		r.items = append(r.items, streamItem{})
 	}
 	return &r.items[n]
+}
+
+// read reads the item an event carries and the block it makes; an item of a kind that makes
+// none (a hosted tool's call) is skipped from then on, and ok is false.
+func (it *streamItem) read(raw string) (x item, k convo.BlockKind, ok bool) {
+	x = readItem(raw)
+	if k, ok = blockOf(x.typ); !ok {
+		it.state = itemSkip
+	}
+	return x, k, ok
 }
 
 // open starts an item's block.
