@@ -183,15 +183,7 @@ func readTools(r *convo.Request, raw string) error {
 	if convo.Kind(raw) != '[' {
 		return nil
 	}
-	var err error
-	convo.EachElement(raw, func(tool string) {
-		if err != nil {
-			return
-		}
-		if convo.Kind(tool) != '{' && convo.Kind(tool) != 'n' {
-			err = notChat("tools[]", "objects")
-			return
-		}
+	err := convo.EachObject(raw, func(tool string) error {
 		var typ, fn, name, desc, params, strict string
 		if convo.Kind(tool) == '{' {
 			convo.FieldsOf(tool, func(k, v string) {
@@ -204,12 +196,10 @@ func readTools(r *convo.Request, raw string) error {
 			})
 		}
 		if !convo.Is(typ, '"') {
-			err = notChat("tools[].type", "a string")
-			return
+			return notChat("tools[].type", "a string")
 		}
 		if !convo.Is(fn, '{') {
-			err = notChat("tools[].function", "an object")
-			return
+			return notChat("tools[].function", "an object")
 		}
 		if convo.Kind(fn) == '{' {
 			convo.FieldsOf(fn, func(k, v string) {
@@ -227,13 +217,12 @@ func readTools(r *convo.Request, raw string) error {
 		}
 		for _, c := range [2][2]string{{name, "tools[].function.name"}, {desc, "tools[].function.description"}} {
 			if !convo.Is(c[0], '"') {
-				err = notChat(c[1], "a string")
-				return
+				return notChat(c[1], "a string")
 			}
 		}
 		if t := convo.StrAt(typ); t != "" && t != "function" {
 			r.Drop("tools[].type=" + t)
-			return
+			return nil
 		}
 		t := convo.Tool{Kind: convo.ToolFunction, Name: convo.StrAt(name), Description: convo.StrAt(desc)}
 		if k := convo.Kind(params); k != 0 && k != 'n' {
@@ -244,7 +233,11 @@ func readTools(r *convo.Request, raw string) error {
 			t.Strict = &b
 		}
 		r.Tools = append(r.Tools, t)
+		return nil
 	})
+	if err == convo.ErrNotObject {
+		err = notChat("tools[]", "objects")
+	}
 	return err
 }
 
@@ -449,15 +442,7 @@ func readToolCalls(raw string) ([]convo.Part, error) {
 		return nil, notChat("messages[].tool_calls", "a list")
 	}
 	var out []convo.Part
-	var err error
-	convo.EachElement(raw, func(tc string) {
-		if err != nil {
-			return
-		}
-		if convo.Kind(tc) != '{' && convo.Kind(tc) != 'n' {
-			err = notChat("messages[].tool_calls[]", "objects")
-			return
-		}
+	err := convo.EachObject(raw, func(tc string) error {
 		var index, id, typ, fn, name, args string
 		if convo.Kind(tc) == '{' {
 			convo.FieldsOf(tc, func(k, v string) {
@@ -474,8 +459,7 @@ func readToolCalls(raw string) ([]convo.Part, error) {
 			})
 		}
 		if !convo.Is(fn, '{') {
-			err = notChat("messages[].tool_calls[].function", "an object")
-			return
+			return notChat("messages[].tool_calls[].function", "an object")
 		}
 		if convo.Kind(fn) == '{' {
 			convo.FieldsOf(fn, func(k, v string) {
@@ -489,17 +473,19 @@ func readToolCalls(raw string) ([]convo.Part, error) {
 		}
 		for _, c := range [4]string{id, typ, name, args} {
 			if !convo.Is(c, '"') {
-				err = notChat("messages[].tool_calls[]", "strings where strings belong")
-				return
+				return notChat("messages[].tool_calls[]", "strings where strings belong")
 			}
 		}
 		if !convo.Is(index, '0') || convo.Kind(index) == '0' && !convo.IsInt(index) {
-			err = notChat("messages[].tool_calls[].index", "an integer")
-			return
+			return notChat("messages[].tool_calls[].index", "an integer")
 		}
 		out = append(out, convo.Part{Kind: convo.PartToolCall, ID: convo.StrAt(id), Name: convo.StrAt(name),
 			Args: argsObject(args)})
+		return nil
 	})
+	if err == convo.ErrNotObject {
+		err = notChat("messages[].tool_calls[]", "objects")
+	}
 	return out, err
 }
 
