@@ -23,7 +23,7 @@ var emptySchema = []byte(`{"type":"object","properties":{}}`)
 // cannot carry is added to r.Dropped (once a name): one request is written by one goroutine at a
 // time.
 func AppendRequest(dst []byte, r *convo.Request, t convo.Target) ([]byte, error) {
-	o := convo.NewObj(slices.Grow(dst, sizeOf(r)))
+	o := convo.NewObj(slices.Grow(dst, r.Size()))
 	o.Str("model", r.Model)
 	o.Key("messages")
 	w := &msgWriter{b: append(o.B, '['), r: r}
@@ -93,30 +93,6 @@ func appendFloat(o *convo.Obj, k string, v *float64) {
 	}
 	o.Key(k)
 	o.B = strconv.AppendFloat(o.B, *v, 'g', -1, 64)
-}
-
-// sizeOf is about the size of r written, so the request is written without growing its buffer.
-func sizeOf(r *convo.Request) int {
-	n := 256 + len(r.Model)
-	for _, p := range r.System {
-		n += len(p.Text) + 4
-	}
-	for i := range r.Messages {
-		for _, p := range r.Messages[i].Parts {
-			n += len(p.Text) + len(p.Args)*5/4 + len(p.Data) + len(p.URL) + len(p.ID) + len(p.Name) + 64
-			for _, c := range p.Content {
-				n += len(c.Text) + 8
-			}
-		}
-		n += 32
-	}
-	for _, t := range r.Tools {
-		n += len(t.Name) + len(t.Description) + len(t.Parameters) + 64
-		for _, m := range t.Tools {
-			n += len(t.Name) + len(m.Name) + len(m.Description) + len(m.Parameters) + 64
-		}
-	}
-	return n
 }
 
 // userOf is the end user the request names: its user, or the user_id of Anthropic's metadata.

@@ -30,7 +30,7 @@ func thinkingBudget(effort string) (int, bool) {
 // consecutive messages of the same side merge into one turn, tool results first in a user turn.
 // What Anthropic cannot take is dropped and named with r.Drop.
 func AppendRequest(dst []byte, r *convo.Request, t convo.Target) ([]byte, error) {
-	out := convo.NewObj(slices.Grow(dst, requestSize(r)))
+	out := convo.NewObj(slices.Grow(dst, r.Size()))
 	out.Str("model", r.Model)
 	out.Key("messages")
 	w := turns{b: append(out.B, '['), r: r}
@@ -125,27 +125,6 @@ func AppendRequest(dst []byte, r *convo.Request, t convo.Target) ([]byte, error)
 		r.Drop("service_tier")
 	}
 	return out.End(), nil
-}
-
-// requestSize guesses the size of the written request: the texts it carries and some room.
-func requestSize(r *convo.Request) int {
-	n := 512
-	for _, p := range r.System {
-		n += len(p.Text) + 64
-	}
-	for i := range r.Messages {
-		for j := range r.Messages[i].Parts {
-			p := &r.Messages[i].Parts[j]
-			n += len(p.Text) + len(p.Args) + len(p.Data) + len(p.Signature) + len(p.Encrypted) + 96
-			for k := range p.Content {
-				n += len(p.Content[k].Text) + len(p.Content[k].Data) + 64
-			}
-		}
-	}
-	for i := range r.Tools {
-		n += len(r.Tools[i].Description) + len(r.Tools[i].Parameters) + len(r.Tools[i].Raw) + 96
-	}
-	return n
 }
 
 // anthropicEffort is a reasoning effort in output_config's words ("" for none).

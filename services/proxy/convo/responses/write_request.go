@@ -14,7 +14,7 @@ import (
 // items. What the format cannot carry is named with r.Drop. Nothing in t concerns this format
 // (max_output_tokens is its only limit, and it is optional).
 func AppendRequest(dst []byte, r *convo.Request, t convo.Target) ([]byte, error) {
-	o := convo.NewObj(slices.Grow(dst, requestSize(r)))
+	o := convo.NewObj(slices.Grow(dst, r.Size()))
 	o.Str("model", r.Model)
 	// The opening system prompt: its first part is the instructions, the others follow as the
 	// first input item, a developer message (what instructions are to the model anyway).
@@ -138,30 +138,6 @@ func AppendRequest(dst []byte, r *convo.Request, t convo.Target) ([]byte, error)
 		o.Raw("stream", boolJSON(true))
 	}
 	return o.End(), nil
-}
-
-// requestSize is about the size of r written, so the buffer grows once.
-func requestSize(r *convo.Request) int {
-	n := 512
-	for _, p := range r.System {
-		n += len(p.Text) + 32
-	}
-	for i := range r.Messages {
-		for _, p := range r.Messages[i].Parts {
-			n += len(p.Text) + len(p.Args) + len(p.Data) + len(p.URL) + len(p.Encrypted) + 96
-			for _, c := range p.Content {
-				n += len(c.Text) + len(c.Data) + len(c.URL) + 48
-			}
-		}
-	}
-	for i := range r.Tools {
-		t := &r.Tools[i]
-		n += len(t.Description) + len(t.Parameters) + len(t.Raw) + 96
-		for _, m := range t.Tools {
-			n += len(m.Description) + len(m.Parameters) + len(m.Raw) + 96
-		}
-	}
-	return n
 }
 
 func boolJSON(b bool) []byte {
