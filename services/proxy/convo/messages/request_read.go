@@ -550,16 +550,8 @@ func readMessages(r *convo.Request, raw string) error {
 		return nil
 	}
 	i := -1
-	bad := false
-	convo.EachElement(raw, func(m string) {
+	err := convo.EachObject(raw, func(m string) error {
 		i++
-		if bad {
-			return
-		}
-		if convo.Kind(m) != '{' && convo.Kind(m) != 'n' {
-			bad = true
-			return
-		}
 		var role, content string
 		if convo.Kind(m) == '{' {
 			convo.FieldsOf(m, func(k, v string) {
@@ -572,13 +564,12 @@ func readMessages(r *convo.Request, raw string) error {
 			})
 		}
 		if !convo.Is(role, '"') {
-			bad = true
-			return
+			return notMessages("messages[]", "objects with a string role")
 		}
 		switch convo.Kind(content) {
 		case '"':
 		case 'n':
-			return // a turn of nothing
+			return nil // a turn of nothing
 		case '[':
 			if validBlocks(content) {
 				break
@@ -586,7 +577,7 @@ func readMessages(r *convo.Request, raw string) error {
 			fallthrough
 		default:
 			r.Drop("messages[" + strconv.Itoa(i) + "].content")
-			return
+			return nil
 		}
 		switch rl := convo.StrAt(role); rl {
 		case "user":
@@ -602,11 +593,12 @@ func readMessages(r *convo.Request, raw string) error {
 		default:
 			r.Drop("messages[" + strconv.Itoa(i) + "].role=" + rl)
 		}
+		return nil
 	})
-	if bad {
-		return notMessages("messages[]", "objects with a string role")
+	if err == convo.ErrNotObject {
+		err = notMessages("messages[]", "objects with a string role")
 	}
-	return nil
+	return err
 }
 
 // readUser reads a user turn: its runs of tool results as RoleTool messages, the rest as RoleUser
