@@ -124,6 +124,20 @@ type Error struct {
 	Reason     string
 }
 
+// OpenAIErrorType is an Anthropic error type in OpenAI's words, as the gateway has always mapped
+// them (the types OpenAI's SDKs know); ok is false for a type that is not one of these.
+func OpenAIErrorType(anthropic string) (t string, ok bool) {
+	switch anthropic {
+	case "invalid_request_error", "authentication_error", "permission_error", "rate_limit_error":
+		return anthropic, true
+	case "not_found_error", "request_too_large":
+		return "invalid_request_error", true
+	case "api_error", "overloaded_error", "billing_error":
+		return "server_error", true
+	}
+	return "", false
+}
+
 // Event is one event of an answer. Its strings may point into the reader's input, valid until
 // the reader's next call: a writer may keep the ids and names of EvStart and EvBlockStart (a
 // stream relay that reuses its input buffer copies those), and copies a Text it keeps.

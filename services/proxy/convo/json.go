@@ -191,3 +191,26 @@ func (t Text) Len() int {
 	}
 	return n
 }
+
+// StrElseNull writes a string, or null when v is empty (the fields OpenAI and Anthropic write
+// as null when they have nothing to say).
+func (o *Obj) StrElseNull(k, v string) *Obj {
+	if v == "" {
+		return o.Raw(k, Null)
+	}
+	return o.Str(k, v)
+}
+
+// Strs writes a list of strings.
+func (o *Obj) Strs(k string, list []string) *Obj {
+	o.Key(k)
+	o.B = append(o.B, '[')
+	for i, s := range list {
+		if i > 0 {
+			o.B = append(o.B, ',')
+		}
+		o.B = AppendString(o.B, s)
+	}
+	o.B = append(o.B, ']')
+	return o
+}

@@ -3,7 +3,6 @@ package convo_test
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"switchyard/services/proxy/convo"
 	"switchyard/services/proxy/convo/chat"
+	"switchyard/services/proxy/convo/convotest"
 	"switchyard/services/proxy/convo/messages"
 	"switchyard/services/proxy/convo/responses"
 )
@@ -21,8 +21,6 @@ import (
 // pairs never come here: the engine passes them through byte-exact (e2e proves it).
 //
 // go test ./services/proxy/convo -run TestMatrix -update rewrites the goldens; read the diff.
-
-var update = flag.Bool("update", false, "rewrite the golden files")
 
 type format struct {
 	name          string
@@ -71,7 +69,7 @@ func fixtures(t *testing.T, f format, glob string) []string {
 
 func golden(t *testing.T, path string, got []byte) {
 	t.Helper()
-	if *update {
+	if *convotest.Update {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -90,16 +88,6 @@ func golden(t *testing.T, path string, got []byte) {
 }
 
 func base(path string) string { return strings.TrimSuffix(filepath.Base(path), filepath.Ext(path)) }
-
-// indent makes a JSON golden readable and its diffs small.
-func indent(t *testing.T, b []byte) []byte {
-	t.Helper()
-	var out bytes.Buffer
-	if err := json.Indent(&out, b, "", "  "); err != nil {
-		t.Fatalf("not JSON: %v\n%s", err, b)
-	}
-	return append(out.Bytes(), '\n')
-}
 
 // events splits an SSE fixture into its events.
 func events(b []byte) [][]byte {
@@ -143,7 +131,7 @@ func TestMatrixRequests(t *testing.T) {
 					if _, err := dst.readRequest(out); err != nil {
 						t.Fatalf("the upstream's format does not read what its writer wrote: %v\n%s", err, out)
 					}
-					got := indent(t, out)
+					got := convotest.Indent(t, out)
 					if len(r.Dropped) > 0 {
 						got = append(got, "dropped: "+strings.Join(r.Dropped, ", ")+"\n"...)
 					}
@@ -154,7 +142,9 @@ func TestMatrixRequests(t *testing.T) {
 	}
 }
 
-func TestMatrixAnswers(t *testing.T) {
+// clientPairs calls f for every pair of a client format and another upstream format, with the
+// request the client sent.
+func clientPairs(t *testing.T, f func(client, up format, req *convo.Request)) {
 	for _, client := range formats {
 		for _, up := range formats {
 			if client.name == up.name {
@@ -164,65 +154,62 @@ func TestMatrixAnswers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, file := range fixtures(t, up, up.answers) {
-				t.Run(up.name+"-to-"+client.name+"/"+base(file), func(t *testing.T) {
-					body, _ := os.ReadFile(file)
-					evs, err := up.readAnswer(nil, body)
-					if err != nil {
-						t.Fatalf("read: %v", err)
-					}
-					out, err := client.appendAnswer(nil, req, evs, 1700000000)
-					if err != nil {
-						t.Fatalf("write: %v", err)
-					}
-					golden(t, filepath.Join("testdata", "matrix", "answer", up.name+"-to-"+client.name, base(file)+".golden"), indent(t, out))
-				})
-			}
+			f(client, up, req)
 		}
 	}
 }
 
-func TestMatrixStreams(t *testing.T) {
-	for _, client := range formats {
-		for _, up := range formats {
-			if client.name == up.name {
-				continue
-			}
-			req, err := client.readRequest([]byte(client.client))
-			if err != nil {
-				t.Fatal(err)
-			}
-			req.Stream = true
-			for _, file := range fixtures(t, up, up.streams) {
-				t.Run(up.name+"-to-"+client.name+"/"+base(file), func(t *testing.T) {
-					body, _ := os.ReadFile(file)
-					r, w := up.streamReader(), client.streamWriter(req, 1700000000)
-					var out, buf []byte
-					var evs []convo.Event
-					ended := false
-					for _, ev := range events(body) {
-						// One buffer for every upstream event, as the relay reads them: what a
-						// writer keeps of an earlier event must not change under it.
-						buf = append(buf[:0], ev...)
-						evs = r.Read(evs[:0], buf)
-						for i := range evs {
-							e := &evs[i]
-							if e.Kind == convo.EvStart || e.Kind == convo.EvBlockStart {
-								e.ID, e.Model = strings.Clone(e.ID), strings.Clone(e.Model)
-								e.Name, e.Namespace = strings.Clone(e.Name), strings.Clone(e.Namespace)
-							}
-							ended = ended || e.Kind == convo.EvEnd || e.Kind == convo.EvError
-							out = w.Write(out, e)
-						}
-						clear(buf) // an event's bytes are gone once the next is read
-					}
-					if !ended {
-						out = w.Abort(out, "stream_incomplete", "the upstream stream ended before it was complete")
-					}
-					checkSSE(t, out)
-					golden(t, filepath.Join("testdata", "matrix", "stream", up.name+"-to-"+client.name, base(file)+".golden"), out)
-				})
-			}
+func TestMatrixAnswers(t *testing.T) {
+	clientPairs(t, func(client, up format, req *convo.Request) {
+		for _, file := range fixtures(t, up, up.answers) {
+			t.Run(up.name+"-to-"+client.name+"/"+base(file), func(t *testing.T) {
+				body, _ := os.ReadFile(file)
+				evs, err := up.readAnswer(nil, body)
+				if err != nil {
+					t.Fatalf("read: %v", err)
+				}
+				out, err := client.appendAnswer(nil, req, evs, 1700000000)
+				if err != nil {
+					t.Fatalf("write: %v", err)
+				}
+				golden(t, filepath.Join("testdata", "matrix", "answer", up.name+"-to-"+client.name, base(file)+".golden"), convotest.Indent(t, out))
+			})
 		}
-	}
+	})
+}
+
+func TestMatrixStreams(t *testing.T) {
+	clientPairs(t, func(client, up format, req *convo.Request) {
+		req.Stream = true
+		for _, file := range fixtures(t, up, up.streams) {
+			t.Run(up.name+"-to-"+client.name+"/"+base(file), func(t *testing.T) {
+				body, _ := os.ReadFile(file)
+				r, w := up.streamReader(), client.streamWriter(req, 1700000000)
+				var out, buf []byte
+				var evs []convo.Event
+				ended := false
+				for _, ev := range events(body) {
+					// One buffer for every upstream event, as the relay reads them: what a
+					// writer keeps of an earlier event must not change under it.
+					buf = append(buf[:0], ev...)
+					evs = r.Read(evs[:0], buf)
+					for i := range evs {
+						e := &evs[i]
+						if e.Kind == convo.EvStart || e.Kind == convo.EvBlockStart {
+							e.ID, e.Model = strings.Clone(e.ID), strings.Clone(e.Model)
+							e.Name, e.Namespace = strings.Clone(e.Name), strings.Clone(e.Namespace)
+						}
+						ended = ended || e.Kind == convo.EvEnd || e.Kind == convo.EvError
+						out = w.Write(out, e)
+					}
+					clear(buf) // an event's bytes are gone once the next is read
+				}
+				if !ended {
+					out = w.Abort(out, "stream_incomplete", "the upstream stream ended before it was complete")
+				}
+				checkSSE(t, out)
+				golden(t, filepath.Join("testdata", "matrix", "stream", up.name+"-to-"+client.name, base(file)+".golden"), out)
+			})
+		}
+	})
 }

@@ -47,6 +47,24 @@ const (
 	PartThinking
 )
 
+// Word is the part kind in the words the formats name a dropped part with (Anthropic's block
+// types): text, image, document, tool_use, tool_result, thinking.
+func (k PartKind) Word() string {
+	switch k {
+	case PartText:
+		return "text"
+	case PartImage:
+		return "image"
+	case PartDocument:
+		return "document"
+	case PartToolCall:
+		return "tool_use"
+	case PartToolResult:
+		return "tool_result"
+	}
+	return "thinking"
+}
+
 // Part is one typed piece of a message. Which fields are set depends on Kind.
 type Part struct {
 	Kind PartKind
@@ -238,3 +256,35 @@ type Target struct {
 // DefaultMaxTokens is the output limit sent to formats that require one when the client gave
 // none.
 const DefaultMaxTokens = 4096
+
+// Size is about the size of r written in any format, a little more rather than less, so that a
+// writer fills one buffer without growing it: the texts, data and raw values it carries (a
+// call's arguments a quarter more, for a format that writes them as an escaped string) and room
+// for the JSON around them.
+func (r *Request) Size() int {
+	n := 512 + len(r.Model)
+	for i := range r.System {
+		n += len(r.System[i].Text) + 64
+	}
+	for i := range r.Messages {
+		for j := range r.Messages[i].Parts {
+			p := &r.Messages[i].Parts[j]
+			n += len(p.Text) + len(p.Args)*5/4 + len(p.Data) + len(p.URL) + len(p.ID) + len(p.Name) +
+				len(p.Signature) + len(p.Encrypted) + 96
+			for k := range p.Content {
+				c := &p.Content[k]
+				n += len(c.Text) + len(c.Data) + len(c.URL) + 64
+			}
+		}
+		n += 32
+	}
+	for i := range r.Tools {
+		t := &r.Tools[i]
+		n += len(t.Name) + len(t.Description) + len(t.Parameters) + len(t.Raw) + 96
+		for j := range t.Tools {
+			m := &t.Tools[j]
+			n += len(t.Name) + len(m.Name) + len(m.Description) + len(m.Parameters) + len(m.Raw) + 96
+		}
+	}
+	return n
+}

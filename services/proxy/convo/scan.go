@@ -1,6 +1,7 @@
 package convo
 
 import (
+	"errors"
 	"strings"
 	"unsafe"
 )
@@ -380,4 +381,25 @@ func EachElement(raw string, f func(v string)) {
 			i = skipSpace(raw, i+1)
 		}
 	}
+}
+
+// ErrNotObject is what EachObject returns for a list element that is neither an object nor null.
+var ErrNotObject = errors.New("a list element is not an object")
+
+// EachObject calls f with each element of a valid list that is an object or null (a reader takes
+// a null for an object without fields), until f returns an error. An element of another kind ends
+// the walk with ErrNotObject, for the caller to say in its format's words.
+func EachObject(raw string, f func(obj string) error) error {
+	var err error
+	EachElement(raw, func(v string) {
+		if err != nil {
+			return
+		}
+		if k := Kind(v); k != '{' && k != 'n' {
+			err = ErrNotObject
+			return
+		}
+		err = f(v)
+	})
+	return err
 }

@@ -25,9 +25,9 @@ func ReadAnswer(evs []convo.Event, body []byte) ([]convo.Event, error) {
 		case "error":
 			errRaw = v
 		case "choices":
-			if kind(v) == '[' && choice == "" {
+			if convo.Kind(v) == '[' && choice == "" {
 				convo.EachElement(v, func(c string) {
-					if choice == "" && kind(c) == '{' {
+					if choice == "" && convo.Kind(c) == '{' {
 						choice = c
 					}
 				})
@@ -38,27 +38,13 @@ func ReadAnswer(evs []convo.Event, body []byte) ([]convo.Event, error) {
 		return append(evs, convo.Event{Kind: convo.EvError, Err: e}), nil
 	}
 	evs = append(evs, convo.Event{Kind: convo.EvStart, ID: convo.StrAt(id), Model: convo.StrAt(model)})
-	var content, reasoningContent, reasoning, refusal, calls, finish string
+	var m message
+	var finish string
 	if choice != "" {
 		convo.FieldsOf(choice, func(k, v string) {
 			switch k {
 			case "message":
-				if kind(v) == '{' {
-					convo.FieldsOf(v, func(k, v string) {
-						switch k {
-						case "content":
-							content = v
-						case "reasoning_content":
-							reasoningContent = v
-						case "reasoning":
-							reasoning = v
-						case "refusal":
-							refusal = v
-						case "tool_calls":
-							calls = v
-						}
-					})
-				}
+				m.read(v)
 			case "finish_reason":
 				finish = v
 			}
@@ -71,21 +57,18 @@ func ReadAnswer(evs []convo.Event, body []byte) ([]convo.Event, error) {
 			convo.Event{Kind: convo.EvBlockStop, Index: block, Block: b})
 		block++
 	}
-	if kind(reasoningContent) != '"' {
-		reasoningContent = reasoning
-	}
-	if kind(reasoningContent) == '"' && reasoningContent != `""` {
-		whole(convo.BlockThinking, convo.TextAt(reasoningContent))
+	if th := m.thinking(); convo.Kind(th) == '"' && th != `""` {
+		whole(convo.BlockThinking, convo.TextAt(th))
 	}
 	switch {
-	case kind(content) == '"' && content != `""`:
-		whole(convo.BlockText, convo.TextAt(content))
-	case kind(refusal) == '"' && refusal != `""`:
-		whole(convo.BlockText, convo.TextAt(refusal))
+	case convo.Kind(m.content) == '"' && m.content != `""`:
+		whole(convo.BlockText, convo.TextAt(m.content))
+	case convo.Kind(m.refusal) == '"' && m.refusal != `""`:
+		whole(convo.BlockText, convo.TextAt(m.refusal))
 	}
-	if kind(calls) == '[' {
-		convo.EachElement(calls, func(tc string) {
-			if kind(tc) != '{' {
+	if convo.Kind(m.calls) == '[' {
+		convo.EachElement(m.calls, func(tc string) {
+			if convo.Kind(tc) != '{' {
 				return
 			}
 			c := readCall(tc)
@@ -102,10 +85,44 @@ func ReadAnswer(evs []convo.Event, body []byte) ([]convo.Event, error) {
 		evs = append(evs, convo.Event{Kind: convo.EvUsage, Usage: u})
 	}
 	stop := convo.StopEnd
-	if kind(finish) == '"' {
+	if convo.Kind(finish) == '"' {
 		stop = stopOf(convo.StrAt(finish))
 	}
 	return append(evs, convo.Event{Kind: convo.EvStop, Stop: stop}, convo.Event{Kind: convo.EvEnd}), nil
+}
+
+// message is the fields of an answer's message or a chunk's delta (the same fields, whole or in
+// part), as they stand.
+type message struct{ content, reasoningContent, reasoning, refusal, calls string }
+
+// read reads a message or delta object; a field it does not name keeps its value.
+func (m *message) read(raw string) {
+	if convo.Kind(raw) != '{' {
+		return
+	}
+	convo.FieldsOf(raw, func(k, v string) {
+		switch k {
+		case "content":
+			m.content = v
+		case "reasoning_content":
+			m.reasoningContent = v
+		case "reasoning":
+			m.reasoning = v
+		case "refusal":
+			m.refusal = v
+		case "tool_calls":
+			m.calls = v
+		}
+	})
+}
+
+// thinking is the message's reasoning text as it stands: reasoning_content wins when it is given
+// as a string at all, else reasoning.
+func (m *message) thinking() string {
+	if convo.Kind(m.reasoningContent) != '"' {
+		return m.reasoning
+	}
+	return m.reasoningContent
 }
 
 // callFields are one tool call (or a fragment of one in a chunk), as they stand in its JSON.
@@ -120,7 +137,7 @@ func readCall(tc string) (c callFields) {
 		case "id":
 			c.id = v
 		case "function":
-			if kind(v) == '{' {
+			if convo.Kind(v) == '{' {
 				convo.FieldsOf(v, func(k, v string) {
 					switch k {
 					case "name":

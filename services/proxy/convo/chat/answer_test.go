@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"switchyard/services/proxy/convo"
+	"switchyard/services/proxy/convo/convotest"
 )
 
 // The answer fixtures: the events read, and the answer written from them.
@@ -19,7 +20,7 @@ func TestAnswerGolden(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return append(append(dump(evs), "---\n"...), indent(t, out)...)
+		return append(append(dump(evs), "---\n"...), convotest.Indent(t, out)...)
 	})
 }
 
@@ -28,8 +29,8 @@ func TestAnswerGolden(t *testing.T) {
 // usage with cached and reasoning tokens.
 func TestAnswerRoundTrip(t *testing.T) {
 	for _, in := range []string{
-		string(readFixture(t, "testdata/answer/length.json")),
-		string(readFixture(t, "testdata/answer/text_tools_reasoning.json")),
+		string(convotest.Read(t, "testdata/answer/length.json")),
+		string(convotest.Read(t, "testdata/answer/text_tools_reasoning.json")),
 		`{"id":"chatcmpl-3","object":"chat.completion","created":5,"model":"o3","choices":[{"index":0,"message":{"role":"assistant","content":"A \"quoted\" \u00e9 line\n"},"finish_reason":"content_filter"}],` +
 			`"usage":{"prompt_tokens":10,"completion_tokens":200,"total_tokens":210,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":150}}}`,
 		`{"id":"chatcmpl-4","object":"chat.completion","created":5,"model":"m","choices":[{"index":0,"message":{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},"finish_reason":"tool_calls"}],` +

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"switchyard/services/proxy/convo"
+	"switchyard/services/proxy/convo/convotest"
 )
 
 // Benchmarks on the sizes the gateway benchmark and coding agents use: a 10 KB answer, a long
@@ -36,16 +37,7 @@ func agentRequest() []byte {
 	return b
 }
 
-func BenchmarkReadRequestAgent(b *testing.B) {
-	body := agentRequest()
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := ReadRequest(body); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
+func BenchmarkReadRequestAgent(b *testing.B) { convotest.BenchRead(b, ReadRequest, agentRequest()) }
 
 func BenchmarkAppendRequestAgent(b *testing.B) {
 	body := agentRequest()
@@ -79,17 +71,7 @@ func BenchmarkRequestAgentRoundTrip(b *testing.B) {
 	}
 }
 
-func BenchmarkReadAnswer(b *testing.B) {
-	b.SetBytes(int64(len(bigChat)))
-	b.ReportAllocs()
-	var evs []convo.Event
-	for b.Loop() {
-		var err error
-		if evs, err = ReadAnswer(evs[:0], bigChat); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
+func BenchmarkReadAnswer(b *testing.B) { convotest.BenchReadAnswer(b, ReadAnswer, bigChat) }
 
 func BenchmarkAppendAnswer(b *testing.B) {
 	evs, _ := ReadAnswer(nil, bigChat)

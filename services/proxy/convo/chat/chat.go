@@ -10,10 +10,8 @@ package chat
 
 import (
 	"errors"
-	"slices"
 	"strconv"
 	"strings"
-	"unsafe"
 
 	"switchyard/services/proxy/convo"
 )
@@ -29,39 +27,6 @@ var errNotObject = errors.New("not a chat completions request: the body is not a
 
 // errNotAnswer is a body that is not the JSON object an answer is.
 var errNotAnswer = errors.New("the answer is not a JSON object")
-
-// kind names a JSON value's type by its first byte: '"', '0' (a number), 't' (a boolean), '{',
-// '[', 'n', or 0 when absent.
-func kind(raw string) byte {
-	switch {
-	case raw == "":
-		return 0
-	case raw[0] == '-' || '0' <= raw[0] && raw[0] <= '9':
-		return '0'
-	case raw[0] == 'f':
-		return 't'
-	}
-	return raw[0]
-}
-
-// is reports whether raw is absent, null or of one of the kinds (what encoding/json accepts for
-// a field of that type).
-func is(raw string, kinds ...byte) bool {
-	k := kind(raw)
-	return k == 0 || k == 'n' || slices.Contains(kinds, k)
-}
-
-// isInt reports whether a number is written as an integer.
-func isInt(raw string) bool { return kind(raw) == '0' && !strings.ContainsAny(raw, ".eE") }
-
-// bytesOf is a part of the request's own copy of its body as a byte slice, without a copy: the
-// raw values a request keeps (schemas, arguments, cache marks) are read-only.
-func bytesOf(s string) []byte {
-	if s == "" {
-		return nil
-	}
-	return unsafe.Slice(unsafe.StringData(s), len(s))
-}
 
 // chatID gives a chat completion the id of the answer it came from: an Anthropic message's
 // msg_… or a Responses resp_… becomes chatcmpl-…; an id that is one already stays.
@@ -125,13 +90,11 @@ func cutShort(e *convo.Error) string {
 // Anthropic ones a reader may have left are mapped as the gateway always has (what OpenAI's SDKs
 // know), and an error without a type is a server error.
 func openAITypeOf(t string) string {
-	switch t {
-	case "":
+	if t == "" {
 		return "server_error"
-	case "not_found_error", "request_too_large":
-		return "invalid_request_error"
-	case "api_error", "overloaded_error", "billing_error":
-		return "server_error"
+	}
+	if ot, ok := convo.OpenAIErrorType(t); ok {
+		return ot
 	}
 	return t
 }
@@ -152,16 +115,8 @@ func appendError(dst []byte, e *convo.Error) []byte {
 	}
 	o := convo.NewObj(dst)
 	eo := o.Open("error").Str("message", msg).Str("type", ot)
-	if code != "" {
-		eo.Str("code", code)
-	} else {
-		eo.Raw("code", convo.Null)
-	}
-	if param != "" {
-		eo.Str("param", param)
-	} else {
-		eo.Raw("param", convo.Null)
-	}
+	eo.StrElseNull("code", code)
+	eo.StrElseNull("param", param)
 	o.Close(eo)
 	return o.End()
 }
@@ -184,11 +139,11 @@ func appendUsage(dst []byte, u convo.Usage) []byte {
 // cached prompt tokens (prompt_tokens_details.cached_tokens, or DeepSeek's
 // prompt_cache_hit_tokens) and reasoning tokens. ok is false when raw is not an object.
 func usageAt(raw string) (u convo.Usage, ok bool) {
-	if kind(raw) != '{' {
+	if convo.Kind(raw) != '{' {
 		return u, false
 	}
 	num := func(v string) (int64, bool) {
-		if kind(v) != '0' {
+		if convo.Kind(v) != '0' {
 			return 0, false
 		}
 		n, err := strconv.ParseInt(v, 10, 64)
@@ -215,7 +170,7 @@ func usageAt(raw string) (u convo.Usage, ok bool) {
 		case "completion_tokens":
 			set(&u.Output, convo.HasOutput, v)
 		case "prompt_tokens_details":
-			if kind(v) == '{' {
+			if convo.Kind(v) == '{' {
 				convo.FieldsOf(v, func(k, v string) {
 					if k == "cached_tokens" {
 						set(&u.CacheRead, convo.HasCacheRead, v)
@@ -223,7 +178,7 @@ func usageAt(raw string) (u convo.Usage, ok bool) {
 				})
 			}
 		case "completion_tokens_details":
-			if kind(v) == '{' {
+			if convo.Kind(v) == '{' {
 				convo.FieldsOf(v, func(k, v string) {
 					if k == "reasoning_tokens" {
 						set(&u.Reasoning, convo.HasReasoning, v)
@@ -243,7 +198,7 @@ func usageAt(raw string) (u convo.Usage, ok bool) {
 // errorAt reads an error a chat answer or chunk carries in its "error" field: an object with
 // message, type, code and param, or a bare message. ok is false for null.
 func errorAt(raw string) (*convo.Error, bool) {
-	switch kind(raw) {
+	switch convo.Kind(raw) {
 	case 0, 'n':
 		return nil, false
 	case '{':

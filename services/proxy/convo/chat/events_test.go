@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"switchyard/services/proxy/convo"
+	"switchyard/services/proxy/convo/convotest"
 )
 
 var blockNames = map[convo.BlockKind]string{convo.BlockText: "text", convo.BlockThinking: "thinking",
@@ -59,16 +60,6 @@ func dump(evs []convo.Event) []byte {
 	return []byte(b.String())
 }
 
-// readStream reads an SSE document with a fresh reader.
-func readStream(doc []byte) []convo.Event {
-	r := NewStreamReader()
-	var evs []convo.Event
-	for _, ev := range splitEvents(doc) {
-		evs = r.Read(evs, ev)
-	}
-	return evs
-}
-
 // writeStream writes events with a fresh writer for request r.
 func writeStream(r *convo.Request, evs []convo.Event) []byte {
 	w := NewStreamWriter(r, 1700000000)
@@ -109,7 +100,7 @@ func accumulate(t *testing.T, doc []byte) accumulated {
 	var a accumulated
 	var seen []bool // per call: a fragment was read
 	ended := false
-	for _, ev := range splitEvents(doc) {
+	for _, ev := range convotest.SplitEvents(doc) {
 		if ended {
 			t.Fatalf("an event after the end: %q", ev)
 		}

@@ -3,27 +3,16 @@ package chat
 import (
 	"bytes"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"switchyard/services/proxy/convo"
+	"switchyard/services/proxy/convo/convotest"
 )
-
-// seedDir adds every file of a testdata directory to the fuzz corpus.
-func seedDir(f *testing.F, dir, ext string) {
-	files, _ := filepath.Glob(filepath.Join("testdata", dir, "*"+ext))
-	for _, name := range files {
-		if b, err := os.ReadFile(name); err == nil {
-			f.Add(b)
-		}
-	}
-}
 
 // FuzzReadRequest: any body a client sends is refused or read; what is read is written as a
 // valid JSON request that the reader takes again. Nothing panics.
 func FuzzReadRequest(f *testing.F) {
-	seedDir(f, "request", ".json")
+	convotest.Seed(f, "request", ".json")
 	f.Add([]byte(`{"messages":[{"role":"tool","content":[{"type":"text"}]},{"role":"assistant","tool_calls":[{"function":{"arguments":"[1"}}]}]}`))
 	f.Add([]byte(`{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:a;base64,\u0000\""}},{"type":"file","file":{"file_data":"data:x/y;base64,\\"}}]}],"stop":["\u2028"]}`))
 	f.Add([]byte(`{"model":"\ud800","tools":[{"function":{"name":"a\"b","parameters":[1]}}],"tool_choice":{"function":{"name":"a\"b"}},"response_format":{"type":"json_schema","json_schema":{"name":"\n","schema":5}}}`))
@@ -33,22 +22,14 @@ func FuzzReadRequest(f *testing.F) {
 			return
 		}
 		out, err := AppendRequest(nil, r, convo.Target{MaxCompletionTokens: len(body)%2 == 0})
-		if err != nil {
-			t.Fatalf("write: %v", err)
-		}
-		if !json.Valid(out) {
-			t.Fatalf("invalid request for %q:\n%s", body, out)
-		}
-		if _, err := ReadRequest(out); err != nil {
-			t.Fatalf("the written request is refused: %v\n%s", err, out)
-		}
+		convotest.Reread(t, ReadRequest, body, out, err)
 	})
 }
 
 // FuzzReadAnswer: any upstream answer is refused or read into events that keep the model's order;
 // the answer written from them is valid JSON the reader takes again.
 func FuzzReadAnswer(f *testing.F) {
-	seedDir(f, "answer", ".json")
+	convotest.Seed(f, "answer", ".json")
 	f.Add([]byte(`{"choices":[{"message":{"tool_calls":[{"function":{"arguments":{"a":[1,{}]}}},null]}}],"usage":{"prompt_tokens":1e400}}`))
 	f.Add([]byte(`{"error":{"message":"x","code":[1]}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -74,14 +55,14 @@ func FuzzReadAnswer(f *testing.F) {
 // its events keep the model's order, and the writer makes well-formed SSE of them: every event
 // ends with its blank line and carries JSON data (or [DONE]).
 func FuzzStreamReader(f *testing.F) {
-	seedDir(f, "stream", ".sse")
+	convotest.Seed(f, "stream", ".sse")
 	f.Add([]byte("data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":3,\"function\":{\"arguments\":\"x\"}}]}}]}\n\ndata: [DONE]\n\n"))
 	f.Add([]byte("data: {\"choices\":[{\"index\":-1,\"delta\":{\"tool_calls\":[{\"index\":99999999999999999999,\"id\":\"\\\"\"}]},\"finish_reason\":\"stop\"}]}\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n"))
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		r := NewStreamReader()
 		w := NewStreamWriter(&convo.Request{IncludeUsage: len(doc)%2 == 0}, 1)
 		var all []convo.Event
-		for _, ev := range splitEvents(doc) {
+		for _, ev := range convotest.SplitEvents(doc) {
 			evs := r.Read(nil, ev)
 			all = append(all, evs...)
 			for i := range evs {

@@ -70,43 +70,36 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 			r.Drop(k)
 		}
 	})
-	for _, c := range []struct {
-		raw, field, what string
-		kind             byte
-	}{
-		{f.model, "model", "a string", '"'},
-		{f.messages, "messages", "a list", '['},
-		{f.maxTokens, "max_tokens", "an integer", '0'},
-		{f.maxCompletionTokens, "max_completion_tokens", "an integer", '0'},
-		{f.temperature, "temperature", "a number", '0'},
-		{f.topP, "top_p", "a number", '0'},
-		{f.stream, "stream", "a boolean", 't'},
-		{f.streamOptions, "stream_options", "an object", '{'},
-		{f.tools, "tools", "a list", '['},
-		{f.parallel, "parallel_tool_calls", "a boolean", 't'},
-		{f.effort, "reasoning_effort", "a string", '"'},
-		{f.user, "user", "a string", '"'},
-		{f.format, "response_format", "an object", '{'},
-		{f.metadata, "metadata", "an object", '{'},
-		{f.serviceTier, "service_tier", "a string", '"'},
-		{f.store, "store", "a boolean", 't'},
-	} {
-		if !is(c.raw, c.kind) {
-			return nil, notChat(c.field, c.what)
+	var kinds convo.Kinds
+	kinds.Want(f.model, '"', "model", "a string")
+	kinds.Want(f.messages, '[', "messages", "a list")
+	kinds.Want(f.maxTokens, '0', "max_tokens", "an integer")
+	kinds.Want(f.maxCompletionTokens, '0', "max_completion_tokens", "an integer")
+	kinds.Want(f.temperature, '0', "temperature", "a number")
+	kinds.Want(f.topP, '0', "top_p", "a number")
+	kinds.Want(f.stream, 't', "stream", "a boolean")
+	kinds.Want(f.streamOptions, '{', "stream_options", "an object")
+	kinds.Want(f.tools, '[', "tools", "a list")
+	kinds.Want(f.parallel, 't', "parallel_tool_calls", "a boolean")
+	kinds.Want(f.effort, '"', "reasoning_effort", "a string")
+	kinds.Want(f.user, '"', "user", "a string")
+	kinds.Want(f.format, '{', "response_format", "an object")
+	kinds.Want(f.metadata, '{', "metadata", "an object")
+	kinds.Want(f.serviceTier, '"', "service_tier", "a string")
+	kinds.Want(f.store, 't', "store", "a boolean")
+	if kinds.Bad {
+		return nil, notChat(kinds.Name, kinds.What)
+	}
+	for _, c := range [...][2]string{{f.maxTokens, "max_tokens"}, {f.maxCompletionTokens, "max_completion_tokens"}} {
+		if convo.NotInt(c[0]) {
+			return nil, notChat(c[1], "an integer")
 		}
 	}
-	for _, c := range [2][2]string{{f.maxTokens, "max_tokens"}, {f.maxCompletionTokens, "max_completion_tokens"}} {
-		if kind(c[0]) == '0' {
-			if _, err := strconv.Atoi(c[0]); err != nil || !isInt(c[0]) {
-				return nil, notChat(c[1], "an integer")
-			}
-		}
-	}
-	if kind(f.streamOptions) == '{' {
+	if convo.Kind(f.streamOptions) == '{' {
 		bad := false
 		convo.FieldsOf(f.streamOptions, func(k, v string) {
 			if k == "include_usage" {
-				bad = bad || !is(v, 't')
+				bad = bad || !convo.Is(v, 't')
 				r.IncludeUsage = v == "true"
 			}
 		})
@@ -117,31 +110,31 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 
 	r.Model = convo.StrAt(f.model)
 	switch {
-	case kind(f.maxCompletionTokens) == '0':
+	case convo.Kind(f.maxCompletionTokens) == '0':
 		r.MaxTokens, _ = strconv.Atoi(f.maxCompletionTokens)
-	case kind(f.maxTokens) == '0':
+	case convo.Kind(f.maxTokens) == '0':
 		r.MaxTokens, _ = strconv.Atoi(f.maxTokens)
 	}
-	r.Temperature, r.TopP = float(f.temperature), float(f.topP)
+	r.Temperature, r.TopP = convo.Float(f.temperature), convo.Float(f.topP)
 	readStop(r, f.stop)
 	r.Stream = f.stream == "true"
-	if kind(f.effort) == '"' {
+	if convo.Kind(f.effort) == '"' {
 		r.ReasoningEffort = convo.StrAt(f.effort)
 	}
-	if kind(f.user) == '"' {
+	if convo.Kind(f.user) == '"' {
 		r.User = convo.StrAt(f.user)
 	}
-	if kind(f.metadata) == '{' {
-		r.Metadata = bytesOf(f.metadata)
+	if convo.Kind(f.metadata) == '{' {
+		r.Metadata = convo.BytesOf(f.metadata)
 	}
-	if kind(f.serviceTier) == '"' {
+	if convo.Kind(f.serviceTier) == '"' {
 		r.ServiceTier = convo.StrAt(f.serviceTier)
 	}
-	if kind(f.store) == 't' {
+	if convo.Kind(f.store) == 't' {
 		b := f.store == "true"
 		r.Store = &b
 	}
-	if kind(f.parallel) == 't' {
+	if convo.Kind(f.parallel) == 't' {
 		b := f.parallel == "true"
 		r.ParallelToolCalls = &b
 	}
@@ -150,7 +143,7 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 	}
 	readToolChoice(r, f.toolChoice)
 	readFormat(r, f.format)
-	if kind(f.messages) == '[' {
+	if convo.Kind(f.messages) == '[' {
 		if err := readMessages(r, f.messages); err != nil {
 			return nil, err
 		}
@@ -158,29 +151,17 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 	return r, nil
 }
 
-// float is a JSON number, nil when raw is not one.
-func float(raw string) *float64 {
-	if kind(raw) != '0' {
-		return nil
-	}
-	v, err := strconv.ParseFloat(raw, 64)
-	if err != nil {
-		return nil
-	}
-	return &v
-}
-
 // readStop reads stop: a string or a list of strings (a null in the list is skipped); anything
 // else is dropped.
 func readStop(r *convo.Request, raw string) {
-	switch kind(raw) {
+	switch convo.Kind(raw) {
 	case 0, 'n':
 	case '"':
 		r.Stop = []string{convo.StrAt(raw)}
 	case '[':
 		good := true
 		convo.EachElement(raw, func(v string) {
-			switch kind(v) {
+			switch convo.Kind(v) {
 			case '"':
 				r.Stop = append(r.Stop, convo.StrAt(v))
 			case 'n':
@@ -199,20 +180,12 @@ func readStop(r *convo.Request, raw string) {
 
 // readTools reads the function tools; other tools (custom tools) are dropped by their type.
 func readTools(r *convo.Request, raw string) error {
-	if kind(raw) != '[' {
+	if convo.Kind(raw) != '[' {
 		return nil
 	}
-	var err error
-	convo.EachElement(raw, func(tool string) {
-		if err != nil {
-			return
-		}
-		if kind(tool) != '{' && kind(tool) != 'n' {
-			err = notChat("tools[]", "objects")
-			return
-		}
+	err := convo.EachObject(raw, func(tool string) error {
 		var typ, fn, name, desc, params, strict string
-		if kind(tool) == '{' {
+		if convo.Kind(tool) == '{' {
 			convo.FieldsOf(tool, func(k, v string) {
 				switch k {
 				case "type":
@@ -222,15 +195,13 @@ func readTools(r *convo.Request, raw string) error {
 				}
 			})
 		}
-		if !is(typ, '"') {
-			err = notChat("tools[].type", "a string")
-			return
+		if !convo.Is(typ, '"') {
+			return notChat("tools[].type", "a string")
 		}
-		if !is(fn, '{') {
-			err = notChat("tools[].function", "an object")
-			return
+		if !convo.Is(fn, '{') {
+			return notChat("tools[].function", "an object")
 		}
-		if kind(fn) == '{' {
+		if convo.Kind(fn) == '{' {
 			convo.FieldsOf(fn, func(k, v string) {
 				switch k {
 				case "name":
@@ -245,32 +216,35 @@ func readTools(r *convo.Request, raw string) error {
 			})
 		}
 		for _, c := range [2][2]string{{name, "tools[].function.name"}, {desc, "tools[].function.description"}} {
-			if !is(c[0], '"') {
-				err = notChat(c[1], "a string")
-				return
+			if !convo.Is(c[0], '"') {
+				return notChat(c[1], "a string")
 			}
 		}
 		if t := convo.StrAt(typ); t != "" && t != "function" {
 			r.Drop("tools[].type=" + t)
-			return
+			return nil
 		}
 		t := convo.Tool{Kind: convo.ToolFunction, Name: convo.StrAt(name), Description: convo.StrAt(desc)}
-		if k := kind(params); k != 0 && k != 'n' {
-			t.Parameters = bytesOf(params)
+		if k := convo.Kind(params); k != 0 && k != 'n' {
+			t.Parameters = convo.BytesOf(params)
 		}
-		if kind(strict) == 't' {
+		if convo.Kind(strict) == 't' {
 			b := strict == "true"
 			t.Strict = &b
 		}
 		r.Tools = append(r.Tools, t)
+		return nil
 	})
+	if err == convo.ErrNotObject {
+		err = notChat("tools[]", "objects")
+	}
 	return err
 }
 
 // readToolChoice reads "none", "auto", "required" and {"type":"function","function":{"name"}};
 // anything else is dropped.
 func readToolChoice(r *convo.Request, raw string) {
-	switch kind(raw) {
+	switch convo.Kind(raw) {
 	case 0, 'n':
 		return
 	case '"':
@@ -288,9 +262,9 @@ func readToolChoice(r *convo.Request, raw string) {
 	case '{':
 		var name string
 		convo.FieldsOf(raw, func(k, v string) {
-			if k == "function" && kind(v) == '{' {
+			if k == "function" && convo.Kind(v) == '{' {
 				convo.FieldsOf(v, func(k, v string) {
-					if k == "name" && kind(v) == '"' {
+					if k == "name" && convo.Kind(v) == '"' {
 						name = convo.StrAt(v)
 					}
 				})
@@ -307,7 +281,7 @@ func readToolChoice(r *convo.Request, raw string) {
 // readFormat reads response_format: text, json_object, or json_schema with its name,
 // description, schema and strict flag.
 func readFormat(r *convo.Request, raw string) {
-	if kind(raw) != '{' {
+	if convo.Kind(raw) != '{' {
 		return
 	}
 	var typ, js string
@@ -325,7 +299,7 @@ func readFormat(r *convo.Request, raw string) {
 	case "json_object":
 		r.Format = &convo.ResponseFormat{Kind: convo.FormatJSONObject}
 	case "json_schema":
-		if kind(js) != '{' {
+		if convo.Kind(js) != '{' {
 			r.Drop("response_format")
 			return
 		}
@@ -333,19 +307,19 @@ func readFormat(r *convo.Request, raw string) {
 		convo.FieldsOf(js, func(k, v string) {
 			switch k {
 			case "name":
-				if kind(v) == '"' {
+				if convo.Kind(v) == '"' {
 					f.Name = convo.StrAt(v)
 				}
 			case "description":
-				if kind(v) == '"' {
+				if convo.Kind(v) == '"' {
 					f.Description = convo.StrAt(v)
 				}
 			case "schema":
-				if k := kind(v); k != 0 && k != 'n' {
-					f.Schema = bytesOf(v)
+				if k := convo.Kind(v); k != 0 && k != 'n' {
+					f.Schema = convo.BytesOf(v)
 				}
 			case "strict":
-				if kind(v) == 't' {
+				if convo.Kind(v) == 't' {
 					b := v == "true"
 					f.Strict = &b
 				}
@@ -373,12 +347,12 @@ func readMessages(r *convo.Request, raw string) error {
 		if err != nil {
 			return
 		}
-		if kind(m) != '{' && kind(m) != 'n' {
+		if convo.Kind(m) != '{' && convo.Kind(m) != 'n' {
 			err = notChat("messages[]", "objects")
 			return
 		}
 		var f msgFields
-		if kind(m) == '{' {
+		if convo.Kind(m) == '{' {
 			convo.FieldsOf(m, func(k, v string) {
 				switch k {
 				case "role":
@@ -399,7 +373,7 @@ func readMessages(r *convo.Request, raw string) error {
 			})
 		}
 		for _, c := range [4][2]string{{f.role, "role"}, {f.toolCallID, "tool_call_id"}, {f.reasoningContent, "reasoning_content"}, {f.name, "name"}} {
-			if !is(c[0], '"') {
+			if !convo.Is(c[0], '"') {
 				err = notChat("messages[]."+c[1], "a string")
 				return
 			}
@@ -425,10 +399,10 @@ func readMessages(r *convo.Request, raw string) error {
 		case "assistant":
 			var parts []convo.Part
 			reasoning := f.reasoningContent // reasoning_content wins when it is given at all
-			if kind(reasoning) != '"' {
+			if convo.Kind(reasoning) != '"' {
 				reasoning = f.reasoning
 			}
-			if kind(reasoning) == '"' && reasoning != `""` {
+			if convo.Kind(reasoning) == '"' && reasoning != `""` {
 				parts = append(parts, convo.Part{Kind: convo.PartThinking, Text: convo.TextAt(reasoning)})
 			}
 			parts = append(parts, texts(r, f.content)...)
@@ -438,7 +412,7 @@ func readMessages(r *convo.Request, raw string) error {
 			}
 		case "tool", "function":
 			res := convo.Part{Kind: convo.PartToolResult, ID: convo.StrAt(f.toolCallID)}
-			if kind(f.content) == '"' {
+			if convo.Kind(f.content) == '"' {
 				if f.content != `""` {
 					res.Content = []convo.Part{{Kind: convo.PartText, Text: convo.TextAt(f.content)}}
 				}
@@ -460,7 +434,7 @@ func readMessages(r *convo.Request, raw string) error {
 // readToolCalls reads an assistant message's tool calls; the arguments, a JSON text in a string,
 // become the call's Args ({} when they are not a JSON object).
 func readToolCalls(raw string) ([]convo.Part, error) {
-	switch kind(raw) {
+	switch convo.Kind(raw) {
 	case 0, 'n':
 		return nil, nil
 	case '[':
@@ -468,17 +442,9 @@ func readToolCalls(raw string) ([]convo.Part, error) {
 		return nil, notChat("messages[].tool_calls", "a list")
 	}
 	var out []convo.Part
-	var err error
-	convo.EachElement(raw, func(tc string) {
-		if err != nil {
-			return
-		}
-		if kind(tc) != '{' && kind(tc) != 'n' {
-			err = notChat("messages[].tool_calls[]", "objects")
-			return
-		}
+	err := convo.EachObject(raw, func(tc string) error {
 		var index, id, typ, fn, name, args string
-		if kind(tc) == '{' {
+		if convo.Kind(tc) == '{' {
 			convo.FieldsOf(tc, func(k, v string) {
 				switch k {
 				case "index":
@@ -492,11 +458,10 @@ func readToolCalls(raw string) ([]convo.Part, error) {
 				}
 			})
 		}
-		if !is(fn, '{') {
-			err = notChat("messages[].tool_calls[].function", "an object")
-			return
+		if !convo.Is(fn, '{') {
+			return notChat("messages[].tool_calls[].function", "an object")
 		}
-		if kind(fn) == '{' {
+		if convo.Kind(fn) == '{' {
 			convo.FieldsOf(fn, func(k, v string) {
 				switch k {
 				case "name":
@@ -507,18 +472,20 @@ func readToolCalls(raw string) ([]convo.Part, error) {
 			})
 		}
 		for _, c := range [4]string{id, typ, name, args} {
-			if !is(c, '"') {
-				err = notChat("messages[].tool_calls[]", "strings where strings belong")
-				return
+			if !convo.Is(c, '"') {
+				return notChat("messages[].tool_calls[]", "strings where strings belong")
 			}
 		}
-		if !is(index, '0') || kind(index) == '0' && !isInt(index) {
-			err = notChat("messages[].tool_calls[].index", "an integer")
-			return
+		if !convo.Is(index, '0') || convo.Kind(index) == '0' && !convo.IsInt(index) {
+			return notChat("messages[].tool_calls[].index", "an integer")
 		}
 		out = append(out, convo.Part{Kind: convo.PartToolCall, ID: convo.StrAt(id), Name: convo.StrAt(name),
 			Args: argsObject(args)})
+		return nil
 	})
+	if err == convo.ErrNotObject {
+		err = notChat("messages[].tool_calls[]", "objects")
+	}
 	return out, err
 }
 
@@ -527,7 +494,7 @@ var emptyObject = []byte("{}")
 
 // argsObject is a call's arguments string as a JSON object, {} when it holds none.
 func argsObject(raw string) []byte {
-	if kind(raw) != '"' {
+	if convo.Kind(raw) != '"' {
 		return emptyObject
 	}
 	a := convo.StrAt(raw)
@@ -538,7 +505,7 @@ func argsObject(raw string) []byte {
 	if i == len(a) || a[i] != '{' || !convo.Document(a, nil) {
 		return emptyObject
 	}
-	return bytesOf(a)
+	return convo.BytesOf(a)
 }
 
 // part is one part of a content list, its fields as they stand in the JSON.
@@ -554,7 +521,7 @@ type part struct {
 func contentParts(raw string) (parts []part, ok bool) {
 	ok = true
 	convo.EachElement(raw, func(p string) {
-		switch kind(p) {
+		switch convo.Kind(p) {
 		case '{':
 		case 'n':
 			parts = append(parts, part{})
@@ -579,13 +546,13 @@ func contentParts(raw string) (parts []part, ok bool) {
 				c.cache = v
 			}
 		})
-		if !is(typ, '"') || !is(c.text, '"') || !is(c.image, '{') {
+		if !convo.Is(typ, '"') || !convo.Is(c.text, '"') || !convo.Is(c.image, '{') {
 			ok = false
 			return
 		}
-		if kind(c.image) == '{' {
+		if convo.Kind(c.image) == '{' {
 			convo.FieldsOf(c.image, func(k, v string) {
-				if (k == "url" || k == "detail") && !is(v, '"') {
+				if (k == "url" || k == "detail") && !convo.Is(v, '"') {
 					ok = false
 				}
 			})
@@ -599,39 +566,50 @@ func contentParts(raw string) (parts []part, ok bool) {
 // textPart is a text part of the model, with its cache mark.
 func textPart(text, cache string) convo.Part {
 	p := convo.Part{Kind: convo.PartText, Text: convo.TextAt(text)}
-	if kind(cache) == '{' {
-		p.Cache = bytesOf(cache)
+	if convo.Kind(cache) == '{' {
+		p.Cache = convo.BytesOf(cache)
 	}
 	return p
+}
+
+// content reads what every message's content starts with: a string is one text part (whole), a
+// list is its parts to read (list true); anything else, and a list that is not one of parts, is
+// dropped, and an empty content is nothing.
+func content(r *convo.Request, raw string) (whole []convo.Part, parts []part, list bool) {
+	switch convo.Kind(raw) {
+	case 0, 'n':
+		return nil, nil, false
+	case '"':
+		if raw == `""` {
+			return nil, nil, false
+		}
+		return []convo.Part{{Kind: convo.PartText, Text: convo.TextAt(raw)}}, nil, false
+	case '[':
+	default:
+		r.Drop("messages[].content")
+		return nil, nil, false
+	}
+	parts, ok := contentParts(raw)
+	if !ok {
+		r.Drop("messages[].content")
+		return nil, nil, false
+	}
+	return nil, parts, true
 }
 
 // texts reads a content that is a string or a list of text parts (a system, assistant or tool
 // message's); other parts are dropped by their type, empty texts skipped.
 func texts(r *convo.Request, raw string) []convo.Part {
-	switch kind(raw) {
-	case 0, 'n':
-		return nil
-	case '"':
-		if raw == `""` {
-			return nil
-		}
-		return []convo.Part{{Kind: convo.PartText, Text: convo.TextAt(raw)}}
-	case '[':
-	default:
-		r.Drop("messages[].content")
-		return nil
-	}
-	parts, ok := contentParts(raw)
-	if !ok {
-		r.Drop("messages[].content")
-		return nil
+	whole, parts, list := content(r, raw)
+	if !list {
+		return whole
 	}
 	var out []convo.Part
 	for _, p := range parts {
 		switch {
 		case p.typ != "text":
 			r.Drop("messages[].content[].type=" + p.typ)
-		case kind(p.text) == '"' && p.text != `""`:
+		case convo.Kind(p.text) == '"' && p.text != `""`:
 			out = append(out, textPart(p.text, p.cache))
 		}
 	}
@@ -641,33 +619,19 @@ func texts(r *convo.Request, raw string) []convo.Part {
 // userParts reads a user message's content: texts, images (a data URL becomes its media type and
 // base64 data; http and https URLs stay URLs) and files (PDFs as base64 data URLs).
 func userParts(r *convo.Request, raw string) []convo.Part {
-	switch kind(raw) {
-	case 0, 'n':
-		return nil
-	case '"':
-		if raw == `""` {
-			return nil
-		}
-		return []convo.Part{{Kind: convo.PartText, Text: convo.TextAt(raw)}}
-	case '[':
-	default:
-		r.Drop("messages[].content")
-		return nil
-	}
-	in, ok := contentParts(raw)
-	if !ok {
-		r.Drop("messages[].content")
-		return nil
+	whole, in, list := content(r, raw)
+	if !list {
+		return whole
 	}
 	out := make([]convo.Part, 0, len(in))
 	for _, p := range in {
 		switch p.typ {
 		case "text":
-			if kind(p.text) == '"' && p.text != `""` {
+			if convo.Kind(p.text) == '"' && p.text != `""` {
 				out = append(out, textPart(p.text, p.cache))
 			}
 		case "image_url":
-			if kind(p.image) != '{' {
+			if convo.Kind(p.image) != '{' {
 				continue // no image_url object: nothing to show
 			}
 			var url, detail string
@@ -680,10 +644,10 @@ func userParts(r *convo.Request, raw string) []convo.Part {
 				}
 			})
 			img := convo.Part{Kind: convo.PartImage, Detail: detail}
-			if kind(p.cache) == '{' {
-				img.Cache = bytesOf(p.cache)
+			if convo.Kind(p.cache) == '{' {
+				img.Cache = convo.BytesOf(p.cache)
 			}
-			if mt, data, ok := parseDataURL(url); ok {
+			if mt, data, ok := convo.ParseDataURL(url); ok {
 				img.MediaType, img.Data = mt, data
 			} else if strings.HasPrefix(url, "http://") || strings.HasPrefix(url, "https://") {
 				img.URL = url
@@ -707,9 +671,9 @@ func userParts(r *convo.Request, raw string) []convo.Part {
 // A file_id names a file stored at OpenAI, which no other provider can read: it is dropped.
 func filePart(r *convo.Request, raw string) (convo.Part, bool) {
 	var data, filename, fileID string
-	if kind(raw) == '{' {
+	if convo.Kind(raw) == '{' {
 		convo.FieldsOf(raw, func(k, v string) {
-			if kind(v) != '"' {
+			if convo.Kind(v) != '"' {
 				return
 			}
 			switch k {
@@ -722,7 +686,7 @@ func filePart(r *convo.Request, raw string) (convo.Part, bool) {
 			}
 		})
 	}
-	if mt, b64, ok := parseDataURL(data); ok {
+	if mt, b64, ok := convo.ParseDataURL(data); ok {
 		return convo.Part{Kind: convo.PartDocument, MediaType: mt, Data: b64, Title: filename}, true
 	}
 	if fileID != "" {
@@ -731,21 +695,4 @@ func filePart(r *convo.Request, raw string) (convo.Part, bool) {
 		r.Drop("messages[].content[].file")
 	}
 	return convo.Part{}, false
-}
-
-// parseDataURL splits "data:image/png;base64,AAAA" into its media type and payload.
-func parseDataURL(u string) (mediaType, data string, ok bool) {
-	rest, found := strings.CutPrefix(u, "data:")
-	if !found {
-		return "", "", false
-	}
-	meta, payload, found := strings.Cut(rest, ",")
-	if !found {
-		return "", "", false
-	}
-	mt, enc, _ := strings.Cut(meta, ";")
-	if enc != "base64" || mt == "" {
-		return "", "", false
-	}
-	return mt, payload, true
 }

@@ -2,19 +2,19 @@ package chat
 
 import (
 	"encoding/json"
-	"os"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
 	"switchyard/services/proxy/convo"
+	"switchyard/services/proxy/convo/convotest"
 )
 
 // requestGolden is a written request, indented, with the fields that were dropped.
 func requestGolden(t *testing.T, out []byte, dropped []string) []byte {
 	t.Helper()
-	b := indent(t, out)
+	b := convotest.Indent(t, out)
 	if len(dropped) > 0 {
 		d := slices.Clone(dropped)
 		slices.Sort(d)
@@ -27,14 +27,7 @@ func requestGolden(t *testing.T, out []byte, dropped []string) []byte {
 // reads.
 func TestRequestGolden(t *testing.T) {
 	cases(t, "request", ".json", func(t *testing.T, in []byte) []byte {
-		r, err := ReadRequest(in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := AppendRequest(nil, r, convo.Target{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		r, out := convotest.Through(t, ReadRequest, AppendRequest, in)
 		return requestGolden(t, out, r.Dropped)
 	})
 }
@@ -59,7 +52,7 @@ func TestRequestRoundTrip(t *testing.T) {
 	}
 	for name, wantDropped := range cases {
 		t.Run(name, func(t *testing.T) {
-			in := readFixture(t, "testdata/request/"+name+".json")
+			in := convotest.Read(t, "testdata/request/"+name+".json")
 			r, err := ReadRequest(in)
 			if err != nil {
 				t.Fatal(err)
@@ -79,15 +72,6 @@ func TestRequestRoundTrip(t *testing.T) {
 			}
 		})
 	}
-}
-
-func readFixture(t *testing.T, path string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 // normalizeRequest decodes a chat request and writes the forms that mean the same one way:

@@ -14,17 +14,6 @@ import (
 // in r.Dropped: thinking blocks (OpenAI-compatible servers take no reasoning back, and some refuse
 // it), server tools of other providers, a top_k.
 
-// effortOf maps an Anthropic thinking budget to OpenAI's reasoning effort.
-func effortOf(budget int) string {
-	switch {
-	case budget < 4096:
-		return "low"
-	case budget < 16384:
-		return "medium"
-	}
-	return "high"
-}
-
 // emptySchema is the parameters of a function that declares none.
 var emptySchema = []byte(`{"type":"object","properties":{}}`)
 
@@ -34,7 +23,7 @@ var emptySchema = []byte(`{"type":"object","properties":{}}`)
 // cannot carry is added to r.Dropped (once a name): one request is written by one goroutine at a
 // time.
 func AppendRequest(dst []byte, r *convo.Request, t convo.Target) ([]byte, error) {
-	o := convo.NewObj(slices.Grow(dst, sizeOf(r)))
+	o := convo.NewObj(slices.Grow(dst, r.Size()))
 	o.Str("model", r.Model)
 	o.Key("messages")
 	w := &msgWriter{b: append(o.B, '['), r: r}
@@ -67,15 +56,7 @@ func AppendRequest(dst []byte, r *convo.Request, t convo.Target) ([]byte, error)
 		r.Drop("top_k") // OpenAI has none
 	}
 	if len(r.Stop) > 0 {
-		o.Key("stop")
-		o.B = append(o.B, '[')
-		for i, s := range r.Stop {
-			if i > 0 {
-				o.B = append(o.B, ',')
-			}
-			o.B = convo.AppendString(o.B, s)
-		}
-		o.B = append(o.B, ']')
+		o.Strs("stop", r.Stop)
 	}
 	if r.Stream {
 		o.Raw("stream", []byte("true")).Raw("stream_options", []byte(`{"include_usage":true}`))
@@ -85,7 +66,7 @@ func AppendRequest(dst []byte, r *convo.Request, t convo.Target) ([]byte, error)
 	case r.ReasoningEffort != "" && r.ReasoningEffort != "none":
 		o.Str("reasoning_effort", r.ReasoningEffort)
 	case r.ReasoningEffort == "" && r.ThinkingBudget > 0:
-		o.Str("reasoning_effort", effortOf(r.ThinkingBudget))
+		o.Str("reasoning_effort", convo.EffortOf(r.ThinkingBudget))
 	}
 	if user := userOf(r); user != "" {
 		o.Str("user", user)
@@ -114,30 +95,6 @@ func appendFloat(o *convo.Obj, k string, v *float64) {
 	o.B = strconv.AppendFloat(o.B, *v, 'g', -1, 64)
 }
 
-// sizeOf is about the size of r written, so the request is written without growing its buffer.
-func sizeOf(r *convo.Request) int {
-	n := 256 + len(r.Model)
-	for _, p := range r.System {
-		n += len(p.Text) + 4
-	}
-	for i := range r.Messages {
-		for _, p := range r.Messages[i].Parts {
-			n += len(p.Text) + len(p.Args)*5/4 + len(p.Data) + len(p.URL) + len(p.ID) + len(p.Name) + 64
-			for _, c := range p.Content {
-				n += len(c.Text) + 8
-			}
-		}
-		n += 32
-	}
-	for _, t := range r.Tools {
-		n += len(t.Name) + len(t.Description) + len(t.Parameters) + 64
-		for _, m := range t.Tools {
-			n += len(t.Name) + len(m.Name) + len(m.Description) + len(m.Parameters) + 64
-		}
-	}
-	return n
-}
-
 // userOf is the end user the request names: its user, or the user_id of Anthropic's metadata.
 // Other metadata has no place in a chat request (OpenAI takes metadata only for stored
 // completions, and other servers refuse it).
@@ -145,7 +102,7 @@ func userOf(r *convo.Request) string {
 	user := r.User
 	if len(r.Metadata) > 0 && r.Metadata[0] == '{' {
 		convo.FieldsOf(convo.View(r.Metadata), func(k, v string) {
-			if k == "user_id" && kind(v) == '"' {
+			if k == "user_id" && convo.Kind(v) == '"' {
 				if user == "" {
 					user = convo.StrAt(v)
 				}
@@ -297,26 +254,12 @@ func (w *msgWriter) start(role string) *convo.Obj {
 
 func (w *msgWriter) done(o *convo.Obj) { w.b = o.End() }
 
-// partName names a part kind in what is dropped.
+// partName names a part kind in what is dropped: a redacted thinking block by its own type.
 func partName(p *convo.Part) string {
-	switch p.Kind {
-	case convo.PartText:
-		return "text"
-	case convo.PartImage:
-		return "image"
-	case convo.PartDocument:
-		return "document"
-	case convo.PartToolCall:
-		return "tool_use"
-	case convo.PartToolResult:
-		return "tool_result"
-	case convo.PartThinking:
-		if p.Redacted {
-			return "redacted_thinking"
-		}
-		return "thinking"
+	if p.Kind == convo.PartThinking && p.Redacted {
+		return "redacted_thinking"
 	}
-	return ""
+	return p.Kind.Word()
 }
 
 // joinTexts writes the texts of the text parts, sep (JSON text) between them, into an open JSON

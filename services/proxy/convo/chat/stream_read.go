@@ -71,9 +71,9 @@ func (r *StreamReader) Read(evs []convo.Event, sse []byte) []convo.Event {
 		r.started = true
 		evs = append(evs, convo.Event{Kind: convo.EvStart, ID: convo.StrAt(id), Model: convo.StrAt(model)})
 	}
-	if kind(choices) == '[' {
+	if convo.Kind(choices) == '[' {
 		convo.EachElement(choices, func(ch string) {
-			if kind(ch) == '{' {
+			if convo.Kind(ch) == '{' {
 				evs = r.choice(evs, ch)
 			}
 		})
@@ -86,7 +86,8 @@ func (r *StreamReader) Read(evs []convo.Event, sse []byte) []convo.Event {
 
 // choice reads one choice of a chunk; only the first (index 0) is the model's answer.
 func (r *StreamReader) choice(evs []convo.Event, ch string) []convo.Event {
-	var index, finish, content, reasoningContent, reasoning, refusal, calls string
+	var index, finish string
+	var m message
 	convo.FieldsOf(ch, func(k, v string) {
 		switch k {
 		case "index":
@@ -94,47 +95,29 @@ func (r *StreamReader) choice(evs []convo.Event, ch string) []convo.Event {
 		case "finish_reason":
 			finish = v
 		case "delta":
-			if kind(v) == '{' {
-				convo.FieldsOf(v, func(k, v string) {
-					switch k {
-					case "content":
-						content = v
-					case "reasoning_content":
-						reasoningContent = v
-					case "reasoning":
-						reasoning = v
-					case "refusal":
-						refusal = v
-					case "tool_calls":
-						calls = v
-					}
-				})
-			}
+			m.read(v)
 		}
 	})
-	if kind(index) == '0' && intOf(index) != 0 {
+	if convo.Kind(index) == '0' && intOf(index) != 0 {
 		return evs // n > 1: the other answers are not carried
 	}
-	if kind(reasoningContent) != '"' { // reasoning_content wins when it is given at all
-		reasoningContent = reasoning
+	if th := m.thinking(); convo.Kind(th) == '"' && th != `""` {
+		evs = r.text(evs, convo.BlockThinking, convo.TextAt(th))
 	}
-	if kind(reasoningContent) == '"' && reasoningContent != `""` {
-		evs = r.text(evs, convo.BlockThinking, convo.TextAt(reasoningContent))
+	if convo.Kind(m.content) == '"' && m.content != `""` {
+		evs = r.text(evs, convo.BlockText, convo.TextAt(m.content))
 	}
-	if kind(content) == '"' && content != `""` {
-		evs = r.text(evs, convo.BlockText, convo.TextAt(content))
+	if convo.Kind(m.refusal) == '"' && m.refusal != `""` {
+		evs = r.text(evs, convo.BlockText, convo.TextAt(m.refusal))
 	}
-	if kind(refusal) == '"' && refusal != `""` {
-		evs = r.text(evs, convo.BlockText, convo.TextAt(refusal))
-	}
-	if kind(calls) == '[' {
-		convo.EachElement(calls, func(tc string) {
-			if kind(tc) == '{' {
+	if convo.Kind(m.calls) == '[' {
+		convo.EachElement(m.calls, func(tc string) {
+			if convo.Kind(tc) == '{' {
 				evs = r.call(evs, readCall(tc))
 			}
 		})
 	}
-	if kind(finish) == '"' && finish != `""` {
+	if convo.Kind(finish) == '"' && finish != `""` {
 		r.stop = stopOf(convo.StrAt(finish))
 		evs = r.closeAll(evs)
 	}
@@ -177,7 +160,7 @@ func (r *StreamReader) call(evs []convo.Event, c callFields) []convo.Event {
 	id := convo.StrAt(c.id)
 	at := -1
 	switch {
-	case kind(c.index) == '0':
+	case convo.Kind(c.index) == '0':
 		idx := intOf(c.index)
 		for i := range r.calls {
 			if r.calls[i].index == idx {

@@ -7,13 +7,14 @@ import (
 	"testing"
 
 	"switchyard/services/proxy/convo"
+	"switchyard/services/proxy/convo/convotest"
 )
 
 // The stream fixtures: the events read, and the stream written from them for a client that
 // asked for the usage chunk.
 func TestStreamGolden(t *testing.T) {
 	cases(t, "stream", ".sse", func(t *testing.T, in []byte) []byte {
-		evs := readStream(in)
+		evs := convotest.ReadStream(NewStreamReader(), in)
 		out := writeStream(&convo.Request{IncludeUsage: true}, evs)
 		return append(append(dump(evs), "---\n"...), out...)
 	})
@@ -24,8 +25,8 @@ func TestStreamGolden(t *testing.T) {
 // its arguments, the finish reason, the usage, [DONE] — or the error that ended it.
 func TestStreamRoundTrip(t *testing.T) {
 	docs := map[string]string{
-		"reasoning_text_tools": string(readFixture(t, "testdata/stream/reasoning_text_tools.sse")),
-		"error":                string(readFixture(t, "testdata/stream/error.sse")),
+		"reasoning_text_tools": string(convotest.Read(t, "testdata/stream/reasoning_text_tools.sse")),
+		"error":                string(convotest.Read(t, "testdata/stream/error.sse")),
 		"escapes and length": `data: {"id":"chatcmpl-7","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}` + "\n\n" +
 			`data: {"id":"chatcmpl-7","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"\"q\" \u00e9\n\\"},"finish_reason":null}]}` + "\n\n" +
 			`data: {"id":"chatcmpl-7","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"length"}]}` + "\n\n" +
@@ -34,7 +35,7 @@ func TestStreamRoundTrip(t *testing.T) {
 	}
 	for name, doc := range docs {
 		t.Run(name, func(t *testing.T) {
-			out := writeStream(&convo.Request{IncludeUsage: true}, readStream([]byte(doc)))
+			out := writeStream(&convo.Request{IncludeUsage: true}, convotest.ReadStream(NewStreamReader(), []byte(doc)))
 			got, want := accumulate(t, out), accumulate(t, []byte(doc))
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("round trip changed the stream\n got %s\nwant %s\n%s", mustJSON(got), mustJSON(want), out)
@@ -108,7 +109,7 @@ func TestStreamWriterSequence(t *testing.T) {
 // ends the answer: the reader's last event is the Error, the writer's last chunk is OpenAI's
 // error chunk, no [DONE] follows and nothing more is written, not even the gateway's own abort.
 func TestStreamErrorMidStream(t *testing.T) {
-	evs := readStream(readFixture(t, "testdata/stream/error.sse"))
+	evs := convotest.ReadStream(NewStreamReader(), convotest.Read(t, "testdata/stream/error.sse"))
 	last := evs[len(evs)-1]
 	if last.Kind != convo.EvError || last.Err.Message != "upstream overloaded" || last.Err.Type != "server_error" || last.Err.Code != "overloaded" {
 		t.Fatalf("last event %+v (%+v)", last, last.Err)
@@ -193,7 +194,7 @@ func TestStreamReaderForms(t *testing.T) {
 			"start id=\"c\" model=\"\"\nblock_start 0 text\ndelta 0 \"a\"\nblock_stop 0\n"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if got := string(dump(readStream([]byte(c.doc)))); got != c.want {
+			if got := string(dump(convotest.ReadStream(NewStreamReader(), []byte(c.doc)))); got != c.want {
 				t.Fatalf("read\n%s\nwant\n%s", got, c.want)
 			}
 		})

@@ -41,22 +41,22 @@ func ReadAnswer(evs []convo.Event, body []byte) ([]convo.Event, error) {
 		return append(evs, errorEvent(errRaw)), nil
 	}
 	evs = append(evs, convo.Event{Kind: convo.EvStart, ID: convo.StrAt(id), Model: convo.StrAt(model)})
-	if kind(content) == '[' {
+	if convo.Kind(content) == '[' {
 		i := -1
 		convo.EachElement(content, func(b string) {
 			i++
-			if kind(b) == '{' {
+			if convo.Kind(b) == '{' {
 				evs = readBlock(evs, i, b)
 			}
 		})
 	}
-	if kind(usage) == '{' {
+	if convo.Kind(usage) == '{' {
 		var u usageState
 		evs = append(evs, convo.Event{Kind: convo.EvUsage, Usage: u.read(usage)})
 	}
-	if kind(stop) == '"' {
+	if convo.Kind(stop) == '"' {
 		e := convo.Event{Kind: convo.EvStop, Stop: stopOf(convo.StrAt(stop))}
-		if kind(stopSeq) == '"' {
+		if convo.Kind(stopSeq) == '"' {
 			e.StopSequence = convo.StrAt(stopSeq)
 		}
 		evs = append(evs, e)
@@ -64,9 +64,9 @@ func ReadAnswer(evs []convo.Event, body []byte) ([]convo.Event, error) {
 	return append(evs, convo.Event{Kind: convo.EvEnd}), nil
 }
 
-// readBlock appends the events of content block i of a whole answer.
-func readBlock(evs []convo.Event, i int, raw string) []convo.Event {
-	var typ, text, thinking, signature, data, id, name, input string
+// blockAt reads the fields of a content block (a whole answer's, or one a stream starts), as
+// they stand.
+func blockAt(raw string) (typ, text, thinking, signature, data, id, name, input string) {
 	convo.FieldsOf(raw, func(k, v string) {
 		switch k {
 		case "type":
@@ -87,6 +87,12 @@ func readBlock(evs []convo.Event, i int, raw string) []convo.Event {
 			input = v
 		}
 	})
+	return
+}
+
+// readBlock appends the events of content block i of a whole answer.
+func readBlock(evs []convo.Event, i int, raw string) []convo.Event {
+	typ, text, thinking, signature, data, id, name, input := blockAt(raw)
 	switch convo.StrAt(typ) {
 	case "text":
 		evs = append(evs, convo.Event{Kind: convo.EvBlockStart, Index: i, Block: convo.BlockText},
@@ -102,7 +108,7 @@ func readBlock(evs []convo.Event, i int, raw string) []convo.Event {
 			convo.Event{Kind: convo.EvSignature, Index: i, Text: convo.TextAt(data)})
 	case "tool_use":
 		args := "{}"
-		if kind(input) == '{' {
+		if convo.Kind(input) == '{' {
 			args = input
 		}
 		evs = append(evs, convo.Event{Kind: convo.EvBlockStart, Index: i, Block: convo.BlockToolCall, ID: convo.StrAt(id), Name: convo.StrAt(name)},
@@ -117,7 +123,7 @@ func readBlock(evs []convo.Event, i int, raw string) []convo.Event {
 // in OpenAI's words, Anthropic's own kept as the code.
 func errorEvent(raw string) convo.Event {
 	e := &convo.Error{}
-	if kind(raw) == '{' {
+	if convo.Kind(raw) == '{' {
 		convo.FieldsOf(raw, func(k, v string) {
 			switch k {
 			case "type":
@@ -179,7 +185,7 @@ func (s *StreamReader) Read(evs []convo.Event, sse []byte) []convo.Event {
 		case "error":
 			e.err = v
 		case "delta":
-			if kind(v) == '{' {
+			if convo.Kind(v) == '{' {
 				convo.FieldsOf(v, func(k, v string) {
 					switch k {
 					case "type":
@@ -209,7 +215,7 @@ func (s *StreamReader) Read(evs []convo.Event, sse []byte) []convo.Event {
 	switch typ {
 	case "message_start":
 		var id, model, usage string
-		if kind(e.message) == '{' {
+		if convo.Kind(e.message) == '{' {
 			convo.FieldsOf(e.message, func(k, v string) {
 				switch k {
 				case "id":
@@ -222,11 +228,11 @@ func (s *StreamReader) Read(evs []convo.Event, sse []byte) []convo.Event {
 			})
 		}
 		evs = append(evs, convo.Event{Kind: convo.EvStart, ID: convo.StrAt(id), Model: convo.StrAt(model)})
-		if kind(usage) == '{' {
+		if convo.Kind(usage) == '{' {
 			evs = append(evs, convo.Event{Kind: convo.EvUsage, Usage: s.usage.read(usage)})
 		}
 	case "content_block_start":
-		if kind(e.block) == '{' {
+		if convo.Kind(e.block) == '{' {
 			evs = s.blockStart(evs, index, e.block)
 		}
 	case "content_block_delta":
@@ -248,12 +254,12 @@ func (s *StreamReader) Read(evs []convo.Event, sse []byte) []convo.Event {
 			evs = append(evs, convo.Event{Kind: convo.EvBlockStop, Index: index})
 		}
 	case "message_delta":
-		if kind(e.usage) == '{' {
+		if convo.Kind(e.usage) == '{' {
 			evs = append(evs, convo.Event{Kind: convo.EvUsage, Usage: s.usage.read(e.usage)})
 		}
-		if kind(e.stop) == '"' {
+		if convo.Kind(e.stop) == '"' {
 			st := convo.Event{Kind: convo.EvStop, Stop: stopOf(convo.StrAt(e.stop))}
-			if kind(e.stopSeq) == '"' {
+			if convo.Kind(e.stopSeq) == '"' {
 				st.StopSequence = convo.StrAt(e.stopSeq)
 			}
 			evs = append(evs, st)
@@ -272,27 +278,7 @@ func (s *StreamReader) Read(evs []convo.Event, sse []byte) []convo.Event {
 // streams; whatever a server puts in them anyway is passed on, and so is a tool call's whole
 // input given at its start (some compatible servers send no deltas).
 func (s *StreamReader) blockStart(evs []convo.Event, index int, raw string) []convo.Event {
-	var typ, text, thinking, signature, data, id, name, input string
-	convo.FieldsOf(raw, func(k, v string) {
-		switch k {
-		case "type":
-			typ = v
-		case "text":
-			text = v
-		case "thinking":
-			thinking = v
-		case "signature":
-			signature = v
-		case "data":
-			data = v
-		case "id":
-			id = v
-		case "name":
-			name = v
-		case "input":
-			input = v
-		}
-	})
+	typ, text, thinking, signature, data, id, name, input := blockAt(raw)
 	switch convo.StrAt(typ) {
 	case "text":
 		evs = append(evs, convo.Event{Kind: convo.EvBlockStart, Index: index, Block: convo.BlockText})
@@ -312,7 +298,7 @@ func (s *StreamReader) blockStart(evs []convo.Event, index int, raw string) []co
 			convo.Event{Kind: convo.EvSignature, Index: index, Text: convo.TextAt(data)})
 	case "tool_use":
 		evs = append(evs, convo.Event{Kind: convo.EvBlockStart, Index: index, Block: convo.BlockToolCall, ID: convo.StrAt(id), Name: convo.StrAt(name)})
-		if kind(input) == '{' && !emptyObject(input) {
+		if convo.Kind(input) == '{' && !emptyObject(input) {
 			evs = append(evs, convo.Event{Kind: convo.EvDelta, Index: index, Text: convo.QuoteText(input)})
 		}
 	default:

@@ -12,18 +12,8 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 
 	"switchyard/services/proxy/convo"
+	"switchyard/services/proxy/convo/convotest"
 )
-
-// splitEvents cuts an SSE document into its events, each with its blank line.
-func splitEvents(doc []byte) [][]byte {
-	var out [][]byte
-	for _, ev := range bytes.Split(doc, []byte("\n\n")) {
-		if len(bytes.TrimSpace(ev)) > 0 {
-			out = append(out, append(ev, '\n', '\n'))
-		}
-	}
-	return out
-}
 
 // sseEvent is one event of a stream: its name and its data decoded.
 type sseEvent struct {
@@ -35,7 +25,7 @@ type sseEvent struct {
 func parseSSE(t *testing.T, doc []byte) []sseEvent {
 	t.Helper()
 	var out []sseEvent
-	for _, ev := range splitEvents(doc) {
+	for _, ev := range convotest.SplitEvents(doc) {
 		name, data := convo.ParseEvent(ev)
 		if name == "" {
 			t.Fatalf("an Anthropic event without a name: %q", ev)
@@ -60,7 +50,7 @@ func accumulate(t *testing.T, doc []byte) (msg any, errData any) {
 // sdkAccumulate is the SDK's message of a stream.
 func sdkAccumulate(t *testing.T, doc []byte) (m anthropic.Message, errData any) {
 	t.Helper()
-	for _, ev := range splitEvents(doc) {
+	for _, ev := range convotest.SplitEvents(doc) {
 		name, data := convo.ParseEvent(ev)
 		if name == "ping" {
 			continue
@@ -85,7 +75,7 @@ func streamThrough(doc []byte, w *StreamWriter) []byte {
 	rd := NewStreamReader()
 	var out []byte
 	var evs []convo.Event
-	for _, ev := range splitEvents(doc) {
+	for _, ev := range convotest.SplitEvents(doc) {
 		evs = rd.Read(evs[:0], ev)
 		for i := range evs {
 			out = w.Write(out, &evs[i])
@@ -221,7 +211,7 @@ func TestStreamEventsMakeTheAnswer(t *testing.T) {
 	in := files(t, "testdata/stream", ".sse")["thinking_text_tools"]
 	rd := NewStreamReader()
 	var evs []convo.Event
-	for _, ev := range splitEvents(in) {
+	for _, ev := range convotest.SplitEvents(in) {
 		evs = rd.Read(evs, ev)
 	}
 	out, err := AppendAnswer(nil, nil, evs, 0)
@@ -289,7 +279,7 @@ data: {"type":"message_stop"}
 `)
 	rd := NewStreamReader()
 	var evs []convo.Event
-	for _, ev := range splitEvents(doc) {
+	for _, ev := range convotest.SplitEvents(doc) {
 		evs = rd.Read(evs, ev)
 	}
 	var kinds []convo.EventKind
@@ -450,7 +440,7 @@ func TestWriters(t *testing.T) {
 	for _, c := range writerCases {
 		t.Run(c.name, func(t *testing.T) {
 			stream := writeEvents(NewStreamWriter(client, 0), c.evs)
-			golden(t, filepath.Join("testdata", "writer", c.name+".sse"), stream)
+			convotest.Golden(t, filepath.Join("testdata", "writer", c.name+".sse"), stream)
 			answer, err := AppendAnswer(nil, client, c.evs, 0)
 			if err != nil {
 				t.Fatal(err)
@@ -459,7 +449,7 @@ func TestWriters(t *testing.T) {
 			if err := json.Indent(&pretty, answer, "", "  "); err != nil {
 				t.Fatalf("not JSON: %v\n%s", err, answer)
 			}
-			golden(t, filepath.Join("testdata", "writer", c.name+".json"), append(pretty.Bytes(), '\n'))
+			convotest.Golden(t, filepath.Join("testdata", "writer", c.name+".json"), append(pretty.Bytes(), '\n'))
 			msg, errData := accumulate(t, stream)
 			if errData != nil {
 				sameJSON(t, errData, decode(t, answer))

@@ -153,11 +153,7 @@ func AppendAnswer(dst []byte, r *convo.Request, evs []convo.Event, created int64
 	}
 	out.B = append(out.B, ']')
 	out.Str("stop_reason", stopWord(stop))
-	if stopSeq != "" {
-		out.Str("stop_sequence", stopSeq)
-	} else {
-		out.Raw("stop_sequence", convo.Null)
-	}
+	out.StrElseNull("stop_sequence", stopSeq)
 	u := out.Open("usage")
 	appendUsage(u, usage, true)
 	out.Close(u)
@@ -409,11 +405,7 @@ func (w *StreamWriter) finish(dst []byte) []byte {
 	w.ended = true
 	o := event(dst, "message_delta")
 	d := o.Open("delta").Str("stop_reason", stopWord(w.stop))
-	if w.stopSeq != "" {
-		d.Str("stop_sequence", w.stopSeq)
-	} else {
-		d.Raw("stop_sequence", convo.Null)
-	}
+	d.StrElseNull("stop_sequence", w.stopSeq)
 	o.Close(d)
 	u := o.Open("usage")
 	appendUsage(u, w.usage, false)

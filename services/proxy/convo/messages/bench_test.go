@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"switchyard/services/proxy/convo"
+	"switchyard/services/proxy/convo/convotest"
 )
 
 // Benchmarks beside translate's (bench_test.go, bench_agent_test.go there), on the same inputs:
@@ -31,16 +32,7 @@ func agentRequest() []byte {
 	return b
 }
 
-func BenchmarkReadRequestAgent(b *testing.B) {
-	body := agentRequest()
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := ReadRequest(body); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
+func BenchmarkReadRequestAgent(b *testing.B) { convotest.BenchRead(b, ReadRequest, agentRequest()) }
 
 func BenchmarkAppendRequestAgent(b *testing.B) {
 	r, err := ReadRequest(agentRequest())
@@ -71,17 +63,7 @@ var bigText = strings.Repeat("The quick brown fox jumps over the lazy dog. ", 22
 var bigMessage = []byte(`{"id":"msg_01","type":"message","role":"assistant","model":"claude-x","content":[{"type":"text","text":"` + bigText +
 	`"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":10,"output_tokens":2000}}`)
 
-func BenchmarkReadAnswer(b *testing.B) {
-	b.SetBytes(int64(len(bigMessage)))
-	b.ReportAllocs()
-	var evs []convo.Event
-	for b.Loop() {
-		var err error
-		if evs, err = ReadAnswer(evs[:0], bigMessage); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
+func BenchmarkReadAnswer(b *testing.B) { convotest.BenchReadAnswer(b, ReadAnswer, bigMessage) }
 
 func BenchmarkAppendAnswer(b *testing.B) {
 	evs, err := ReadAnswer(nil, bigMessage)

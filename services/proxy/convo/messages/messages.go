@@ -13,43 +13,18 @@ import (
 	"errors"
 	"strconv"
 	"strings"
-	"unsafe"
 
 	"switchyard/services/proxy/convo"
 
 	"github.com/tidwall/gjson"
 )
 
-// kind is the JSON kind of a raw value as the scanner hands it out: '"', '{', '[', 'n', '0' for a
-// number, 't' for a boolean, 0 when absent.
-func kind(raw string) byte {
-	switch {
-	case raw == "":
-		return 0
-	case raw[0] == '-' || '0' <= raw[0] && raw[0] <= '9':
-		return '0'
-	case raw[0] == 'f':
-		return 't'
-	}
-	return raw[0]
-}
-
-// is reports whether raw is absent, null, or of kind k: the fields of a messages request may be
-// left out or null, and must have their type otherwise.
-func is(raw string, k byte) bool {
-	got := kind(raw)
-	return got == 0 || got == 'n' || got == k
-}
-
-// isInt reports whether a number has no fraction or exponent.
-func isInt(raw string) bool { return kind(raw) == '0' && !strings.ContainsAny(raw, ".eE") }
-
 // intOf is a number's value as an integer (0 for anything else).
 func intOf(raw string) int64 {
 	if n, err := strconv.ParseInt(raw, 10, 64); err == nil {
 		return n
 	}
-	if kind(raw) != '0' {
+	if convo.Kind(raw) != '0' {
 		return 0
 	}
 	return gjson.Parse(raw).Int()
@@ -62,16 +37,6 @@ func notMessages(field, want string) error {
 
 // errNotAnswer is a body that is not the JSON object an answer is.
 var errNotAnswer = errors.New("the answer is not a JSON object")
-
-// bytesOf is a part of the request's one copy as a byte slice, without a copy of its own: raw
-// values (tool inputs, schemas, cache marks) are only ever appended to another buffer, never
-// written to, and the string they alias lives as long as the request.
-func bytesOf(s string) []byte {
-	if s == "" {
-		return nil
-	}
-	return unsafe.Slice(unsafe.StringData(s), len(s))
-}
 
 // msgID gives a message the id of the answer it came from: an Anthropic id as it is, a chat
 // completion's or a response's with its prefix changed.
@@ -141,11 +106,8 @@ func incompleteStop(e *convo.Error) (convo.StopReason, bool) {
 
 // openAITypeOf maps an Anthropic error type to OpenAI's (the model's words).
 func openAITypeOf(t string) string {
-	switch t {
-	case "invalid_request_error", "authentication_error", "permission_error", "rate_limit_error":
-		return t
-	case "not_found_error", "request_too_large":
-		return "invalid_request_error"
+	if ot, ok := convo.OpenAIErrorType(t); ok {
+		return ot
 	}
 	return "server_error"
 }
@@ -182,9 +144,9 @@ type usageState struct {
 // model's terms (Input counts the cached tokens too). A zero input or cache count after a
 // non-zero one is a server that fills in what it does not know, not a correction.
 func (u *usageState) read(raw string) convo.Usage {
-	if kind(raw) == '{' {
+	if convo.Kind(raw) == '{' {
 		convo.FieldsOf(raw, func(k, v string) {
-			if kind(v) != '0' {
+			if convo.Kind(v) != '0' {
 				return
 			}
 			n := intOf(v)

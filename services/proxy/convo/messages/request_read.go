@@ -64,43 +64,36 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 			r.Drop(k)
 		}
 	})
-	for _, c := range []struct {
-		raw, field, what string
-		kind             byte
-	}{
-		{f.model, "model", "a string", '"'},
-		{f.messages, "messages", "a list", '['},
-		{f.maxTokens, "max_tokens", "an integer", '0'},
-		{f.temperature, "temperature", "a number", '0'},
-		{f.topP, "top_p", "a number", '0'},
-		{f.topK, "top_k", "an integer", '0'},
-		{f.stop, "stop_sequences", "a list of strings", '['},
-		{f.stream, "stream", "a boolean", 't'},
-		{f.tools, "tools", "a list", '['},
-		{f.toolChoice, "tool_choice", "an object", '{'},
-		{f.thinking, "thinking", "an object", '{'},
-		{f.metadata, "metadata", "an object", '{'},
-		{f.outputConfig, "output_config", "an object", '{'},
-		{f.outputFormat, "output_format", "an object", '{'},
-	} {
-		if !is(c.raw, c.kind) {
-			return nil, notMessages(c.field, c.what)
-		}
+	var kinds convo.Kinds
+	kinds.Want(f.model, '"', "model", "a string")
+	kinds.Want(f.messages, '[', "messages", "a list")
+	kinds.Want(f.maxTokens, '0', "max_tokens", "an integer")
+	kinds.Want(f.temperature, '0', "temperature", "a number")
+	kinds.Want(f.topP, '0', "top_p", "a number")
+	kinds.Want(f.topK, '0', "top_k", "an integer")
+	kinds.Want(f.stop, '[', "stop_sequences", "a list of strings")
+	kinds.Want(f.stream, 't', "stream", "a boolean")
+	kinds.Want(f.tools, '[', "tools", "a list")
+	kinds.Want(f.toolChoice, '{', "tool_choice", "an object")
+	kinds.Want(f.thinking, '{', "thinking", "an object")
+	kinds.Want(f.metadata, '{', "metadata", "an object")
+	kinds.Want(f.outputConfig, '{', "output_config", "an object")
+	kinds.Want(f.outputFormat, '{', "output_format", "an object")
+	if kinds.Bad {
+		return nil, notMessages(kinds.Name, kinds.What)
 	}
-	for _, c := range [][2]string{{f.maxTokens, "max_tokens"}, {f.topK, "top_k"}} {
-		if kind(c[0]) == '0' {
-			if _, err := strconv.Atoi(c[0]); err != nil || !isInt(c[0]) {
-				return nil, notMessages(c[1], "an integer")
-			}
+	for _, c := range [...][2]string{{f.maxTokens, "max_tokens"}, {f.topK, "top_k"}} {
+		if convo.NotInt(c[0]) {
+			return nil, notMessages(c[1], "an integer")
 		}
 	}
 	r.Model = convo.StrAt(f.model)
-	if kind(f.maxTokens) == '0' {
+	if convo.Kind(f.maxTokens) == '0' {
 		r.MaxTokens, _ = strconv.Atoi(f.maxTokens)
 	}
 	r.Temperature = floatOf(r, f.temperature, "temperature")
 	r.TopP = floatOf(r, f.topP, "top_p")
-	if kind(f.topK) == '0' {
+	if convo.Kind(f.topK) == '0' {
 		v, _ := strconv.Atoi(f.topK)
 		r.TopK = &v
 	}
@@ -133,7 +126,7 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 // floatOf reads a number; one beyond a float64 (1e999) is dropped rather than written as
 // infinity, which is no JSON.
 func floatOf(r *convo.Request, raw, field string) *float64 {
-	if kind(raw) != '0' {
+	if convo.Kind(raw) != '0' {
 		return nil
 	}
 	v, err := strconv.ParseFloat(raw, 64)
@@ -146,12 +139,12 @@ func floatOf(r *convo.Request, raw, field string) *float64 {
 
 // readStop reads stop_sequences (a null in the list is the empty string, as encoding/json had it).
 func readStop(r *convo.Request, raw string) error {
-	if kind(raw) != '[' {
+	if convo.Kind(raw) != '[' {
 		return nil
 	}
 	var err error
 	convo.EachElement(raw, func(v string) {
-		switch kind(v) {
+		switch convo.Kind(v) {
 		case '"':
 			r.Stop = append(r.Stop, convo.StrAt(v))
 		case 'n':
@@ -180,12 +173,12 @@ func kindName(k byte) string {
 
 // subFields reads the members of an object field, checking the kind of those named in kinds.
 func subFields(raw, name string, kinds map[string]byte, f func(k, v string)) error {
-	if kind(raw) != '{' {
+	if convo.Kind(raw) != '{' {
 		return nil
 	}
 	var err error
 	convo.FieldsOf(raw, func(k, v string) {
-		if want, ok := kinds[k]; ok && err == nil && !is(v, want) {
+		if want, ok := kinds[k]; ok && err == nil && !convo.Is(v, want) {
 			err = notMessages(name+"."+k, kindName(want))
 		}
 		f(k, v)
@@ -212,10 +205,10 @@ func readThinking(r *convo.Request, raw string) error {
 	if err != nil {
 		return err
 	}
-	if kind(budget) == '0' && !isInt(budget) {
+	if convo.Kind(budget) == '0' && !convo.IsInt(budget) {
 		return notMessages("thinking.budget_tokens", "an integer")
 	}
-	if kind(raw) != '{' {
+	if convo.Kind(raw) != '{' {
 		return nil
 	}
 	switch t := convo.StrAt(typ); t {
@@ -231,7 +224,7 @@ func readThinking(r *convo.Request, raw string) error {
 	default:
 		r.Drop("thinking.type=" + t)
 	}
-	if kind(display) == '"' {
+	if convo.Kind(display) == '"' {
 		r.Drop("thinking.display")
 	}
 	return nil
@@ -265,7 +258,7 @@ func readOutput(r *convo.Request, config, format string) error {
 	default:
 		r.Drop("output_config.effort=" + e)
 	}
-	if kind(format) != '{' {
+	if convo.Kind(format) != '{' {
 		return nil
 	}
 	var typ, schema string
@@ -280,8 +273,8 @@ func readOutput(r *convo.Request, config, format string) error {
 	if err != nil {
 		return err
 	}
-	if t := convo.StrAt(typ); t == "json_schema" && kind(schema) == '{' {
-		r.Format = &convo.ResponseFormat{Kind: convo.FormatJSONSchema, Schema: bytesOf(schema)}
+	if t := convo.StrAt(typ); t == "json_schema" && convo.Kind(schema) == '{' {
+		r.Format = &convo.ResponseFormat{Kind: convo.FormatJSONSchema, Schema: convo.BytesOf(schema)}
 	} else {
 		r.Drop("output_config.format")
 	}
@@ -296,10 +289,10 @@ func readMetadata(r *convo.Request, raw string) error {
 			userID = v
 		}
 	})
-	if err != nil || kind(raw) != '{' {
+	if err != nil || convo.Kind(raw) != '{' {
 		return err
 	}
-	r.Metadata = bytesOf(raw)
+	r.Metadata = convo.BytesOf(raw)
 	r.User = convo.StrAt(userID)
 	return nil
 }
@@ -320,7 +313,7 @@ func readToolChoice(r *convo.Request, raw string) error {
 			disable = v
 		}
 	})
-	if err != nil || kind(raw) != '{' {
+	if err != nil || convo.Kind(raw) != '{' {
 		return err
 	}
 	switch t := convo.StrAt(typ); t {
@@ -349,15 +342,15 @@ func readToolChoice(r *convo.Request, raw string) error {
 // readTools reads the tools: the client's own (no type, or "custom") as functions, Anthropic's
 // (web search, code execution, bash, the text editor, computer use, …) opaque, as they came.
 func readTools(r *convo.Request, raw string) error {
-	if kind(raw) != '[' {
+	if convo.Kind(raw) != '[' {
 		return nil
 	}
 	var err error
 	convo.EachElement(raw, func(tool string) {
-		if err != nil || kind(tool) == 'n' {
+		if err != nil || convo.Kind(tool) == 'n' {
 			return
 		}
-		if kind(tool) != '{' {
+		if convo.Kind(tool) != '{' {
 			err = notMessages("tools[]", "objects")
 			return
 		}
@@ -382,7 +375,7 @@ func readTools(r *convo.Request, raw string) error {
 			}
 		})
 		for _, c := range [][2]string{{typ, "tools[].type"}, {name, "tools[].name"}, {desc, "tools[].description"}} {
-			if err == nil && !is(c[0], '"') {
+			if err == nil && !convo.Is(c[0], '"') {
 				err = notMessages(c[1], "a string")
 			}
 		}
@@ -391,22 +384,22 @@ func readTools(r *convo.Request, raw string) error {
 		}
 		if t := convo.StrAt(typ); t != "" && t != "custom" {
 			r.Tools = append(r.Tools, convo.Tool{Kind: convo.ToolServer, Type: t, Name: convo.StrAt(name),
-				Family: "anthropic", Raw: bytesOf(tool)})
+				Family: "anthropic", Raw: convo.BytesOf(tool)})
 			return
 		}
 		for _, k := range other {
 			r.Drop("tools[]." + k)
 		}
 		t := convo.Tool{Kind: convo.ToolFunction, Name: convo.StrAt(name), Description: convo.StrAt(desc)}
-		if kind(schema) == '{' {
-			t.Parameters = bytesOf(schema)
+		if convo.Kind(schema) == '{' {
+			t.Parameters = convo.BytesOf(schema)
 		}
-		if kind(strict) == 't' {
+		if convo.Kind(strict) == 't' {
 			b := strict == "true"
 			t.Strict = &b
 		}
-		if kind(cache) == '{' {
-			t.Cache = bytesOf(cache)
+		if convo.Kind(cache) == '{' {
+			t.Cache = convo.BytesOf(cache)
 		}
 		r.Tools = append(r.Tools, t)
 	})
@@ -415,7 +408,7 @@ func readTools(r *convo.Request, raw string) error {
 
 // readSystem reads the system prompt: a string, or text blocks with their cache marks.
 func readSystem(r *convo.Request, raw string) []convo.Part {
-	switch kind(raw) {
+	switch convo.Kind(raw) {
 	case 0, 'n':
 		return nil
 	case '"':
@@ -431,7 +424,7 @@ func readSystem(r *convo.Request, raw string) []convo.Part {
 	}
 	var parts []convo.Part
 	convo.EachElement(raw, func(v string) {
-		if kind(v) != '{' {
+		if convo.Kind(v) != '{' {
 			return
 		}
 		b := blockOf(v)
@@ -503,7 +496,7 @@ func blockOf(raw string) block {
 func validBlocks(raw string) bool {
 	ok := true
 	convo.EachElement(raw, func(v string) {
-		switch kind(v) {
+		switch convo.Kind(v) {
 		case 'n':
 			return
 		case '{':
@@ -514,13 +507,13 @@ func validBlocks(raw string) bool {
 		convo.FieldsOf(v, func(k, v string) {
 			switch k {
 			case "type", "text", "id", "name", "tool_use_id", "thinking", "signature", "data", "title":
-				ok = ok && is(v, '"')
+				ok = ok && convo.Is(v, '"')
 			case "is_error":
-				ok = ok && is(v, 't')
+				ok = ok && convo.Is(v, 't')
 			case "source":
 				// An image's or a document's source is an object of strings; a search
 				// result's is a string.
-				ok = ok && (is(v, '{') && validSource(v) || kind(v) == '"')
+				ok = ok && (convo.Is(v, '{') && validSource(v) || convo.Kind(v) == '"')
 			}
 		})
 	})
@@ -529,46 +522,38 @@ func validBlocks(raw string) bool {
 
 // validSource reports whether a source's fields are strings (or null).
 func validSource(raw string) bool {
-	if kind(raw) != '{' {
+	if convo.Kind(raw) != '{' {
 		return true
 	}
 	good := true
 	convo.FieldsOf(raw, func(k, v string) {
 		switch k {
 		case "type", "media_type", "data", "url", "file_id":
-			good = good && is(v, '"')
+			good = good && convo.Is(v, '"')
 		}
 	})
 	return good
 }
 
 func cacheOf(raw string) []byte {
-	if kind(raw) != '{' {
+	if convo.Kind(raw) != '{' {
 		return nil
 	}
-	return bytesOf(raw)
+	return convo.BytesOf(raw)
 }
 
 // readMessages reads the conversation. A user turn's tool results become a RoleTool message
 // (the runs of them, in order, around the runs of other blocks); a system message in the middle
 // of the conversation (Claude Code's mid-conversation-system beta) stays where it was.
 func readMessages(r *convo.Request, raw string) error {
-	if kind(raw) != '[' {
+	if convo.Kind(raw) != '[' {
 		return nil
 	}
 	i := -1
-	bad := false
-	convo.EachElement(raw, func(m string) {
+	err := convo.EachObject(raw, func(m string) error {
 		i++
-		if bad {
-			return
-		}
-		if kind(m) != '{' && kind(m) != 'n' {
-			bad = true
-			return
-		}
 		var role, content string
-		if kind(m) == '{' {
+		if convo.Kind(m) == '{' {
 			convo.FieldsOf(m, func(k, v string) {
 				switch k {
 				case "role":
@@ -578,14 +563,13 @@ func readMessages(r *convo.Request, raw string) error {
 				}
 			})
 		}
-		if !is(role, '"') {
-			bad = true
-			return
+		if !convo.Is(role, '"') {
+			return notMessages("messages[]", "objects with a string role")
 		}
-		switch kind(content) {
+		switch convo.Kind(content) {
 		case '"':
 		case 'n':
-			return // a turn of nothing
+			return nil // a turn of nothing
 		case '[':
 			if validBlocks(content) {
 				break
@@ -593,7 +577,7 @@ func readMessages(r *convo.Request, raw string) error {
 			fallthrough
 		default:
 			r.Drop("messages[" + strconv.Itoa(i) + "].content")
-			return
+			return nil
 		}
 		switch rl := convo.StrAt(role); rl {
 		case "user":
@@ -609,23 +593,24 @@ func readMessages(r *convo.Request, raw string) error {
 		default:
 			r.Drop("messages[" + strconv.Itoa(i) + "].role=" + rl)
 		}
+		return nil
 	})
-	if bad {
-		return notMessages("messages[]", "objects with a string role")
+	if err == convo.ErrNotObject {
+		err = notMessages("messages[]", "objects with a string role")
 	}
-	return nil
+	return err
 }
 
 // readUser reads a user turn: its runs of tool results as RoleTool messages, the rest as RoleUser
 // messages, in the order they came.
 func readUser(r *convo.Request, content string) {
-	if kind(content) == '"' {
+	if convo.Kind(content) == '"' {
 		r.Messages = append(r.Messages, convo.Message{Role: convo.RoleUser, Parts: []convo.Part{{Kind: convo.PartText, Text: convo.TextAt(content)}}})
 		return
 	}
 	first := len(r.Messages)
 	convo.EachElement(content, func(v string) {
-		if kind(v) != '{' {
+		if convo.Kind(v) != '{' {
 			return
 		}
 		b := blockOf(v)
@@ -646,12 +631,12 @@ func readUser(r *convo.Request, content string) {
 
 // readParts reads an assistant or system turn's content: a string or a list of blocks.
 func readParts(r *convo.Request, content string, role convo.Role) []convo.Part {
-	if kind(content) == '"' {
+	if convo.Kind(content) == '"' {
 		return []convo.Part{{Kind: convo.PartText, Text: convo.TextAt(content)}}
 	}
 	var parts []convo.Part
 	convo.EachElement(content, func(v string) {
-		if kind(v) != '{' {
+		if convo.Kind(v) != '{' {
 			return
 		}
 		var p convo.Part
@@ -688,7 +673,7 @@ func partAt(r *convo.Request, b block, role convo.Role, p *convo.Part, at string
 		r.Drop(at + ".type=" + b.typ)
 		return false
 	}
-	if kind(b.citations) != 0 && kind(b.citations) != 'n' {
+	if convo.Kind(b.citations) != 0 && convo.Kind(b.citations) != 'n' {
 		r.Drop(at + ".citations")
 	}
 	*p = convo.Part{Cache: cacheOf(b.cache)}
@@ -724,13 +709,13 @@ func partAt(r *convo.Request, b block, role convo.Role, p *convo.Part, at string
 			r.Drop(at + ".source")
 			return false
 		}
-		if kind(b.context) == '"' {
+		if convo.Kind(b.context) == '"' {
 			r.Drop(at + ".context")
 		}
 	case "tool_use":
 		p.Kind, p.ID, p.Name = convo.PartToolCall, convo.StrAt(b.id), convo.StrAt(b.name)
-		if kind(b.input) == '{' {
-			p.Args = bytesOf(b.input)
+		if convo.Kind(b.input) == '{' {
+			p.Args = convo.BytesOf(b.input)
 		} else {
 			p.Args = []byte("{}")
 		}
@@ -744,7 +729,7 @@ func partAt(r *convo.Request, b block, role convo.Role, p *convo.Part, at string
 
 // sourceOf reads an image's or a document's source.
 func sourceOf(raw string) (typ, mediaType, data, url string) {
-	if kind(raw) != '{' {
+	if convo.Kind(raw) != '{' {
 		return "", "", "", ""
 	}
 	convo.FieldsOf(raw, func(k, v string) {
@@ -777,7 +762,7 @@ func textOfSource(raw string) convo.Text {
 // document blocks.
 func toolResult(r *convo.Request, b block) convo.Part {
 	p := convo.Part{Kind: convo.PartToolResult, ID: convo.StrAt(b.toolUseID), IsError: b.isError == "true", Cache: cacheOf(b.cache)}
-	switch kind(b.content) {
+	switch convo.Kind(b.content) {
 	case 0, 'n':
 	case '"':
 		p.Content = []convo.Part{{Kind: convo.PartText, Text: convo.TextAt(b.content)}}
@@ -787,7 +772,7 @@ func toolResult(r *convo.Request, b block) convo.Part {
 			break
 		}
 		convo.EachElement(b.content, func(v string) {
-			if kind(v) != '{' {
+			if convo.Kind(v) != '{' {
 				return
 			}
 			var c convo.Part

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"switchyard/services/proxy/convo"
+	"switchyard/services/proxy/convo/convotest"
 )
 
 // canonical writes a messages request in one form of the several Anthropic takes for the same
@@ -117,14 +118,7 @@ var wantDropped = map[string][]string{
 func TestRequestRoundTrip(t *testing.T) {
 	for name, in := range files(t, "testdata/request", ".json") {
 		t.Run(name, func(t *testing.T) {
-			r, err := ReadRequest(in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out, err := AppendRequest(nil, r, convo.Target{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			r, out := convotest.Through(t, ReadRequest, AppendRequest, in)
 			if !slices.Equal(r.Dropped, wantDropped[name]) {
 				t.Fatalf("dropped %q, want %q", r.Dropped, wantDropped[name])
 			}
@@ -197,7 +191,7 @@ func TestReadRequestParts(t *testing.T) {
 	for _, m := range r.Messages {
 		var parts []string
 		for _, p := range m.Parts {
-			parts = append(parts, partName(p.Kind)+":"+p.ID+string(p.Text))
+			parts = append(parts, p.Kind.Word()+":"+p.ID+string(p.Text))
 		}
 		got = append(got, []string{"user", "assistant", "system", "tool"}[m.Role]+"["+strings.Join(parts, " ")+"]")
 	}

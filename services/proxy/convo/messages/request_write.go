@@ -30,7 +30,7 @@ func thinkingBudget(effort string) (int, bool) {
 // consecutive messages of the same side merge into one turn, tool results first in a user turn.
 // What Anthropic cannot take is dropped and named with r.Drop.
 func AppendRequest(dst []byte, r *convo.Request, t convo.Target) ([]byte, error) {
-	out := convo.NewObj(slices.Grow(dst, requestSize(r)))
+	out := convo.NewObj(slices.Grow(dst, r.Size()))
 	out.Str("model", r.Model)
 	out.Key("messages")
 	w := turns{b: append(out.B, '['), r: r}
@@ -103,15 +103,7 @@ func AppendRequest(dst []byte, r *convo.Request, t convo.Target) ([]byte, error)
 		out.Int("top_k", int64(*r.TopK))
 	}
 	if len(r.Stop) > 0 {
-		out.Key("stop_sequences")
-		out.B = append(out.B, '[')
-		for i, s := range r.Stop {
-			if i > 0 {
-				out.B = append(out.B, ',')
-			}
-			out.B = convo.AppendString(out.B, s)
-		}
-		out.B = append(out.B, ']')
+		out.Strs("stop_sequences", r.Stop)
 	}
 	if r.Stream {
 		out.Raw("stream", []byte("true"))
@@ -133,27 +125,6 @@ func AppendRequest(dst []byte, r *convo.Request, t convo.Target) ([]byte, error)
 		r.Drop("service_tier")
 	}
 	return out.End(), nil
-}
-
-// requestSize guesses the size of the written request: the texts it carries and some room.
-func requestSize(r *convo.Request) int {
-	n := 512
-	for _, p := range r.System {
-		n += len(p.Text) + 64
-	}
-	for i := range r.Messages {
-		for j := range r.Messages[i].Parts {
-			p := &r.Messages[i].Parts[j]
-			n += len(p.Text) + len(p.Args) + len(p.Data) + len(p.Signature) + len(p.Encrypted) + 96
-			for k := range p.Content {
-				n += len(p.Content[k].Text) + len(p.Content[k].Data) + 64
-			}
-		}
-	}
-	for i := range r.Tools {
-		n += len(r.Tools[i].Description) + len(r.Tools[i].Parameters) + len(r.Tools[i].Raw) + 96
-	}
-	return n
 }
 
 // anthropicEffort is a reasoning effort in output_config's words ("" for none).
@@ -340,7 +311,7 @@ func (w *turns) userPart(p *convo.Part) {
 	case convo.PartToolResult:
 		w.result(func(dst []byte) []byte { return appendToolResult(dst, p, w.r) })
 	default:
-		w.r.Drop("messages[].content[].type=" + partName(p.Kind))
+		w.r.Drop("messages[].content[].type=" + p.Kind.Word())
 	}
 }
 
@@ -386,7 +357,7 @@ func (w *turns) assistantPart(p *convo.Part) {
 			w.r.Drop("messages[].content[].type=thinking")
 		}
 	default:
-		w.r.Drop("messages[].content[].type=" + partName(p.Kind))
+		w.r.Drop("messages[].content[].type=" + p.Kind.Word())
 	}
 }
 
@@ -401,7 +372,7 @@ func (w *turns) assistantPart(p *convo.Part) {
 // trained to read as instructions from the system rather than words of the user.
 func (w *turns) systemPart(p *convo.Part) {
 	if p.Kind != convo.PartText {
-		w.r.Drop("messages[].content[].type=" + partName(p.Kind))
+		w.r.Drop("messages[].content[].type=" + p.Kind.Word())
 		return
 	}
 	if p.Text == "" {
@@ -409,23 +380,6 @@ func (w *turns) systemPart(p *convo.Part) {
 	}
 	text := convo.Text("<system-reminder>\\n") + p.Text + convo.Text("\\n</system-reminder>")
 	w.other(sideUser, func(dst []byte) []byte { return appendText(dst, text, p.Cache) })
-}
-
-// partName names a part kind in Anthropic's words, for the names of dropped fields.
-func partName(k convo.PartKind) string {
-	switch k {
-	case convo.PartText:
-		return "text"
-	case convo.PartImage:
-		return "image"
-	case convo.PartDocument:
-		return "document"
-	case convo.PartToolCall:
-		return "tool_use"
-	case convo.PartToolResult:
-		return "tool_result"
-	}
-	return "thinking"
 }
 
 // appendMedia writes an image or a document block; false when its source cannot be sent (a URL
@@ -447,7 +401,7 @@ func appendMedia(dst []byte, p *convo.Part, r *convo.Request, path string) ([]by
 	case p.Data != "":
 		src.Str("type", "base64").Str("media_type", p.MediaType).Str("data", p.Data)
 	default:
-		if mt, data, ok := parseDataURL(p.URL); ok {
+		if mt, data, ok := convo.ParseDataURL(p.URL); ok {
 			src.Str("type", "base64").Str("media_type", mt).Str("data", data)
 		} else if strings.HasPrefix(p.URL, "http://") || strings.HasPrefix(p.URL, "https://") {
 			src.Str("type", "url").Str("url", p.URL)
@@ -468,23 +422,6 @@ func appendMedia(dst []byte, p *convo.Part, r *convo.Request, path string) ([]by
 		o.Raw("cache_control", p.Cache)
 	}
 	return o.End(), true
-}
-
-// parseDataURL splits "data:image/png;base64,AAAA" into its media type and payload.
-func parseDataURL(u string) (mediaType, data string, ok bool) {
-	rest, found := strings.CutPrefix(u, "data:")
-	if !found {
-		return "", "", false
-	}
-	meta, payload, found := strings.Cut(rest, ",")
-	if !found {
-		return "", "", false
-	}
-	mt, enc, _ := strings.Cut(meta, ";")
-	if enc != "base64" || mt == "" {
-		return "", "", false
-	}
-	return mt, payload, true
 }
 
 // appendToolResult writes a tool_result block: its content a string when it is one plain text,
@@ -523,7 +460,7 @@ func appendToolResult(dst []byte, p *convo.Part, r *convo.Request) []byte {
 				}
 			default:
 				o.B = o.B[:start]
-				r.Drop("messages[].content[].content[].type=" + partName(c.Kind))
+				r.Drop("messages[].content[].content[].type=" + c.Kind.Word())
 				continue
 			}
 			n++

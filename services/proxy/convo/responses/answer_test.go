@@ -3,6 +3,7 @@ package responses
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"switchyard/services/proxy/convo"
+	"switchyard/services/proxy/convo/convotest"
 )
 
 // The upstream fixtures in testdata/upstream are answers and streams of a Responses upstream in
@@ -20,24 +22,14 @@ import (
 // by the content filter, a failed one, an error event mid-stream, and a hosted tool's call. Each
 // .json is the answer its .sse ends with.
 
-// readStream runs an SSE document through a stream reader.
-func readStream(doc []byte) []convo.Event {
-	r := NewStreamReader()
-	var evs []convo.Event
-	for _, ev := range splitEvents(doc) {
-		evs = r.Read(evs, ev)
-	}
-	return evs
-}
-
 func TestReadAnswerGoldens(t *testing.T) {
 	for _, f := range files(t, "upstream", ".json") {
 		t.Run(strings.TrimSuffix(f[len("testdata/upstream/"):], ".json"), func(t *testing.T) {
-			evs, err := ReadAnswer(nil, read(t, f))
+			evs, err := ReadAnswer(nil, convotest.Read(t, f))
 			if err != nil {
 				t.Fatal(err)
 			}
-			golden(t, strings.TrimSuffix(f, ".json")+".answer.golden", dumpEvents(evs))
+			convotest.Golden(t, strings.TrimSuffix(f, ".json")+".answer.golden", dumpEvents(evs))
 		})
 	}
 }
@@ -45,7 +37,7 @@ func TestReadAnswerGoldens(t *testing.T) {
 func TestStreamReaderGoldens(t *testing.T) {
 	for _, f := range files(t, "upstream", ".sse") {
 		t.Run(strings.TrimSuffix(f[len("testdata/upstream/"):], ".sse"), func(t *testing.T) {
-			golden(t, strings.TrimSuffix(f, ".sse")+".stream.golden", dumpEvents(readStream(read(t, f))))
+			convotest.Golden(t, strings.TrimSuffix(f, ".sse")+".stream.golden", dumpEvents(convotest.ReadStream(NewStreamReader(), convotest.Read(t, f))))
 		})
 	}
 }
@@ -75,7 +67,7 @@ func TestStreamAndAnswerReadAlike(t *testing.T) {
 			continue
 		}
 		t.Run(name[len("testdata/upstream/"):], func(t *testing.T) {
-			stream := collapse(readStream(read(t, f)))
+			stream := collapse(convotest.ReadStream(NewStreamReader(), convotest.Read(t, f)))
 			answer, err := ReadAnswer(nil, body)
 			if err != nil {
 				t.Fatal(err)
@@ -164,22 +156,22 @@ func TestAnswerAndStreamRoundTrip(t *testing.T) {
 				}
 			}
 
-			upstream := read(t, f)
-			evs := readStream(upstream)
+			upstream := convotest.Read(t, f)
+			evs := convotest.ReadStream(NewStreamReader(), upstream)
 			w := NewStreamWriter(r, 1)
 			var out []byte
 			for i := range evs {
 				out = w.Write(out, &evs[i])
 			}
 			out = w.Abort(out, "stream_incomplete", "the upstream stream ended before it was complete")
-			names, datas := sseEvents(t, out)
+			names, datas := convotest.NamedEvents(t, out)
 			for i, d := range datas {
 				if n := gjson.GetBytes(d, "sequence_number"); n.Int() != int64(i) || gjson.GetBytes(d, "type").String() != names[i] {
 					t.Fatalf("event %d: %s", i, d)
 				}
 			}
 			// The terminal events say what the upstream's did.
-			up := splitEvents(upstream)
+			up := convotest.SplitEvents(upstream)
 			upName, upData := convo.ParseEvent(up[len(up)-1])
 			if upName == "error" {
 				// An upstream's error, whichever event brought it, ends the client's stream in
@@ -197,7 +189,7 @@ func TestAnswerAndStreamRoundTrip(t *testing.T) {
 				t.Fatalf("final answer\n got %v\nwant %v", got, want)
 			}
 			// What was written reads back into the events it was written from.
-			back := collapse(readStream(out))
+			back := collapse(convotest.ReadStream(NewStreamReader(), out))
 			orig := collapse(evs)
 			for i := range back { // the writer's ids are its own
 				if back[i].Kind == convo.EvStart || back[i].Kind == convo.EvBlockStart && back[i].Block == convo.BlockThinking {
@@ -212,7 +204,7 @@ func TestAnswerAndStreamRoundTrip(t *testing.T) {
 }
 
 func readIfExists(path string) ([]byte, error) {
-	b, err := readFile(path)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, nil
 	}
@@ -268,12 +260,12 @@ func TestEncryptedReasoningOnlyWhenAskedFor(t *testing.T) {
 // The echo of a pretty-printed request (its tools' schemas span lines) stays on the data line of
 // each event: a line break there would end the data line for an SSE parser.
 func TestStreamEchoStaysOnItsDataLine(t *testing.T) {
-	r, err := ReadRequest(read(t, "testdata/request/codex_cli.json"))
+	r, err := ReadRequest(convotest.Read(t, "testdata/request/codex_cli.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := writeStream(r, []convo.Event{start("resp_1", "m"), blockStart(0, convo.BlockText), delta(0, "hi"), blockStop(0), stop(convo.StopEnd), end})
-	names, datas := sseEvents(t, out)
+	names, datas := convotest.NamedEvents(t, out)
 	last := gjson.ParseBytes(datas[len(datas)-1])
 	if names[len(names)-1] != "response.completed" || last.Get("response.tools.0.parameters.properties.cmd.type").String() != "string" ||
 		last.Get("response.tools.4.tools.0.name").String() != "close_agent" {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"switchyard/services/proxy/convo"
+	"switchyard/services/proxy/convo/convotest"
 )
 
 // Benchmarks beside translate's (BenchmarkResponsesRequestToChat, BenchmarkCodexRequestToChat,
@@ -21,26 +22,18 @@ var bigAnswer = []byte(`{"id":"resp_1","object":"response","created_at":1,"statu
 var smallRequest = []byte(`{"model":"gpt-x","instructions":"You are a concise assistant.",` +
 	`"input":[{"role":"user","content":"Summarise the benefits of connection pooling in one short paragraph."}],"temperature":0.2,"store":false}`)
 
-func benchRead(b *testing.B, body []byte) {
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := ReadRequest(body); err != nil {
-			b.Fatal(err)
-		}
-	}
+func BenchmarkReadRequestSmall(b *testing.B) { convotest.BenchRead(b, ReadRequest, smallRequest) }
+
+func BenchmarkReadRequestCodex(b *testing.B) {
+	convotest.BenchRead(b, ReadRequest, convotest.Read(b, "testdata/request/codex.json"))
 }
 
-func BenchmarkReadRequestSmall(b *testing.B) { benchRead(b, smallRequest) }
-
-func BenchmarkReadRequestCodex(b *testing.B) { benchRead(b, read(b, "testdata/request/codex.json")) }
-
 func BenchmarkReadRequestCodexCLI(b *testing.B) {
-	benchRead(b, read(b, "testdata/request/codex_cli.json"))
+	convotest.BenchRead(b, ReadRequest, convotest.Read(b, "testdata/request/codex_cli.json"))
 }
 
 func BenchmarkAppendRequestCodexCLI(b *testing.B) {
-	r, err := ReadRequest(read(b, "testdata/request/codex_cli.json"))
+	r, err := ReadRequest(convotest.Read(b, "testdata/request/codex_cli.json"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -61,17 +54,7 @@ func BenchmarkAppendRequestClaudeCode(b *testing.B) {
 	}
 }
 
-func BenchmarkReadAnswer(b *testing.B) {
-	b.SetBytes(int64(len(bigAnswer)))
-	b.ReportAllocs()
-	var evs []convo.Event
-	for b.Loop() {
-		var err error
-		if evs, err = ReadAnswer(evs[:0], bigAnswer); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
+func BenchmarkReadAnswer(b *testing.B) { convotest.BenchReadAnswer(b, ReadAnswer, bigAnswer) }
 
 // BenchmarkAppendAnswer writes a 10 KB answer for a client (translate's
 // BenchmarkChatResponseToResponses reads and writes it).
@@ -130,7 +113,7 @@ func BenchmarkStreamWriterDelta(b *testing.B) {
 func BenchmarkStreamReaderDelta(b *testing.B) {
 	r := NewStreamReader()
 	var evs []convo.Event
-	for _, ev := range splitEvents([]byte("event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_1\",\"model\":\"m\"},\"sequence_number\":0}\n\n" +
+	for _, ev := range convotest.SplitEvents([]byte("event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_1\",\"model\":\"m\"},\"sequence_number\":0}\n\n" +
 		"event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"output_index\":0,\"item\":{\"id\":\"msg_1\",\"type\":\"message\",\"status\":\"in_progress\",\"content\":[],\"role\":\"assistant\"},\"sequence_number\":1}\n\n")) {
 		evs = r.Read(evs, ev)
 	}
@@ -147,7 +130,7 @@ func BenchmarkStreamResponsesToResponsesDelta(b *testing.B) {
 	w := NewStreamWriter(&convo.Request{}, 1)
 	var evs []convo.Event
 	var out []byte
-	for _, ev := range splitEvents([]byte("event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_1\",\"model\":\"m\"},\"sequence_number\":0}\n\n" +
+	for _, ev := range convotest.SplitEvents([]byte("event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_1\",\"model\":\"m\"},\"sequence_number\":0}\n\n" +
 		"event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"output_index\":0,\"item\":{\"id\":\"msg_1\",\"type\":\"message\",\"status\":\"in_progress\",\"content\":[],\"role\":\"assistant\"},\"sequence_number\":1}\n\n")) {
 		evs = r.Read(evs[:0], ev)
 		for i := range evs {

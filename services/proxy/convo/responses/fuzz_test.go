@@ -2,28 +2,17 @@ package responses
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"switchyard/services/proxy/convo"
+	"switchyard/services/proxy/convo/convotest"
 )
-
-// seed adds every file of a testdata directory with an extension to the fuzz corpus.
-func seed(f *testing.F, dir, ext string) {
-	list, _ := filepath.Glob(filepath.Join("testdata", dir, "*"+ext))
-	for _, name := range list {
-		if b, err := os.ReadFile(name); err == nil {
-			f.Add(b)
-		}
-	}
-}
 
 // FuzzReadRequest: any body either is refused or reads into a request that every writer of
 // this package writes as valid JSON (the upstream request, and an answer echoing it), and that
 // reads back.
 func FuzzReadRequest(f *testing.F) {
-	seed(f, "request", ".json")
+	convotest.Seed(f, "request", ".json")
 	f.Add([]byte(`{"input":[{"type":"function_call_output","output":[{"type":"input_text","text":"x"}]},{"role":"assistant","content":7}]}`))
 	f.Add([]byte(`{"input":[{"type":"reasoning","summary":[{"text":"\u2028"}],"encrypted_content":"gAAAA\"x"}],"tools":[{"type":"namespace","name":"n","tools":[{"type":"function","name":"f","parameters":{"a" : [1, 2]}}]}]}`))
 	f.Add([]byte(`{"metadata":{"a":"b"},"text":{"format":{"type":"json_schema","schema":{ "x" :1 }}},"tool_choice":{"type":"function","name":"x"}}`))
@@ -33,12 +22,7 @@ func FuzzReadRequest(f *testing.F) {
 			return
 		}
 		out, err := AppendRequest(nil, r, convo.Target{})
-		if err != nil || !json.Valid(out) {
-			t.Fatalf("invalid request for %q: %v %s", body, err, out)
-		}
-		if _, err := ReadRequest(out); err != nil {
-			t.Fatalf("the written request does not read: %v\n%s", err, out)
-		}
+		convotest.Reread(t, ReadRequest, body, out, err)
 		answer, _ := AppendAnswer(nil, r, nil, 1)
 		if !json.Valid(answer) {
 			t.Fatalf("invalid answer for %q: %s", body, answer)
@@ -46,14 +30,14 @@ func FuzzReadRequest(f *testing.F) {
 		w := NewStreamWriter(r, 1)
 		stream := w.Write(nil, &convo.Event{Kind: convo.EvStart})
 		stream = w.Write(stream, &convo.Event{Kind: convo.EvEnd})
-		sseEvents(t, stream)
+		convotest.NamedEvents(t, stream)
 	})
 }
 
 // FuzzReadAnswer: any body either is refused or reads into events that the writer turns into a
 // valid answer.
 func FuzzReadAnswer(f *testing.F) {
-	seed(f, "upstream", ".json")
+	convotest.Seed(f, "upstream", ".json")
 	f.Add([]byte(`{"output":[{"type":"function_call","arguments":7},{"type":"reasoning","summary":[null,{"text":1}],"encrypted_content":"\"x"}],"usage":{"input_tokens":1e400},"status":"incomplete","incomplete_details":[]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		evs, err := ReadAnswer(nil, body)
@@ -71,7 +55,7 @@ func FuzzReadAnswer(f *testing.F) {
 // FuzzStreamReader: arbitrary events (split at blank lines) never make the reader panic, and the
 // writer turns what it reads into well-formed events with JSON data, which read back.
 func FuzzStreamReader(f *testing.F) {
-	seed(f, "upstream", ".sse")
+	convotest.Seed(f, "upstream", ".sse")
 	f.Add([]byte("event: response.output_text.delta\ndata: {\"output_index\":3,\"delta\":\"x\"}\n\n" +
 		"data: {\"type\":\"response.output_item.done\",\"output_index\":3,\"item\":{\"type\":\"reasoning\",\"encrypted_content\":\"e\"}}\n\n"))
 	f.Add([]byte("data: {\"type\":\"response.function_call_arguments.delta\",\"output_index\":99999999,\"delta\":\"x\"}\n\n" +
@@ -82,16 +66,16 @@ func FuzzStreamReader(f *testing.F) {
 		w := NewStreamWriter(r, 1)
 		var evs []convo.Event
 		var out []byte
-		for _, ev := range splitEvents(doc) {
+		for _, ev := range convotest.SplitEvents(doc) {
 			evs = reader.Read(evs[:0], ev)
 			for i := range evs {
 				out = w.Write(out, &evs[i])
 			}
 		}
 		out = w.Abort(out, "stream_incomplete", "cut")
-		sseEvents(t, out)
+		convotest.NamedEvents(t, out)
 		back := NewStreamReader()
-		for _, ev := range splitEvents(out) {
+		for _, ev := range convotest.SplitEvents(out) {
 			back.Read(nil, ev)
 		}
 		if !back.done {

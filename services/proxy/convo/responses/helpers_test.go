@@ -3,47 +3,13 @@ package responses
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"switchyard/services/proxy/convo"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files from the current output")
-
-// golden compares got with a golden file, or rewrites it with -update (and writes a missing one
-// outside CI).
-func golden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	want, err := os.ReadFile(path)
-	if *update || os.IsNotExist(err) && os.Getenv("CI") != "true" {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("%s differs (run go test -update to accept)\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
-}
-
-// indent is JSON indented the way the golden files are.
-func indent(t *testing.T, b []byte) []byte {
-	t.Helper()
-	var out bytes.Buffer
-	if err := json.Indent(&out, b, "", "  "); err != nil {
-		t.Fatalf("not JSON: %v\n%s", err, b)
-	}
-	out.WriteByte('\n')
-	return out.Bytes()
-}
 
 // files are the inputs of a testdata directory with an extension.
 func files(t testing.TB, dir, ext string) []string {
@@ -53,26 +19,6 @@ func files(t testing.TB, dir, ext string) []string {
 		t.Fatalf("no cases in testdata/%s", dir)
 	}
 	return list
-}
-
-func read(t testing.TB, path string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// splitEvents cuts an SSE document into its events.
-func splitEvents(doc []byte) [][]byte {
-	var out [][]byte
-	for _, ev := range bytes.Split(doc, []byte("\n\n")) {
-		if len(bytes.TrimSpace(ev)) > 0 {
-			out = append(out, append(ev[:len(ev):len(ev)], '\n', '\n'))
-		}
-	}
-	return out
 }
 
 // mustRead reads a request that must read.
@@ -210,31 +156,5 @@ func dumpRequest(t testing.TB, r *convo.Request) []byte {
 	return append(b, '\n')
 }
 
-// sseEvents parses SSE output: each event's name and data, checking that every event is
-// well-formed (ends with its blank line, data is JSON).
-func sseEvents(t testing.TB, out []byte) (names []string, datas [][]byte) {
-	t.Helper()
-	if len(out) == 0 {
-		return nil, nil
-	}
-	if !bytes.HasSuffix(out, []byte("\n\n")) {
-		t.Fatalf("output does not end an event: %q", out)
-	}
-	for _, ev := range bytes.Split(bytes.TrimSuffix(out, []byte("\n\n")), []byte("\n\n")) {
-		name, data := convo.ParseEvent(ev)
-		if name == "" {
-			t.Fatalf("an event without a name: %q", ev)
-		}
-		if !json.Valid(data) {
-			t.Fatalf("event data is not JSON: %q", ev)
-		}
-		names = append(names, name)
-		datas = append(datas, data)
-	}
-	return names, datas
-}
-
 // oneLine is s without its line breaks, for messages.
 func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }
-
-func readFile(path string) ([]byte, error) { return os.ReadFile(path) }

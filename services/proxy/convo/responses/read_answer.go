@@ -17,7 +17,7 @@ func ReadAnswer(evs []convo.Event, body []byte) ([]convo.Event, error) {
 	a := readResponse(s)
 	evs = append(evs, convo.Event{Kind: convo.EvStart, ID: convo.StrAt(a.id), Model: convo.StrAt(a.model)})
 	block, calls := 0, false
-	if kind(a.output) == '[' {
+	if convo.Kind(a.output) == '[' {
 		convo.EachElement(a.output, func(it string) {
 			evs, block, calls = itemEvents(evs, it, block, calls)
 		})
@@ -32,7 +32,7 @@ type response struct {
 
 func readResponse(s string) response {
 	var a response
-	if kind(s) != '{' {
+	if convo.Kind(s) != '{' {
 		return a
 	}
 	convo.FieldsOf(s, func(k, v string) {
@@ -63,7 +63,7 @@ func (a *response) end(evs []convo.Event, status string, calls bool) []convo.Eve
 		evs = append(evs, convo.Event{Kind: convo.EvUsage, Usage: u})
 	}
 	switch {
-	case kind(a.err) == '{' || status == "failed":
+	case convo.Kind(a.err) == '{' || status == "failed":
 		return append(evs, convo.Event{Kind: convo.EvError, Err: readError(a.err)})
 	case status == "cancelled":
 		return append(evs, convo.Event{Kind: convo.EvError, Err: &convo.Error{Type: "server_error", Code: "cancelled",
@@ -81,7 +81,7 @@ func (a *response) end(evs []convo.Event, status string, calls bool) []convo.Eve
 
 // incompleteStop is the stop reason of an incomplete answer, by incomplete_details.reason.
 func incompleteStop(details string) convo.StopReason {
-	if kind(details) == '{' {
+	if convo.Kind(details) == '{' {
 		stop := convo.StopMaxTokens
 		convo.FieldsOf(details, func(k, v string) {
 			if k == "reason" && convo.StrAt(v) == "content_filter" {
@@ -96,12 +96,12 @@ func incompleteStop(details string) convo.StopReason {
 // readError reads an error object ({code, message, param}, or with its type), or a bare message.
 func readError(raw string) *convo.Error {
 	var typ, code, msg, param string
-	switch kind(raw) {
+	switch convo.Kind(raw) {
 	case '{':
 		convo.FieldsOf(raw, func(k, v string) {
 			switch k {
 			case "code":
-				if kind(v) == '"' || kind(v) == '0' {
+				if convo.Kind(v) == '"' || convo.Kind(v) == '0' {
 					code = convo.StrAt(v)
 				}
 			case "message":
@@ -132,13 +132,13 @@ func newError(typ, code, msg, param string) *convo.Error {
 // readUsage reads a Responses usage object; ok is false when there is none.
 func readUsage(raw string) (convo.Usage, bool) {
 	var u convo.Usage
-	if kind(raw) != '{' {
+	if convo.Kind(raw) != '{' {
 		return u, false
 	}
 	detail := func(raw, key string) (int64, bool) {
 		var n int64
 		var ok bool
-		if kind(raw) == '{' {
+		if convo.Kind(raw) == '{' {
 			convo.FieldsOf(raw, func(k, v string) {
 				if k == key {
 					n, ok = intAt(v)
@@ -173,7 +173,7 @@ func readUsage(raw string) (convo.Usage, bool) {
 
 // intAt reads a count.
 func intAt(raw string) (int64, bool) {
-	if kind(raw) != '0' {
+	if convo.Kind(raw) != '0' {
 		return 0, false
 	}
 	if n, err := strconv.ParseInt(raw, 10, 64); err == nil {
@@ -193,7 +193,7 @@ type item struct {
 
 func readItem(raw string) item {
 	var it item
-	if kind(raw) != '{' {
+	if convo.Kind(raw) != '{' {
 		return it
 	}
 	convo.FieldsOf(raw, func(k, v string) {
@@ -250,7 +250,7 @@ func (it *item) start(block int, k convo.BlockKind) convo.Event {
 
 // strOf is a string value's text, "" for anything else.
 func strOf(raw string) string {
-	if kind(raw) != '"' {
+	if convo.Kind(raw) != '"' {
 		return ""
 	}
 	return convo.StrAt(raw)
@@ -264,7 +264,7 @@ func itemEvents(evs []convo.Event, raw string, block int, calls bool) ([]convo.E
 	if !ok || k == convo.BlockText && !it.hasText() {
 		return evs, block, calls
 	}
-	if k == convo.BlockThinking && !it.hasText() && kind(it.encrypted) != '"' {
+	if k == convo.BlockThinking && !it.hasText() && convo.Kind(it.encrypted) != '"' {
 		return evs, block, calls
 	}
 	evs = append(evs, it.start(block, k))
@@ -277,15 +277,15 @@ func itemEvents(evs []convo.Event, raw string, block int, calls bool) ([]convo.E
 func (it *item) hasText() bool {
 	found := false
 	for _, list := range []string{it.content, it.summary} {
-		if kind(list) != '[' {
+		if convo.Kind(list) != '[' {
 			continue
 		}
 		convo.EachElement(list, func(p string) {
-			if found || kind(p) != '{' {
+			if found || convo.Kind(p) != '{' {
 				return
 			}
 			convo.FieldsOf(p, func(k, v string) {
-				if (k == "text" || k == "refusal") && kind(v) == '"' && v != `""` {
+				if (k == "text" || k == "refusal") && convo.Kind(v) == '"' && v != `""` {
 					found = true
 				}
 			})
@@ -304,13 +304,13 @@ func (it *item) events(evs []convo.Event, block int, k convo.BlockKind, text boo
 	}
 	switch k {
 	case convo.BlockText:
-		if text && kind(it.content) == '[' {
+		if text && convo.Kind(it.content) == '[' {
 			convo.EachElement(it.content, func(p string) {
-				if kind(p) != '{' {
+				if convo.Kind(p) != '{' {
 					return
 				}
 				convo.FieldsOf(p, func(k, v string) {
-					if (k == "text" || k == "refusal") && kind(v) == '"' {
+					if (k == "text" || k == "refusal") && convo.Kind(v) == '"' {
 						delta(convo.TextAt(v))
 					}
 				})
@@ -323,13 +323,13 @@ func (it *item) events(evs []convo.Event, block int, k convo.BlockKind, text boo
 				list = it.content // open models' reasoning_text
 			}
 			n := 0
-			if kind(list) == '[' {
+			if convo.Kind(list) == '[' {
 				convo.EachElement(list, func(p string) {
-					if kind(p) != '{' {
+					if convo.Kind(p) != '{' {
 						return
 					}
 					convo.FieldsOf(p, func(k, v string) {
-						if k == "text" && kind(v) == '"' && v != `""` {
+						if k == "text" && convo.Kind(v) == '"' && v != `""` {
 							if n++; n > 1 {
 								delta(`\n\n`)
 							}
@@ -339,11 +339,11 @@ func (it *item) events(evs []convo.Event, block int, k convo.BlockKind, text boo
 				})
 			}
 		}
-		if kind(it.encrypted) == '"' && it.encrypted != `""` {
+		if convo.Kind(it.encrypted) == '"' && it.encrypted != `""` {
 			evs = append(evs, convo.Event{Kind: convo.EvSignature, Index: block, Text: convo.Text(convo.StrAt(it.encrypted))})
 		}
 	case convo.BlockToolCall:
-		if text && kind(it.args) == '"' {
+		if text && convo.Kind(it.args) == '"' {
 			delta(convo.TextAt(it.args))
 		}
 	}
@@ -353,11 +353,11 @@ func (it *item) events(evs []convo.Event, block int, k convo.BlockKind, text boo
 // hasTexts reports whether a list of parts has a part with a text.
 func hasTexts(list string) bool {
 	found := false
-	if kind(list) == '[' {
+	if convo.Kind(list) == '[' {
 		convo.EachElement(list, func(p string) {
-			if !found && kind(p) == '{' {
+			if !found && convo.Kind(p) == '{' {
 				convo.FieldsOf(p, func(k, v string) {
-					found = found || k == "text" && kind(v) == '"' && v != `""`
+					found = found || k == "text" && convo.Kind(v) == '"' && v != `""`
 				})
 			}
 		})

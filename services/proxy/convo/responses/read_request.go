@@ -74,44 +74,38 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 			r.Drop(k)
 		}
 	})
-	for _, c := range []struct {
-		raw, field, what string
-		kinds            []byte
-	}{
-		{f.model, "model", "a string", []byte{'"'}},
-		{f.instructions, "instructions", "a string", []byte{'"'}},
-		{f.tools, "tools", "a list", []byte{'['}},
-		{f.parallel, "parallel_tool_calls", "a boolean", []byte{'t'}},
-		{f.maxOut, "max_output_tokens", "an integer", []byte{'0'}},
-		{f.temperature, "temperature", "a number", []byte{'0'}},
-		{f.topP, "top_p", "a number", []byte{'0'}},
-		{f.reasoning, "reasoning", "an object", []byte{'{'}},
-		{f.stream, "stream", "a boolean", []byte{'t'}},
-		{f.text, "text", "an object", []byte{'{'}},
-		{f.user, "user", "a string", []byte{'"'}},
-	} {
-		if !is(c.raw, c.kinds...) {
-			return nil, typeError(c.field, c.what)
-		}
+	var kinds convo.Kinds
+	kinds.Want(f.model, '"', "model", "a string")
+	kinds.Want(f.instructions, '"', "instructions", "a string")
+	kinds.Want(f.tools, '[', "tools", "a list")
+	kinds.Want(f.parallel, 't', "parallel_tool_calls", "a boolean")
+	kinds.Want(f.maxOut, '0', "max_output_tokens", "an integer")
+	kinds.Want(f.temperature, '0', "temperature", "a number")
+	kinds.Want(f.topP, '0', "top_p", "a number")
+	kinds.Want(f.reasoning, '{', "reasoning", "an object")
+	kinds.Want(f.stream, 't', "stream", "a boolean")
+	kinds.Want(f.text, '{', "text", "an object")
+	kinds.Want(f.user, '"', "user", "a string")
+	if kinds.Bad {
+		return nil, typeError(kinds.Name, kinds.What)
 	}
-	if kind(f.maxOut) == '0' {
-		n, err := strconv.Atoi(f.maxOut)
-		if err != nil || !isInt(f.maxOut) {
-			return nil, typeError("max_output_tokens", "an integer")
-		}
-		r.MaxTokens = n
+	if convo.NotInt(f.maxOut) {
+		return nil, typeError("max_output_tokens", "an integer")
 	}
-	if kind(f.reasoning) == '{' {
+	if convo.Kind(f.maxOut) == '0' {
+		r.MaxTokens, _ = strconv.Atoi(f.maxOut)
+	}
+	if convo.Kind(f.reasoning) == '{' {
 		var bad bool
 		convo.FieldsOf(f.reasoning, func(k, raw string) {
 			switch k {
 			case "effort":
-				bad = !is(raw, '"')
-				if kind(raw) == '"' {
+				bad = !convo.Is(raw, '"')
+				if convo.Kind(raw) == '"' {
 					r.ReasoningEffort = convo.StrAt(raw)
 				}
 			case "summary", "generate_summary":
-				if kind(raw) == '"' {
+				if convo.Kind(raw) == '"' {
 					r.ReasoningSummary = convo.StrAt(raw)
 				}
 			}
@@ -125,14 +119,14 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 		return nil, err
 	}
 
-	if kind(f.model) == '"' {
+	if convo.Kind(f.model) == '"' {
 		r.Model = convo.StrAt(f.model)
 	}
-	if kind(f.instructions) == '"' && f.instructions != `""` {
+	if convo.Kind(f.instructions) == '"' && f.instructions != `""` {
 		r.System = append(r.System, convo.Part{Kind: convo.PartText, Text: convo.TextAt(f.instructions), Name: instructionsName})
 	}
 	rd := &reader{r: r, leading: true}
-	switch kind(f.input) {
+	switch convo.Kind(f.input) {
 	case '"':
 		r.Messages = append(r.Messages, convo.Message{Role: convo.RoleUser,
 			Parts: []convo.Part{{Kind: convo.PartText, Text: convo.TextAt(f.input)}}})
@@ -146,60 +140,48 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 	}
 
 	r.ToolChoice = readToolChoice(f.toolChoice, r)
-	if kind(f.parallel) == 't' {
+	if convo.Kind(f.parallel) == 't' {
 		b := f.parallel == "true"
 		r.ParallelToolCalls = &b
 	}
-	r.Temperature, r.TopP = number(f.temperature), number(f.topP)
+	r.Temperature, r.TopP = convo.Float(f.temperature), convo.Float(f.topP)
 	r.Stream = f.stream == "true"
-	if kind(f.text) == '{' {
+	if convo.Kind(f.text) == '{' {
 		readText(f.text, r)
 	}
-	if kind(f.user) == '"' {
+	if convo.Kind(f.user) == '"' {
 		r.User = convo.StrAt(f.user)
 	}
-	if k := kind(f.metadata); k != 0 && k != 'n' {
+	if k := convo.Kind(f.metadata); k != 0 && k != 'n' {
 		r.Metadata = []byte(f.metadata)
 	}
-	if kind(f.store) == 't' {
+	if convo.Kind(f.store) == 't' {
 		b := f.store == "true"
 		r.Store = &b
 	}
-	if kind(f.include) == '[' {
+	if convo.Kind(f.include) == '[' {
 		convo.EachElement(f.include, func(v string) {
-			if kind(v) == '"' {
+			if convo.Kind(v) == '"' {
 				r.Include = append(r.Include, convo.StrAt(v))
 			}
 		})
 	}
-	if kind(f.previous) == '"' {
+	if convo.Kind(f.previous) == '"' {
 		r.PreviousResponseID = convo.StrAt(f.previous)
 	}
-	if kind(f.truncation) == '"' {
+	if convo.Kind(f.truncation) == '"' {
 		r.Truncation = convo.StrAt(f.truncation)
 	}
-	if kind(f.serviceTier) == '"' {
+	if convo.Kind(f.serviceTier) == '"' {
 		r.ServiceTier = convo.StrAt(f.serviceTier)
 	}
 	return r, nil
 }
 
-// number is a JSON number, nil when raw is none.
-func number(raw string) *float64 {
-	if kind(raw) != '0' {
-		return nil
-	}
-	n, err := strconv.ParseFloat(raw, 64)
-	if err != nil {
-		return nil
-	}
-	return &n
-}
-
 // readTools reads the tools: functions, namespaces of functions, and the provider's own tools
 // (web_search, file_search, custom, …), which are kept whole for a Responses upstream.
 func readTools(raw string, r *convo.Request, inNamespace bool) ([]convo.Tool, error) {
-	if kind(raw) != '[' {
+	if convo.Kind(raw) != '[' {
 		return nil, nil
 	}
 	var tools []convo.Tool
@@ -208,7 +190,7 @@ func readTools(raw string, r *convo.Request, inNamespace bool) ([]convo.Tool, er
 		if err != nil {
 			return
 		}
-		switch kind(tool) {
+		switch convo.Kind(tool) {
 		case 'n':
 			r.Drop("tools[].type=")
 			return
@@ -235,7 +217,7 @@ func readTools(raw string, r *convo.Request, inNamespace bool) ([]convo.Tool, er
 			}
 		})
 		for _, c := range [][2]string{{typ, "tools[].type"}, {name, "tools[].name"}, {desc, "tools[].description"}} {
-			if !is(c[0], '"') {
+			if !convo.Is(c[0], '"') {
 				err = typeError(c[1], "a string")
 				return
 			}
@@ -244,10 +226,10 @@ func readTools(raw string, r *convo.Request, inNamespace bool) ([]convo.Tool, er
 		switch typ := convo.StrAt(typ); typ {
 		case "function":
 			t.Kind = convo.ToolFunction
-			if k := kind(params); k != 0 && k != 'n' {
+			if k := convo.Kind(params); k != 0 && k != 'n' {
 				t.Parameters = []byte(params)
 			}
-			if kind(strict) == 't' {
+			if convo.Kind(strict) == 't' {
 				b := strict == "true"
 				t.Strict = &b
 			}
@@ -274,7 +256,7 @@ func readTools(raw string, r *convo.Request, inNamespace bool) ([]convo.Tool, er
 // readToolChoice reads tool_choice: "auto", "none", "required" or a function by name; the
 // other choices (allowed_tools, a hosted tool) are dropped.
 func readToolChoice(raw string, r *convo.Request) convo.ToolChoice {
-	switch kind(raw) {
+	switch convo.Kind(raw) {
 	case 0, 'n':
 		return convo.ToolChoice{}
 	case '"':
@@ -296,7 +278,7 @@ func readToolChoice(raw string, r *convo.Request) convo.ToolChoice {
 				name = v
 			}
 		})
-		if kind(typ) == '"' && convo.StrAt(typ) == "function" && kind(name) == '"' && name != `""` {
+		if convo.Kind(typ) == '"' && convo.StrAt(typ) == "function" && convo.Kind(name) == '"' && name != `""` {
 			return convo.ToolChoice{Mode: convo.ChoiceTool, Name: convo.StrAt(name)}
 		}
 	}
@@ -309,11 +291,11 @@ func readText(raw string, r *convo.Request) {
 	convo.FieldsOf(raw, func(k, v string) {
 		switch k {
 		case "format":
-			if kind(v) == '{' {
+			if convo.Kind(v) == '{' {
 				r.Format = readFormat(v)
 			}
 		case "verbosity":
-			if kind(v) != 'n' {
+			if convo.Kind(v) != 'n' {
 				r.Drop("text.verbosity")
 			}
 		}
@@ -338,7 +320,7 @@ func readFormat(raw string) *convo.ResponseFormat {
 			desc = v
 		}
 	})
-	if !is(typ, '"') || !is(name, '"') || !is(strict, 't') || !is(desc, '"') {
+	if !convo.Is(typ, '"') || !convo.Is(name, '"') || !convo.Is(strict, 't') || !convo.Is(desc, '"') {
 		return nil
 	}
 	switch convo.StrAt(typ) {
@@ -346,10 +328,10 @@ func readFormat(raw string) *convo.ResponseFormat {
 		return &convo.ResponseFormat{Kind: convo.FormatJSONObject}
 	case "json_schema":
 		f := &convo.ResponseFormat{Kind: convo.FormatJSONSchema, Name: convo.StrAt(name), Description: convo.StrAt(desc)}
-		if k := kind(schema); k != 0 && k != 'n' {
+		if k := convo.Kind(schema); k != 0 && k != 'n' {
 			f.Schema = []byte(schema)
 		}
-		if kind(strict) == 't' {
+		if convo.Kind(strict) == 't' {
 			b := strict == "true"
 			f.Strict = &b
 		}
@@ -369,7 +351,7 @@ type reader struct {
 func (rd *reader) items(input string) bool {
 	good := true
 	convo.EachElement(input, func(it string) {
-		switch kind(it) {
+		switch convo.Kind(it) {
 		case '{':
 			good = good && rd.item(it)
 		case 'n':
@@ -444,7 +426,7 @@ func (rd *reader) item(it string) bool {
 		}
 	})
 	for _, v := range []string{typ, role, callID, name, args} {
-		if !is(v, '"') {
+		if !convo.Is(v, '"') {
 			return false
 		}
 	}
@@ -479,14 +461,14 @@ func (rd *reader) item(it string) bool {
 		}
 	case "function_call":
 		p := convo.Part{Kind: convo.PartToolCall, ID: convo.StrAt(callID), Name: convo.StrAt(name), Args: arguments(args)}
-		if kind(namespace) == '"' {
+		if convo.Kind(namespace) == '"' {
 			p.Namespace = convo.StrAt(namespace)
 		}
 		m := rd.turn(false)
 		m.Parts = append(m.Parts, p)
 	case "function_call_output":
 		p := convo.Part{Kind: convo.PartToolResult, ID: convo.StrAt(callID)}
-		if kind(output) == '"' {
+		if convo.Kind(output) == '"' {
 			p.Content = []convo.Part{{Kind: convo.PartText, Text: convo.TextAt(output)}}
 		} else {
 			p.Content = rd.parts(output, outputParts)
@@ -501,10 +483,10 @@ func (rd *reader) item(it string) bool {
 		if p.Text == "" {
 			p.Text = reasoningText(content)
 		}
-		if kind(id) == '"' {
+		if convo.Kind(id) == '"' {
 			p.ID = convo.StrAt(id)
 		}
-		if kind(encrypted) == '"' {
+		if convo.Kind(encrypted) == '"' {
 			p.Encrypted = convo.StrAt(encrypted)
 		}
 		m := rd.turn(false)
@@ -518,7 +500,7 @@ func (rd *reader) item(it string) bool {
 // arguments is a function call's arguments string as the JSON object it holds; anything else
 // reads as {} (the model's tool calls carry objects).
 func arguments(raw string) []byte {
-	if kind(raw) != '"' {
+	if convo.Kind(raw) != '"' {
 		return []byte("{}")
 	}
 	a := convo.StrAt(raw)
@@ -531,13 +513,13 @@ func arguments(raw string) []byte {
 // reasoningText joins the texts of a reasoning item's summary (or content) parts, a blank line
 // apart.
 func reasoningText(raw string) convo.Text {
-	if kind(raw) != '[' {
+	if convo.Kind(raw) != '[' {
 		return ""
 	}
 	var t convo.Text
 	n := 0
 	convo.EachElement(raw, func(p string) {
-		if kind(p) != '{' {
+		if convo.Kind(p) != '{' {
 			return
 		}
 		var text string
@@ -546,7 +528,7 @@ func reasoningText(raw string) convo.Text {
 				text = v
 			}
 		})
-		if kind(text) != '"' {
+		if convo.Kind(text) != '"' {
 			return
 		}
 		if n++; n > 1 {
@@ -577,7 +559,7 @@ type contentPart struct {
 // parts reads a message's content (a string or a list of parts). A part of the wrong shape
 // drops the whole content (encoding/json refused the list, and translate with it).
 func (rd *reader) parts(raw string, set partSet) []convo.Part {
-	switch kind(raw) {
+	switch convo.Kind(raw) {
 	case '"':
 		if set == textParts && raw == `""` {
 			return nil
@@ -599,7 +581,7 @@ func (rd *reader) parts(raw string, set partSet) []convo.Part {
 	var in []contentPart
 	ok := true
 	convo.EachElement(raw, func(p string) {
-		switch kind(p) {
+		switch convo.Kind(p) {
 		case '{':
 		case 'n':
 			in = append(in, contentPart{})
@@ -631,7 +613,7 @@ func (rd *reader) parts(raw string, set partSet) []convo.Part {
 				c.filename = v
 			}
 		})
-		if !is(c.typ, '"') || !is(c.text, '"') || !is(c.detail, '"') {
+		if !convo.Is(c.typ, '"') || !convo.Is(c.text, '"') || !convo.Is(c.detail, '"') {
 			ok = false
 			return
 		}
@@ -660,13 +642,13 @@ func (rd *reader) parts(raw string, set partSet) []convo.Part {
 				out = append(out, convo.Part{Kind: convo.PartText, Text: t})
 			}
 		case c.typ == "input_image" && set != textParts:
-			if kind(c.image) != '"' || c.image == `""` {
+			if convo.Kind(c.image) != '"' || c.image == `""` {
 				rd.r.Drop("input[].content[].file_id")
 				continue
 			}
 			p := convo.Part{Kind: convo.PartImage, Detail: convo.StrAt(c.detail)}
 			u := convo.StrAt(c.image)
-			if mt, data, ok := parseDataURL(u); ok {
+			if mt, data, ok := convo.ParseDataURL(u); ok {
 				p.MediaType, p.Data = mt, data
 			} else {
 				p.URL = u
@@ -674,18 +656,18 @@ func (rd *reader) parts(raw string, set partSet) []convo.Part {
 			out = append(out, p)
 		case c.typ == "input_file" && set != textParts:
 			p := convo.Part{Kind: convo.PartDocument}
-			if kind(c.filename) == '"' {
+			if convo.Kind(c.filename) == '"' {
 				p.Title = convo.StrAt(c.filename)
 			}
 			switch {
-			case kind(c.fileData) == '"' && c.fileData != `""`:
+			case convo.Kind(c.fileData) == '"' && c.fileData != `""`:
 				d := convo.StrAt(c.fileData)
-				if mt, data, ok := parseDataURL(d); ok {
+				if mt, data, ok := convo.ParseDataURL(d); ok {
 					p.MediaType, p.Data = mt, data
 				} else {
 					p.MediaType, p.Data = "application/pdf", d
 				}
-			case kind(c.fileURL) == '"' && c.fileURL != `""`:
+			case convo.Kind(c.fileURL) == '"' && c.fileURL != `""`:
 				p.URL = convo.StrAt(c.fileURL)
 			default:
 				rd.r.Drop("input[].content[].file_id")

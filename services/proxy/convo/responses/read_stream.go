@@ -82,7 +82,7 @@ func (r *StreamReader) Read(evs []convo.Event, sse []byte) []convo.Event {
 		}
 	})
 	typ := name
-	if kind(e.typ) == '"' {
+	if convo.Kind(e.typ) == '"' {
 		typ = convo.StrAt(e.typ)
 	}
 	switch typ {
@@ -94,14 +94,12 @@ func (r *StreamReader) Read(evs []convo.Event, sse []byte) []convo.Event {
 		if it == nil || it.state != itemNew {
 			return evs
 		}
-		x := readItem(e.item)
-		k, ok := blockOf(x.typ)
+		x, k, ok := it.read(e.item)
 		if !ok {
-			it.state = itemSkip
 			return evs
 		}
 		evs = r.open(evs, it, k, &x)
-		if k == convo.BlockToolCall && kind(x.args) == '"' && x.args != `""` {
+		if k == convo.BlockToolCall && convo.Kind(x.args) == '"' && x.args != `""` {
 			it.text = true
 			evs = append(evs, convo.Event{Kind: convo.EvDelta, Index: it.block, Text: convo.TextAt(x.args)})
 		}
@@ -125,14 +123,12 @@ func (r *StreamReader) Read(evs []convo.Event, sse []byte) []convo.Event {
 		if it == nil || it.state == itemDone || it.state == itemSkip {
 			return evs
 		}
-		x := readItem(e.item)
-		k, ok := blockOf(x.typ)
+		x, k, ok := it.read(e.item)
 		if !ok {
-			it.state = itemSkip
 			return evs
 		}
 		if it.state == itemNew {
-			if k == convo.BlockText && !x.hasText() || k == convo.BlockThinking && !x.hasText() && kind(x.encrypted) != '"' {
+			if k == convo.BlockText && !x.hasText() || k == convo.BlockThinking && !x.hasText() && convo.Kind(x.encrypted) != '"' {
 				it.state = itemDone
 				return evs
 			}
@@ -148,7 +144,7 @@ func (r *StreamReader) Read(evs []convo.Event, sse []byte) []convo.Event {
 		evs = r.begin(evs, e.response)
 		evs = r.closeOpen(evs)
 		a := readResponse(e.response)
-		if r.blocks == 0 && kind(a.output) == '[' { // a stream that sent its items only at the end
+		if r.blocks == 0 && convo.Kind(a.output) == '[' { // a stream that sent its items only at the end
 			convo.EachElement(a.output, func(it string) {
 				evs, r.blocks, r.calls = itemEvents(evs, it, r.blocks, r.calls)
 			})
@@ -166,11 +162,11 @@ func (r *StreamReader) Read(evs []convo.Event, sse []byte) []convo.Event {
 		return append(evs, convo.Event{Kind: convo.EvError, Err: readError(readResponse(e.response).err)})
 	case "error":
 		r.done = true
-		if kind(e.err) == '{' { // the error object nested, as some servers send it
+		if convo.Kind(e.err) == '{' { // the error object nested, as some servers send it
 			return append(evs, convo.Event{Kind: convo.EvError, Err: readError(e.err)})
 		}
 		code := strOf(e.code)
-		if kind(e.code) == '0' {
+		if convo.Kind(e.code) == '0' {
 			code = e.code
 		}
 		return append(evs, convo.Event{Kind: convo.EvError, Err: newError("", code, strOf(e.message), strOf(e.param))})
@@ -200,6 +196,16 @@ func (r *StreamReader) item(raw string) *streamItem {
 	return &r.items[n]
 }
 
+// read reads the item an event carries and the block it makes; an item of a kind that makes
+// none (a hosted tool's call) is skipped from then on, and ok is false.
+func (it *streamItem) read(raw string) (x item, k convo.BlockKind, ok bool) {
+	x = readItem(raw)
+	if k, ok = blockOf(x.typ); !ok {
+		it.state = itemSkip
+	}
+	return x, k, ok
+}
+
 // open starts an item's block.
 func (r *StreamReader) open(evs []convo.Event, it *streamItem, k convo.BlockKind, x *item) []convo.Event {
 	it.state, it.block, it.kind = itemOpen, r.blocks, k
@@ -219,10 +225,10 @@ func (r *StreamReader) delta(evs []convo.Event, e *event, k convo.BlockKind) []c
 		evs = r.open(evs, it, k, &item{})
 	}
 	t := convo.TextAt(e.delta)
-	if kind(e.delta) != '"' || t == "" {
+	if convo.Kind(e.delta) != '"' || t == "" {
 		return evs
 	}
-	if it.kind == convo.BlockThinking && kind(e.summary) == '0' {
+	if it.kind == convo.BlockThinking && convo.Kind(e.summary) == '0' {
 		if n, ok := intAt(e.summary); ok && int(n) != it.summary {
 			if it.text {
 				evs = append(evs, convo.Event{Kind: convo.EvDelta, Index: it.block, Text: `\n\n`})

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"switchyard/services/proxy/convo"
+	"switchyard/services/proxy/convo/convotest"
 )
 
 // The request fixtures in testdata/request: translate's two (codex.json, simple.json), a real
@@ -22,11 +23,11 @@ import (
 func TestReadRequestGoldens(t *testing.T) {
 	for _, f := range files(t, "request", ".json") {
 		t.Run(strings.TrimSuffix(f[len("testdata/request/"):], ".json"), func(t *testing.T) {
-			r, err := ReadRequest(read(t, f))
+			r, err := ReadRequest(convotest.Read(t, f))
 			if err != nil {
 				t.Fatal(err)
 			}
-			golden(t, strings.TrimSuffix(f, ".json")+".model.golden", dumpRequest(t, r))
+			convotest.Golden(t, strings.TrimSuffix(f, ".json")+".model.golden", dumpRequest(t, r))
 		})
 	}
 }
@@ -38,15 +39,8 @@ func TestReadRequestGoldens(t *testing.T) {
 func TestRequestRoundTrip(t *testing.T) {
 	for _, f := range files(t, "request", ".json") {
 		t.Run(strings.TrimSuffix(f[len("testdata/request/"):], ".json"), func(t *testing.T) {
-			in := read(t, f)
-			r, err := ReadRequest(in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out, err := AppendRequest(nil, r, convo.Target{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			in := convotest.Read(t, f)
+			_, out := convotest.Through(t, ReadRequest, AppendRequest, in)
 			if !json.Valid(out) {
 				t.Fatalf("invalid JSON: %s", out)
 			}
@@ -275,7 +269,7 @@ func normalize(t *testing.T, body []byte) map[string]any {
 // schemas and strict flags, its namespace of sub-agent tools with its description and members,
 // its web search tool whole.
 func TestCodexNamespaceToolsReadAsSent(t *testing.T) {
-	body := read(t, "testdata/request/codex_cli.json")
+	body := convotest.Read(t, "testdata/request/codex_cli.json")
 	r, err := ReadRequest(body)
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -26,30 +25,6 @@ var (
 	_ convo.StreamWriter = (*StreamWriter)(nil)
 )
 
-// kind names a JSON value's type by its first byte: '"', '0' (a number), 't' (a boolean), 'n',
-// '{', '[', or 0 for an absent value.
-func kind(raw string) byte {
-	switch {
-	case raw == "":
-		return 0
-	case raw[0] == '-' || '0' <= raw[0] && raw[0] <= '9':
-		return '0'
-	case raw[0] == 'f':
-		return 't'
-	}
-	return raw[0]
-}
-
-// is reports whether raw is absent, null or of one of the kinds (what encoding/json accepts for a
-// field of that type).
-func is(raw string, kinds ...byte) bool {
-	k := kind(raw)
-	return k == 0 || k == 'n' || slices.Contains(kinds, k)
-}
-
-// isInt reports whether a number is written as an integer.
-func isInt(raw string) bool { return kind(raw) == '0' && !strings.ContainsAny(raw, ".eE") }
-
 // typeError is the error for a field whose value has the wrong type (the words translate gave).
 func typeError(field, want string) error {
 	return fmt.Errorf("not a Responses request: %s must be %s", field, want)
@@ -60,34 +35,6 @@ var (
 	errInput     = errors.New("input must be a string or a list of items")
 	errNotAnswer = errors.New("the answer is not a JSON object")
 )
-
-// parseDataURL splits "data:image/png;base64,AAAA" into its media type and payload.
-func parseDataURL(u string) (mediaType, data string, ok bool) {
-	rest, found := strings.CutPrefix(u, "data:")
-	if !found {
-		return "", "", false
-	}
-	meta, payload, found := strings.Cut(rest, ",")
-	if !found {
-		return "", "", false
-	}
-	mt, enc, _ := strings.Cut(meta, ";")
-	if enc != "base64" || mt == "" {
-		return "", "", false
-	}
-	return mt, payload, true
-}
-
-// effortOf maps an Anthropic thinking budget to OpenAI's reasoning effort (as translate does).
-func effortOf(budget int) string {
-	switch {
-	case budget < 4096:
-		return "low"
-	case budget < 16384:
-		return "medium"
-	}
-	return "high"
-}
 
 // reasoningModel reports whether a model name is one of OpenAI's reasoning models (o-series,
 // gpt-5 except its chat variants, codex): they refuse temperature and top_p, and only they
@@ -195,4 +142,23 @@ func lookup(r *convo.Request, name string) (string, string) {
 		}
 	}
 	return name, ""
+}
+
+// appendToolChoice writes a tool choice in Responses' words. An unset choice is left out of a
+// request and echoed in an answer as "auto", the default it stands for.
+func appendToolChoice(o *convo.Obj, c convo.ToolChoice, echo bool) {
+	switch c.Mode {
+	case convo.ChoiceNone:
+		o.Str("tool_choice", "none")
+	case convo.ChoiceAny:
+		o.Str("tool_choice", "required")
+	case convo.ChoiceTool:
+		o.Close(o.Open("tool_choice").Str("type", "function").Str("name", c.Name))
+	case convo.ChoiceAuto:
+		o.Str("tool_choice", "auto")
+	default:
+		if echo {
+			o.Str("tool_choice", "auto")
+		}
+	}
 }

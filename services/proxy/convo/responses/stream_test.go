@@ -7,6 +7,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"switchyard/services/proxy/convo"
+	"switchyard/services/proxy/convo/convotest"
 )
 
 // Parallel tool calls that interleave (a chat upstream may send the second call's start before
@@ -15,7 +16,7 @@ import (
 func TestStreamWriterInterleavedCalls(t *testing.T) {
 	evs := []convo.Event{start("chatcmpl-1", "m"), callStart(0, "call_a", "f"), callStart(1, "call_b", "g"),
 		delta(0, `{\"x\":`), delta(1, `{\"y\":2}`), delta(0, `1}`), blockStop(1), blockStop(0), stop(convo.StopToolUse), end}
-	names, datas := sseEvents(t, writeStream(&convo.Request{}, evs))
+	names, datas := convotest.NamedEvents(t, writeStream(&convo.Request{}, evs))
 	args := map[string]string{}
 	var done []string
 	for i, name := range names {
@@ -43,7 +44,7 @@ func TestStreamWriterClosesWhatIsLeftOpen(t *testing.T) {
 	evs := []convo.Event{start("msg_1", "m"), blockStart(0, convo.BlockThinking), delta(0, "hm"),
 		blockStart(1, convo.BlockText), delta(1, "Hi"), callStart(2, "toolu_1", "f"), delta(2, `{}`),
 		stop(convo.StopToolUse), end}
-	names, datas := sseEvents(t, writeStream(&convo.Request{}, evs))
+	names, datas := convotest.NamedEvents(t, writeStream(&convo.Request{}, evs))
 	var order []string
 	for i, name := range names {
 		if strings.HasPrefix(name, "response.output_item.") {
@@ -82,7 +83,7 @@ func TestStreamReaderToleratesMissingEvents(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			var got []string
-			for _, e := range readStream([]byte(c.sse + "\n\n")) {
+			for _, e := range convotest.ReadStream(NewStreamReader(), []byte(c.sse+"\n\n")) {
 				s := strings.TrimSpace(string(dumpEvents([]convo.Event{e})))
 				switch e.Kind {
 				case convo.EvStart, convo.EvUsage:

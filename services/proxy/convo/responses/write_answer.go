@@ -242,30 +242,12 @@ func appendEcho(dst []byte, r *convo.Request) []byte {
 			o.B = appendFloat(o.B, *f.v)
 		}
 	}
-	switch r.ToolChoice.Mode {
-	case convo.ChoiceNone:
-		o.Str("tool_choice", "none")
-	case convo.ChoiceAny:
-		o.Str("tool_choice", "required")
-	case convo.ChoiceTool:
-		tc := o.Open("tool_choice").Str("type", "function").Str("name", r.ToolChoice.Name)
-		o.Close(tc)
-	default:
-		o.Str("tool_choice", "auto")
-	}
+	appendToolChoice(o, r.ToolChoice, true)
 	o.Key("tools")
 	o.B, _ = appendTools(o.B, r, true)
 	rs := o.Open("reasoning")
-	if r.ReasoningEffort != "" {
-		rs.Str("effort", r.ReasoningEffort)
-	} else {
-		rs.Raw("effort", convo.Null)
-	}
-	if r.ReasoningSummary != "" {
-		rs.Str("summary", r.ReasoningSummary)
-	} else {
-		rs.Raw("summary", convo.Null)
-	}
+	rs.StrElseNull("effort", r.ReasoningEffort)
+	rs.StrElseNull("summary", r.ReasoningSummary)
 	o.Close(rs)
 	text := o.Open("text")
 	text.Key("format")

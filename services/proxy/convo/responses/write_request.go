@@ -14,7 +14,7 @@ import (
 // items. What the format cannot carry is named with r.Drop. Nothing in t concerns this format
 // (max_output_tokens is its only limit, and it is optional).
 func AppendRequest(dst []byte, r *convo.Request, t convo.Target) ([]byte, error) {
-	o := convo.NewObj(slices.Grow(dst, requestSize(r)))
+	o := convo.NewObj(slices.Grow(dst, r.Size()))
 	o.Str("model", r.Model)
 	// The opening system prompt: its first part is the instructions, the others follow as the
 	// first input item, a developer message (what instructions are to the model anyway).
@@ -44,17 +44,7 @@ func AppendRequest(dst []byte, r *convo.Request, t convo.Target) ([]byte, error)
 	if n > 0 {
 		o.Key("tools")
 		o.B, _ = appendTools(o.B, r, false)
-		switch r.ToolChoice.Mode {
-		case convo.ChoiceAuto:
-			o.Str("tool_choice", "auto")
-		case convo.ChoiceNone:
-			o.Str("tool_choice", "none")
-		case convo.ChoiceAny:
-			o.Str("tool_choice", "required")
-		case convo.ChoiceTool:
-			tc := o.Open("tool_choice").Str("type", "function").Str("name", r.ToolChoice.Name)
-			o.Close(tc)
-		}
+		appendToolChoice(o, r.ToolChoice, false)
 		if r.ParallelToolCalls != nil {
 			o.Raw("parallel_tool_calls", boolJSON(*r.ParallelToolCalls))
 		}
@@ -89,7 +79,7 @@ func AppendRequest(dst []byte, r *convo.Request, t convo.Target) ([]byte, error)
 	}
 	effort := r.ReasoningEffort
 	if effort == "" && r.ThinkingBudget > 0 {
-		effort = effortOf(r.ThinkingBudget)
+		effort = convo.EffortOf(r.ThinkingBudget)
 	}
 	if effort != "" || r.ReasoningSummary != "" {
 		// Asked for reasoning: its summary is what other formats show as thinking.
@@ -123,15 +113,7 @@ func AppendRequest(dst []byte, r *convo.Request, t convo.Target) ([]byte, error)
 		}
 	}
 	if len(include) > 0 {
-		o.Key("include")
-		o.B = append(o.B, '[')
-		for i, s := range include {
-			if i > 0 {
-				o.B = append(o.B, ',')
-			}
-			o.B = convo.AppendString(o.B, s)
-		}
-		o.B = append(o.B, ']')
+		o.Strs("include", include)
 	}
 	if r.PreviousResponseID != "" {
 		o.Str("previous_response_id", r.PreviousResponseID)
@@ -158,30 +140,6 @@ func AppendRequest(dst []byte, r *convo.Request, t convo.Target) ([]byte, error)
 	return o.End(), nil
 }
 
-// requestSize is about the size of r written, so the buffer grows once.
-func requestSize(r *convo.Request) int {
-	n := 512
-	for _, p := range r.System {
-		n += len(p.Text) + 32
-	}
-	for i := range r.Messages {
-		for _, p := range r.Messages[i].Parts {
-			n += len(p.Text) + len(p.Args) + len(p.Data) + len(p.URL) + len(p.Encrypted) + 96
-			for _, c := range p.Content {
-				n += len(c.Text) + len(c.Data) + len(c.URL) + 48
-			}
-		}
-	}
-	for i := range r.Tools {
-		t := &r.Tools[i]
-		n += len(t.Description) + len(t.Parameters) + len(t.Raw) + 96
-		for _, m := range t.Tools {
-			n += len(m.Description) + len(m.Parameters) + len(m.Raw) + 96
-		}
-	}
-	return n
-}
-
 func boolJSON(b bool) []byte {
 	if b {
 		return []byte("true")
@@ -193,13 +151,13 @@ func boolJSON(b bool) []byte {
 // metadata (Anthropic's {"user_id": …} is one).
 func stringMap(raw []byte) bool {
 	s := convo.View(raw)
-	if kind(s) != '{' || !convo.Document(s, nil) {
+	if convo.Kind(s) != '{' || !convo.Document(s, nil) {
 		return false
 	}
 	n, good := 0, true
 	convo.FieldsOf(s, func(k, v string) {
 		n++
-		good = good && kind(v) == '"' && len(k) <= 64 && len(v) <= 514
+		good = good && convo.Kind(v) == '"' && len(k) <= 64 && len(v) <= 514
 	})
 	return good && n <= 16
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"switchyard/services/proxy/convo"
+	"switchyard/services/proxy/convo/convotest"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -99,9 +100,9 @@ func TestAppendRequestGoldens(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := indent(t, out)
+			got := convotest.Indent(t, out)
 			got = append(got, "dropped: "+strings.Join(r.Dropped, ", ")+"\n"...)
-			golden(t, "testdata/upstream_request/"+name+".golden", got)
+			convotest.Golden(t, "testdata/upstream_request/"+name+".golden", got)
 		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"switchyard/services/proxy/convo"
+	"switchyard/services/proxy/convo/convotest"
 )
 
 // The writers' goldens in testdata/client are translate's (responses_answer, responses_stream):
@@ -72,7 +73,7 @@ func TestAppendAnswerWritesTodaysAnswers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			golden(t, "testdata/client/"+c.golden+".golden", indent(t, out))
+			convotest.Golden(t, "testdata/client/"+c.golden+".golden", convotest.Indent(t, out))
 		})
 	}
 }
@@ -92,7 +93,7 @@ func TestStreamWriterWritesTodaysStreams(t *testing.T) {
 			{Kind: convo.EvError, Err: &convo.Error{Type: "server_error", Code: "overloaded", Message: "upstream overloaded"}}}},
 	} {
 		t.Run(c.golden, func(t *testing.T) {
-			golden(t, "testdata/client/"+c.golden+".golden", writeStream(&convo.Request{}, c.evs))
+			convotest.Golden(t, "testdata/client/"+c.golden+".golden", writeStream(&convo.Request{}, c.evs))
 		})
 	}
 }
