@@ -132,12 +132,21 @@ func TestKeyTokensPerMinute(t *testing.T) {
 	e := testenv.New(t)
 	e.AddProvider("up", up.URL+"/v1")
 	e.AddConnection("up", "c1", "sk-up", 0)
-	key, _ := limitedKey(e, "agent", map[string]any{"tpm_limit": 5})
+	key, id := limitedKey(e, "agent", map[string]any{"tpm_limit": 5})
 	e.WaitModels(key, "up/gpt-test")
 	r := e.Chat(context.Background(), key, testenv.ChatBody)
 	if b := testenv.ReadAll(t, r); r.StatusCode != 200 {
 		t.Fatalf("%d %s", r.StatusCode, b)
 	}
+	// The tokens are counted when the request finishes, just after its answer reached the
+	// client: the minute starts then, not after the clock moved on.
+	e.Eventually("the first request's tokens counted", func() bool {
+		var use struct {
+			Tokens   int64 `json:"tokens_last_minute"`
+			Parallel int64 `json:"parallel"`
+		}
+		return e.API("GET", "/api/keys/"+itoa(id)+"/usage", nil, &use) == 200 && use.Tokens > 0 && use.Parallel == 0
+	})
 	e.Clock.Advance(15 * time.Second)
 	r = e.Chat(context.Background(), key, testenv.ChatBody)
 	if got := r.Header.Get("Retry-After"); got != "45" {
