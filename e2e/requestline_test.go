@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
@@ -60,6 +61,34 @@ func TestRequestLine(t *testing.T) {
 			`path=/v1/chat/completions status=404 bytes=\d+ duration=\S+ error_code=model_not_found error="[^"]*nobody/nope[^"]*"$`)
 		if l := logLine(e, "request_id=line-refused-1 "); !refused.MatchString(l) {
 			t.Fatalf("refused request's line:\n%s\nwant it to match %s", l, refused)
+		}
+	})
+
+	// Requests no route serves in their method are answered by the router itself; the edge still
+	// runs for them: they carry their request id, dashboard addresses their security headers, and
+	// each leaves its line.
+	t.Run("unrouted", func(t *testing.T) {
+		e := testenv.New(t)
+		key := e.NewKey()
+		for _, c := range []struct {
+			method, path string
+			csp          bool
+		}{{"DELETE", "/v1/chat/completions", false}, {"PUT", "/login", true}, {"DELETE", "/metrics", true}} {
+			id := "line-unrouted-" + strings.ToLower(c.method) + strings.ReplaceAll(c.path, "/", "-")
+			req, _ := http.NewRequest(c.method, e.Base+c.path, strings.NewReader("{}"))
+			req.Header.Set("Authorization", "Bearer "+key)
+			req.Header.Set("X-Request-Id", id)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			testenv.ReadAll(t, resp)
+			if resp.StatusCode != 404 || resp.Header.Get("X-Request-Id") != id || (resp.Header.Get("Content-Security-Policy") != "") != c.csp {
+				t.Fatalf("%s %s: %d, request id %q, CSP %q", c.method, c.path, resp.StatusCode, resp.Header.Get("X-Request-Id"),
+					resp.Header.Get("Content-Security-Policy"))
+			}
+			want := "method=" + c.method + " path=" + c.path + " status=404 "
+			e.Eventually("the line of "+c.method+" "+c.path, func() bool { return strings.Contains(logLine(e, "request_id="+id+" method="+c.method), want) })
 		}
 	})
 

@@ -11,10 +11,12 @@ import (
 // API and the dashboard. This is the one place to look for what answers an address.
 func routes(e *echo.Echo, d Deps, files *assets) []Route {
 	var table []Route
+	// A route's own middleware is put around its handler here, once: echo would apply it again
+	// on every request (a closure per middleware and request).
 	add := func(g interface {
 		Add(string, string, echo.HandlerFunc, ...echo.MiddlewareFunc) *echo.Route
 	}, prefix, access, method, path string, h echo.HandlerFunc, mw ...echo.MiddlewareFunc) {
-		g.Add(method, path, h, mw...)
+		g.Add(method, path, chained(h, mw...))
 		table = append(table, Route{Method: method, Path: prefix + path, Access: access})
 	}
 
@@ -30,12 +32,19 @@ func routes(e *echo.Echo, d Deps, files *assets) []Route {
 	// handlers through the same chain. Metrics and the request log name a surface by its /v1
 	// route, whichever address was used. Only /v1 catches unknown addresses (its group's
 	// middleware runs for them, so they need a key too); without /v1 only the surfaces answer.
+	// The chain is put around each surface's handler once, not given to the /v1 group, whose
+	// middleware echo would apply again on every request; the group's catch-all for unknown
+	// addresses gets it the same way (as echo's Group.Use would register it).
 	chain := []echo.MiddlewareFunc{trace(), recordRequest(d.Traffic, d.Metrics, d.Now), clientKey(d.Keys, d.Auth), liftReadDeadline(),
 		noteIgnoredIdempotencyKey(d.Log)}
-	v1 := e.Group("/v1", chain...)
+	v1 := e.Group("/v1")
+	unknown := chained(echo.NotFoundHandler, chain...)
+	v1.RouteNotFound("", unknown)
+	v1.RouteNotFound("/*", unknown)
 	surface := func(method, path string, h echo.HandlerFunc, route string) {
-		add(v1, "/v1", "client", method, path, h, observe(d.Metrics, route))
-		add(e, "", "client", method, path, h, append(slices.Clip(chain), observe(d.Metrics, route))...)
+		full := append(slices.Clip(chain), observe(d.Metrics, route))
+		add(v1, "/v1", "client", method, path, h, full...)
+		add(e, "", "client", method, path, h, full...)
 	}
 	// The surfaces that generate count against the key's limits; listing models, counting
 	// tokens and leases do not.
@@ -158,4 +167,12 @@ func routes(e *echo.Echo, d Deps, files *assets) []Route {
 	page(http.MethodGet, "/settings", d.Settings.SettingsPage)
 	page(http.MethodPost, "/settings/:card", d.Settings.SaveCard)
 	return table
+}
+
+// chained puts middleware around h as echo does (the first outermost).
+func chained(h echo.HandlerFunc, mw ...echo.MiddlewareFunc) echo.HandlerFunc {
+	for i := len(mw) - 1; i >= 0; i-- {
+		h = mw[i](h)
+	}
+	return h
 }

@@ -90,8 +90,14 @@ func New(d Deps) (*echo.Echo, []Route, error) {
 	e.IPExtractor = clientIP(d.TrustedProxies)
 	e.SchemeExtractor = clientScheme(d.TrustedProxies)
 	clientRoutes := map[string]bool{} // method + path of every proxy route, filled below
-	e.Use(recoverer(d.Log), requestID(), requestLog(d.Log), securityHeaders(), readDeadline(d.ReadTimeout), limitBody(MaxEdgeBody),
+	// The edge's middleware runs for every request, routed or not. It is chained once, around
+	// the handler the router found for the request (c.Handler(), which is what echo passes to
+	// middleware given to Use): echo would chain such middleware anew on every request, a
+	// closure per middleware and request.
+	edge := chained(func(c echo.Context) error { return c.Handler()(c) },
+		recoverer(d.Log), requestID(), requestLog(d.Log), securityHeaders(), readDeadline(d.ReadTimeout), limitBody(MaxEdgeBody),
 		hostGuard(newHostPolicy(d.Hosts), clientRoutes), compress(), withAssets(files))
+	e.Use(func(echo.HandlerFunc) echo.HandlerFunc { return edge })
 	table := routes(e, d, files)
 	for _, r := range table {
 		if r.Access == "client" {

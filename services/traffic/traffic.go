@@ -291,8 +291,14 @@ func (s *Service) Run(ctx context.Context) {
 	}
 }
 
-// flushBatch is how many pending entries are written at once, before the flush interval.
-const flushBatch = 256
+// flushBatch is how many pending entries are written at once, before the flush interval: a
+// transaction of 1,024 rows costs up to a tenth less per row than one of 256
+// (BenchmarkInsertRequestLog), and at a steady few hundred requests a second the interval
+// comes first anyway.
+const flushBatch = 1024
+
+// keptEntries bounds the capacity of the entry slices kept between flushes: a burst's are let go.
+const keptEntries = 2 * flushBatch
 
 // take moves the queued entries to the pending ones, giving each its id and adding it to the
 // aggregates.
@@ -307,7 +313,7 @@ func (s *Service) take() {
 	s.pending = append(s.pending, taken...)
 	// No strings or bodies stay reachable from the spare slice, and a burst's is not kept.
 	clear(taken)
-	if cap(taken) <= 4*flushBatch {
+	if cap(taken) <= keptEntries {
 		s.spare = taken[:0]
 	}
 }
@@ -391,7 +397,7 @@ func (s *Service) flush(ctx context.Context) error {
 	defer func() {
 		clear(rows)
 		s.rows = rows[:0]
-		if cap(s.pending) > 4*flushBatch { // a burst's slices are not kept
+		if cap(s.pending) > keptEntries {
 			s.pending, s.rows = nil, nil
 		}
 	}()
