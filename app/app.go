@@ -492,7 +492,7 @@ func buildEngine(clock clockwork.Clock, st storage, c core, r *resilienceState, 
 	e := proxy.New(proxy.Options{Catalog: c.catalog, Inventory: inv, Client: client, Log: log,
 		Settings: c.settings, Cooldowns: r.cooldowns, Breakers: r.breakers, Gate: r.gate, Health: r.health, Lockouts: r.lockouts,
 		Queues: r.queues, Semaphores: r.semaphores, Clock: clock, Observer: r.metrics,
-		Accounts: accounts, Lanes: r.lanes, Usage: r.usage, OAuthSettings: c.oauthSettings, SessionKey: st.sessionKey,
+		Accounts: accounts, Copilot: accounts, Lanes: r.lanes, Usage: r.usage, OAuthSettings: c.oauthSettings, SessionKey: st.sessionKey,
 		Leases: r.leases, SessionBinds: r.binds, Pins: r.pins, Combos: c.combos, TargetCooldowns: r.rests,
 		Price: func(provider, providerType, model string) (spend.Price, bool) {
 			p, _, ok := c.prices.Lookup(provider, providerType, model)
@@ -543,6 +543,6 @@ func buildWeb(cfg Config, st storage, c core, r *resilienceState, e engine, acco
 			Sessions: sessions},
 		SessionsAPI: &handlers.SessionsAPI{Svc: c.sessions}, TrustedProxies: cfg.TrustedProxies, ReadTimeout: readTimeout(cfg),
 		Hosts:  web.HostPolicy{Public: cfg.PublicHosts, Listen: cfg.Addr},
-		Claude: &handlers.ClaudeAccounts{Svc: accounts},
+		Claude: &handlers.ClaudeAccounts{Svc: accounts}, SignIns: &handlers.AccountSignIns{Codex: accounts, Copilot: accounts},
 	})
 }

@@ -21,3 +21,17 @@ func clientKeyOf(c echo.Context) clientkeys.Identity {
 
 // ClientKeyOf is the client key of a proxy request (the zero Identity when none was noted).
 func ClientKeyOf(c echo.Context) clientkeys.Identity { return clientKeyOf(c) }
+
+// operatorKey holds, on the echo context, who the admin caller is: "token" for the admin bearer
+// token, or "session:" and the session's id hash.
+const operatorKey = "switchyard.operator"
+
+// SetOperator notes who an admin request's caller is (the admin middleware calls it).
+func SetOperator(c echo.Context, who string) { c.Set(operatorKey, who) }
+
+// operatorOf is who an admin request's caller is ("" when not noted): sign-in flows are bound
+// to it, so one operator's flow id means nothing to another.
+func operatorOf(c echo.Context) string {
+	who, _ := c.Get(operatorKey).(string)
+	return who
+}

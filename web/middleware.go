@@ -173,6 +173,7 @@ func adminCredentials(c echo.Context, a *auth.Service, s *Sessions) (ok bool, wa
 		if wait = a.CredentialWait(client); wait == 0 {
 			if a.CheckToken(tok) {
 				markAuthenticated(r)
+				handlers.SetOperator(c, "token")
 				return true, 0
 			}
 			a.CredentialFailed(client)
@@ -180,6 +181,7 @@ func adminCredentials(c echo.Context, a *auth.Service, s *Sessions) (ok bool, wa
 	}
 	if s.IsAdmin(c) {
 		markAuthenticated(r)
+		handlers.SetOperator(c, s.operator(c))
 		return true, 0
 	}
 	return false, wait
@@ -289,6 +291,7 @@ func dashboardAuth(s *Sessions) echo.MiddlewareFunc {
 		return func(c echo.Context) error {
 			if s.IsAdmin(c) {
 				markAuthenticated(c.Request())
+				handlers.SetOperator(c, s.operator(c))
 				return next(c)
 			}
 			if c.Request().Header.Get("HX-Request") == "true" {

@@ -55,6 +55,14 @@ func (s *Sessions) save(c echo.Context, gs *gsessions.Session, maxAge int) error
 	return gs.Save(c.Request(), c.Response())
 }
 
+// operator names the request's session for binding sign-in flows to it ("" without one).
+func (s *Sessions) operator(c echo.Context) string {
+	if sess := s.current(c); sess != nil {
+		return "session:" + sess.IDHash
+	}
+	return ""
+}
+
 // IsAdmin reports whether the request carries a live admin session.
 func (s *Sessions) IsAdmin(c echo.Context) bool { return s.current(c) != nil }
 

@@ -58,6 +58,8 @@ type Deps struct {
 	Requests    *handlers.Requests
 	// Claude signs Claude subscription accounts in.
 	Claude *handlers.ClaudeAccounts
+	// SignIns are the ChatGPT/Codex and Copilot sign-ins of the admin API.
+	SignIns *handlers.AccountSignIns
 }
 
 // RequestRecorder takes a finished client request (services/traffic); it must never block.

@@ -32,6 +32,10 @@ const (
 	TypeOpenAICompatible    = "openai-compatible"
 	TypeAnthropic           = "anthropic"
 	TypeAnthropicCompatible = "anthropic-compatible"
+	// TypeCodex is ChatGPT/Codex subscription accounts: the Codex backend's Responses API.
+	TypeCodex = "codex"
+	// TypeCopilot is GitHub Copilot accounts: Copilot's chat completions API.
+	TypeCopilot = "copilot"
 )
 
 // Auth types of a connection.
@@ -41,7 +45,30 @@ const (
 )
 
 // ProviderTypes lists the accepted provider types in display order.
-var ProviderTypes = []string{TypeOpenAI, TypeOpenAICompatible, TypeAnthropic, TypeAnthropicCompatible}
+var ProviderTypes = []string{TypeOpenAI, TypeOpenAICompatible, TypeAnthropic, TypeAnthropicCompatible, TypeCodex, TypeCopilot}
+
+// AccountsOnly reports whether a provider type's connections are subscription accounts only,
+// added by signing in (codex, copilot): they have no API key.
+func AccountsOnly(providerType string) bool {
+	return providerType == TypeCodex || providerType == TypeCopilot
+}
+
+// TakesAccounts reports whether a provider type's connections may be subscription accounts
+// (OAuth connections): anthropic (Claude), codex and copilot.
+func TakesAccounts(providerType string) bool {
+	return providerType == TypeAnthropic || AccountsOnly(providerType)
+}
+
+// accountStem is the stem of the neutral names a provider type's accounts get: claude-1, …
+func accountStem(providerType string) string {
+	switch providerType {
+	case TypeCodex:
+		return "chatgpt"
+	case TypeCopilot:
+		return "copilot"
+	}
+	return neutralAccountName
+}
 
 // Upstream formats: the wire format a provider is sent requests in.
 const (
@@ -67,7 +94,7 @@ func DefaultResponsesModels(providerType string) []string {
 // SpeaksOpenAI reports whether providers of a type speak OpenAI's wire formats (and so may be
 // sent the Responses API).
 func SpeaksOpenAI(providerType string) bool {
-	return providerType == TypeOpenAI || providerType == TypeOpenAICompatible
+	return providerType == TypeOpenAI || providerType == TypeOpenAICompatible || AccountsOnly(providerType)
 }
 
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
@@ -406,7 +433,10 @@ func applyProvider(p *db.Provider, in ProviderInput, create bool, validate Provi
 		}
 	}
 	if create || in.BaseURL != nil {
-		if msg, bad := checkBaseURL(p.BaseURL); bad {
+		if p.BaseURL == "" && AccountsOnly(p.Type) {
+			// none: the account kind's own address from the OAuth settings (codex.api_base_url;
+			// for copilot the address its token names)
+		} else if msg, bad := checkBaseURL(p.BaseURL); bad {
 			fields["base_url"] = msg
 		}
 	}
@@ -448,6 +478,12 @@ func applyUpstreamFormat(p *db.Provider, in ProviderInput, typeChanged bool, fie
 	}
 	if p.UpstreamFormat == "" {
 		p.UpstreamFormat = UpstreamChat
+	}
+	if p.Type == TypeCodex { // the Codex backend speaks nothing else
+		if in.UpstreamFormat != nil && p.UpstreamFormat != UpstreamResponses {
+			fields["upstream_format"] = errs.M("err.upstream_format_codex")
+		}
+		p.UpstreamFormat = UpstreamResponses
 	}
 	known := validType(p.Type)
 	if _, bad := fields["upstream_format"]; !bad && known && p.UpstreamFormat == UpstreamResponses && !SpeaksOpenAI(p.Type) {

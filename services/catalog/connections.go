@@ -284,7 +284,12 @@ func (s *Service) applyConnection(ctx context.Context, q db.Querier, c *db.Conne
 		}
 	}
 	oauth := c.AuthType == AuthOAuth
-	if oauth && prov.ID != 0 && prov.Type != TypeAnthropic {
+	claude := prov.ID == 0 || prov.Type == TypeAnthropic
+	switch {
+	case create && prov.ID != 0 && AccountsOnly(prov.Type):
+		// An account of these kinds comes only from its sign-in (the sign-in routes make it).
+		fields["auth_type"] = errs.M("err.signin_only", prov.Type)
+	case oauth && prov.ID != 0 && !TakesAccounts(prov.Type):
 		fields["auth_type"] = errs.M("err.oauth_provider")
 	}
 	switch {
@@ -307,7 +312,7 @@ func (s *Service) applyConnection(ctx context.Context, q db.Querier, c *db.Conne
 		fields["api_key"] = errs.M("err.required")
 	}
 	switch {
-	case in.SetupToken != nil && !oauth:
+	case in.SetupToken != nil && (!oauth || !claude):
 		fields["setup_token"] = errs.M("err.claude_only")
 	case in.SetupToken != nil:
 		token := strings.TrimSpace(*in.SetupToken)
@@ -326,13 +331,13 @@ func (s *Service) applyConnection(ctx context.Context, q db.Querier, c *db.Conne
 		fields["setup_token"] = errs.M("err.required")
 	}
 	if in.LowPriorityLane != nil {
-		if *in.LowPriorityLane && !oauth {
+		if *in.LowPriorityLane && (!oauth || !claude) {
 			fields["low_priority_lane"] = errs.M("err.claude_only")
 		}
 		c.LowPriorityLane = *in.LowPriorityLane
 	}
 	if in.LimitReset != nil {
-		if *in.LimitReset && !oauth {
+		if *in.LimitReset && (!oauth || !claude) {
 			fields["limit_reset"] = errs.M("err.claude_only")
 		}
 		c.LimitReset = *in.LimitReset

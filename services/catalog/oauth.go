@@ -23,6 +23,9 @@ type OAuthCredential struct {
 	AccessToken Secret
 	// RefreshToken is "" for a pasted setup token, which lives long and is never refreshed.
 	RefreshToken Secret
+	// IDToken is the OpenID id token of a ChatGPT account ("" for other kinds); its claims name
+	// the account and its plan.
+	IDToken Secret
 	// ExpiresAt is when the access token stops working; zero when unknown (setup tokens).
 	ExpiresAt time.Time
 	// RefreshedAt is when the pair was issued: the sign-in or the last refresh.
@@ -50,6 +53,7 @@ type OAuthAccount struct {
 type sealedOAuth struct {
 	AccessToken  string       `json:"access_token"`
 	RefreshToken string       `json:"refresh_token,omitempty"`
+	IDToken      string       `json:"id_token,omitempty"`
 	ExpiresAt    int64        `json:"expires_at,omitempty"`   // unix ms
 	RefreshedAt  int64        `json:"refreshed_at,omitempty"` // unix ms
 	Account      OAuthAccount `json:"account"`
@@ -57,7 +61,8 @@ type sealedOAuth struct {
 }
 
 func encodeOAuth(c OAuthCredential) []byte {
-	s := sealedOAuth{AccessToken: c.AccessToken.Reveal(), RefreshToken: c.RefreshToken.Reveal(), Account: c.Account, Rev: c.Rev}
+	s := sealedOAuth{AccessToken: c.AccessToken.Reveal(), RefreshToken: c.RefreshToken.Reveal(), IDToken: c.IDToken.Reveal(),
+		Account: c.Account, Rev: c.Rev}
 	if !c.ExpiresAt.IsZero() {
 		s.ExpiresAt = c.ExpiresAt.UnixMilli()
 	}
@@ -73,7 +78,8 @@ func decodeOAuth(b []byte) (OAuthCredential, error) {
 	if err := json.Unmarshal(b, &s); err != nil {
 		return OAuthCredential{}, fmt.Errorf("decode oauth credential: %w", err)
 	}
-	c := OAuthCredential{AccessToken: Secret(s.AccessToken), RefreshToken: Secret(s.RefreshToken), Account: s.Account, Rev: s.Rev}
+	c := OAuthCredential{AccessToken: Secret(s.AccessToken), RefreshToken: Secret(s.RefreshToken), IDToken: Secret(s.IDToken),
+		Account: s.Account, Rev: s.Rev}
 	if s.ExpiresAt > 0 {
 		c.ExpiresAt = time.UnixMilli(s.ExpiresAt)
 	}
@@ -117,12 +123,13 @@ func checkSetupToken(t string) (errs.Msg, bool) {
 	return errs.Msg{}, false
 }
 
-// SaveOAuthAccount stores a signed-in account on a provider (of type anthropic). When one of the
+// SaveOAuthAccount stores a signed-in account on a provider (of type anthropic, codex or copilot:
+// TakesAccounts). When one of the
 // provider's OAuth connections already belongs to the same account (by the account's UUID in its
 // stored credential) it gets the new credential and keeps its name: signing in again never
 // duplicates a connection, and clears a terminal state such as expired. Otherwise a new connection
 // is created, named name when the operator gave one (name-2, name-3, … when taken) or else the next
-// free of claude-1, claude-2, …: never after the account's e-mail, which only operators see (it
+// free of claude-1, claude-2, … (chatgpt-N, copilot-N for the other kinds): never after the account's e-mail, which only operators see (it
 // stays in the credential and shows as the account's details). created reports which happened.
 func (s *Service) SaveOAuthAccount(ctx context.Context, provider, name string, cred OAuthCredential) (Connection, bool, error) {
 	name = strings.TrimSpace(name)
@@ -143,7 +150,7 @@ func (s *Service) SaveOAuthAccount(ctx context.Context, provider, name string, c
 		if err != nil {
 			return err
 		}
-		if prov.Type != TypeAnthropic {
+		if !TakesAccounts(prov.Type) {
 			return errs.Field("provider", "err.oauth_provider")
 		}
 		rows, err := db.ListConnections(ctx, tx)
@@ -176,7 +183,7 @@ func (s *Service) SaveOAuthAccount(ctx context.Context, provider, name string, c
 		if name != "" {
 			c.Name = freeName(taken, name, false)
 		} else {
-			c.Name = freeName(taken, neutralAccountName, true)
+			c.Name = freeName(taken, accountStem(prov.Type), true)
 		}
 		if err := db.InsertConnection(ctx, tx, &c); err != nil {
 			return mapDBErr(err, "name", "err.connection_exists")

@@ -77,6 +77,8 @@ type ConnEntry struct {
 	ID            int64
 	ProviderID    int64
 	Provider      string
+	// ProviderType is the provider's type: for an OAuth connection, the kind of account.
+	ProviderType string
 	Name          string
 	AuthType      string
 	APIKey        Secret
@@ -136,7 +138,7 @@ func buildRegistry(provs []db.Provider, conns []db.Connection, open func(db.Conn
 		if p == nil {
 			continue
 		}
-		ce := &ConnEntry{ID: c.ID, ProviderID: c.ProviderID, Provider: p.Name, Name: c.Name, AuthType: c.AuthType,
+		ce := &ConnEntry{ID: c.ID, ProviderID: c.ProviderID, Provider: p.Name, ProviderType: p.Type, Name: c.Name, AuthType: c.AuthType,
 			Priority: c.Priority, Overrides: json.RawMessage(c.Overrides), Enabled: c.Enabled,
 			Settings:        settings.ParseConnectionOverrides([]byte(c.Overrides)),
 			LowPriorityLane: c.LowPriorityLane, LimitReset: c.LimitReset}

@@ -1,6 +1,7 @@
-// Package oauth owns Claude subscription accounts: the sign-in (authorization code with PKCE and
-// paste-back), the token holder that refreshes without ever burning a single-use refresh token,
-// the usage poller and the limit reset call. The engine asks it for a connection's bearer token
+// Package oauth owns subscription accounts — Claude (provider type anthropic), ChatGPT/Codex
+// (codex) and GitHub Copilot (copilot): the sign-ins (authorization code with PKCE and paste-back,
+// device codes), the token holder that refreshes without ever burning a single-use refresh token,
+// Copilot's short-lived token, Claude's usage poller and limit reset call. The engine asks it for a connection's bearer token
 // and waits, at most, for the refresh in flight; every other call here runs off the request path.
 package oauth
 
@@ -108,6 +109,7 @@ func (r RefreshState) empty() bool {
 
 // account is one OAuth connection's live credential.
 type account struct {
+	kind    string // the provider type: catalog.TypeAnthropic, TypeCodex or TypeCopilot
 	cred    catalog.OAuthCredential
 	state   RefreshState
 	flight  *flight
@@ -128,6 +130,7 @@ type Service struct {
 	mu       sync.Mutex
 	accounts map[int64]*account
 	pending  map[string]pendingSignIn
+	flows    map[string]*deviceFlow // device sign-ins waiting for approval, by flow id
 	wake     chan struct{} // the refresher recomputes its next due time
 	changed  chan struct{} // the usage poller looks at the accounts again
 	polls    chan int64    // accounts to poll soon (after a 429)
@@ -143,7 +146,7 @@ func New(ctx context.Context, opt Options) (*Service, error) {
 		opt.Log = slog.New(slog.DiscardHandler)
 	}
 	opt.Client = noRedirects(opt.Client)
-	s := &Service{opt: opt, accounts: map[int64]*account{}, pending: map[string]pendingSignIn{},
+	s := &Service{opt: opt, accounts: map[int64]*account{}, pending: map[string]pendingSignIn{}, flows: map[string]*deviceFlow{},
 		wake: make(chan struct{}, 1), changed: make(chan struct{}, 1), polls: make(chan int64, 64)}
 	if opt.Store != nil {
 		states, err := statestore.LoadAll[RefreshState](ctx, opt.Store, statestore.OAuthRefresh)
@@ -172,9 +175,12 @@ func (s *Service) Sync(reg *catalog.Registry) {
 			}
 			seen[c.ID] = true
 			a := s.accounts[c.ID]
+			if a != nil {
+				a.kind = p.Type
+			}
 			switch {
 			case a == nil:
-				s.accounts[c.ID] = &account{cred: *c.OAuth, state: RefreshState{ConnectionID: c.ID, Rev: c.OAuth.Rev}}
+				s.accounts[c.ID] = &account{kind: p.Type, cred: *c.OAuth, state: RefreshState{ConnectionID: c.ID, Rev: c.OAuth.Rev}}
 			case a.cred.Rev == 0 && a.state.Rev == c.OAuth.Rev: // loaded refresh state of this credential
 				a.cred = *c.OAuth
 			case c.OAuth.Rev > a.cred.Rev:
@@ -236,7 +242,7 @@ func (s *Service) TokenRejected(ctx context.Context, conn *catalog.ConnEntry, re
 
 func (s *Service) token(ctx context.Context, conn *catalog.ConnEntry, rejected string) (string, error) {
 	now := s.opt.Clock.Now()
-	margin := time.Duration(s.opt.Settings.Snapshot().Claude().RefreshMarginMS) * time.Millisecond
+	margin := s.margin(conn.ProviderType)
 	s.mu.Lock()
 	a := s.accounts[conn.ID]
 	if a == nil {
@@ -244,7 +250,7 @@ func (s *Service) token(ctx context.Context, conn *catalog.ConnEntry, rejected s
 			s.mu.Unlock()
 			return "", ErrNoToken
 		}
-		a = &account{cred: *conn.OAuth, state: RefreshState{ConnectionID: conn.ID, Rev: conn.OAuth.Rev}}
+		a = &account{kind: conn.ProviderType, cred: *conn.OAuth, state: RefreshState{ConnectionID: conn.ID, Rev: conn.OAuth.Rev}}
 		s.accounts[conn.ID] = a
 	}
 	cur, exp := a.cred.AccessToken.Reveal(), a.cred.ExpiresAt
@@ -317,21 +323,47 @@ func (s *Service) refresh(ctx context.Context, id int64) (string, error) {
 		s.mu.Unlock()
 		return "", ErrNoToken
 	}
-	cred, pending := a.cred, a.pending
+	cred, pending, kind := a.cred, a.pending, a.kind
 	s.mu.Unlock()
 	if pending != nil {
 		return s.commit(ctx, id, cred, *pending)
 	}
-	cfg := s.opt.Settings.Snapshot().Claude()
 	now := s.opt.Clock.Now()
-	res, err := s.exchange(ctx, cfg, map[string]string{"grant_type": "refresh_token",
-		"refresh_token": cred.RefreshToken.Reveal(), "client_id": cfg.ClientID})
+	var next catalog.OAuthCredential
+	var err error
+	switch kind {
+	case catalog.TypeCodex:
+		next, err = s.refreshCodex(ctx, cred, now)
+	case catalog.TypeCopilot:
+		next, err = s.refreshGitHub(ctx, cred, now)
+	default:
+		next, err = s.refreshClaude(ctx, cred, now)
+	}
 	if err != nil {
 		s.failed(id, cred.Rev, err, now)
 		return "", err
 	}
-	next := res.credential(now, cred)
 	return s.commit(ctx, id, cred, next)
+}
+
+// refreshClaude makes one refresh of a Claude account (JSON body).
+func (s *Service) refreshClaude(ctx context.Context, cred catalog.OAuthCredential, now time.Time) (catalog.OAuthCredential, error) {
+	cfg := s.opt.Settings.Snapshot().Claude()
+	res, err := s.exchange(ctx, cfg, map[string]string{"grant_type": "refresh_token",
+		"refresh_token": cred.RefreshToken.Reveal(), "client_id": cfg.ClientID})
+	if err != nil {
+		return catalog.OAuthCredential{}, err
+	}
+	return res.credential(now, cred), nil
+}
+
+// margin is how long before its expiry an account kind's access token is refreshed.
+func (s *Service) margin(kind string) time.Duration {
+	snap := s.opt.Settings.Snapshot()
+	if kind == catalog.TypeCodex {
+		return time.Duration(snap.Codex().RefreshMarginMS) * time.Millisecond
+	}
+	return time.Duration(snap.Claude().RefreshMarginMS) * time.Millisecond
 }
 
 // commit stores next over cred and, once committed, hands it to every caller.
@@ -424,9 +456,9 @@ func (s *Service) AllSecrets() []string {
 
 // secrets appends the account's tokens to out; s.mu is held.
 func (a *account) secrets(out []string) []string {
-	out = append(out, a.cred.AccessToken.Reveal(), a.cred.RefreshToken.Reveal())
+	out = append(out, a.cred.AccessToken.Reveal(), a.cred.RefreshToken.Reveal(), a.cred.IDToken.Reveal())
 	if a.pending != nil {
-		out = append(out, a.pending.AccessToken.Reveal(), a.pending.RefreshToken.Reveal())
+		out = append(out, a.pending.AccessToken.Reveal(), a.pending.RefreshToken.Reveal(), a.pending.IDToken.Reveal())
 	}
 	return out
 }
@@ -505,7 +537,6 @@ func timerAt(clock clockwork.Clock, t time.Time) (clockwork.Timer, bool) {
 // startDue starts the refresh of every account that is due and returns when the next one is.
 func (s *Service) startDue() (time.Time, bool) {
 	now := s.opt.Clock.Now()
-	margin := time.Duration(s.opt.Settings.Snapshot().Claude().RefreshMarginMS) * time.Millisecond
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var next time.Time
@@ -513,7 +544,7 @@ func (s *Service) startDue() (time.Time, bool) {
 		if a.cred.AccessToken == "" || a.cred.SetupToken() || a.state.Expired || a.flight != nil {
 			continue
 		}
-		due := a.cred.ExpiresAt.Add(-margin)
+		due := a.cred.ExpiresAt.Add(-s.margin(a.kind))
 		if gap := a.cred.RefreshedAt.Add(MinRefreshGap); gap.After(due) && gap.Before(a.cred.ExpiresAt) {
 			due = gap
 		}

@@ -89,6 +89,9 @@ func (s *Service) pollable() []*catalog.ConnEntry {
 	reg := s.opt.Catalog.Registry()
 	var out []*catalog.ConnEntry
 	for _, p := range reg.Providers() {
+		if p.Type != catalog.TypeAnthropic { // the other kinds report usage on their answers
+			continue
+		}
 		for _, c := range p.Conns {
 			if c.OAuth == nil || c.OAuth.SetupToken() {
 				continue

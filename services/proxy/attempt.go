@@ -51,12 +51,15 @@ type attemptResult struct {
 // upstream sends no response headers in time (a local timeout: never retried on the same target).
 func (e *Engine) attempt(ctx context.Context, cancel context.CancelFunc, c *call, conn *catalog.ConnEntry) attemptResult {
 	p := c.t.provider
-	body, header, nores := e.outgoing(ctx, c, conn)
+	body, header, base, nores := e.outgoing(ctx, c, conn)
 	if nores != nil {
 		return *nores
 	}
+	if base == "" {
+		base = p.BaseURL
+	}
 	dialCtx := withConnectTimeout(ctx, ms(c.snap.Resilience().Streams.ConnectTimeoutMS))
-	req, err := http.NewRequestWithContext(dialCtx, http.MethodPost, p.BaseURL+c.path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(dialCtx, http.MethodPost, base+c.path, bytes.NewReader(body))
 	if err != nil {
 		return attemptResult{err: &errs.Error{Code: errs.Internal, Msg: errs.M("err.internal"), Err: err}}
 	}

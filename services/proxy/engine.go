@@ -57,6 +57,8 @@ type Options struct {
 	// Accounts serves the bearer tokens of Claude subscription (OAuth) connections, their usage
 	// polls and limit resets; nil leaves OAuth connections without a credential.
 	Accounts Accounts
+	// Copilot serves GitHub Copilot accounts their short-lived Copilot tokens (services/oauth).
+	Copilot CopilotTokens
 	// Lanes and Usage are the usage-wall tables of Claude accounts; nil turns the low-priority
 	// lane and the skipping of accounts at their wall off.
 	Lanes *resilience.Lanes

@@ -22,8 +22,13 @@ const quotaWindow = "quota_window"
 // execution deadline fires; the lane's waits end 5 s before it.
 func (e *Engine) attemptOn(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, c *call, conn *catalog.ConnEntry,
 	deadline time.Time) attemptResult {
-	if !e.subscription(conn) {
+	switch {
+	case !e.subscription(conn):
 		return e.attempt(ctx, cancel, c, conn)
+	case conn.ProviderType == catalog.TypeCodex:
+		return e.attemptCodex(ctx, cancel, c, conn)
+	case conn.ProviderType == catalog.TypeCopilot:
+		return e.attemptCopilot(ctx, cancel, c, conn)
 	}
 	return e.attemptAccount(ctx, cancel, w, c, conn, deadline)
 }
@@ -141,10 +146,15 @@ func laneConfig(snap *settings.Snapshot) resilience.LaneConfig {
 		CoolOff: ms(l.LaneCooloffMS), LimitResetErrorBackoff: ms(l.LimitResetErrorBackoffMS)}
 }
 
-// atWall reports whether a Claude account has used the configured share of its 5-hour or
-// weekly window, until when, and whether it may still serve there (its lane or a limit reset).
+// atWall reports whether a Claude or ChatGPT account has used the configured share of its 5-hour
+// or weekly window, until when, and whether it may still serve there (a Claude account's lane or
+// limit reset).
 func (e *Engine) atWall(conn *catalog.ConnEntry) (at bool, until time.Time, canServe bool) {
-	if !e.subscription(conn) || e.opt.Usage == nil {
+	if e.opt.Usage != nil && e.subscription(conn) && conn.ProviderType == catalog.TypeCodex {
+		at, until = e.opt.Usage.AtWall(conn.ID, e.opt.OAuthSettings.Snapshot().Codex().UsageThreshold)
+		return at, until, false
+	}
+	if !e.claudeAccount(conn) || e.opt.Usage == nil {
 		return false, time.Time{}, false
 	}
 	at, until = e.opt.Usage.AtWall(conn.ID, e.opt.OAuthSettings.Snapshot().Claude().UsageThreshold)

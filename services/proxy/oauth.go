@@ -76,22 +76,53 @@ func (e *Engine) subscription(conn *catalog.ConnEntry) bool {
 	return conn.AuthType == catalog.AuthOAuth && e.opt.Accounts != nil && e.opt.OAuthSettings != nil
 }
 
-// outgoing is the body and headers of one upstream call on conn. For an OAuth connection the
-// token comes from the account holder (waiting, at most, for its refresh in flight); when none
-// can be had the attempt ends without a call (nores).
-func (e *Engine) outgoing(ctx context.Context, c *call, conn *catalog.ConnEntry) (body []byte, h http.Header, nores *attemptResult) {
-	if !e.subscription(conn) {
+// claudeAccount reports whether conn is a Claude subscription account (the lane, the limit
+// reset, Claude Code's identity): an account on a provider that is not codex or copilot.
+func (e *Engine) claudeAccount(conn *catalog.ConnEntry) bool {
+	return e.subscription(conn) && !catalog.AccountsOnly(conn.ProviderType)
+}
+
+// CopilotTokens gives a GitHub Copilot account its short-lived Copilot token and the API base
+// address that token names.
+type CopilotTokens interface {
+	CopilotToken(ctx context.Context, conn *catalog.ConnEntry) (token, apiBase string, err error)
+	// CopilotRejected is told that Copilot answered 401 to rejected; it returns the token to try
+	// once more with.
+	CopilotRejected(ctx context.Context, conn *catalog.ConnEntry, rejected string) (token, apiBase string, err error)
+}
+
+// outgoing is the body, headers and base address ("" = the provider's) of one upstream call on
+// conn. For an OAuth connection the token comes from the account holder (waiting, at most, for
+// its refresh in flight); when none can be had the attempt ends without a call (nores).
+func (e *Engine) outgoing(ctx context.Context, c *call, conn *catalog.ConnEntry) (body []byte, h http.Header, base string, nores *attemptResult) {
+	switch {
+	case !e.subscription(conn):
 		h = c.header.Clone()
 		setAuth(h, c.t.provider, conn)
-		return c.body, h, nil
+		return c.body, h, "", nil
+	case conn.ProviderType == catalog.TypeCodex:
+		return e.codexOutgoing(ctx, c, conn)
+	case conn.ProviderType == catalog.TypeCopilot:
+		return e.copilotOutgoing(ctx, c, conn)
 	}
+	body, h, nores = e.claudeOutgoing(ctx, c, conn)
+	return body, h, "", nores
+}
+
+// noToken is the attempt that could not be made for want of an account's token (ctx ended: the
+// client left).
+func noToken(ctx context.Context, conn *catalog.ConnEntry) *attemptResult {
+	if ctx.Err() != nil {
+		return &attemptResult{transport: true, err: clientGone()}
+	}
+	return &attemptResult{noToken: true, err: fail(errs.Unavailable, "oauth_token_unavailable", "proxy.oauth_token", conn.Label)}
+}
+
+// claudeOutgoing is outgoing for a Claude subscription account.
+func (e *Engine) claudeOutgoing(ctx context.Context, c *call, conn *catalog.ConnEntry) (body []byte, h http.Header, nores *attemptResult) {
 	token, err := e.opt.Accounts.Token(ctx, conn)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, nil, &attemptResult{transport: true, err: clientGone()}
-		}
-		r := attemptResult{noToken: true, err: fail(errs.Unavailable, "oauth_token_unavailable", "proxy.oauth_token", conn.Label)}
-		return nil, nil, &r
+		return nil, nil, noToken(ctx, conn)
 	}
 	c.claude.token = token
 	cfg := e.opt.OAuthSettings.Snapshot().Claude()

@@ -23,6 +23,67 @@ const OAuthStoreKey = "settings.oauth"
 type OAuth struct {
 	// Claude configures Claude (Anthropic) subscription accounts.
 	Claude ClaudeOAuth `json:"claude"`
+	// Codex configures ChatGPT/Codex subscription accounts (provider type codex).
+	Codex CodexOAuth `json:"codex"`
+	// Copilot configures GitHub Copilot accounts (provider type copilot).
+	Copilot CopilotOAuth `json:"copilot"`
+}
+
+// CodexOAuth are the parameters of ChatGPT sign-in (the public Codex CLI client) and of calls to
+// the Codex backend with an account's tokens.
+type CodexOAuth struct {
+	// AuthorizeURL is where the browser signs in. Default https://auth.openai.com/oauth/authorize.
+	AuthorizeURL string `json:"authorize_url"`
+	// TokenURL exchanges codes and refreshes tokens (form bodies). Default
+	// https://auth.openai.com/oauth/token.
+	TokenURL string `json:"token_url"`
+	// DeviceUserCodeURL starts a device sign-in. Default
+	// https://auth.openai.com/api/accounts/deviceauth/usercode.
+	DeviceUserCodeURL string `json:"device_usercode_url"`
+	// DeviceTokenURL is polled until the device sign-in is approved. Default
+	// https://auth.openai.com/api/accounts/deviceauth/token.
+	DeviceTokenURL string `json:"device_token_url"`
+	// DeviceVerificationURL is the page the person opens to enter the code. Default
+	// https://auth.openai.com/codex/device.
+	DeviceVerificationURL string `json:"device_verification_url"`
+	// DeviceRedirectURI is the redirect the device sign-in's code is exchanged with. Default
+	// https://auth.openai.com/deviceauth/callback.
+	DeviceRedirectURI string `json:"device_redirect_uri"`
+	// ClientID is the Codex CLI's public OAuth client. Default app_EMoamEEZ73f0CkXaXp7hrann.
+	ClientID string `json:"client_id"`
+	// Scopes are asked for at sign-in. Default openid profile email offline_access.
+	Scopes []string `json:"scopes"`
+	// RedirectURI is the loopback redirect the public client is registered with. Default
+	// http://localhost:1455/auth/callback.
+	RedirectURI string `json:"redirect_uri"`
+	// APIBaseURL is the Codex backend; requests go to its /responses. Default
+	// https://chatgpt.com/backend-api/codex.
+	APIBaseURL string `json:"api_base_url"`
+	// RefreshMarginMS refreshes an access token this long before it expires. Default 300,000.
+	RefreshMarginMS int64 `json:"refresh_margin_ms"`
+	// UsageThreshold is the share (percent) of the 5-hour or weekly window at or above which an
+	// account is skipped until the window resets. Default 100; range 1–100.
+	UsageThreshold float64 `json:"usage_threshold"`
+}
+
+// CopilotOAuth are the parameters of GitHub's device sign-in and of calls to Copilot.
+type CopilotOAuth struct {
+	// DeviceCodeURL starts a device sign-in. Default https://github.com/login/device/code.
+	DeviceCodeURL string `json:"device_code_url"`
+	// AccessTokenURL is polled for the GitHub token. Default
+	// https://github.com/login/oauth/access_token.
+	AccessTokenURL string `json:"access_token_url"`
+	// CopilotTokenURL exchanges the GitHub token for a short-lived Copilot token. Default
+	// https://api.github.com/copilot_internal/v2/token.
+	CopilotTokenURL string `json:"copilot_token_url"`
+	// ClientID is the Copilot editor plugins' public GitHub client. Default Iv1.b507a08c87ecfe98.
+	ClientID string `json:"client_id"`
+	// Scopes are asked for at sign-in. Default read:user.
+	Scopes []string `json:"scopes"`
+	// EditorVersion is sent as Editor-Version. Default vscode/1.104.1.
+	EditorVersion string `json:"editor_version"`
+	// IntegrationID is sent as Copilot-Integration-Id. Default vscode-chat.
+	IntegrationID string `json:"integration_id"`
 }
 
 // ClaudeOAuth are the parameters of Claude sign-in and of calls made with subscription tokens.
@@ -80,6 +141,33 @@ var oauthRegistry = []*Setting{
 	ms("claude.refresh_margin_ms", 300_000, 0, 3_600_000, func(o *OAuth) *int64 { return &o.Claude.RefreshMarginMS }),
 	ms("claude.usage_poll_interval_ms", 300_000, 30_000, 86_400_000, func(o *OAuth) *int64 { return &o.Claude.UsagePollIntervalMS }),
 	num("claude.usage_threshold", 100.0, 1, 100, func(o *OAuth) *float64 { return &o.Claude.UsageThreshold }),
+
+	text("codex.authorize_url", "https://auth.openai.com/oauth/authorize", checkURL, func(o *OAuth) *string { return &o.Codex.AuthorizeURL }),
+	text("codex.token_url", "https://auth.openai.com/oauth/token", checkURL, func(o *OAuth) *string { return &o.Codex.TokenURL }),
+	text("codex.device_usercode_url", "https://auth.openai.com/api/accounts/deviceauth/usercode", checkURL,
+		func(o *OAuth) *string { return &o.Codex.DeviceUserCodeURL }),
+	text("codex.device_token_url", "https://auth.openai.com/api/accounts/deviceauth/token", checkURL,
+		func(o *OAuth) *string { return &o.Codex.DeviceTokenURL }),
+	text("codex.device_verification_url", "https://auth.openai.com/codex/device", checkURL,
+		func(o *OAuth) *string { return &o.Codex.DeviceVerificationURL }),
+	text("codex.device_redirect_uri", "https://auth.openai.com/deviceauth/callback", checkURL,
+		func(o *OAuth) *string { return &o.Codex.DeviceRedirectURI }),
+	text("codex.client_id", "app_EMoamEEZ73f0CkXaXp7hrann", checkWord, func(o *OAuth) *string { return &o.Codex.ClientID }),
+	words("codex.scopes", []string{"openid", "profile", "email", "offline_access"}, func(o *OAuth) *[]string { return &o.Codex.Scopes }),
+	text("codex.redirect_uri", "http://localhost:1455/auth/callback", checkURL, func(o *OAuth) *string { return &o.Codex.RedirectURI }),
+	text("codex.api_base_url", "https://chatgpt.com/backend-api/codex", checkURL, func(o *OAuth) *string { return &o.Codex.APIBaseURL }),
+	ms("codex.refresh_margin_ms", 300_000, 0, 3_600_000, func(o *OAuth) *int64 { return &o.Codex.RefreshMarginMS }),
+	num("codex.usage_threshold", 100.0, 1, 100, func(o *OAuth) *float64 { return &o.Codex.UsageThreshold }),
+
+	text("copilot.device_code_url", "https://github.com/login/device/code", checkURL, func(o *OAuth) *string { return &o.Copilot.DeviceCodeURL }),
+	text("copilot.access_token_url", "https://github.com/login/oauth/access_token", checkURL,
+		func(o *OAuth) *string { return &o.Copilot.AccessTokenURL }),
+	text("copilot.copilot_token_url", "https://api.github.com/copilot_internal/v2/token", checkURL,
+		func(o *OAuth) *string { return &o.Copilot.CopilotTokenURL }),
+	text("copilot.client_id", "Iv1.b507a08c87ecfe98", checkWord, func(o *OAuth) *string { return &o.Copilot.ClientID }),
+	words("copilot.scopes", []string{"read:user"}, func(o *OAuth) *[]string { return &o.Copilot.Scopes }),
+	text("copilot.editor_version", "vscode/1.104.1", checkEditorVersion, func(o *OAuth) *string { return &o.Copilot.EditorVersion }),
+	text("copilot.integration_id", "vscode-chat", checkWord, func(o *OAuth) *string { return &o.Copilot.IntegrationID }),
 }
 
 var oauthByPath, oauthSections = indexRegistry(oauthRegistry)
@@ -147,6 +235,16 @@ func checkWords(list []string) *errs.Msg {
 		if !wordRE.MatchString(w) {
 			return msg("err.word_in_list", w)
 		}
+	}
+	return nil
+}
+
+// editorVersionRE is an editor and its version, as Copilot's Editor-Version header names them.
+var editorVersionRE = regexp.MustCompile(`^[A-Za-z0-9._\-]+/[A-Za-z0-9._\-]+$`)
+
+func checkEditorVersion(s string) *errs.Msg {
+	if !editorVersionRE.MatchString(s) {
+		return msg("err.editor_version")
 	}
 	return nil
 }
@@ -229,6 +327,12 @@ type OAuthSnapshot struct {
 
 // Claude returns the effective Claude settings (its slices are shared: do not modify them).
 func (s *OAuthSnapshot) Claude() ClaudeOAuth { return s.values.Claude }
+
+// Codex returns the effective ChatGPT/Codex settings (its slices are shared: do not modify them).
+func (s *OAuthSnapshot) Codex() CodexOAuth { return s.values.Codex }
+
+// Copilot returns the effective GitHub Copilot settings (its slices are shared: do not modify them).
+func (s *OAuthSnapshot) Copilot() CopilotOAuth { return s.values.Copilot }
 
 // Value is the effective value of the setting at path, or nil for an unknown path.
 func (s *OAuthSnapshot) Value(path string) any {

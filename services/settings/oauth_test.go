@@ -35,7 +35,9 @@ func TestOAuthDocumentLayersAndStrictness(t *testing.T) {
 		keys  []string
 	}{
 		{"unknown key", `{"claude":{"token_uri":"https://x"}}`, []string{"claude.token_uri"}},
-		{"unknown section", `{"codex":{}}`, []string{"codex"}},
+		{"unknown section", `{"gemini":{}}`, []string{"gemini"}},
+		{"bad editor version", `{"copilot":{"editor_version":"vscode"}}`, []string{"copilot.editor_version"}},
+		{"codex address", `{"codex":{"api_base_url":"chatgpt.com"}}`, []string{"codex.api_base_url"}},
 		{"not an address", `{"claude":{"usage_url":"ftp://x/y"}}`, []string{"claude.usage_url"}},
 		{"bad version", `{"claude":{"cli_version":"latest"}}`, []string{"claude.cli_version"}},
 		{"empty betas", `{"claude":{"betas":[]}}`, []string{"claude.betas"}},
