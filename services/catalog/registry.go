@@ -74,11 +74,11 @@ type ProviderEntry struct {
 
 // ConnEntry is one connection as the proxy sees it.
 type ConnEntry struct {
-	ID            int64
-	ProviderID    int64
-	Provider      string
+	ID         int64
+	ProviderID int64
+	Provider   string
 	// ProviderType is the provider's type: for an OAuth connection, the kind of account.
-	ProviderType string
+	ProviderType  string
 	Name          string
 	AuthType      string
 	APIKey        Secret

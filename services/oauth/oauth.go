@@ -131,9 +131,9 @@ type Service struct {
 	accounts map[int64]*account
 	pending  map[string]pendingSignIn
 	flows    map[string]*deviceFlow // device sign-ins waiting for approval, by flow id
-	wake     chan struct{} // the refresher recomputes its next due time
-	changed  chan struct{} // the usage poller looks at the accounts again
-	polls    chan int64    // accounts to poll soon (after a 429)
+	wake     chan struct{}          // the refresher recomputes its next due time
+	changed  chan struct{}          // the usage poller looks at the accounts again
+	polls    chan int64             // accounts to poll soon (after a 429)
 	wg       sync.WaitGroup
 }
 
