@@ -537,7 +537,7 @@ func buildWeb(cfg Config, st storage, c core, r *resilienceState, e engine, acco
 		Leases: &handlers.Leases{Svc: r.leases},
 		Dashboard: &handlers.Dashboard{Auth: c.auth, Sessions: sessions, Catalog: c.catalog, Keys: c.keys, Tester: e.engine,
 			Inventory: e.inventory, Settings: settingsH, Ops: opsSvc, Traffic: tr, ValidateConnectionOverrides: settings.CheckConnectionOverrides,
-			Claude: accounts, Limits: limiter},
+			Claude: accounts, Accounts: accounts, Limits: limiter},
 		CombosAPI: &handlers.CombosAPI{Combos: c.combos},
 		CombosPage: &handlers.CombosPage{Combos: c.combos, Catalog: c.catalog, Inventory: e.inventory, Ops: opsSvc,
 			Sessions: sessions},

@@ -18,8 +18,8 @@ import (
 
 // settingsCardIDs are the settings page's cards in page order.
 var settingsCardIDs = []string{"request-queue", "connection-cooldown", "retry", "circuit-breaker", "provider-overrides", "combo-routing",
-	"combo-cooldown-wait", "quota-share", "provider-cooldown", "model-lockout", "session-affinity", "claude-low-priority", "claude-oauth", "streams", "discovery",
-	"dashboard-sessions", "error-rules", "prices"}
+	"combo-cooldown-wait", "quota-share", "provider-cooldown", "model-lockout", "session-affinity", "claude-low-priority", "claude-oauth", "codex-oauth",
+	"copilot-oauth", "streams", "discovery", "dashboard-sessions", "error-rules", "prices"}
 
 // settingsSite is a logged-in client of a fresh gateway with the helpers the card tests share.
 type settingsSite struct {

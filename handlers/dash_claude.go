@@ -16,11 +16,12 @@ import (
 // claudeFields are the fields of the Claude account forms, for placing service errors.
 var claudeFields = []string{"provider", "code", "name", "setup_token"}
 
-// claudeProviders lists the providers a Claude account can be added to (type anthropic).
-func (d *Dashboard) claudeProviders() []string {
+// providersOfType lists the providers an account of a kind can be added to: those of its type
+// (anthropic for Claude, codex, copilot).
+func (d *Dashboard) providersOfType(kind string) []string {
 	var out []string
 	for _, p := range d.Catalog.Registry().Providers() {
-		if p.Type == catalog.TypeAnthropic {
+		if p.Type == kind {
 			out = append(out, p.Name)
 		}
 	}
@@ -34,26 +35,33 @@ func (d *Dashboard) renderClaude(c echo.Context, status int, f views.ClaudeForm)
 	if err != nil {
 		return err
 	}
-	f.HTTPLinks = d.claudeHTTPLinks()
+	f.HTTPLinks = httpLinks(d.oauthText("claude.authorize_url"))
 	m.Claude = f
 	return Render(c, status, views.ProvidersPage(m))
 }
 
-// claudeHTTPLinks reports whether an http sign-in address may be a link: only when the configured
-// authorize address is http itself (a test, an air-gapped install), so a real gateway links to
-// https alone.
-func (d *Dashboard) claudeHTTPLinks() bool {
-	if d.Settings == nil || d.Settings.OAuth == nil {
-		return false
-	}
-	u, err := url.Parse(d.Settings.OAuth.Snapshot().Claude().AuthorizeURL)
+// httpLinks reports whether an http sign-in address may be a link: only when the configured
+// address it comes from is http itself (a test, an air-gapped install), so a real gateway links
+// to https alone.
+func httpLinks(configured string) bool {
+	u, err := url.Parse(configured)
 	return err == nil && strings.EqualFold(u.Scheme, "http")
+}
+
+// oauthText is the text OAuth client setting at path in force ("" without the settings).
+func (d *Dashboard) oauthText(path string) string {
+	if d.Settings == nil || d.Settings.OAuth == nil {
+		return ""
+	}
+	s, _ := d.Settings.OAuth.Snapshot().Value(path).(string)
+	return s
 }
 
 // StartClaudeSignIn answers POST /oauth/claude/start: the providers page with the sign-in's
 // second step, the address to sign in at and the field for the code Claude shows.
 func (d *Dashboard) StartClaudeSignIn(c echo.Context) error {
-	f := views.ClaudeForm{Provider: strings.TrimSpace(c.FormValue("provider")), SignInName: strings.TrimSpace(c.FormValue("name"))}
+	f := views.ClaudeForm{Provider: strings.TrimSpace(c.FormValue("provider")), SignInName: strings.TrimSpace(c.FormValue("name")),
+		Again: d.againName(c, catalog.TypeAnthropic)}
 	si, err := d.Claude.Start(f.Provider, f.SignInName)
 	if err != nil {
 		fields, form, ok := formErrors(ctx(c), err, claudeFields...)

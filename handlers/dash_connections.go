@@ -117,14 +117,19 @@ func (d *Dashboard) EditConnectionPage(c echo.Context) error {
 func (d *Dashboard) connectionEditModel(c echo.Context, conn catalog.Connection, f views.ConnectionForm,
 	typed, qerrs map[string]string) views.ConnectionEditModel {
 	path := "/connections/" + c.Param("id") + "/edit"
-	var account string
+	var account, kind string
 	if conn.Account != nil {
 		account = conn.Account.Email
 	}
+	if p, ok := d.Catalog.Registry().Provider(conn.Provider); ok {
+		kind = p.Type
+	}
 	return views.ConnectionEditModel{
 		Shell: d.shell(c, "providers", i18n.T(ctx(c), "connections.edit_title", conn.Provider, conn.Name), path),
-		ID:    conn.ID, Provider: conn.Provider, Name: conn.Name, Account: account, Form: f, AuthType: conn.AuthType,
-		SetupToken: conn.Account != nil && conn.Account.SetupToken,
+		ID:    conn.ID, Provider: conn.Provider, Kind: kind, Name: conn.Name, Account: account, Form: f, AuthType: conn.AuthType,
+		// Only a Claude account is ever a pasted setup token; a GitHub token without a refresh
+		// token is signed in again instead.
+		SetupToken: conn.Account != nil && conn.Account.SetupToken && kind == catalog.TypeAnthropic,
 		Queue:      d.queueFields(c, conn, typed, qerrs)}
 }
 
@@ -371,7 +376,7 @@ func connectionState(reg *catalog.Registry, v ops.ConnectionState, now time.Time
 	if e, ok := reg.Connection(v.ID); ok {
 		s.Enabled, s.Broken = e.Enabled, e.Broken != ""
 	}
-	s.Claude = claudeView(v, now)
+	s.Account = accountView(v, now)
 	return s
 }
 

@@ -28,11 +28,15 @@ var providerFields = []string{"name", "type", "base_url", "strategy", "upstream_
 // providerFormat reads the form's upstream format fields into in. They apply to the OpenAI
 // types only (the page hides them for the others, but a browser without :has() still sends
 // them): another type is sent chat, the only format it has, and keeps the list its type
-// defaults to. The patterns field (one pattern per line) counts for type openai only; a form
+// defaults to; codex is sent responses, the only one the Codex backend speaks (its form shows
+// it fixed, whatever the hidden select says). The patterns field (one pattern per line) counts for type openai only; a form
 // without the field (from before it) leaves the list as it is.
 func providerFormat(c echo.Context, f *views.ProviderForm, in *catalog.ProviderInput) {
 	f.UpstreamFormat, f.ResponsesModels = strings.TrimSpace(c.FormValue("upstream_format")), c.FormValue("responses_models")
 	switch {
+	case f.Type == catalog.TypeCodex:
+		f.UpstreamFormat = catalog.UpstreamResponses
+		in.UpstreamFormat = &f.UpstreamFormat
 	case !catalog.SpeaksOpenAI(f.Type):
 		chat := catalog.UpstreamChat
 		in.UpstreamFormat = &chat
@@ -117,6 +121,10 @@ func (d *Dashboard) providersModel(c echo.Context) (views.ProvidersModel, error)
 		return views.ProvidersModel{}, err
 	}
 	live := d.liveState(c)
+	types := map[int64]string{}
+	for _, p := range provs {
+		types[p.ID] = p.Type
+	}
 	byProvider := map[int64][]views.ConnectionRow{}
 	for _, cn := range conns {
 		st, ok := live.conns[cn.ID]
@@ -124,9 +132,9 @@ func (d *Dashboard) providersModel(c echo.Context) (views.ProvidersModel, error)
 			st = views.ConnectionState{ID: cn.ID, Name: cn.Name, Enabled: cn.Enabled, Status: string(resilience.StatusActive)}
 		}
 		row := views.ConnectionRow{ID: cn.ID, Name: cn.Name, AuthType: cn.AuthType, Priority: cn.Priority,
-			MaxConcurrent: cn.MaxConcurrent, State: st}
+			MaxConcurrent: cn.MaxConcurrent, State: st, Kind: types[cn.ProviderID]}
 		if cn.Account != nil {
-			row.Account, row.SetupToken = cn.Account.Email, cn.Account.SetupToken
+			row.Account, row.Plan, row.SetupToken = cn.Account.Email, cn.Account.Plan, cn.Account.SetupToken
 		}
 		byProvider[cn.ProviderID] = append(byProvider[cn.ProviderID], row)
 	}
@@ -139,7 +147,9 @@ func (d *Dashboard) providersModel(c echo.Context) (views.ProvidersModel, error)
 		ProviderForm:    addForm,
 		ConnectionForm:  views.ConnectionForm{Enabled: true},
 		Version:         live.version,
-		ClaudeProviders: d.claudeProviders(),
+		ClaudeProviders: d.providersOfType(catalog.TypeAnthropic),
+		Codex:           d.accountCard(c, catalog.TypeCodex),
+		Copilot:         d.accountCard(c, catalog.TypeCopilot),
 	}
 	for _, p := range provs {
 		st, ok := live.providers[p.Name]
@@ -149,7 +159,7 @@ func (d *Dashboard) providersModel(c echo.Context) (views.ProvidersModel, error)
 		}
 		m.Providers = append(m.Providers, views.ProviderRow{ID: p.ID, Name: p.Name, Type: p.Type, TypeLabel: typeLabel(ctx(c), p.Type),
 			Served: len(proxy.ServedSurfaces(p.Type)) > 0, BaseURL: p.BaseURL, ListedModelsOnly: p.ListedModelsOnly,
-			UpstreamFormat: p.UpstreamFormat, Discovery: d.discovery(c, p.Name), State: st, Connections: byProvider[p.ID]})
+			UpstreamFormat: p.UpstreamFormat, AccountsOnly: catalog.AccountsOnly(p.Type), Discovery: d.discovery(c, p.Name), State: st, Connections: byProvider[p.ID]})
 	}
 	return m, nil
 }
@@ -216,18 +226,7 @@ func liveVersion(provs []views.ProviderState, conns []views.ConnectionState) str
 	cs := make([]connShape, len(conns))
 	for i, c := range conns {
 		c.RemainingMS = min(c.RemainingMS, 1)
-		if c.Claude != nil { // only whether a countdown is still ahead
-			cl := *c.Claude
-			cl.SkippedInMS, cl.TokenExpiresInMS, cl.Lane.UntilInMS = min(cl.SkippedInMS, 1), min(cl.TokenExpiresInMS, 1), min(cl.Lane.UntilInMS, 1)
-			for _, b := range []**views.UsageBar{&cl.FiveHour, &cl.SevenDay} {
-				if *b != nil {
-					bb := **b
-					bb.ResetsInMS = min(bb.ResetsInMS, 1)
-					*b = &bb
-				}
-			}
-			c.Claude = &cl
-		}
+		c.Account = countdownShape(c.Account) // only whether a countdown is still ahead
 		ls := make([]views.ConnLockout, len(c.Lockouts))
 		for j, l := range c.Lockouts {
 			l.RemainingMS = 0
@@ -309,6 +308,7 @@ func (d *Dashboard) ProvidersPage(c echo.Context) error {
 		return err
 	}
 	m.ConnectionForm.Provider = c.QueryParam("provider")
+	m.Claude.Provider = c.QueryParam("provider")
 	return Render(c, http.StatusOK, views.ProvidersPage(m))
 }
 

@@ -43,6 +43,8 @@ type Dashboard struct {
 	ValidateConnectionOverrides catalog.ConnectionOverridesValidator
 	// Claude signs Claude subscription accounts in.
 	Claude ClaudeSignIn
+	// Accounts signs ChatGPT/Codex and GitHub Copilot accounts in.
+	Accounts AccountSignInPages
 	// Limits is each client key's use against its limits (spend.Limiter), for the keys page;
 	// nil shows the budgets' spend from the usage buckets and the other limits without use.
 	Limits KeyLimits

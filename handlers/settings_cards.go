@@ -87,6 +87,8 @@ var settingsCards = withPaths([]settingsCard{
 	{id: "session-affinity", section: "session_affinity_ttl_ms", link: "/providers"},
 	{id: "claude-low-priority", section: "claude_low_priority", link: "/providers#add-claude"},
 	{id: "claude-oauth", section: "claude", oauth: true, link: "/providers#add-claude"},
+	{id: "codex-oauth", section: "codex", oauth: true, link: "/providers#add-codex"},
+	{id: "copilot-oauth", section: "copilot", oauth: true, link: "/providers#add-copilot"},
 	{id: "streams", section: "streams"},
 	{id: "discovery", section: "discovery"},
 	{id: sessionsCardID, custom: sessionsCard{}},

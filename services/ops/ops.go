@@ -43,8 +43,8 @@ type Service struct {
 	Semaphores *resilience.Semaphores
 	Health     *health.Tracker
 	Store      Syncer
-	// Accounts, Lanes, Usage and OAuthSettings describe Claude subscription accounts; nil
-	// leaves their token, usage and lane out of the views.
+	// Accounts, Lanes, Usage and OAuthSettings describe subscription accounts (Claude,
+	// ChatGPT, Copilot); nil leaves their token, usage and lane out of the views.
 	Accounts      TokenStates
 	Lanes         *resilience.Lanes
 	Usage         *resilience.Usage
@@ -78,12 +78,14 @@ type ConnectionState struct {
 	Queue        Queue      `json:"queue"`
 	// Pins is how many client sessions are pinned to the connection now (session affinity).
 	Pins int `json:"pins"`
-	// AuthType is api_key or oauth; the Claude account's usage windows, token and lane follow
-	// for oauth connections.
-	AuthType string      `json:"auth_type"`
-	Usage    *UsageState `json:"usage,omitempty"`
-	Token    *TokenState `json:"token,omitempty"`
-	Lane     *LaneState  `json:"lane,omitempty"`
+	// AuthType is api_key or oauth. For oauth connections AccountKind is the kind of account (the
+	// provider's type: anthropic, codex or copilot), and its token, usage windows and lane follow
+	// as far as the kind has them.
+	AuthType    string      `json:"auth_type"`
+	AccountKind string      `json:"account_kind,omitempty"`
+	Usage       *UsageState `json:"usage,omitempty"`
+	Token       *TokenState `json:"token,omitempty"`
+	Lane        *LaneState  `json:"lane,omitempty"`
 }
 
 // Queue is a connection's live queue and quota-share numbers.
@@ -142,7 +144,7 @@ func (s *Service) connectionState(reg *catalog.Registry, now time.Time, provider
 		v.Pins = s.Pins.OnConnection(c.ID)
 	}
 	v.AuthType = c.AuthType
-	s.claude(&v, c, now)
+	s.account(&v, c, now)
 	return v
 }
 

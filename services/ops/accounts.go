@@ -9,7 +9,7 @@ import (
 	"switchyard/services/settings"
 )
 
-// TokenStates reports the token of a Claude account (oauth.Service).
+// TokenStates reports the token of a subscription account (oauth.Service).
 type TokenStates interface {
 	State(id int64) (oauth.TokenState, bool)
 }
@@ -19,7 +19,7 @@ type OAuthSettings interface {
 	Snapshot() *settings.OAuthSnapshot
 }
 
-// UsageState is a Claude account's 5-hour and weekly windows.
+// UsageState is a Claude or ChatGPT account's 5-hour and weekly windows.
 type UsageState struct {
 	FiveHour *Window `json:"five_hour"`
 	SevenDay *Window `json:"seven_day"`
@@ -38,8 +38,10 @@ type Window struct {
 	ResetsAt    *time.Time `json:"resets_at"`
 }
 
-// TokenState is a Claude account's access token: when it expires, when it was last refreshed,
-// and the failed refreshes in a row (three make the account expired).
+// TokenState is a subscription account's access token: when it expires, when it was last
+// refreshed, and the failed refreshes in a row (three make the account expired). SetupToken marks
+// a credential without a refresh token: a Claude setup token, or a GitHub token that does not
+// expire.
 type TokenState struct {
 	SetupToken  bool       `json:"setup_token"`
 	ExpiresAt   *time.Time `json:"expires_at,omitempty"`
@@ -69,11 +71,15 @@ type LaneState struct {
 	ResetNextAvailable   *time.Time `json:"reset_next_available,omitempty"`
 }
 
-// claude fills in the Claude account parts of an OAuth connection's state.
-func (s *Service) claude(v *ConnectionState, c *catalog.ConnEntry, now time.Time) {
+// account fills in the subscription account parts of an OAuth connection's state, as far as its
+// kind has them: every kind its token; Claude and ChatGPT accounts their 5-hour and weekly
+// windows (Claude's polled, ChatGPT's read off the Codex backend's answers) and whether they are
+// skipped at their wall; Claude accounts their low-priority lane.
+func (s *Service) account(v *ConnectionState, c *catalog.ConnEntry, now time.Time) {
 	if c.AuthType != catalog.AuthOAuth {
 		return
 	}
+	v.AccountKind = c.ProviderType
 	if s.Accounts != nil {
 		if t, ok := s.Accounts.State(c.ID); ok {
 			v.Token = &TokenState{SetupToken: t.SetupToken, ExpiresAt: stamp(t.ExpiresAt), LastRefresh: stamp(t.RefreshedAt),
@@ -83,12 +89,21 @@ func (s *Service) claude(v *ConnectionState, c *catalog.ConnEntry, now time.Time
 			}
 		}
 	}
+	if c.ProviderType != catalog.TypeAnthropic && c.ProviderType != catalog.TypeCodex {
+		return // Copilot reports no usage windows
+	}
+	claude := c.ProviderType == catalog.TypeAnthropic
 	if s.Usage != nil {
 		u, _ := s.Usage.Get(c.ID)
 		v.Usage = &UsageState{FiveHour: window(u.FiveHour), SevenDay: window(u.SevenDay), PolledAt: stamp(u.PolledAt), PollError: u.PollError}
 		if s.OAuthSettings != nil {
-			if at, until := s.Usage.AtWall(c.ID, s.OAuthSettings.Snapshot().Claude().UsageThreshold); at {
-				if s.Lanes != nil && s.Lanes.CanTakeWall(c.ID, c.LowPriorityLane, c.LimitReset) {
+			snap := s.OAuthSettings.Snapshot()
+			threshold := snap.Claude().UsageThreshold
+			if !claude {
+				threshold = snap.Codex().UsageThreshold
+			}
+			if at, until := s.Usage.AtWall(c.ID, threshold); at {
+				if claude && s.Lanes != nil && s.Lanes.CanTakeWall(c.ID, c.LowPriorityLane, c.LimitReset) {
 					v.Usage.DeferredUntil = stamp(until)
 				} else {
 					v.Usage.SkippedUntil = stamp(until)
@@ -96,32 +111,37 @@ func (s *Service) claude(v *ConnectionState, c *catalog.ConnEntry, now time.Time
 			}
 		}
 	}
-	if s.Lanes != nil {
-		l, _ := s.Lanes.Get(c.ID)
-		lv := &LaneState{Enabled: c.LowPriorityLane, LimitReset: c.LimitReset, Waiting: l.Waiting, EndReason: l.EndReason,
-			EndedAt: stamp(l.EndedAt), ResetResult: l.ResetResult, ResetAt: stamp(l.ResetAt)}
-		if l.ResetNextAvailable.After(now) {
-			lv.ResetNextAvailable = stamp(l.ResetNextAvailable)
-		}
-		if l.Waiting > 0 {
-			lv.WaitUntil = stamp(l.WaitUntil)
-		}
-		switch {
-		case !c.LowPriorityLane:
-			lv.State = "off"
-		case l.Waiting > 0 && l.Active(now):
-			lv.State, lv.AcceptedUntil = "waiting", stamp(l.Until)
-		case l.Active(now):
-			lv.State, lv.AcceptedUntil = "accepted", stamp(l.Until)
-		case l.BudgetExhaustedUntil.After(now):
-			lv.State, lv.BudgetExhaustedUntil = "budget_exhausted", stamp(l.BudgetExhaustedUntil)
-		case l.CoolOffUntil.After(now):
-			lv.State, lv.CoolOffUntil = "cooling_off", stamp(l.CoolOffUntil)
-		default:
-			lv.State = "idle"
-		}
-		v.Lane = lv
+	if claude && s.Lanes != nil {
+		v.Lane = laneState(s.Lanes, c, now)
 	}
+}
+
+// laneState is a Claude account's low-priority lane now.
+func laneState(lanes *resilience.Lanes, c *catalog.ConnEntry, now time.Time) *LaneState {
+	l, _ := lanes.Get(c.ID)
+	lv := &LaneState{Enabled: c.LowPriorityLane, LimitReset: c.LimitReset, Waiting: l.Waiting, EndReason: l.EndReason,
+		EndedAt: stamp(l.EndedAt), ResetResult: l.ResetResult, ResetAt: stamp(l.ResetAt)}
+	if l.ResetNextAvailable.After(now) {
+		lv.ResetNextAvailable = stamp(l.ResetNextAvailable)
+	}
+	if l.Waiting > 0 {
+		lv.WaitUntil = stamp(l.WaitUntil)
+	}
+	switch {
+	case !c.LowPriorityLane:
+		lv.State = "off"
+	case l.Waiting > 0 && l.Active(now):
+		lv.State, lv.AcceptedUntil = "waiting", stamp(l.Until)
+	case l.Active(now):
+		lv.State, lv.AcceptedUntil = "accepted", stamp(l.Until)
+	case l.BudgetExhaustedUntil.After(now):
+		lv.State, lv.BudgetExhaustedUntil = "budget_exhausted", stamp(l.BudgetExhaustedUntil)
+	case l.CoolOffUntil.After(now):
+		lv.State, lv.CoolOffUntil = "cooling_off", stamp(l.CoolOffUntil)
+	default:
+		lv.State = "idle"
+	}
+	return lv
 }
 
 func window(w *resilience.UsageWindow) *Window {

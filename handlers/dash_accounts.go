@@ -1,0 +1,238 @@
+package handlers
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"switchyard/i18n"
+	"switchyard/services/catalog"
+	"switchyard/services/oauth"
+	"switchyard/views"
+)
+
+// AccountSignInPages is what the dashboard's ChatGPT/Codex and Copilot cards need of the sign-in
+// service (oauth.Service): the sign-ins the admin API runs too, the ChatGPT sign-in kept under its
+// state and a device sign-in still waiting, to show either again from the server's copy.
+type AccountSignInPages interface {
+	CodexSignIn
+	CopilotSignIn
+	// Pending is a started paste-back sign-in still waiting for its code, by its state.
+	Pending(state string) (oauth.SignIn, bool)
+	// Flow is a device sign-in of kind that owner started and that still waits.
+	Flow(kind, id, owner string) (oauth.DeviceFlow, bool)
+}
+
+// accountFields are the fields of the account cards' forms, for placing service errors.
+var accountFields = []string{"provider", "name", "code"}
+
+// deviceAddress names, per account kind, the setting whose scheme decides whether an http
+// verification address may be a link: ChatGPT's page is a setting itself; GitHub names its page
+// in its answer, so its device code address (a test's fake, or GitHub) decides.
+var deviceAddress = map[string]string{catalog.TypeCodex: "codex.device_verification_url", catalog.TypeCopilot: "copilot.device_code_url"}
+
+// accountCard is the first step of a kind's "Add … account" card; ?provider= preselects one of
+// the kind's providers (a provider's empty state links here).
+func (d *Dashboard) accountCard(c echo.Context, kind string) views.AccountCard {
+	f := views.AccountCard{Kind: kind, Providers: d.providersOfType(kind)}
+	if p := c.QueryParam("provider"); slices.Contains(f.Providers, p) {
+		f.Provider = p
+	}
+	if kind == catalog.TypeCodex {
+		f.RedirectURI = d.oauthText("codex.redirect_uri")
+		f.HTTPLinks = httpLinks(d.oauthText("codex.authorize_url"))
+	}
+	return f
+}
+
+// signInForm is an account card as a form posted it: the provider, a new account's name, and
+// the connection a row's "Sign in again" named.
+func (d *Dashboard) signInForm(c echo.Context, kind string) views.AccountCard {
+	f := d.accountCard(c, kind)
+	f.Provider, f.Name = strings.TrimSpace(c.FormValue("provider")), strings.TrimSpace(c.FormValue("name"))
+	f.Again = d.againName(c, kind)
+	return f
+}
+
+// againName is the name of the connection a row's "Sign in again" sent (again=<id>), when it is
+// an account of kind; "" otherwise. It only tells the card what the sign-in will update: the
+// account is matched by its id when the sign-in ends, whatever the form said.
+func (d *Dashboard) againName(c echo.Context, kind string) string {
+	id, err := strconv.ParseInt(strings.TrimSpace(c.FormValue("again")), 10, 64)
+	if err != nil {
+		return ""
+	}
+	conn, ok := d.Catalog.Registry().Connection(id)
+	if !ok || conn.AuthType != catalog.AuthOAuth || conn.ProviderType != kind {
+		return ""
+	}
+	return conn.Name
+}
+
+// renderAccountCard answers an account card's form that needs the page again: the providers page
+// with the card as given.
+func (d *Dashboard) renderAccountCard(c echo.Context, status int, f views.AccountCard) error {
+	m, err := d.providersModel(c)
+	if err != nil {
+		return err
+	}
+	if f.Kind == catalog.TypeCodex {
+		m.Codex = f
+	} else {
+		m.Copilot = f
+	}
+	return Render(c, status, views.ProvidersPage(m))
+}
+
+// refuseAccount shows a refused sign-in on its card (422), or returns an internal error.
+func (d *Dashboard) refuseAccount(c echo.Context, f views.AccountCard, err error) error {
+	fields, form, ok := formErrors(ctx(c), err, accountFields...)
+	if !ok {
+		return err
+	}
+	f.Errors, f.Error = fields, form
+	return d.renderAccountCard(c, http.StatusUnprocessableEntity, f)
+}
+
+// accountAdded ends a sign-in: the account's row, with a message that says whether it is new or
+// signed in again (htmx gets HX-Redirect, so the page loads anew).
+func (d *Dashboard) accountAdded(c echo.Context, kind string, conn catalog.Connection, created bool) error {
+	var key string
+	switch {
+	case kind == catalog.TypeCodex && created:
+		key = "codex.added"
+	case kind == catalog.TypeCodex:
+		key = "codex.updated"
+	case created:
+		key = "copilot.added"
+	default:
+		key = "copilot.updated"
+	}
+	d.flash(c, "success", i18n.T(ctx(c), key, conn.Name, conn.Provider))
+	return seeOther(c, "/providers#conn-"+strconv.FormatInt(conn.ID, 10))
+}
+
+// StartCodexSignIn answers POST /oauth/codex/start: the card's paste-back step, the address to
+// sign in at with ChatGPT and the field for the address the browser ends on.
+func (d *Dashboard) StartCodexSignIn(c echo.Context) error {
+	f := d.signInForm(c, catalog.TypeCodex)
+	si, err := d.Accounts.StartCodex(f.Provider, f.Name)
+	if err != nil {
+		return d.refuseAccount(c, f, err)
+	}
+	f.AuthURL, f.State = si.AuthURL, si.State
+	return d.renderAccountCard(c, http.StatusOK, f)
+}
+
+// CompleteCodexSignIn answers POST /oauth/codex/complete with the pasted callback address (or
+// CODE#STATE): the account's connection is added, or updated when it is there already. When that
+// fails the card asks again, showing the address to sign in at from the sign-in kept on the
+// server under the form's state (never an address the form sent); a sign-in that is over starts
+// again at the first step.
+func (d *Dashboard) CompleteCodexSignIn(c echo.Context) error {
+	conn, created, err := d.Accounts.CompleteCodex(ctx(c), c.FormValue("code"))
+	if err != nil {
+		fields, form, ok := formErrors(ctx(c), err, accountFields...)
+		if !ok {
+			return err
+		}
+		f := d.accountCard(c, catalog.TypeCodex)
+		if si, pending := d.Accounts.Pending(strings.TrimSpace(c.FormValue("state"))); pending {
+			f.AuthURL, f.State = si.AuthURL, si.State
+		} else if msg, ok := fields["code"]; ok { // no code field on the first step: say it above
+			form = strings.TrimPrefix(form+"; "+msg, "; ")
+			delete(fields, "code")
+		}
+		f.Errors, f.Error = fields, form
+		return d.renderAccountCard(c, http.StatusUnprocessableEntity, f)
+	}
+	return d.accountAdded(c, catalog.TypeCodex, conn, created)
+}
+
+// StartCodexDevice answers POST /oauth/codex/device: the card shows the code to enter at
+// ChatGPT's device page and polls until the sign-in is approved.
+func (d *Dashboard) StartCodexDevice(c echo.Context) error {
+	return d.startDevice(c, catalog.TypeCodex, d.Accounts.StartCodexDevice)
+}
+
+// PollCodexDevice answers POST /oauth/codex/device/poll (the card's status region).
+func (d *Dashboard) PollCodexDevice(c echo.Context) error {
+	return d.pollDevice(c, catalog.TypeCodex, d.Accounts.PollCodexDevice)
+}
+
+// StartCopilotDevice answers POST /oauth/copilot/device, like StartCodexDevice with GitHub.
+func (d *Dashboard) StartCopilotDevice(c echo.Context) error {
+	return d.startDevice(c, catalog.TypeCopilot, d.Accounts.StartCopilotDevice)
+}
+
+// PollCopilotDevice answers POST /oauth/copilot/device/poll.
+func (d *Dashboard) PollCopilotDevice(c echo.Context) error {
+	return d.pollDevice(c, catalog.TypeCopilot, d.Accounts.PollCopilotDevice)
+}
+
+// startDevice starts a device sign-in bound to the operator's session and shows its code.
+func (d *Dashboard) startDevice(c echo.Context, kind string,
+	start func(ctx context.Context, provider, name, owner string) (oauth.DeviceFlow, error)) error {
+	f := d.signInForm(c, kind)
+	flow, err := start(ctx(c), f.Provider, f.Name, operatorOf(c))
+	if err != nil {
+		return d.refuseAccount(c, f, err)
+	}
+	f.Device = d.deviceCode(kind, flow, f.Provider, f.Name)
+	return d.renderAccountCard(c, http.StatusOK, f)
+}
+
+// pollDevice is one poll of the card's device sign-in. htmx gets the status region back while
+// the sign-in waits (polling on at the interval the sign-in service asks for), the region with
+// why it ended and "Start again" when it ended without an account (422: the polling stops), and
+// a redirect to the account's row once it is added. A plain form gets the whole page: the code
+// again from the sign-in kept on the server, the first step with the message, or the redirect.
+func (d *Dashboard) pollDevice(c echo.Context, kind string,
+	poll func(ctx context.Context, flow, owner string) (oauth.DevicePoll, error)) error {
+	f := d.signInForm(c, kind)
+	id := strings.TrimSpace(c.FormValue("flow"))
+	res, err := poll(ctx(c), id, operatorOf(c))
+	switch {
+	case err != nil:
+		_, form, ok := formErrors(ctx(c), err)
+		if !ok {
+			return err
+		}
+		if isHTMX(c) {
+			st := views.DeviceStatus{Kind: kind, Provider: f.Provider, Name: f.Name, Error: form}
+			return Render(c, http.StatusUnprocessableEntity, views.DeviceStatusRegion(st))
+		}
+		f.Error = form
+		return d.renderAccountCard(c, http.StatusUnprocessableEntity, f)
+	case res.Pending && isHTMX(c):
+		st := views.DeviceStatus{Kind: kind, Flow: id, IntervalS: int64((res.Interval + time.Second - 1) / time.Second),
+			Provider: f.Provider, Name: f.Name}
+		return Render(c, http.StatusOK, views.DeviceStatusRegion(st))
+	case res.Pending:
+		flow, ok := d.Accounts.Flow(kind, id, operatorOf(c))
+		if !ok { // ended between the poll and now
+			f.Error = i18n.T(ctx(c), "oauth.flow_unknown")
+			return d.renderAccountCard(c, http.StatusUnprocessableEntity, f)
+		}
+		f.Device = d.deviceCode(kind, flow, f.Provider, f.Name)
+		return d.renderAccountCard(c, http.StatusOK, f)
+	}
+	return d.accountAdded(c, kind, res.Conn, res.Created)
+}
+
+// deviceCode is a started device sign-in as its card shows it.
+func (d *Dashboard) deviceCode(kind string, flow oauth.DeviceFlow, provider, name string) *views.DeviceCode {
+	now := time.Now()
+	if d.Ops != nil {
+		now = d.Ops.Now()
+	}
+	return &views.DeviceCode{UserCode: flow.UserCode, VerificationURL: flow.VerificationURL,
+		HTTPLinks: httpLinks(d.oauthText(deviceAddress[kind])), ExpiresAt: flow.ExpiresAt,
+		ExpiresInMS: max(flow.ExpiresAt.Sub(now).Milliseconds(), 0),
+		Status:      views.DeviceStatus{Kind: kind, Flow: flow.Flow, IntervalS: flow.Interval, Provider: provider, Name: name}}
+}
