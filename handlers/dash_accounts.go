@@ -194,8 +194,8 @@ func (d *Dashboard) startDevice(c echo.Context, kind string,
 // again from the sign-in kept on the server, the first step with the message, or the redirect.
 func (d *Dashboard) pollDevice(c echo.Context, kind string,
 	poll func(ctx context.Context, flow, owner string) (oauth.DevicePoll, error)) error {
-	f := d.signInForm(c, kind)
 	id := strings.TrimSpace(c.FormValue("flow"))
+	st := views.DeviceStatus{Kind: kind, Provider: strings.TrimSpace(c.FormValue("provider")), Name: strings.TrimSpace(c.FormValue("name"))}
 	res, err := poll(ctx(c), id, operatorOf(c))
 	switch {
 	case err != nil:
@@ -204,16 +204,17 @@ func (d *Dashboard) pollDevice(c echo.Context, kind string,
 			return err
 		}
 		if isHTMX(c) {
-			st := views.DeviceStatus{Kind: kind, Provider: f.Provider, Name: f.Name, Error: form}
+			st.Error = form
 			return Render(c, http.StatusUnprocessableEntity, views.DeviceStatusRegion(st))
 		}
+		f := d.signInForm(c, kind)
 		f.Error = form
 		return d.renderAccountCard(c, http.StatusUnprocessableEntity, f)
 	case res.Pending && isHTMX(c):
-		st := views.DeviceStatus{Kind: kind, Flow: id, IntervalS: int64((res.Interval + time.Second - 1) / time.Second),
-			Provider: f.Provider, Name: f.Name}
+		st.Flow, st.IntervalS = id, int64((res.Interval+time.Second-1)/time.Second)
 		return Render(c, http.StatusOK, views.DeviceStatusRegion(st))
 	case res.Pending:
+		f := d.signInForm(c, kind)
 		flow, ok := d.Accounts.Flow(kind, id, operatorOf(c))
 		if !ok { // ended between the poll and now
 			f.Error = i18n.T(ctx(c), "oauth.flow_unknown")
