@@ -22,8 +22,9 @@ import (
 type AccountSignInPages interface {
 	CodexSignIn
 	CopilotSignIn
-	// Pending is a started paste-back sign-in still waiting for its code, by its state.
-	Pending(state string) (oauth.SignIn, bool)
+	// PendingOf is a started paste-back sign-in of a kind still waiting for its code, by its
+	// state.
+	PendingOf(kind, state string) (oauth.SignIn, bool)
 	// Flow is a device sign-in of kind that owner started and that still waits.
 	Flow(kind, id, owner string) (oauth.DeviceFlow, bool)
 }
@@ -142,7 +143,7 @@ func (d *Dashboard) CompleteCodexSignIn(c echo.Context) error {
 			return err
 		}
 		f := d.accountCard(c, catalog.TypeCodex)
-		if si, pending := d.Accounts.Pending(strings.TrimSpace(c.FormValue("state"))); pending {
+		if si, pending := d.Accounts.PendingOf(catalog.TypeCodex, strings.TrimSpace(c.FormValue("state"))); pending {
 			f.AuthURL, f.State = si.AuthURL, si.State
 		} else if msg, ok := fields["code"]; ok { // no code field on the first step: say it above
 			form = strings.TrimPrefix(form+"; "+msg, "; ")

@@ -44,7 +44,7 @@ func (f *fakeSignIns) StartCopilotDevice(context.Context, string, string, string
 func (f *fakeSignIns) PollCopilotDevice(ctx context.Context, flow, owner string) (oauth.DevicePoll, error) {
 	return f.PollCodexDevice(ctx, flow, owner)
 }
-func (f *fakeSignIns) Pending(string) (oauth.SignIn, bool) { return oauth.SignIn{}, false }
+func (f *fakeSignIns) PendingOf(string, string) (oauth.SignIn, bool) { return oauth.SignIn{}, false }
 func (f *fakeSignIns) Flow(string, string, string) (oauth.DeviceFlow, bool) {
 	return oauth.DeviceFlow{}, false
 }
