@@ -1,0 +1,248 @@
+package browser
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+
+	"switchyard/e2e/testenv"
+	"switchyard/i18n"
+)
+
+// TestAccountCardsInBrowser adds ChatGPT/Codex and GitHub Copilot accounts the way a person
+// does: a codex provider from the provider form without a base URL (its upstream format shown
+// fixed), then a ChatGPT account with a device code — the card shows the code, polls while the
+// fake waits for the approval and lands on the providers page once it is given, with the new
+// chatgpt-1 row showing the account's plan, its two usage windows and its token. When that
+// account's refresh token dies the row offers "Sign in again", which updates the same
+// connection. A Copilot account signs in likewise (a refused sign-in first: the card says why and
+// starts again), and its row shows the GitHub login and the token without usage windows.
+func TestAccountCardsInBrowser(t *testing.T) {
+	e := testenv.New(t)
+	openai := testenv.NewFakeOpenAIAuth(t)
+	openai.DeviceInterval.Store("1")
+	e.UseFakeOpenAIAuth(openai)
+
+	b := newStateBrowser(t)
+	shown := func(sel string) bool {
+		return b.eval(fmt.Sprintf(`getComputedStyle(document.querySelector('%s')).display`, sel)) != "none"
+	}
+	// approvedLoad runs approve (the person approving at the upstream, and the time the
+	// sign-in's next poll waits for) and waits for the page the card then sends the browser to.
+	approvedLoad := func(approve func()) chromedp.Action[chromedp.Void] {
+		return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+			_, err := chromedp.WaitEvent(page.LoadEventFired, nil, func(context.Context, *chromedp.Target) (chromedp.Void, error) {
+				approve()
+				return chromedp.Void{}, nil
+			})(ctx, tg)
+			return chromedp.Void{}, err
+		}
+	}
+	noTokens := func(t *testing.T, tokens []string) {
+		t.Helper()
+		html := b.eval(`document.documentElement.outerHTML`)
+		for _, tok := range tokens {
+			if tok != "" && strings.Contains(html, tok) {
+				t.Fatalf("the page shows a token (%.12s…)", tok)
+			}
+		}
+	}
+	var codexID string
+	cell := func() string { return "#cstate-" + codexID }
+
+	b.step("add a codex provider without a base URL", func(t *testing.T) {
+		b.do(
+			chromedp.Navigate(e.Base+"/login"),
+			chromedp.WaitVisible(chromedp.CSS("#password")),
+			chromedp.SendKeys(chromedp.CSS("#password"), e.Vars["SWITCHYARD_ADMIN_PASSWORD"]),
+			b.clickLoad(`.login button[type="submit"]`),
+			chromedp.Navigate(e.Base+"/providers#add-provider"),
+			chromedp.WaitVisible(chromedp.CSS("#provider-name")),
+		)
+		for _, c := range []struct {
+			typ                  string
+			accounts, codex, fmt bool
+		}{
+			{"openai", false, false, true},
+			{"copilot", true, false, true},
+			{"anthropic", false, false, false},
+			{"codex", true, true, false},
+		} {
+			b.do(chromedp.SetValue(chromedp.CSS("#provider-type"), c.typ))
+			if shown("#provider-base-url-accounts") != c.accounts || shown("#provider-upstream-format-codex-field") != c.codex ||
+				shown("#provider-upstream-format-field") != c.fmt {
+				t.Fatalf("type %s: base URL note %v, fixed responses %v, format select %v", c.typ,
+					shown("#provider-base-url-accounts"), shown("#provider-upstream-format-codex-field"), shown("#provider-upstream-format-field"))
+			}
+		}
+		if got := b.text("#provider-base-url-accounts"); got != i18n.TL(i18n.EN, "accounts.base_url_hint") {
+			t.Fatalf("base URL note %q", got)
+		}
+		if b.eval(`String(document.querySelector('#provider-upstream-format-codex').disabled)`) != "true" ||
+			b.eval(`document.querySelector('#provider-upstream-format-codex').value`) != "responses" {
+			t.Fatal("codex's upstream format is not shown fixed at responses")
+		}
+		b.shot("accounts-codex-provider-form")
+		b.do(
+			chromedp.SendKeys(chromedp.CSS("#provider-name"), "codex"),
+			b.clickLoad("#add-provider-submit"),
+			chromedp.WaitVisible(chromedp.CSS("#provider-codex")),
+			chromedp.WaitVisible(chromedp.CSS(".flash-success")),
+		)
+		p := e.MustAPI("GET", fmt.Sprintf("/api/providers/%d", e.ProviderID("codex")), nil, 200)
+		if p["type"] != "codex" || p["base_url"] != "" || p["upstream_format"] != "responses" {
+			t.Fatalf("provider %v", p)
+		}
+		if got := b.text("#provider-codex .url-default"); got != i18n.TL(i18n.EN, "accounts.base_url_default") {
+			t.Fatalf("base URL shown as %q", got)
+		}
+		if b.eval(`String(document.querySelector('#conn-provider option[value="codex"]') === null)`) != "true" {
+			t.Fatal("the API key form offers the codex provider")
+		}
+		if href := b.eval(`document.querySelector('#provider-codex .empty-inline a').getAttribute('href')`); href != "/providers?provider=codex#add-codex" {
+			t.Fatalf("the empty provider links to %q", href)
+		}
+	})
+
+	b.step("sign in a ChatGPT account with a device code", func(t *testing.T) {
+		b.do(
+			chromedp.Navigate(e.Base+"/providers#add-codex"),
+			chromedp.WaitVisible(chromedp.CSS("#codex-device-start")),
+			b.clickLoad("#codex-device-start"),
+			chromedp.WaitVisible(chromedp.CSS("#codex-user-code")),
+		)
+		code := b.text("#codex-user-code")
+		if !strings.HasPrefix(code, "CDX") {
+			t.Fatalf("user code %q", code)
+		}
+		if href := b.eval(`document.querySelector('#codex-verification-link').href`); href != openai.URL+"/codex/device" {
+			t.Fatalf("device page %q", href)
+		}
+		if got := b.eval(`document.querySelector('#codex-device-status').getAttribute('hx-trigger')`); got != "every 1s, submit" {
+			t.Fatalf("the status region polls with %q", got)
+		}
+		b.shot("accounts-codex-device")
+		// The page polls every second; the sign-in asks OpenAI once its interval has passed.
+		e.Clock.Advance(time.Second)
+		e.Eventually("the page's poll reaches the device token endpoint", func() bool { return openai.DevicePolls.Load() > 0 })
+		if got := b.text("#codex-device-status .device-waiting"); got != i18n.TL(i18n.EN, "accounts.device_waiting") {
+			t.Fatalf("status %q", got)
+		}
+		b.do(
+			approvedLoad(func() {
+				openai.Approve(code, "acct-ada", "ada@example.com", "plus")
+				e.Clock.Advance(time.Second)
+			}),
+			chromedp.WaitVisible(chromedp.CSS(".flash-success")),
+		)
+		if got := b.text(".flash-success"); got != i18n.TL(i18n.EN, "codex.added", "chatgpt-1", "codex") {
+			t.Fatalf("flash %q", got)
+		}
+		if got := b.eval(`location.pathname`); got != "/providers" {
+			t.Fatalf("landed on %q", got)
+		}
+		codexID = strconv.FormatInt(e.ConnectionID("chatgpt-1"), 10)
+		row := "#conn-" + codexID
+		if got := b.text(row + " .conn-plan"); got != "plus" {
+			t.Fatalf("plan %q", got)
+		}
+		if got := b.text(row + " .conn-account"); got != "ada@example.com" {
+			t.Fatalf("account %q", got)
+		}
+		for sel, key := range map[string]string{
+			cell() + " .usage-five_hour .usage-label": "claude.window.five_hour",
+			cell() + " .usage-seven_day .usage-label": "claude.window.seven_day",
+		} {
+			if got := b.text(sel); got != i18n.TL(i18n.EN, key) {
+				t.Fatalf("%s: %q", sel, got)
+			}
+		}
+		if got := b.text(cell() + " .codex-token"); !strings.Contains(got, i18n.TL(i18n.EN, "claude.token_expires")) ||
+			!strings.Contains(got, i18n.TL(i18n.EN, "claude.strikes", 0)) {
+			t.Fatalf("token %q", got)
+		}
+		if b.eval(`String(document.querySelector('`+cell()+` .claude-lane') === null)`) != "true" {
+			t.Fatal("a ChatGPT account shows a Claude lane")
+		}
+		noTokens(t, openai.Tokens())
+		b.shot("accounts-codex-row")
+	})
+
+	b.step("an expired ChatGPT account is signed in again on its own connection", func(t *testing.T) {
+		openai.RefreshFail.Store(&testenv.FakeAnswer{Status: 400, Body: `{"error":"invalid_grant","error_description":"refresh token revoked"}`})
+		e.Clock.Advance(time.Hour) // past the access token's refresh margin: the refresh finds the token dead
+		b.do(chromedp.WaitVisible(chromedp.CSS(cell() + `[data-status="expired"] #signin-again-` + codexID)))
+		if got := b.text(cell() + " .signin-again-hint"); got != i18n.TL(i18n.EN, "accounts.signin_again_hint") {
+			t.Fatalf("hint %q", got)
+		}
+		if got := b.eval(`document.querySelector('` + cell() + ` form.signin-again input[name=provider]').value`); got != "codex" {
+			t.Fatalf("sign in again on provider %q", got)
+		}
+		b.shot("accounts-codex-expired")
+		b.do(
+			b.clickLoad("#signin-again-"+codexID),
+			chromedp.WaitVisible(chromedp.CSS("#codex-auth-link")),
+		)
+		if got := b.text("#codex-again"); got != i18n.TL(i18n.EN, "accounts.again", "chatgpt-1") {
+			t.Fatalf("again note %q", got)
+		}
+		href := b.eval(`document.querySelector('#codex-auth-link').href`)
+		if !strings.HasPrefix(href, openai.URL+"/oauth/authorize?") {
+			t.Fatalf("sign-in link %q", href)
+		}
+		// A paste that is no callback address: the card asks again with the server's sign-in.
+		b.do(
+			chromedp.SendKeys(chromedp.CSS("#codex-code"), "not an address"),
+			b.clickLoad("#codex-complete"),
+			chromedp.WaitVisible(chromedp.CSS("#codex-code-error")),
+		)
+		if again := b.eval(`document.querySelector('#codex-auth-link').href`); again != href {
+			t.Fatalf("after a refused paste the card links to %q, want %q", again, href)
+		}
+		openai.RefreshFail.Store(nil)
+		b.do(
+			chromedp.SendKeys(chromedp.CSS("#codex-code"), openai.Authorize(href, "acct-ada", "ada@example.com", "pro")),
+			b.clickLoad("#codex-complete"),
+			chromedp.WaitVisible(chromedp.CSS(".flash-success")),
+		)
+		if got := b.text(".flash-success"); got != i18n.TL(i18n.EN, "codex.updated", "chatgpt-1", "codex") {
+			t.Fatalf("flash %q", got)
+		}
+		if got := strconv.FormatInt(e.ConnectionID("chatgpt-1"), 10); got != codexID {
+			t.Fatalf("signed in again as connection %s, want %s", got, codexID)
+		}
+		if n := strings.Count(b.eval(`document.querySelector('#provider-codex tbody').innerHTML`), `<tr id="conn-`); n != 1 {
+			t.Fatalf("%d rows on the codex provider, want 1", n)
+		}
+		b.do(chromedp.WaitVisible(chromedp.CSS(cell() + `[data-status="active"]`)))
+		if got := b.text("#conn-" + codexID + " .conn-plan"); got != "pro" {
+			t.Fatalf("plan after signing in again %q", got)
+		}
+		noTokens(t, openai.Tokens())
+	})
+
+	b.step("the cards in German", func(t *testing.T) {
+		b.do(
+			chromedp.Navigate(e.Base+"/lang/de?next=/providers"),
+			chromedp.WaitVisible(chromedp.CSS("#add-codex")),
+		)
+		for sel, key := range map[string]string{
+			"#add-codex h2":                           "codex.add",
+			"#codex-start":                            "codex.start",
+			"#codex-device-start":                     "codex.device_start",
+			cell() + " .usage-five_hour .usage-label": "claude.window.five_hour",
+		} {
+			if got := b.text(sel); got != i18n.TL(i18n.DE, key) {
+				t.Errorf("%s: %q, want %q", sel, got, i18n.TL(i18n.DE, key))
+			}
+		}
+		b.shot("accounts-cards-de")
+		b.do(chromedp.Navigate(e.Base + "/lang/en?next=/providers"))
+	})
+}
