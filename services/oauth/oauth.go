@@ -114,6 +114,7 @@ type account struct {
 	state   RefreshState
 	flight  *flight
 	pending *catalog.OAuthCredential // a refreshed pair whose commit failed: committed before anything else
+	copilot copilotHold              // a Copilot account's short-lived Copilot token (copilot.go)
 }
 
 // flight is one refresh in progress; done closes when it ended.
@@ -414,7 +415,7 @@ func (s *Service) failed(id, rev int64, err error, now time.Time) {
 			wait = DefaultRetryAfter
 		}
 		st.RetryAt = now.Add(wait)
-	case te != nil && te.code == "invalid_grant":
+	case te != nil && (te.code == "invalid_grant" || te.code == "bad_refresh_token"): // GitHub's name for it
 		st.Expired, st.Strikes = true, max(st.Strikes, MaxStrikes)
 	default:
 		st.Strikes++
@@ -430,8 +431,8 @@ func (s *Service) failed(id, rev int64, err error, now time.Time) {
 	}
 }
 
-// Secrets returns an account's live tokens: the access and refresh token it holds now, and a
-// refreshed pair waiting for its commit. Text from upstreams is scrubbed of them; nil for a
+// Secrets returns an account's live tokens: the access and refresh token it holds now, a
+// refreshed pair waiting for its commit and a Copilot account's Copilot tokens. Text from upstreams is scrubbed of them; nil for a
 // connection that is no account.
 func (s *Service) Secrets(id int64) []string {
 	s.mu.Lock()
@@ -460,7 +461,7 @@ func (a *account) secrets(out []string) []string {
 	if a.pending != nil {
 		out = append(out, a.pending.AccessToken.Reveal(), a.pending.RefreshToken.Reveal(), a.pending.IDToken.Reveal())
 	}
-	return out
+	return a.copilot.secrets(out)
 }
 
 // TokenState is what the dashboard shows of an account's token.
