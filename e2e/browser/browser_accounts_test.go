@@ -233,9 +233,9 @@ func TestAccountCardsInBrowser(t *testing.T) {
 			chromedp.WaitVisible(chromedp.CSS("#add-codex")),
 		)
 		for sel, key := range map[string]string{
-			"#add-codex h2":                           "codex.add",
-			"#codex-start":                            "codex.start",
-			"#codex-device-start":                     "codex.device_start",
+			"#add-codex h2":       "codex.add",
+			"#codex-start":        "codex.start",
+			"#codex-device-start": "codex.device_start",
 			cell() + " .usage-five_hour .usage-label": "claude.window.five_hour",
 		} {
 			if got := b.text(sel); got != i18n.TL(i18n.DE, key) {
