@@ -118,6 +118,16 @@ func (d *Dashboard) accountAdded(c echo.Context, kind string, conn catalog.Conne
 	return seeOther(c, "/providers#conn-"+strconv.FormatInt(conn.ID, 10))
 }
 
+// codeAbove moves the code field's message above the card, for a card back at its first step
+// (which has no code field), and returns the card's message.
+func codeAbove(fields views.FieldErrors, form string) string {
+	if msg, ok := fields["code"]; ok {
+		delete(fields, "code")
+		return strings.TrimPrefix(form+"; "+msg, "; ")
+	}
+	return form
+}
+
 // StartCodexSignIn answers POST /oauth/codex/start: the card's paste-back step, the address to
 // sign in at with ChatGPT and the field for the address the browser ends on.
 func (d *Dashboard) StartCodexSignIn(c echo.Context) error {
@@ -145,9 +155,8 @@ func (d *Dashboard) CompleteCodexSignIn(c echo.Context) error {
 		f := d.accountCard(c, catalog.TypeCodex)
 		if si, pending := d.Accounts.PendingOf(catalog.TypeCodex, strings.TrimSpace(c.FormValue("state"))); pending {
 			f.AuthURL, f.State = si.AuthURL, si.State
-		} else if msg, ok := fields["code"]; ok { // no code field on the first step: say it above
-			form = strings.TrimPrefix(form+"; "+msg, "; ")
-			delete(fields, "code")
+		} else {
+			form = codeAbove(fields, form)
 		}
 		f.Errors, f.Error = fields, form
 		return d.renderAccountCard(c, http.StatusUnprocessableEntity, f)

@@ -94,9 +94,8 @@ func (d *Dashboard) CompleteClaudeSignIn(c echo.Context) error {
 		var f views.ClaudeForm
 		if si, pending := d.Claude.Pending(strings.TrimSpace(c.FormValue("state"))); pending {
 			f.AuthURL, f.State = si.AuthURL, si.State
-		} else if msg, ok := fields["code"]; ok { // no code field on the first step: say it above
-			form = strings.TrimPrefix(form+"; "+msg, "; ")
-			delete(fields, "code")
+		} else {
+			form = codeAbove(fields, form)
 		}
 		f.Errors, f.Error = fields, form
 		return d.renderClaude(c, http.StatusUnprocessableEntity, f)
