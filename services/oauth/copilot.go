@@ -80,10 +80,7 @@ type copilotAnswer struct {
 // copilotRefusal is an exchange GitHub refused for good: the GitHub token is dead (401) or the
 // account has no Copilot (403, 404). The account is then terminal until it signs in again (or,
 // for Copilot access, an operator resets its state).
-type copilotRefusal struct {
-	status int
-	msg    errs.Msg
-}
+type copilotRefusal struct{ msg errs.Msg }
 
 func (e *copilotRefusal) Error() string { return e.msg.String() }
 
@@ -166,7 +163,7 @@ func (s *Service) PollCopilotDevice(ctx context.Context, flow, owner string) (De
 			switch {
 			case errors.As(err, &te) && te.status == http.StatusTooManyRequests:
 				return stepSlowDown, catalog.OAuthCredential{}, nil
-			case errors.As(err, &te) && te.status < 500 && te.code != "upstream_redirect":
+			case errors.As(err, &te) && te.status < 500: // refused, or a redirect (never followed)
 				return 0, catalog.OAuthCredential{}, errs.Wrap(err, errs.Upstream, "copilot.signin_failed", err.Error())
 			}
 			// GitHub down for a moment, or the network: the code is still good; the next poll asks again.
@@ -483,16 +480,20 @@ func (s *Service) startCopilotLocked(conn *catalog.ConnEntry, a *account) *copil
 		defer s.wg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), refreshTimeout)
 		defer cancel()
-		ans, err := s.mintCopilot(ctx, conn, a)
+		ans, github, err := s.mintCopilot(ctx, conn, a)
 		now := s.opt.Clock.Now()
 		s.mu.Lock()
 		h := &a.copilot
 		h.flight = nil
 		var next time.Time
-		if err == nil {
+		switch {
+		case err == nil:
 			h.set(ans, now)
 			f.token, f.base, next = h.token, h.apiBase, h.refresh
-		} else {
+		case github != "" && a.cred.AccessToken.Reveal() != github:
+			// The account signed in again meanwhile: the failure was the old token's.
+			f.err = err
+		default:
 			f.err = err
 			h.retryAt, h.lastErr = now.Add(copilotBackoff), err
 			var refusal *copilotRefusal
@@ -534,10 +535,11 @@ func (s *Service) seedCopilot(id int64, ans copilotAnswer) {
 // mintCopilot makes one exchange for the account. A 401 means the GitHub token is dead; a token
 // that expires gets one refresh first (it may have lapsed early), any other is expired at once.
 // A 403 or 404 means the account has no Copilot (any more): terminal, with GitHub's words.
-func (s *Service) mintCopilot(ctx context.Context, conn *catalog.ConnEntry, a *account) (copilotAnswer, error) {
+// It returns the GitHub token it used.
+func (s *Service) mintCopilot(ctx context.Context, conn *catalog.ConnEntry, a *account) (copilotAnswer, string, error) {
 	github, err := s.token(ctx, conn, "")
 	if err != nil {
-		return copilotAnswer{}, err
+		return copilotAnswer{}, "", err
 	}
 	cfg := s.opt.Settings.Snapshot().Copilot()
 	ans, err := s.exchangeCopilot(ctx, cfg, github)
@@ -554,19 +556,19 @@ func (s *Service) mintCopilot(ctx context.Context, conn *catalog.ConnEntry, a *a
 		}
 	}
 	if !errors.As(err, &te) {
-		return ans, err
+		return ans, github, err
 	}
 	switch te.status {
 	case http.StatusUnauthorized:
 		msg := errs.M("copilot.github_token_dead", firstNonEmpty(te.message, te.code, "401"))
 		s.copilotTerminal(conn.ID, github, msg, true)
-		return copilotAnswer{}, &copilotRefusal{status: te.status, msg: msg}
+		return copilotAnswer{}, github, &copilotRefusal{msg: msg}
 	case http.StatusForbidden, http.StatusNotFound:
 		msg := errs.M("copilot.not_entitled", firstNonEmpty(te.message, te.code, strconv.Itoa(te.status)))
 		s.copilotTerminal(conn.ID, github, msg, false)
-		return copilotAnswer{}, &copilotRefusal{status: te.status, msg: msg}
+		return copilotAnswer{}, github, &copilotRefusal{msg: msg}
 	}
-	return ans, err
+	return ans, github, err
 }
 
 // copilotTerminal puts the account into the expired state with msg, unless a sign-in replaced

@@ -444,8 +444,8 @@ func (s *Service) failed(id, rev int64, err error, now time.Time) {
 }
 
 // Secrets returns an account's live tokens: the access and refresh token it holds now, a
-// refreshed pair waiting for its commit and a Copilot account's Copilot tokens. Text from upstreams is scrubbed of them; nil for a
-// connection that is no account.
+// refreshed pair waiting for its commit and a Copilot account's Copilot tokens. Text from
+// upstreams is scrubbed of them; nil for a connection that is no account.
 func (s *Service) Secrets(id int64) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
