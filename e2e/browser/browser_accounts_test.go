@@ -227,15 +227,78 @@ func TestAccountCardsInBrowser(t *testing.T) {
 		noTokens(t, openai.Tokens())
 	})
 
+	b.step("sign in a Copilot account with a device code, a refused one first", func(t *testing.T) {
+		gh := testenv.NewFakeGitHub(t)
+		e.UseFakeGitHub(gh) // adds the provider copilot
+		b.do(
+			chromedp.Navigate(e.Base+"/providers?provider=copilot#add-copilot"), // a new page: the card now has its provider
+			chromedp.WaitVisible(chromedp.CSS("#copilot-device-start")),
+			b.clickLoad("#copilot-device-start"),
+			chromedp.WaitVisible(chromedp.CSS("#copilot-user-code")),
+		)
+		code := b.text("#copilot-user-code")
+		if href := b.eval(`document.querySelector('#copilot-verification-link').href`); href != "https://github.com/login/device" {
+			t.Fatalf("device page %q", href)
+		}
+		if got := b.eval(`document.querySelector('#copilot-device-status').getAttribute('hx-trigger')`); got != "every 5s, submit" {
+			t.Fatalf("the status region polls with %q", got)
+		}
+		gh.Deny(code)
+		e.Clock.Advance(5 * time.Second)
+		b.do(chromedp.WaitVisible(chromedp.CSS(`#copilot-device-status[data-state="ended"] #copilot-device-error`)))
+		if got := b.text("#copilot-device-error"); got != i18n.TL(i18n.EN, "oauth.device_denied", "The authorization request was denied.") {
+			t.Fatalf("refused sign-in says %q", got)
+		}
+		if b.eval(`String(document.querySelector('#copilot-device-status').hasAttribute('hx-post'))`) != "false" {
+			t.Fatal("an ended sign-in still polls")
+		}
+		if shown("#add-copilot .device-steps") {
+			t.Fatal("an ended sign-in still shows its code")
+		}
+		b.shot("accounts-copilot-denied")
+		b.do(
+			b.clickLoad("#copilot-device-restart"),
+			chromedp.WaitVisible(chromedp.CSS("#copilot-user-code")),
+		)
+		again := b.text("#copilot-user-code")
+		if again == code {
+			t.Fatalf("started again with the refused code %q", code)
+		}
+		b.do(
+			approvedLoad(func() {
+				gh.Approve(again, "octocat", 583231)
+				e.Clock.Advance(5 * time.Second)
+			}),
+			chromedp.WaitVisible(chromedp.CSS(".flash-success")),
+		)
+		if got := b.text(".flash-success"); got != i18n.TL(i18n.EN, "copilot.added", "copilot-1", "copilot") {
+			t.Fatalf("flash %q", got)
+		}
+		id := strconv.FormatInt(e.ConnectionID("copilot-1"), 10)
+		if got := b.text("#conn-" + id + " .conn-account"); got != "octocat" {
+			t.Fatalf("login %q", got)
+		}
+		if got := b.text("#cstate-" + id + " .copilot-token"); got != i18n.TL(i18n.EN, "copilot.token_long_lived") {
+			t.Fatalf("token %q", got)
+		}
+		if b.eval(`String(document.querySelectorAll('#cstate-`+id+` .usage-bar, #cstate-`+id+` .claude-lane').length)`) != "0" {
+			t.Fatal("a Copilot account shows usage windows or a lane")
+		}
+		noTokens(t, gh.Tokens())
+		b.shot("accounts-copilot-row")
+	})
+
 	b.step("the cards in German", func(t *testing.T) {
 		b.do(
 			chromedp.Navigate(e.Base+"/lang/de?next=/providers"),
 			chromedp.WaitVisible(chromedp.CSS("#add-codex")),
 		)
 		for sel, key := range map[string]string{
-			"#add-codex h2":       "codex.add",
-			"#codex-start":        "codex.start",
-			"#codex-device-start": "codex.device_start",
+			"#add-codex h2":                           "codex.add",
+			"#codex-start":                            "codex.start",
+			"#codex-device-start":                     "codex.device_start",
+			"#add-copilot h2":                         "copilot.add",
+			"#copilot-device-start":                   "copilot.device_start",
 			cell() + " .usage-five_hour .usage-label": "claude.window.five_hour",
 		} {
 			if got := b.text(sel); got != i18n.TL(i18n.DE, key) {
