@@ -32,10 +32,15 @@ type AccountSignInPages interface {
 // accountFields are the fields of the account cards' forms, for placing service errors.
 var accountFields = []string{"provider", "name", "code"}
 
-// deviceAddress names, per account kind, the setting whose scheme decides whether an http
-// verification address may be a link: ChatGPT's page is a setting itself; GitHub names its page
-// in its answer, so its device code address (a test's fake, or GitHub) decides.
-var deviceAddress = map[string]string{catalog.TypeCodex: "codex.device_verification_url", catalog.TypeCopilot: "copilot.device_code_url"}
+// deviceAddress names the setting whose scheme decides whether a kind's http verification
+// address may be a link: ChatGPT's page is a setting itself; GitHub names its page in its answer,
+// so its device code address (a test's fake, or GitHub) decides.
+func deviceAddress(kind string) string {
+	if kind == catalog.TypeCodex {
+		return "codex.device_verification_url"
+	}
+	return "copilot.device_code_url"
+}
 
 // accountCard is the first step of a kind's "Add … account" card; ?provider= preselects one of
 // the kind's providers (a provider's empty state links here).
@@ -243,7 +248,7 @@ func (d *Dashboard) deviceCode(kind string, flow oauth.DeviceFlow, provider, nam
 		now = d.Ops.Now()
 	}
 	return &views.DeviceCode{UserCode: flow.UserCode, VerificationURL: flow.VerificationURL,
-		HTTPLinks: httpLinks(d.oauthText(deviceAddress[kind])), ExpiresAt: flow.ExpiresAt,
+		HTTPLinks: httpLinks(d.oauthText(deviceAddress(kind))), ExpiresAt: flow.ExpiresAt,
 		ExpiresInMS: max(flow.ExpiresAt.Sub(now).Milliseconds(), 0),
 		Status:      views.DeviceStatus{Kind: kind, Flow: flow.Flow, IntervalS: flow.Interval, Provider: provider, Name: name}}
 }

@@ -3,11 +3,15 @@ package browser
 import (
 	"context"
 	"fmt"
+	"html"
+	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/PuerkitoBio/goquery"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
@@ -22,7 +26,8 @@ import (
 // chatgpt-1 row showing the account's plan, its two usage windows and its token. When that
 // account's refresh token dies the row offers "Sign in again", which updates the same
 // connection. A Copilot account signs in likewise (a refused sign-in first: the card says why and
-// starts again), and its row shows the GitHub login and the token without usage windows.
+// starts again), and its row shows the GitHub login and the token without usage windows. The
+// cards read in German too.
 func TestAccountCardsInBrowser(t *testing.T) {
 	e := testenv.New(t)
 	openai := testenv.NewFakeOpenAIAuth(t)
@@ -308,4 +313,62 @@ func TestAccountCardsInBrowser(t *testing.T) {
 		b.shot("accounts-cards-de")
 		b.do(chromedp.Navigate(e.Base + "/lang/en?next=/providers"))
 	})
+}
+
+// TestDeviceSignInWithoutJavaScript: a device sign-in works with plain forms too. The start shows
+// the code; "Check now" shows it again, from the sign-in kept on the server, while it waits, and
+// sends the browser to the account's row once approved. The sign-in belongs to the session that
+// started it: another operator's session polling its id learns nothing and ends nothing.
+func TestDeviceSignInWithoutJavaScript(t *testing.T) {
+	e := testenv.New(t)
+	gh := testenv.NewFakeGitHub(t)
+	e.UseFakeGitHub(gh)
+	admin, other := e.Login(), e.Login()
+	parse := func(t *testing.T, body string) *goquery.Document {
+		t.Helper()
+		doc, err := goquery.NewDocumentFromReader(strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return doc
+	}
+
+	st, body := testenv.Fetch(t, admin, "POST", e.Base+"/oauth/copilot/device", url.Values{"provider": {"copilot"}, "name": {"octo"}}, nil)
+	doc := parse(t, body)
+	code := doc.Find("#copilot-user-code").Text()
+	flow, _ := doc.Find(`#copilot-device-status input[name=flow]`).Attr("value")
+	if st != 200 || code == "" || flow == "" {
+		t.Fatalf("start: %d, code %q, flow %q", st, code, flow)
+	}
+	poll := url.Values{"flow": {flow}, "provider": {"copilot"}, "name": {"octo"}}
+
+	st, body = testenv.Fetch(t, other, "POST", e.Base+"/oauth/copilot/device/poll", poll, nil)
+	if st != 422 || !strings.Contains(body, testenv.Esc(i18n.EN, "oauth.flow_unknown")) || strings.Contains(body, code) {
+		t.Fatalf("another session's poll: %d", st)
+	}
+
+	st, body = testenv.Fetch(t, admin, "POST", e.Base+"/oauth/copilot/device/poll", poll, nil)
+	if got := parse(t, body).Find("#copilot-user-code").Text(); st != 200 || got != code {
+		t.Fatalf("check while waiting: %d, code %q, want %q", st, got, code)
+	}
+
+	gh.Approve(code, "octocat", 583231)
+	e.Clock.Advance(5 * time.Second)
+	req, _ := http.NewRequest("POST", e.Base+"/oauth/copilot/device/poll", strings.NewReader(poll.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	noFollow := *admin
+	noFollow.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := noFollow.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	want := "/providers#conn-" + strconv.FormatInt(e.ConnectionID("octo"), 10)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != want {
+		t.Fatalf("approved: %d to %q, want 303 to %q", resp.StatusCode, resp.Header.Get("Location"), want)
+	}
+	if _, body := testenv.Fetch(t, admin, "GET", e.Base+"/providers", nil, nil); !strings.Contains(body,
+		html.EscapeString(i18n.TL(i18n.EN, "copilot.added", "octo", "copilot"))) {
+		t.Fatal("no message about the new account")
+	}
 }
