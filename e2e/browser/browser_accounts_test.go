@@ -371,4 +371,11 @@ func TestDeviceSignInWithoutJavaScript(t *testing.T) {
 		html.EscapeString(i18n.TL(i18n.EN, "copilot.added", "octo", "copilot"))) {
 		t.Fatal("no message about the new account")
 	}
+	// The account's edit page: no Claude switches, no setup token field (a GitHub token without
+	// expiry is no setup token), and the way to sign in again.
+	_, body = testenv.Fetch(t, admin, "GET", e.Base+"/connections/"+strconv.FormatInt(e.ConnectionID("octo"), 10)+"/edit", nil, nil)
+	if strings.Contains(body, `id="conn-setup-token"`) || strings.Contains(body, `id="conn-claude"`) ||
+		!strings.Contains(body, `href="/providers?provider=copilot#add-copilot"`) {
+		t.Fatal("the Copilot account's edit page offers Claude's fields or no way to sign in again")
+	}
 }
