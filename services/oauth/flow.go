@@ -33,6 +33,10 @@ const maxPending = 64
 // comes back (once). So does the address to sign in at, so a page that shows it again takes it
 // from here, never from what a browser sent.
 type pendingSignIn struct {
+	// kind is the account kind the sign-in is for (catalog.TypeAnthropic, TypeCodex): a state
+	// is completed only by its own kind's Complete, so a code never reaches another token
+	// endpoint.
+	kind     string
 	verifier string
 	provider string
 	// name is the connection name the operator chose for a new account; "" = claude-N.
@@ -79,21 +83,39 @@ func (s *Service) Start(provider, name string) (SignIn, error) {
 	// accounts sign in one after another, each with its own refresh token family.
 	authURL := conf.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier),
 		oauth2.SetAuthURLParam("code", "true"), oauth2.SetAuthURLParam("prompt", "login"))
+	s.addPending(state, pendingSignIn{kind: catalog.TypeAnthropic, verifier: verifier, provider: provider, name: name,
+		authURL: authURL, expires: now.Add(SignInTTL), started: now})
+	return SignIn{AuthURL: authURL, State: state, ExpiresAt: now.Add(SignInTTL)}, nil
+}
+
+// addPending keeps a started sign-in under its state; the oldest goes when maxPending wait.
+func (s *Service) addPending(state string, p pendingSignIn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.sweepLocked(now)
+	s.sweepLocked(p.started)
 	if len(s.pending) >= maxPending {
 		var oldest string
-		for k, p := range s.pending {
-			if oldest == "" || p.started.Before(s.pending[oldest].started) {
+		for k, q := range s.pending {
+			if oldest == "" || q.started.Before(s.pending[oldest].started) {
 				oldest = k
 			}
 		}
 		delete(s.pending, oldest)
 	}
-	s.pending[state] = pendingSignIn{verifier: verifier, provider: provider, name: name, authURL: authURL,
-		expires: now.Add(SignInTTL), started: now}
-	return SignIn{AuthURL: authURL, State: state, ExpiresAt: now.Add(SignInTTL)}, nil
+	s.pending[state] = p
+}
+
+// takePending removes and returns the sign-in of kind started with state: single use, whatever
+// happens next. A state of another kind is unknown here and stays for its own Complete.
+func (s *Service) takePending(state, kind string) (pendingSignIn, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.pending[state]
+	if !ok || p.kind != kind {
+		return pendingSignIn{}, false
+	}
+	delete(s.pending, state)
+	return p, true
 }
 
 // Pending returns the sign-in started with state while it still waits for its code: the page
@@ -141,10 +163,7 @@ func (s *Service) Complete(ctx context.Context, pasted string) (catalog.Connecti
 		return catalog.Connection{}, false, errs.Field("code", "oauth.state_missing")
 	}
 	now := s.opt.Clock.Now()
-	s.mu.Lock()
-	p, ok := s.pending[state]
-	delete(s.pending, state) // single use, whatever happens next
-	s.mu.Unlock()
+	p, ok := s.takePending(state, catalog.TypeAnthropic)
 	switch {
 	case !ok:
 		return catalog.Connection{}, false, errs.Field("code", "oauth.state_unknown")

@@ -394,8 +394,19 @@ func (s *Service) commit(ctx context.Context, id int64, cred, next catalog.OAuth
 	return next.AccessToken.Reveal(), nil
 }
 
-// failed counts a failed refresh: a 429 waits its Retry-After without a strike; invalid_grant
-// expires the account at once; anything else is a strike, and MaxStrikes in a row expire it.
+// deadRefresh reports whether a refresh error code says the refresh token will never work again:
+// OAuth's invalid_grant, and OpenAI's names for a token used once already, expired or revoked.
+func deadRefresh(code string) bool {
+	switch code {
+	case "invalid_grant", "refresh_token_reused", "refresh_token_expired", "refresh_token_invalidated":
+		return true
+	}
+	return false
+}
+
+// failed counts a failed refresh: a 429 waits its Retry-After without a strike; a dead refresh
+// token (deadRefresh) expires the account at once; anything else is a strike, and MaxStrikes in a
+// row expire it.
 func (s *Service) failed(id, rev int64, err error, now time.Time) {
 	var te *tokenError
 	errors.As(err, &te)
@@ -414,7 +425,7 @@ func (s *Service) failed(id, rev int64, err error, now time.Time) {
 			wait = DefaultRetryAfter
 		}
 		st.RetryAt = now.Add(wait)
-	case te != nil && te.code == "invalid_grant":
+	case te != nil && deadRefresh(te.code):
 		st.Expired, st.Strikes = true, max(st.Strikes, MaxStrikes)
 	default:
 		st.Strikes++
