@@ -81,25 +81,31 @@ type CodexLimit struct {
 	ResetsAt time.Time
 }
 
-// ParseCodexLimit reads a Codex backend error body: ok when it is the usage wall. The reset is
-// resets_at (unix seconds), else resets_in_seconds from now.
+// ParseCodexLimit reads a Codex backend error body ({"error":{…}}, or a stream's error event with
+// the fields at its top): ok when it is the usage wall. The reset is resets_at (unix seconds or
+// RFC 3339), else resets_in_seconds from now.
 func ParseCodexLimit(body []byte, now time.Time) (CodexLimit, bool) {
 	if !strings.Contains(string(body), "usage_") {
 		return CodexLimit{}, false
 	}
+	type fields struct {
+		Type            string          `json:"type"`
+		Code            string          `json:"code"`
+		PlanType        string          `json:"plan_type"`
+		ResetsAt        json.RawMessage `json:"resets_at"`
+		ResetsInSeconds json.RawMessage `json:"resets_in_seconds"`
+	}
 	var doc struct {
-		Error struct {
-			Type            string          `json:"type"`
-			Code            string          `json:"code"`
-			PlanType        string          `json:"plan_type"`
-			ResetsAt        json.RawMessage `json:"resets_at"`
-			ResetsInSeconds json.RawMessage `json:"resets_in_seconds"`
-		} `json:"error"`
+		fields
+		Error *fields `json:"error"`
 	}
 	if json.Unmarshal(body, &doc) != nil {
 		return CodexLimit{}, false
 	}
-	e := doc.Error
+	e := doc.fields // a stream's error event carries its fields at the top
+	if doc.Error != nil {
+		e = *doc.Error
+	}
 	kind := ""
 	for _, k := range []string{e.Type, e.Code} {
 		if k == "usage_limit_reached" || k == "usage_not_included" {
