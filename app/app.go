@@ -487,7 +487,7 @@ type engine struct {
 func buildEngine(clock clockwork.Clock, st storage, c core, r *resilienceState, accounts *oauth.Service, log *slog.Logger) engine {
 	client := proxy.NewClient() // redirects are never followed
 	inv := proxy.NewInventory(client, c.catalog.Registry, log, clock)
-	inv.Tokens = accounts
+	inv.Tokens, inv.Copilot, inv.OAuthSettings = accounts, accounts, c.oauthSettings
 	c.catalog.OnChange(func(*catalog.Registry) { inv.Kick() })
 	e := proxy.New(proxy.Options{Catalog: c.catalog, Inventory: inv, Client: client, Log: log,
 		Settings: c.settings, Cooldowns: r.cooldowns, Breakers: r.breakers, Gate: r.gate, Health: r.health, Lockouts: r.lockouts,

@@ -114,6 +114,7 @@ type account struct {
 	state   RefreshState
 	flight  *flight
 	pending *catalog.OAuthCredential // a refreshed pair whose commit failed: committed before anything else
+	copilot copilotHold              // a Copilot account's short-lived Copilot token (copilot.go)
 }
 
 // flight is one refresh in progress; done closes when it ended.
@@ -398,7 +399,8 @@ func (s *Service) commit(ctx context.Context, id int64, cred, next catalog.OAuth
 // OAuth's invalid_grant, and OpenAI's names for a token used once already, expired or revoked.
 func deadRefresh(code string) bool {
 	switch code {
-	case "invalid_grant", "refresh_token_reused", "refresh_token_expired", "refresh_token_invalidated":
+	case "invalid_grant", "refresh_token_reused", "refresh_token_expired", "refresh_token_invalidated",
+		"bad_refresh_token": // GitHub's name for it
 		return true
 	}
 	return false
@@ -441,9 +443,9 @@ func (s *Service) failed(id, rev int64, err error, now time.Time) {
 	}
 }
 
-// Secrets returns an account's live tokens: the access and refresh token it holds now, and a
-// refreshed pair waiting for its commit. Text from upstreams is scrubbed of them; nil for a
-// connection that is no account.
+// Secrets returns an account's live tokens: the access and refresh token it holds now, a
+// refreshed pair waiting for its commit and a Copilot account's Copilot tokens. Text from
+// upstreams is scrubbed of them; nil for a connection that is no account.
 func (s *Service) Secrets(id int64) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -471,7 +473,7 @@ func (a *account) secrets(out []string) []string {
 	if a.pending != nil {
 		out = append(out, a.pending.AccessToken.Reveal(), a.pending.RefreshToken.Reveal(), a.pending.IDToken.Reveal())
 	}
-	return out
+	return a.copilot.secrets(out)
 }
 
 // TokenState is what the dashboard shows of an account's token.

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -46,8 +47,12 @@ type Inventory struct {
 	log    *slog.Logger
 	clock  clockwork.Clock
 
-	// Tokens gives OAuth connections their bearer token; set it before Run (nil: none).
-	Tokens TokenSource
+	// Tokens gives OAuth connections their bearer token, Copilot gives Copilot accounts their
+	// Copilot token and OAuthSettings names the account kinds' addresses and headers; set them
+	// before Run (nil: none, and those connections have no model list).
+	Tokens        TokenSource
+	Copilot       CopilotTokens
+	OAuthSettings OAuthSettingsSource
 
 	mu         sync.RWMutex
 	byProvider map[string]*providerModels
@@ -276,8 +281,9 @@ func (i *Inventory) fetch(ctx context.Context, p *catalog.ProviderEntry) ([]stri
 	defer cancel()
 	var lastErr error
 	// Any working credential will do; try them in priority order.
+	auth := ModelAuth{Tokens: i.Tokens, Copilot: i.Copilot, OAuth: i.OAuthSettings}
 	for _, c := range p.Conns {
-		names, err := FetchModels(ctx, i.client, p, c, i.Tokens)
+		names, err := FetchModels(ctx, i.client, p, c, auth)
 		if err == nil {
 			return names, nil
 		}
@@ -286,17 +292,28 @@ func (i *Inventory) fetch(ctx context.Context, p *catalog.ProviderEntry) ([]stri
 	return nil, lastErr
 }
 
-// FetchModels asks one provider, with one connection's credential, which models it serves.
-// tokens gives an OAuth connection its bearer token (nil: the registry's copy).
-func FetchModels(ctx context.Context, client *http.Client, p *catalog.ProviderEntry, c *catalog.ConnEntry, tokens TokenSource) ([]string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, modelsURL(p), nil)
+// ModelAuth is what a model list call needs besides the connection: the bearer tokens of OAuth
+// connections, the Copilot tokens of Copilot accounts and the OAuth settings (the Codex
+// backend's address, Copilot's headers). A connection whose kind needs one that is nil has no
+// model list.
+type ModelAuth struct {
+	Tokens  TokenSource
+	Copilot CopilotTokens
+	OAuth   OAuthSettingsSource
+}
+
+// codexClientVersion is the Codex CLI version the Codex backend's model list is asked as; it
+// answers the models that version may use.
+const codexClientVersion = "0.99.0"
+
+// FetchModels asks one provider, with one connection's credential, which models it serves: the
+// ids of an OpenAI- or Anthropic-style list, or the slugs of the Codex backend's.
+func FetchModels(ctx context.Context, client *http.Client, p *catalog.ProviderEntry, c *catalog.ConnEntry, auth ModelAuth) ([]string, error) {
+	req, token, err := modelsRequest(ctx, p, c, auth)
 	if err != nil {
 		return nil, err
 	}
-	token, err := authorize(ctx, req.Header, p, c, tokens)
-	if err != nil {
-		return nil, &FetchError{Kind: "transport", Err: err}
-	}
+	secrets := fetchSecrets(c, token, auth.Tokens)
 	resp, err := noRedirects(client).Do(req)
 	if err != nil {
 		return nil, transportFetchError(err)
@@ -304,32 +321,107 @@ func FetchModels(ctx context.Context, client *http.Client, p *catalog.ProviderEn
 	defer resp.Body.Close()
 	if isRedirect(resp.StatusCode) {
 		return nil, &FetchError{Kind: "redirect", Status: resp.StatusCode,
-			Excerpt: redact.Redirect(req.URL, resp.Header.Get("Location"), fetchSecrets(c, token, tokens)...)}
+			Excerpt: redact.Redirect(req.URL, resp.Header.Get("Location"), secrets...)}
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
 		return nil, transportFetchError(err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, &FetchError{Kind: "status", Status: resp.StatusCode, Excerpt: snippet(redact.Bytes(body, fetchSecrets(c, token, tokens)...))}
+		return nil, &FetchError{Kind: "status", Status: resp.StatusCode, Excerpt: snippet(redact.Bytes(body, secrets...))}
 	}
 	var doc struct {
 		Data []struct {
 			ID string `json:"id"`
 		} `json:"data"`
+		Models []struct {
+			Slug string `json:"slug"`
+		} `json:"models"`
 	}
 	if err := json.Unmarshal(body, &doc); err != nil {
 		return nil, &FetchError{Kind: "not_a_list", Err: err}
 	}
-	names := make([]string, 0, len(doc.Data))
-	for _, d := range doc.Data {
-		if d.ID != "" {
-			names = append(names, d.ID)
+	if p.Type == catalog.TypeCodex && doc.Data == nil && doc.Models == nil {
+		return nil, &FetchError{Kind: "not_a_list", Err: errors.New("the answer has no models")}
+	}
+	seen := make(map[string]bool, len(doc.Data)+len(doc.Models))
+	names := make([]string, 0, len(doc.Data)+len(doc.Models))
+	add := func(n string) {
+		if n != "" && !seen[n] {
+			seen[n] = true
+			names = append(names, n)
 		}
+	}
+	for _, d := range doc.Data {
+		add(d.ID)
+	}
+	for _, m := range doc.Models {
+		add(m.Slug)
 	}
 	sort.Strings(names)
 	return names, nil
 }
+
+// modelsRequest is the model list call on c and the token it carries ("" for an API key): an
+// API key or Claude token on the provider's /models, a ChatGPT account's on the Codex backend's
+// /models, a Copilot account's Copilot token on the /models of the address that token names.
+func modelsRequest(ctx context.Context, p *catalog.ProviderEntry, c *catalog.ConnEntry, auth ModelAuth) (*http.Request, string, error) {
+	account := c.AuthType == catalog.AuthOAuth
+	switch {
+	case account && p.Type == catalog.TypeCopilot:
+		if auth.Copilot == nil || auth.OAuth == nil {
+			return nil, "", &FetchError{Kind: "transport", Err: errNoAccountHolder}
+		}
+		token, base, err := auth.Copilot.CopilotToken(ctx, c)
+		if err != nil {
+			return nil, "", &FetchError{Kind: "transport", Err: err}
+		}
+		if base == "" {
+			base = defaultCopilotAPI
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/models", nil)
+		if err != nil {
+			return nil, "", err
+		}
+		copilotHeaders(req.Header, token, auth.OAuth.Snapshot().Copilot())
+		req.Header.Set("Accept", "application/json")
+		return req, token, nil
+	case account && p.Type == catalog.TypeCodex:
+		if auth.Tokens == nil || auth.OAuth == nil {
+			return nil, "", &FetchError{Kind: "transport", Err: errNoAccountHolder}
+		}
+		token, err := auth.Tokens.Token(ctx, c)
+		if err != nil {
+			return nil, "", &FetchError{Kind: "transport", Err: err}
+		}
+		base := p.BaseURL
+		if base == "" {
+			base = auth.OAuth.Snapshot().Codex().APIBaseURL
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/models?client_version="+codexClientVersion, nil)
+		if err != nil {
+			return nil, "", err
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Accept", "application/json")
+		if c.OAuth != nil && c.OAuth.Account.UUID != "" {
+			req.Header.Set("chatgpt-account-id", c.OAuth.Account.UUID)
+		}
+		return req, token, nil
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, modelsURL(p), nil)
+	if err != nil {
+		return nil, "", err
+	}
+	token, err := authorize(ctx, req.Header, p, c, auth.Tokens)
+	if err != nil {
+		return nil, "", &FetchError{Kind: "transport", Err: err}
+	}
+	return req, token, nil
+}
+
+// errNoAccountHolder: the gateway runs without the account service this connection's kind needs.
+var errNoAccountHolder = errors.New("no account service for this kind of account")
 
 func modelsURL(p *catalog.ProviderEntry) string {
 	if isAnthropic(p.Type) {

@@ -37,7 +37,7 @@ func (e *Engine) TestConnection(ctx context.Context, id int64) (TestResult, erro
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	start := e.opt.Clock.Now()
-	names, err := FetchModels(ctx, e.opt.Client, p, c, e.opt.Accounts)
+	names, err := FetchModels(ctx, e.opt.Client, p, c, ModelAuth{Tokens: e.opt.Accounts, Copilot: e.opt.Copilot, OAuth: e.opt.OAuthSettings})
 	res := TestResult{LatencyMS: e.opt.Clock.Now().Sub(start).Milliseconds()}
 	if err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {

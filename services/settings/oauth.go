@@ -76,6 +76,9 @@ type CopilotOAuth struct {
 	// CopilotTokenURL exchanges the GitHub token for a short-lived Copilot token. Default
 	// https://api.github.com/copilot_internal/v2/token.
 	CopilotTokenURL string `json:"copilot_token_url"`
+	// UserURL names the GitHub account a signed-in token belongs to. Default
+	// https://api.github.com/user.
+	UserURL string `json:"user_url"`
 	// ClientID is the Copilot editor plugins' public GitHub client. Default Iv1.b507a08c87ecfe98.
 	ClientID string `json:"client_id"`
 	// Scopes are asked for at sign-in. Default read:user.
@@ -85,6 +88,15 @@ type CopilotOAuth struct {
 	// IntegrationID is sent as Copilot-Integration-Id. Default vscode-chat.
 	IntegrationID string `json:"integration_id"`
 }
+
+// The rest of the Copilot Chat extension's request fingerprint, sent beside Editor-Version on
+// the token exchange and on every call to Copilot. Copilot checks them loosely; they move with
+// the extension's releases, far less often than the editor version.
+const (
+	CopilotPluginVersion = "copilot-chat/0.31.0"
+	CopilotUserAgent     = "GitHubCopilotChat/0.31.0"
+	GitHubAPIVersion     = "2026-06-01"
+)
 
 // ClaudeOAuth are the parameters of Claude sign-in and of calls made with subscription tokens.
 // Anthropic moves these endpoints from time to time, so each one is a setting.
@@ -164,6 +176,7 @@ var oauthRegistry = []*Setting{
 		func(o *OAuth) *string { return &o.Copilot.AccessTokenURL }),
 	text("copilot.copilot_token_url", "https://api.github.com/copilot_internal/v2/token", checkURL,
 		func(o *OAuth) *string { return &o.Copilot.CopilotTokenURL }),
+	text("copilot.user_url", "https://api.github.com/user", checkURL, func(o *OAuth) *string { return &o.Copilot.UserURL }),
 	text("copilot.client_id", "Iv1.b507a08c87ecfe98", checkWord, func(o *OAuth) *string { return &o.Copilot.ClientID }),
 	words("copilot.scopes", []string{"read:user"}, func(o *OAuth) *[]string { return &o.Copilot.Scopes }),
 	text("copilot.editor_version", "vscode/1.104.1", checkEditorVersion, func(o *OAuth) *string { return &o.Copilot.EditorVersion }),
