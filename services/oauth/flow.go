@@ -39,7 +39,7 @@ type pendingSignIn struct {
 	kind     string
 	verifier string
 	provider string
-	// name is the connection name the operator chose for a new account; "" = claude-N.
+	// name is the connection name the operator chose for a new account; "" = claude-N / chatgpt-N.
 	name    string
 	authURL string
 	expires time.Time
@@ -88,7 +88,7 @@ func (s *Service) Start(provider, name string) (SignIn, error) {
 	return SignIn{AuthURL: authURL, State: state, ExpiresAt: now.Add(SignInTTL)}, nil
 }
 
-// addPending keeps a started sign-in under its state; the oldest goes when maxPending wait.
+// addPending keeps a started sign-in under its state; when maxPending are waiting, the oldest goes.
 func (s *Service) addPending(state string, p pendingSignIn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -91,6 +91,9 @@ func (e *Engine) attempt(ctx context.Context, cancel context.CancelFunc, c *call
 	if c.stream && isEventStream(resp.Header) {
 		return e.streamStart(c, conn, resp, cancel)
 	}
+	if !c.stream && e.codexAccount(conn) {
+		return e.codexAnswer(c, conn, resp) // the Codex backend answers with a stream only
+	}
 	b, err := readBody(resp, e.opt.MaxResponseBytes+1)
 	resp.Body.Close()
 	if err != nil {

@@ -31,7 +31,7 @@ func (e *Engine) fail(c *call, conn *catalog.ConnEntry, res attemptResult) failu
 		e.opt.Observer.ConnectionFailure(c.t.provider.Name, string(out.Reason))
 	}
 	e.opt.Cooldowns.RecordFailure(conn.ID, out, cooldownPolicy(r.ConnectionCooldown, conn.AuthType))
-	if out.Status > 0 {
+	if out.Status > 0 && !out.UntilReset { // a used-up usage window is the account's, not the model's
 		e.opt.Lockouts.RecordFailure(c.t.provider.Name, conn.ID, c.t.model, out.Status, string(out.Reason), out.Cooldown, out.FromUpstream)
 	}
 	f := failure{err: res.err, outcome: out, result: resilience.Result{Status: res.status, Transport: res.transport && !res.localTimeout,
@@ -39,7 +39,11 @@ func (e *Engine) fail(c *call, conn *catalog.ConnEntry, res attemptResult) failu
 	if out.Status > 0 {
 		f.result.Status = out.Status
 	}
-	if out.Scope == resilience.ScopeConnection || out.Scope == resilience.ScopeProvider || res.transport {
+	if out.UntilReset {
+		// The account used up its own usage window: nothing about the provider, so neither its
+		// breaker and health (no verdict) nor its cooldown gate hear of it.
+		f.result = resilience.Result{}
+	} else if out.Scope == resilience.ScopeConnection || out.Scope == resilience.ScopeProvider || res.transport {
 		e.opt.Gate.RecordFailure(c.t.provider.Name, resilience.AuthType(conn.AuthType), r.ProviderCooldown)
 	}
 	switch {

@@ -183,6 +183,12 @@ type Outcome struct {
 	// RetryAfter is what to tell the client: the restatement's Retry-After, else the upstream
 	// hint, else 0.
 	RetryAfter time.Duration
+	// UntilReset says Cooldown is the end of the account's usage window as the upstream
+	// announced it (the Codex backend's usage_limit_reached with its resets_at): the connection
+	// rests exactly until then for every auth type (use_upstream_retry_hints is about rate-limit
+	// hints, not about the end of a window the account has used up), the rest is no step of its
+	// backoff, and the answer says nothing about the provider's health.
+	UntilReset bool
 	// Rule names the operator rule that decided, else the restatement that applied, else "".
 	Rule string
 	// Restatement names the restatement that changed the status, if any.
@@ -199,6 +205,9 @@ const (
 	cdBackoff cooldownKind = iota
 	// cdQuota: the upstream hint when present, else a quota window (classify_markers.go).
 	cdQuota
+	// cdWindow: a usage window used up; the reset the body announces, else any other upstream
+	// hint (Outcome.UntilReset either way), else a quota window as for cdQuota.
+	cdWindow
 )
 
 // facts is what the built-in table decides on.
@@ -248,6 +257,9 @@ type builtinRule struct {
 //     A 400 carries no evidence about time, so no cooldown or lockout is guessed from it.
 //   - A plain 403 cools the connection and fails over but is never terminal; the caller bans
 //     after RejectionsBeforeBan in a row. A 403 about model access locks only the model.
+//   - A 429 that names a used-up usage window (the Codex backend's usage_limit_reached) is the
+//     account's quota until the reset it announces, before any credit wording is read: the
+//     window comes back by itself, so it is never terminal.
 var builtinRules = []builtinRule{
 	{name: "transport_error", match: func(f *facts) bool { return f.status <= 0 },
 		reason: ReasonServerError, scope: ScopeConnection, failover: true, evidence: sigNone,
@@ -258,6 +270,9 @@ var builtinRules = []builtinRule{
 	{name: "account_deactivated", match: func(f *facts) bool { return f.status < 500 && f.has(sigBanned) },
 		reason: ReasonAuthError, scope: ScopeConnection, terminal: TerminalBanned, failover: true, evidence: sigBanned,
 		msg: "account deactivated upstream"},
+	{name: "usage_window", match: func(f *facts) bool { return f.status == 429 && f.has(sigUsageWindow) },
+		reason: ReasonQuotaExhausted, scope: ScopeConnection, failover: true, cooldown: cdWindow, evidence: sigUsageWindow,
+		msg: "usage window used up"},
 	{name: "credits_on_api_key_429", match: func(f *facts) bool {
 		return f.status == 429 && f.has(sigCredits) && f.auth != AuthOAuth
 	},
@@ -339,7 +354,8 @@ var builtinRules = []builtinRule{
 // from, in order, a
 // terminal state or ScopeNone (none), the rule's Cooldown, the upstream reset hint
 // (ParseResetHint; rate-limit bucket headers only for rate_limit/quota_exhausted or a 429,
-// FromUpstream=true), a quota window for quota walls, else 0 (engine backoff). Whether an
+// FromUpstream=true; for a used-up usage window the reset its body announces comes first and
+// sets UntilReset), a quota window for quota walls, else 0 (engine backoff). Whether an
 // upstream hint is honoured for the auth type is the cooldown engine's decision, not this one.
 func Classify(in Input) Outcome {
 	ex, exOK := extractError(in.Body)
@@ -442,6 +458,12 @@ func Classify(in Input) Outcome {
 
 	buckets := out.Reason == ReasonRateLimit || out.Reason == ReasonQuotaExhausted || classStatus == 429
 	hint, hintOK := resetHint(in.Header, text, in.Now, buckets)
+	if kind == cdWindow {
+		// The window's own end, as the body states it, wins over a generic Retry-After.
+		if d, ok := bodyReset(text, in.Now); ok {
+			hint, hintOK = d, true
+		}
+	}
 	switch {
 	case out.Terminal != TerminalNone || out.Scope == ScopeNone:
 		// nothing to cool: terminal states are not cooldowns, ScopeNone records nothing
@@ -452,8 +474,8 @@ func Classify(in Input) Outcome {
 		// the client's Retry-After and the connection's recovery agree.
 		out.Cooldown, out.FromUpstream = min(restatement.RetryAfter, MaxResetHint), true
 	case hintOK:
-		out.Cooldown, out.FromUpstream = hint, true
-	case kind == cdQuota:
+		out.Cooldown, out.FromUpstream, out.UntilReset = hint, true, kind == cdWindow
+	case kind == cdQuota || kind == cdWindow:
 		out.Cooldown = min(quotaWindow(text, in.Now), MaxResetHint)
 	}
 

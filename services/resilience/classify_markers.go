@@ -28,6 +28,7 @@ const (
 	sigRouteRestricted               // key valid but not allowed on this route
 	sigFingerprint                   // Cloudflare 1010 / browser signature rejection
 	sigDegraded                      // NVIDIA-style "function degraded"
+	sigUsageWindow                   // a subscription's usage window is used up (Codex's usage_limit_reached)
 	numSignals
 )
 
@@ -99,6 +100,10 @@ var textMarkers = []struct {
 		"error code: 1010", "error 1010", "browser_signature_banned", `"retryable":false`, `"retryable": false`,
 	}},
 	{sigDegraded, []string{"degraded"}},
+	// The Codex backend's usage wall of a ChatGPT account: its error type, which the answer
+	// carries with the window's reset (resets_at, resets_in_seconds). usage_not_included is the
+	// same answer for a plan without Codex.
+	{sigUsageWindow, []string{"usage_limit_reached", "usage_not_included"}},
 }
 
 // banPhrase catches account-deactivation sentences ("your account has been suspended", "this
@@ -125,7 +130,8 @@ var errorCodes = []struct {
 	{"resource_exhausted", sigRateLimit, 429},
 	{"insufficient_quota", sigQuota, 429},
 	{"quota_exceeded", sigQuota, 429},
-	{"usage_limit_reached", sigQuota, 429},
+	{"usage_limit_reached", sigUsageWindow, 429},
+	{"usage_not_included", sigUsageWindow, 429},
 	{"daily_limit_exceeded", sigPerDay, 429},
 	{"overloaded_error", sigCapacity, 529},
 	{"overloaded", sigCapacity, 529},
@@ -192,6 +198,7 @@ var quotaWindows = []struct {
 	{"usage limit reached", time.Hour}, {"reached your usage limit", time.Hour},
 	{"hit your usage limit", time.Hour}, {"usage_limit_reached", time.Hour},
 	{"would exceed your account's rate limit", time.Hour}, {"out of extra usage", time.Hour},
+	{"usage_not_included", 24 * time.Hour},
 }
 
 // quotaWindow returns the synthetic cooldown for a quota wall, or 0 to leave it to backoff.

@@ -20,6 +20,7 @@ type classifyWant struct {
 	retryAfter time.Duration
 	rule       string
 	restated   string
+	untilReset bool
 }
 
 type classifyCase struct {
@@ -36,7 +37,7 @@ func checkOutcome(t *testing.T, in Input, got Outcome, want classifyWant) {
 	gotE := classifyWant{
 		reason: got.Reason, scope: got.Scope, terminal: got.Terminal, failover: got.Failover,
 		cooldown: got.Cooldown, upstream: got.FromUpstream, status: got.Status,
-		retryAfter: got.RetryAfter, rule: got.Rule, restated: got.Restatement,
+		retryAfter: got.RetryAfter, rule: got.Rule, restated: got.Restatement, untilReset: got.UntilReset,
 	}
 	if gotE != want {
 		t.Errorf("Classify mismatch\n got: %+v\nwant: %+v\n msg: %s", gotE, want, got.Message)
@@ -96,7 +97,27 @@ func TestClassifyRateLimitAndQuota(t *testing.T) {
 			want: classifyWant{reason: ReasonQuotaExhausted, scope: ScopeConnection, failover: true}},
 		{name: "429 codex usage wall with resets_in_seconds", in: Input{Status: 429, AuthType: AuthOAuth,
 			Body: `{"error":{"type":"usage_limit_reached","message":"The usage limit has been reached","resets_in_seconds":7200}}`},
-			want: classifyWant{reason: ReasonQuotaExhausted, scope: ScopeConnection, failover: true, cooldown: 2 * time.Hour, upstream: true, retryAfter: 2 * time.Hour}},
+			want: classifyWant{reason: ReasonQuotaExhausted, scope: ScopeConnection, failover: true, cooldown: 2 * time.Hour, upstream: true, retryAfter: 2 * time.Hour, untilReset: true}},
+		{name: "429 codex usage wall: the body's resets_at wins over Retry-After", in: Input{Status: 429, AuthType: AuthOAuth,
+			Header: hintHeader("Retry-After", "30"),
+			Body:   `{"error":{"type":"usage_limit_reached","plan_type":"plus","resets_at":` + hintEpochS(3*time.Hour) + `}}`},
+			want: classifyWant{reason: ReasonQuotaExhausted, scope: ScopeConnection, failover: true, cooldown: 3 * time.Hour, upstream: true, retryAfter: 3 * time.Hour, untilReset: true}},
+		{name: "429 codex usage wall as a code, with credit words", in: Input{Status: 429, AuthType: AuthOAuth,
+			Body: `{"error":{"code":"usage_limit_reached","message":"Out of credits for this window","resets_in_seconds":600}}`},
+			want: classifyWant{reason: ReasonQuotaExhausted, scope: ScopeConnection, failover: true, cooldown: 10 * time.Minute, upstream: true, retryAfter: 10 * time.Minute, untilReset: true}},
+		{name: "429 codex usage wall without a reset gets the 1h window", in: Input{Status: 429, AuthType: AuthOAuth,
+			Body: `{"error":{"type":"usage_limit_reached","message":"The usage limit has been reached"}}`},
+			want: classifyWant{reason: ReasonQuotaExhausted, scope: ScopeConnection, failover: true, cooldown: time.Hour}},
+		{name: "429 codex plan without codex", in: Input{Status: 429, AuthType: AuthOAuth,
+			Body: `{"error":{"type":"usage_not_included","plan_type":"free"}}`},
+			want: classifyWant{reason: ReasonQuotaExhausted, scope: ScopeConnection, failover: true, cooldown: 24 * time.Hour}},
+		{name: "codex usage wall in a failed stream (hidden 200)", in: Input{Status: 200, AuthType: AuthOAuth,
+			Body: `{"error":{"code":"usage_limit_reached","message":"The usage limit has been reached","resets_in_seconds":60}}`},
+			want: classifyWant{reason: ReasonQuotaExhausted, scope: ScopeConnection, failover: true, cooldown: time.Minute, upstream: true, retryAfter: time.Minute, untilReset: true, status: 502}},
+		{name: "operator rule over a codex usage wall is the operator's cooldown", in: Input{Status: 429, AuthType: AuthOAuth,
+			Body:  `{"error":{"type":"usage_limit_reached","resets_in_seconds":7200}}`,
+			Rules: []Rule{{Name: "codex-short", BodyMarkers: []string{"usage_limit_reached"}, Cooldown: time.Minute}}},
+			want: classifyWant{reason: ReasonQuotaExhausted, scope: ScopeConnection, failover: true, cooldown: time.Minute, retryAfter: 2 * time.Hour, rule: "codex-short"}},
 		{name: "429 usage wall without hint gets 1h window", in: Input{Status: 429, Body: "You've reached your usage limit."},
 			want: classifyWant{reason: ReasonQuotaExhausted, scope: ScopeConnection, failover: true, cooldown: time.Hour}},
 		{name: "429 daily quota until midnight", in: Input{Status: 429, Body: "You have exceeded your daily quota."},

@@ -206,6 +206,13 @@ func (c *Cooldowns) RecordFailure(id int64, out Outcome, policy CooldownPolicy) 
 		s.Terminal, s.Until, s.NextProbe, s.FromUpstream = TerminalBanned, time.Time{}, time.Time{}, false
 	case s.Terminal != TerminalNone:
 		// A terminal state is never overwritten by a cooldown; a failed probe waits for the next.
+	case out.UntilReset && out.Scope == ScopeConnection && out.Cooldown > 0:
+		// The account used up a usage window: it rests exactly until the window's announced
+		// reset, whatever the auth type's use of hints, and the rest is no step of its backoff
+		// (the level stays). A rest already running past that reset is kept.
+		if until := now.Add(out.Cooldown); until.After(s.Until) {
+			s.Until, s.FromUpstream = until, true
+		}
 	case out.Scope != ScopeConnection:
 		// Model, provider and request-scope failures don't cool the connection.
 	case now.Before(s.Until):

@@ -200,3 +200,43 @@ func TestPeekNeverTakesTheProbe(t *testing.T) {
 		t.Fatalf("cooling peek: %v %+v", ok, why)
 	}
 }
+
+func TestCooldownUntilResetIsExactAndNoBackoffStep(t *testing.T) {
+	clk := clockwork.NewFakeClock()
+	c := NewCooldowns(clk, nil)
+	window := Outcome{Reason: ReasonQuotaExhausted, Scope: ScopeConnection, Failover: true, Status: 429,
+		Cooldown: 3 * time.Hour, FromUpstream: true, UntilReset: true, Message: "usage window used up"}
+	// OAuth policies ignore rate-limit hints by default; the end of a used-up window is no hint.
+	s := c.RecordFailure(1, window, oauthPolicy)
+	if got := s.Until.Sub(clk.Now()); got != 3*time.Hour || !s.FromUpstream {
+		t.Fatalf("rest %v (from upstream %v), want exactly 3h", got, s.FromUpstream)
+	}
+	if s.Level != 0 || s.LastErrorType != ReasonQuotaExhausted {
+		t.Fatalf("level %d reason %s: the window's end is no backoff step", s.Level, s.LastErrorType)
+	}
+	// Beyond the configured max, too: it is the upstream's announced reset.
+	s = c.RecordFailure(2, Outcome{Reason: ReasonQuotaExhausted, Scope: ScopeConnection, Cooldown: 50 * time.Hour,
+		FromUpstream: true, UntilReset: true, Message: "m"}, oauthPolicy)
+	if got := s.Until.Sub(clk.Now()); got != 50*time.Hour {
+		t.Fatalf("rest %v, want 50h", got)
+	}
+	// A later answer with an earlier reset never shortens the rest; a later reset extends it
+	// (the herd guard is for backoff, not for a window's end).
+	clk.Advance(time.Minute)
+	s = c.RecordFailure(1, Outcome{Reason: ReasonQuotaExhausted, Scope: ScopeConnection, Cooldown: time.Hour,
+		FromUpstream: true, UntilReset: true, Message: "m"}, oauthPolicy)
+	if got := s.Until.Sub(clk.Now()); got != 3*time.Hour-time.Minute {
+		t.Fatalf("rest shortened to %v", got)
+	}
+	s = c.RecordFailure(1, Outcome{Reason: ReasonQuotaExhausted, Scope: ScopeConnection, Cooldown: 5 * time.Hour,
+		FromUpstream: true, UntilReset: true, Message: "m"}, oauthPolicy)
+	if got := s.Until.Sub(clk.Now()); got != 5*time.Hour || s.Level != 0 {
+		t.Fatalf("rest %v level %d, want 5h at level 0", got, s.Level)
+	}
+	// A terminal state is never overwritten by a window's rest.
+	c.MarkExpired(3, "dead")
+	s = c.RecordFailure(3, window, oauthPolicy)
+	if s.Terminal != TerminalExpired || !s.Until.IsZero() {
+		t.Fatalf("terminal state overwritten: %+v", s)
+	}
+}

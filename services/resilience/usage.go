@@ -225,6 +225,39 @@ func (u *Usage) Observe(id int64, s Unified) bool {
 	return true
 }
 
+// Observed records the windows an answer reported of its account (a ChatGPT account's x-codex-*
+// headers, ParseCodexUsage); nil leaves a window as it was. A reading without a reset keeps the
+// reset known before. Unlike Polled it leaves PolledAt: no usage API was asked. It reports
+// whether anything changed; only a change is stored.
+func (u *Usage) Observed(id int64, five, seven *UsageWindow) bool {
+	if five == nil && seven == nil {
+		return false
+	}
+	now := u.clock.Now()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	a := u.entry(id)
+	before := *a
+	set := func(dst **UsageWindow, w *UsageWindow) {
+		if w == nil {
+			return
+		}
+		c := *w
+		if c.ResetsAt.IsZero() && *dst != nil {
+			c.ResetsAt = (*dst).ResetsAt
+		}
+		*dst = &c
+	}
+	set(&a.FiveHour, five)
+	set(&a.SevenDay, seven)
+	if sameWindow(before.FiveHour, a.FiveHour) && sameWindow(before.SevenDay, a.SevenDay) {
+		return false
+	}
+	a.UpdatedAt = now
+	u.persist(*a)
+	return true
+}
+
 func sameWindow(a, b *UsageWindow) bool {
 	if a == nil || b == nil {
 		return a == b
