@@ -23,7 +23,8 @@ import (
 // does: a codex provider from the provider form without a base URL (its upstream format shown
 // fixed), then a ChatGPT account with a device code — the card shows the code, polls while the
 // fake waits for the approval and lands on the providers page once it is given, with the new
-// chatgpt-1 row showing the account's plan, its two usage windows and its token. When that
+// chatgpt-1 row showing the account's plan, its token and its two usage windows, filled in from
+// the Codex backend's answer to a request. When that
 // account's refresh token dies the row offers "Sign in again", which updates the same
 // connection. A Copilot account signs in likewise (a refused sign-in first: the card says why and
 // starts again), and its row shows the GitHub login and the token without usage windows. The
@@ -33,6 +34,8 @@ func TestAccountCardsInBrowser(t *testing.T) {
 	openai := testenv.NewFakeOpenAIAuth(t)
 	openai.DeviceInterval.Store("1")
 	e.UseFakeOpenAIAuth(openai)
+	backend := testenv.NewFakeCodex(t, openai.AccountOf)
+	e.MustAPI("PATCH", "/api/settings/oauth", map[string]any{"codex": map[string]any{"api_base_url": backend.BaseURL()}}, 200)
 
 	b := newStateBrowser(t)
 	shown := func(sel string) bool {
@@ -57,6 +60,11 @@ func TestAccountCardsInBrowser(t *testing.T) {
 				t.Fatalf("the page shows a token (%.12s…)", tok)
 			}
 		}
+	}
+	// liveText reads an element's text in one step: the providers page's poll swaps the status
+	// cells whenever the state changes, so a read in several steps could straddle a swap.
+	liveText := func(sel string) string {
+		return strings.Join(strings.Fields(b.eval(fmt.Sprintf(`document.querySelector(%q)?.textContent ?? ""`, sel))), " ")
 	}
 	var codexID string
 	cell := func() string { return "#cstate-" + codexID }
@@ -136,9 +144,9 @@ func TestAccountCardsInBrowser(t *testing.T) {
 		// The page polls every second; the sign-in asks OpenAI once its interval has passed.
 		e.Clock.Advance(time.Second)
 		e.Eventually("the page's poll reaches the device token endpoint", func() bool { return openai.DevicePolls.Load() > 0 })
-		if got := b.text("#codex-device-status .device-waiting"); got != i18n.TL(i18n.EN, "accounts.device_waiting") {
-			t.Fatalf("status %q", got)
-		}
+		// The region is swapped anew on every poll: read it between two swaps.
+		b.do(chromedp.Poll[chromedp.Void](fmt.Sprintf(`document.querySelector('#codex-device-status[data-state="pending"] .device-waiting')?.textContent.trim() === %q`,
+			i18n.TL(i18n.EN, "accounts.device_waiting")), chromedp.WithPollingTimeout(5*time.Second)))
 		b.do(
 			approvedLoad(func() {
 				openai.Approve(code, "acct-ada", "ada@example.com", "plus")
@@ -164,11 +172,27 @@ func TestAccountCardsInBrowser(t *testing.T) {
 			cell() + " .usage-five_hour .usage-label": "claude.window.five_hour",
 			cell() + " .usage-seven_day .usage-label": "claude.window.seven_day",
 		} {
-			if got := b.text(sel); got != i18n.TL(i18n.EN, key) {
+			if got := liveText(sel); got != i18n.TL(i18n.EN, key) {
 				t.Fatalf("%s: %q", sel, got)
 			}
 		}
-		if got := b.text(cell() + " .codex-token"); !strings.Contains(got, i18n.TL(i18n.EN, "claude.token_expires")) ||
+		// The windows are read off the Codex backend's answers: one request fills them in.
+		backend.SetUsage("acct-ada", testenv.CodexUsage{
+			Primary:   &testenv.CodexWindow{UsedPercent: 63, WindowMinutes: 300, ResetAfter: 2 * time.Hour},
+			Secondary: &testenv.CodexWindow{UsedPercent: 20, WindowMinutes: 10080, ResetAfter: 90 * time.Hour}})
+		resp := e.Chat(context.Background(), e.NewKey(), `{"model":"codex/gpt-5-codex","messages":[{"role":"user","content":"hi"}]}`)
+		if body := testenv.ReadAll(t, resp); resp.StatusCode != 200 {
+			t.Fatalf("chat on the account: %d %s", resp.StatusCode, body)
+		}
+		b.do(chromedp.Poll[chromedp.Void](`document.querySelector('`+cell()+` .usage-five_hour .usage-pct')?.textContent.trim() === '63 %'`,
+			chromedp.WithPollingTimeout(10*time.Second)))
+		if got := liveText(cell() + " .usage-seven_day .usage-pct"); got != "20 %" {
+			t.Fatalf("weekly %q", got)
+		}
+		if got := liveText(cell() + " .usage-five_hour .usage-reset .countdown"); !strings.HasPrefix(got, "2:00:00") && !strings.HasPrefix(got, "1:59:") {
+			t.Fatalf("the five-hour window resets in %q", got)
+		}
+		if got := liveText(cell() + " .codex-token"); !strings.Contains(got, i18n.TL(i18n.EN, "claude.token_expires")) ||
 			!strings.Contains(got, i18n.TL(i18n.EN, "claude.strikes", 0)) {
 			t.Fatalf("token %q", got)
 		}
@@ -183,7 +207,7 @@ func TestAccountCardsInBrowser(t *testing.T) {
 		openai.RefreshFail.Store(&testenv.FakeAnswer{Status: 400, Body: `{"error":"invalid_grant","error_description":"refresh token revoked"}`})
 		e.Clock.Advance(time.Hour) // past the access token's refresh margin: the refresh finds the token dead
 		b.do(chromedp.WaitVisible(chromedp.CSS(cell() + `[data-status="expired"] #signin-again-` + codexID)))
-		if got := b.text(cell() + " .signin-again-hint"); got != i18n.TL(i18n.EN, "accounts.signin_again_hint") {
+		if got := liveText(cell() + " .signin-again-hint"); got != i18n.TL(i18n.EN, "accounts.signin_again_hint") {
 			t.Fatalf("hint %q", got)
 		}
 		if got := b.eval(`document.querySelector('` + cell() + ` form.signin-again input[name=provider]').value`); got != "codex" {
@@ -283,7 +307,7 @@ func TestAccountCardsInBrowser(t *testing.T) {
 		if got := b.text("#conn-" + id + " .conn-account"); got != "octocat" {
 			t.Fatalf("login %q", got)
 		}
-		if got := b.text("#cstate-" + id + " .copilot-token"); got != i18n.TL(i18n.EN, "copilot.token_long_lived") {
+		if got := liveText("#cstate-" + id + " .copilot-token"); got != i18n.TL(i18n.EN, "copilot.token_long_lived") {
 			t.Fatalf("token %q", got)
 		}
 		if b.eval(`String(document.querySelectorAll('#cstate-`+id+` .usage-bar, #cstate-`+id+` .claude-lane').length)`) != "0" {
@@ -306,7 +330,7 @@ func TestAccountCardsInBrowser(t *testing.T) {
 			"#copilot-device-start":                   "copilot.device_start",
 			cell() + " .usage-five_hour .usage-label": "claude.window.five_hour",
 		} {
-			if got := b.text(sel); got != i18n.TL(i18n.DE, key) {
+			if got := liveText(sel); got != i18n.TL(i18n.DE, key) {
 				t.Errorf("%s: %q, want %q", sel, got, i18n.TL(i18n.DE, key))
 			}
 		}
