@@ -118,18 +118,9 @@ func (s *Service) takePending(state, kind string) (pendingSignIn, bool) {
 	return p, true
 }
 
-// Pending returns the sign-in started with state while it still waits for its code: the page
-// that asks for the code shows its address again from here.
-func (s *Service) Pending(state string) (SignIn, bool) {
-	now := s.opt.Clock.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p, ok := s.pending[state]
-	if !ok || !now.Before(p.expires) {
-		return SignIn{}, false
-	}
-	return SignIn{AuthURL: p.authURL, State: state, ExpiresAt: p.expires}, true
-}
+// Pending returns the Claude sign-in started with state while it still waits for its code: the
+// page that asks for the code shows its address again from here (never another kind's).
+func (s *Service) Pending(state string) (SignIn, bool) { return s.PendingOf(catalog.TypeAnthropic, state) }
 
 func oauthConfig(cfg settings.ClaudeOAuth) *oauth2.Config {
 	return &oauth2.Config{ClientID: cfg.ClientID, RedirectURL: cfg.RedirectURI, Scopes: cfg.Scopes,
