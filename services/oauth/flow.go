@@ -120,7 +120,9 @@ func (s *Service) takePending(state, kind string) (pendingSignIn, bool) {
 
 // Pending returns the Claude sign-in started with state while it still waits for its code: the
 // page that asks for the code shows its address again from here (never another kind's).
-func (s *Service) Pending(state string) (SignIn, bool) { return s.PendingOf(catalog.TypeAnthropic, state) }
+func (s *Service) Pending(state string) (SignIn, bool) {
+	return s.PendingOf(catalog.TypeAnthropic, state)
+}
 
 func oauthConfig(cfg settings.ClaudeOAuth) *oauth2.Config {
 	return &oauth2.Config{ClientID: cfg.ClientID, RedirectURL: cfg.RedirectURI, Scopes: cfg.Scopes,
