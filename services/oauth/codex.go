@@ -354,20 +354,9 @@ func (s *Service) CompleteCodex(ctx context.Context, pasted string) (catalog.Con
 	if refused := callbackError(pasted); refused != "" {
 		return catalog.Connection{}, false, errs.Field("code", "codex.signin_refused", refused)
 	}
-	code, state := parsePasted(pasted)
-	switch {
-	case code == "":
-		return catalog.Connection{}, false, errs.Field("code", "codex.code_missing")
-	case state == "":
-		return catalog.Connection{}, false, errs.Field("code", "codex.state_missing")
-	}
-	now := s.opt.Clock.Now()
-	p, ok := s.takePending(state, catalog.TypeCodex)
-	switch {
-	case !ok:
-		return catalog.Connection{}, false, errs.Field("code", "oauth.state_unknown")
-	case !now.Before(p.expires):
-		return catalog.Connection{}, false, errs.Field("code", "oauth.state_expired")
+	code, p, err := s.pastedSignIn(pasted, catalog.TypeCodex, "codex.code_missing", "codex.state_missing")
+	if err != nil {
+		return catalog.Connection{}, false, err
 	}
 	cfg := s.opt.Settings.Snapshot().Codex()
 	// The code is exchanged with the redirect it was issued for, even if the setting changed

@@ -37,6 +37,7 @@ type pendingSignIn struct {
 	// is completed only by its own kind's Complete, so a code never reaches another token
 	// endpoint.
 	kind     string
+	state    string // set when taken: the state it was kept under
 	verifier string
 	provider string
 	// name is the connection name the operator chose for a new account; "" = claude-N / chatgpt-N.
@@ -148,23 +149,13 @@ func (s *Service) sweepLocked(now time.Time) {
 // is used once. The account's connection is created, or, when the account is already there,
 // updated in place. created reports which.
 func (s *Service) Complete(ctx context.Context, pasted string) (catalog.Connection, bool, error) {
-	code, state := parsePasted(pasted)
-	switch {
-	case code == "":
-		return catalog.Connection{}, false, errs.Field("code", "oauth.code_missing")
-	case state == "":
-		return catalog.Connection{}, false, errs.Field("code", "oauth.state_missing")
+	code, p, err := s.pastedSignIn(pasted, catalog.TypeAnthropic, "oauth.code_missing", "oauth.state_missing")
+	if err != nil {
+		return catalog.Connection{}, false, err
 	}
 	now := s.opt.Clock.Now()
-	p, ok := s.takePending(state, catalog.TypeAnthropic)
-	switch {
-	case !ok:
-		return catalog.Connection{}, false, errs.Field("code", "oauth.state_unknown")
-	case !now.Before(p.expires):
-		return catalog.Connection{}, false, errs.Field("code", "oauth.state_expired")
-	}
 	cfg := s.opt.Settings.Snapshot().Claude()
-	res, err := s.exchange(ctx, cfg, map[string]string{"grant_type": "authorization_code", "code": code, "state": state,
+	res, err := s.exchange(ctx, cfg, map[string]string{"grant_type": "authorization_code", "code": code, "state": p.state,
 		"client_id": cfg.ClientID, "redirect_uri": cfg.RedirectURI, "code_verifier": p.verifier})
 	if err != nil {
 		s.opt.Log.Warn("sign-in code exchange failed", "provider", p.provider, "error", err)
@@ -180,6 +171,28 @@ func (s *Service) Complete(ctx context.Context, pasted string) (catalog.Connecti
 	}
 	s.opt.Log.Info("Claude account signed in", "provider", p.provider, "connection_id", conn.ID, "created", created)
 	return conn, created, nil
+}
+
+// pastedSignIn reads what was pasted to complete a sign-in of kind and takes the started sign-in
+// its state names (single use); noCode and noState are the kind's messages for what is missing.
+func (s *Service) pastedSignIn(pasted, kind, noCode, noState string) (string, pendingSignIn, error) {
+	code, state := parsePasted(pasted)
+	switch {
+	case code == "":
+		return "", pendingSignIn{}, errs.Field("code", noCode)
+	case state == "":
+		return "", pendingSignIn{}, errs.Field("code", noState)
+	}
+	now := s.opt.Clock.Now()
+	p, ok := s.takePending(state, kind)
+	switch {
+	case !ok:
+		return "", pendingSignIn{}, errs.Field("code", "oauth.state_unknown")
+	case !now.Before(p.expires):
+		return "", pendingSignIn{}, errs.Field("code", "oauth.state_expired")
+	}
+	p.state = state
+	return code, p, nil
 }
 
 // parsePasted reads CODE#STATE, or a callback address carrying code and state.

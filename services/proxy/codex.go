@@ -183,24 +183,30 @@ func codexBody(body []byte) (out []byte, dropped []string) {
 // attemptCodex is attemptOn for a ChatGPT account: the call, once more with a refreshed token
 // after a 401, and the account's usage read from every answer.
 func (e *Engine) attemptCodex(ctx context.Context, cancel context.CancelFunc, c *call, conn *catalog.ConnEntry) attemptResult {
-	refreshed := false
-	for calls := 1; ; calls++ {
-		if calls > 1 {
-			c.trace.attempt(conn, "retry", e.opt.Clock.Now())
-		}
-		res := e.attempt(ctx, cancel, c, conn)
+	res := e.attempt(ctx, cancel, c, conn)
+	e.codexUsage(c, conn, &res)
+	if e.renewed(c, conn, res, func() error {
+		_, err := e.opt.Accounts.TokenRejected(ctx, conn, c.claude.token)
+		return err
+	}) {
+		res = e.attempt(ctx, cancel, c, conn)
 		e.codexUsage(c, conn, &res)
-		if res.status == http.StatusUnauthorized && !res.redirect && !refreshed {
-			refreshed = true
-			if _, err := e.opt.Accounts.TokenRejected(ctx, conn, c.claude.token); err == nil {
-				e.opt.Log.Info("upstream refused the access token; trying once more with a refreshed one",
-					"provider", c.t.provider.Name, "connection_id", conn.ID)
-				e.endStep(c, res, "token_rejected")
-				continue
-			}
-		}
-		return res
 	}
+	return res
+}
+
+// renewed reports whether an account's attempt that the upstream refused with 401 is made once
+// more: renew got the account a new token. The refused call then ends as a step of the request's
+// chain, and the next is a retry on the same connection.
+func (e *Engine) renewed(c *call, conn *catalog.ConnEntry, res attemptResult, renew func() error) bool {
+	if res.status != http.StatusUnauthorized || res.noToken || res.redirect || renew() != nil {
+		return false
+	}
+	e.opt.Log.Info("upstream refused the account's token; trying once more with a new one",
+		"provider", c.t.provider.Name, "connection_id", conn.ID)
+	e.endStep(c, res, "token_rejected")
+	c.trace.attempt(conn, "retry", e.opt.Clock.Now())
+	return true
 }
 
 // codexUsage stores the usage windows an answer reported of its account; on the usage wall the

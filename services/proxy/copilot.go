@@ -121,15 +121,11 @@ func hasImages(body []byte, f Format) bool {
 // more (unless another request already did) and the call made once again.
 func (e *Engine) attemptCopilot(ctx context.Context, cancel context.CancelFunc, c *call, conn *catalog.ConnEntry) attemptResult {
 	res := e.attempt(ctx, cancel, c, conn)
-	if res.status != http.StatusUnauthorized || res.noToken || res.redirect || e.opt.Copilot == nil {
-		return res
+	if e.opt.Copilot != nil && e.renewed(c, conn, res, func() error {
+		_, _, err := e.opt.Copilot.CopilotRejected(ctx, conn, c.claude.token)
+		return err
+	}) {
+		res = e.attempt(ctx, cancel, c, conn)
 	}
-	if _, _, err := e.opt.Copilot.CopilotRejected(ctx, conn, c.claude.token); err != nil {
-		return res
-	}
-	e.opt.Log.Info("Copilot refused the Copilot token; trying once more with a new one",
-		"provider", c.t.provider.Name, "connection_id", conn.ID)
-	e.endStep(c, res, "token_rejected")
-	c.trace.attempt(conn, "retry", e.opt.Clock.Now())
-	return e.attempt(ctx, cancel, c, conn)
+	return res
 }
