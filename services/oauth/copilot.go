@@ -153,7 +153,7 @@ func (s *Service) StartCopilotDevice(ctx context.Context, provider, name, owner 
 // account is named (GitHub's user) and its Copilot access checked with one token exchange: an
 // account without Copilot is refused with GitHub's words and nothing is saved.
 func (s *Service) PollCopilotDevice(ctx context.Context, flow, owner string) (DevicePoll, error) {
-	var minted *copilotAnswer
+	var account string // the account whose entitlement check left a token (seeds)
 	step := func(ctx context.Context, f *deviceFlow) (pollStep, catalog.OAuthCredential, error) {
 		cfg := s.opt.Settings.Snapshot().Copilot()
 		form := url.Values{"client_id": {cfg.ClientID}, "device_code": {f.secret}, "grant_type": {deviceGrant}}
@@ -214,13 +214,17 @@ func (s *Service) PollCopilotDevice(ctx context.Context, flow, owner string) (De
 		if tok.SKU != "" {
 			cred.Account.Plan = tok.SKU
 		}
-		minted = &tok
+		// The entitlement check's token serves the account's first requests. It is kept before
+		// the account is saved: saving starts the model discovery, whose call must find it.
+		s.mu.Lock()
+		s.seeds[cred.Account.UUID] = tok
+		s.mu.Unlock()
+		account = cred.Account.UUID
 		return stepDone, cred, nil
 	}
 	res, err := s.pollFlow(ctx, catalog.TypeCopilot, flow, owner, step)
-	if err == nil && !res.Pending && minted != nil {
-		// The entitlement check's token serves the account's first requests.
-		s.seedCopilot(res.Conn.ID, *minted)
+	if account != "" {
+		s.seedCopilot(res.Conn.ID, account, err == nil && !res.Pending)
 	}
 	return res, err
 }
@@ -415,6 +419,10 @@ func (s *Service) copilotToken(ctx context.Context, conn *catalog.ConnEntry, rej
 		a = &account{kind: conn.ProviderType, cred: *conn.OAuth, state: RefreshState{ConnectionID: conn.ID, Rev: conn.OAuth.Rev}}
 		s.accounts[conn.ID] = a
 	}
+	if seed, ok := s.seeds[a.cred.Account.UUID]; ok && a.cred.Account.UUID != "" {
+		delete(s.seeds, a.cred.Account.UUID)
+		a.takeSeed(seed, now)
+	}
 	h := &a.copilot
 	valid := h.token != "" && now.Before(h.expires)
 	switch {
@@ -522,13 +530,24 @@ func (h *copilotHold) set(ans copilotAnswer, now time.Time) {
 	h.retryAt, h.lastErr = time.Time{}, nil
 }
 
-// seedCopilot holds the token a sign-in exchanged, so the account's first request needs none.
-func (s *Service) seedCopilot(id int64, ans copilotAnswer) {
+// seedCopilot ends the seed of a sign-in's account: when the account was saved (saved) and no
+// request took the token yet, the account holds it, so its first request needs no exchange.
+func (s *Service) seedCopilot(id int64, account string, saved bool) {
 	now := s.opt.Clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if a := s.accounts[id]; a != nil && a.copilot.flight == nil {
-		a.copilot.set(ans, now)
+	seed, ok := s.seeds[account]
+	delete(s.seeds, account)
+	if a := s.accounts[id]; ok && saved && a != nil {
+		a.takeSeed(seed, now)
+	}
+}
+
+// takeSeed gives the account a sign-in's Copilot token unless it holds a working one or an
+// exchange runs; s.mu is held.
+func (a *account) takeSeed(seed copilotAnswer, now time.Time) {
+	if h := &a.copilot; h.flight == nil && (h.token == "" || !now.Before(h.expires)) {
+		h.set(seed, now)
 	}
 }
 

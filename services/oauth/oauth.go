@@ -132,10 +132,13 @@ type Service struct {
 	accounts map[int64]*account
 	pending  map[string]pendingSignIn
 	flows    map[string]*deviceFlow // device sign-ins waiting for approval, by flow id
-	wake     chan struct{}          // the refresher recomputes its next due time
-	changed  chan struct{}          // the usage poller looks at the accounts again
-	polls    chan int64             // accounts to poll soon (after a 429)
-	wg       sync.WaitGroup
+	// seeds are the Copilot tokens of sign-ins' entitlement checks, by account, until the
+	// account's first use or the end of its sign-in takes them (copilot.go).
+	seeds   map[string]copilotAnswer
+	wake    chan struct{} // the refresher recomputes its next due time
+	changed chan struct{} // the usage poller looks at the accounts again
+	polls   chan int64    // accounts to poll soon (after a 429)
+	wg      sync.WaitGroup
 }
 
 // New builds the service and loads the persisted refresh state.
@@ -147,7 +150,7 @@ func New(ctx context.Context, opt Options) (*Service, error) {
 		opt.Log = slog.New(slog.DiscardHandler)
 	}
 	opt.Client = noRedirects(opt.Client)
-	s := &Service{opt: opt, accounts: map[int64]*account{}, pending: map[string]pendingSignIn{}, flows: map[string]*deviceFlow{},
+	s := &Service{opt: opt, accounts: map[int64]*account{}, pending: map[string]pendingSignIn{}, flows: map[string]*deviceFlow{}, seeds: map[string]copilotAnswer{},
 		wake: make(chan struct{}, 1), changed: make(chan struct{}, 1), polls: make(chan int64, 64)}
 	if opt.Store != nil {
 		states, err := statestore.LoadAll[RefreshState](ctx, opt.Store, statestore.OAuthRefresh)
