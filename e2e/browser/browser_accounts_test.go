@@ -144,9 +144,11 @@ func TestAccountCardsInBrowser(t *testing.T) {
 		// The page polls every second; the sign-in asks OpenAI once its interval has passed.
 		e.Clock.Advance(time.Second)
 		e.Eventually("the page's poll reaches the device token endpoint", func() bool { return openai.DevicePolls.Load() > 0 })
-		// The region is swapped anew on every poll: read it between two swaps.
+		// The region is swapped anew on every poll: read it between two swaps (checked on a timer,
+		// not on animation frames, which a loaded machine's headless renderer may hold back).
 		b.do(chromedp.Poll[chromedp.Void](fmt.Sprintf(`document.querySelector('#codex-device-status[data-state="pending"] .device-waiting')?.textContent.trim() === %q`,
-			i18n.TL(i18n.EN, "accounts.device_waiting")), chromedp.WithPollingTimeout(5*time.Second)))
+			i18n.TL(i18n.EN, "accounts.device_waiting")), chromedp.WithPollingInterval(50*time.Millisecond),
+			chromedp.WithPollingTimeout(10*time.Second)))
 		b.do(
 			approvedLoad(func() {
 				openai.Approve(code, "acct-ada", "ada@example.com", "plus")
