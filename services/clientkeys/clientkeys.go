@@ -5,12 +5,15 @@ package clientkeys
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"switchyard/db"
 	"switchyard/services/errs"
@@ -113,8 +116,8 @@ type Service struct {
 	exists func(id int64) bool
 	hooks  []ChangeHook
 
-	active atomic.Pointer[map[string]*entry] // key hash → entry, for keys not revoked
-	mu     sync.Mutex                        // guards writes and rebuilds
+	active atomic.Pointer[map[keyHash]*entry] // key hash → entry, for keys not revoked
+	mu     sync.Mutex                         // guards writes and rebuilds
 }
 
 // entry is one active key; lastUsed is written on the request path without locks and flushed
@@ -142,18 +145,23 @@ func (s *Service) reload(ctx context.Context) error {
 		return err
 	}
 	old := s.active.Load()
-	m := make(map[string]*entry, len(rows))
+	m := make(map[keyHash]*entry, len(rows))
 	for _, r := range rows {
 		if r.RevokedAt.Valid {
+			continue
+		}
+		hash, ok := parseKeyHash(r.KeyHash)
+		if !ok { // only a hand-edited database gets here: no presented key can match it
+			s.log.Warn("client key hash unreadable; the key is refused", "key_id", r.ID)
 			continue
 		}
 		stored := r.AllowedModels + "\x00" + r.Scopes + "\x00" + r.AllowedConnections + "\x00" + r.Limits
 		var prev *entry
 		if old != nil {
-			prev = (*old)[r.KeyHash]
+			prev = (*old)[hash]
 		}
 		if prev != nil && prev.Name == r.Name && prev.stored == stored {
-			m[r.KeyHash] = prev // unchanged
+			m[hash] = prev // unchanged
 			continue
 		}
 		access, err := compileAccess(r)
@@ -166,7 +174,7 @@ func (s *Service) reload(ctx context.Context) error {
 			e.lastUsed.Store(prev.lastUsed.Load())
 			e.flushed.Store(prev.flushed.Load())
 		}
-		m[r.KeyHash] = e
+		m[hash] = e
 	}
 	s.active.Store(&m)
 	return nil
@@ -179,7 +187,9 @@ func (s *Service) Authenticate(presented string) (Identity, bool) {
 	}
 	// The lookup is by SHA-256 of the key: equal hashes mean equal keys, and the map's timing
 	// depends on the hash, not on how much of the secret matched.
-	e, ok := (*s.active.Load())[secrets.SHA256Hex(presented)]
+	// The key is hashed where it stands (sha256 only reads it) and looked up by the raw sum: no
+	// copy and no hex string per request.
+	e, ok := (*s.active.Load())[sha256.Sum256(unsafe.Slice(unsafe.StringData(presented), len(presented)))]
 	if !ok {
 		return Identity{}, false
 	}
@@ -393,4 +403,14 @@ func (s *Service) view(r db.ClientKey) Key {
 		}
 	}
 	return k
+}
+
+// keyHash is the SHA-256 of a client key, the key of the active-key table.
+type keyHash [sha256.Size]byte
+
+// parseKeyHash reads a stored key hash (secrets.SHA256Hex: 64 hex digits).
+func parseKeyHash(stored string) (keyHash, bool) {
+	var h keyHash
+	n, err := hex.Decode(h[:], []byte(stored))
+	return h, err == nil && n == len(h) && len(stored) == 2*len(h)
 }

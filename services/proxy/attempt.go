@@ -59,15 +59,14 @@ func (e *Engine) attempt(ctx context.Context, cancel context.CancelFunc, c *call
 		base = p.BaseURL
 	}
 	dialCtx := withConnectTimeout(ctx, ms(c.snap.Resilience().Streams.ConnectTimeoutMS))
-	req, err := http.NewRequestWithContext(dialCtx, http.MethodPost, base+c.path, bytes.NewReader(body))
+	req, err := e.newUpstreamRequest(dialCtx, base, c.path, body, header)
 	if err != nil {
 		return attemptResult{err: &errs.Error{Code: errs.Internal, Msg: errs.M("err.internal"), Err: err}}
 	}
-	req.Header = header
 	var firstByteLate atomic.Bool
 	firstByte := ms(c.snap.Resilience().Streams.FirstByteTimeoutMS)
 	timer := e.opt.Clock.AfterFunc(firstByte, func() { firstByteLate.Store(true); cancel() })
-	resp, err := e.opt.Client.Do(req)
+	resp, err := e.rt.RoundTrip(req)
 	timer.Stop()
 	if err != nil {
 		if firstByteLate.Load() {

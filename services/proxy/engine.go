@@ -37,8 +37,10 @@ type Registry interface {
 
 // Options configures an Engine.
 type Options struct {
-	Catalog    Registry
-	Inventory  *Inventory
+	Catalog   Registry
+	Inventory *Inventory
+	// Client makes model discovery and connection tests; proxied calls go to its transport
+	// directly (no redirect is followed either way, and the engine times its calls itself).
 	Client     *http.Client
 	Log        *slog.Logger
 	Settings   SettingsSource
@@ -98,6 +100,11 @@ type Engine struct {
 	// round-robin.
 	stats *routeStats
 	turns comboTurns
+	// rt is opt.Client's transport: a proxied call skips http.Client, whose redirect loop it
+	// never uses and whose per-call header copy it does not need (its headers are its own).
+	rt http.RoundTripper
+	// urls holds the parsed upstream address of each base URL and path the engine has called.
+	urls urlCache
 }
 
 type cachedBreakerConfig struct {
@@ -124,7 +131,11 @@ func New(opt Options) *Engine {
 	if opt.SessionBinds == nil {
 		opt.SessionBinds = resilience.NewSessionBinds(opt.Clock, resilience.SessionBindTTL, resilience.MaxSessionBinds, nil)
 	}
-	return &Engine{opt: opt, sessionKey: key, tokens: tokencount.New(), stats: newRouteStats()}
+	rt := opt.Client.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	return &Engine{opt: opt, sessionKey: key, tokens: tokencount.New(), stats: newRouteStats(), rt: rt}
 }
 
 // NewTransport returns the HTTP transport tuned for many concurrent upstream calls and streams.

@@ -97,9 +97,7 @@ type CopilotTokens interface {
 func (e *Engine) outgoing(ctx context.Context, c *call, conn *catalog.ConnEntry) (body []byte, h http.Header, base string, nores *attemptResult) {
 	switch {
 	case !e.subscription(conn):
-		h = c.header.Clone()
-		setAuth(h, c.t.provider, conn)
-		return c.body, h, "", nil
+		return c.body, withAuth(c.header, c.t.provider, conn), "", nil
 	case conn.ProviderType == catalog.TypeCodex:
 		return e.codexOutgoing(ctx, c, conn)
 	case conn.ProviderType == catalog.TypeCopilot:

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"switchyard/services/errs"
@@ -35,33 +36,42 @@ func DecodeRequest(body []byte) (Request, *errs.Error) {
 	if trimmed[0] != '{' {
 		return Request{}, errInvalid("invalid_request", "proxy.body_not_object")
 	}
-	if !convo.ValidObject(trimmed) {
+	doc := convo.View(trimmed) // read in place: what is kept below is copied
+	if !convo.Document(doc, nil) {
 		var v any
 		return Request{}, errInvalid("invalid_request", "proxy.body_invalid_json", jsonErrorText(json.Unmarshal(trimmed, &v)))
 	}
-	if dup := duplicateKey(trimmed); dup != "" {
+	// One walk over the top-level members finds a duplicate key and the two values routing needs.
+	var model, stream string
+	dup := topKeys(doc, func(k, v string) {
+		switch k {
+		case "model":
+			model = v
+		case "stream":
+			stream = v
+		}
+	})
+	if dup != "" {
 		return Request{}, errInvalid("duplicate_key", "proxy.duplicate_key", dup)
 	}
-	m := gjson.GetBytes(trimmed, "model")
 	switch {
-	case !m.Exists():
+	case model == "":
 		return Request{}, errInvalid("invalid_request", "proxy.model_missing")
-	case m.Type != gjson.String:
+	case model[0] != '"':
 		return Request{}, errInvalid("invalid_request", "proxy.model_not_string")
 	}
-	model := strings.TrimSpace(m.String())
-	if model == "" {
+	name := strings.TrimSpace(convo.StrAt(model))
+	if name == "" {
 		return Request{}, errInvalid("invalid_request", "proxy.model_empty")
 	}
-	req := Request{Body: trimmed, Model: model, Raw: body}
-	if st := gjson.GetBytes(trimmed, "stream"); st.Exists() {
-		switch st.Type {
-		case gjson.True:
-			req.Stream = true
-		case gjson.False, gjson.Null:
-		default:
-			return Request{}, errInvalid("invalid_request", "proxy.stream_not_bool")
-		}
+	// The name outlives the body (trace, log, metric labels) and the body's buffer is reused.
+	req := Request{Body: trimmed, Model: strings.Clone(name), Raw: body}
+	switch stream {
+	case "", "false", "null":
+	case "true":
+		req.Stream = true
+	default:
+		return Request{}, errInvalid("invalid_request", "proxy.stream_not_bool")
 	}
 	return req, nil
 }
@@ -125,29 +135,40 @@ func gjsonBool(body []byte, path string) bool {
 // are never read on the way through (a translated body is decoded and written anew, so the
 // upstream sees what was read).
 func duplicateKey(obj []byte) string {
-	return duplicateIn(gjson.ParseBytes(obj), true)
+	return topKeys(convo.View(obj), nil)
 }
 
-func duplicateIn(obj gjson.Result, top bool) string {
+// topKeys walks the members of the valid object doc, calling f (when not nil) with each key and
+// its value as it stands, and returns the first key met twice (see duplicateKey), copied.
+func topKeys(doc string, f func(k, v string)) string {
+	var dup string
 	var small [24]string
 	seen := small[:0]
-	var dup string
-	obj.ForEach(func(k, v gjson.Result) bool {
-		key := k.String()
-		for _, s := range seen {
-			if s == key {
-				dup = key
-				return false
+	convo.FieldsOf(doc, func(k, v string) {
+		if dup != "" {
+			return
+		}
+		if slices.Contains(seen, k) {
+			dup = strings.Clone(k)
+			return
+		}
+		seen = append(seen, k)
+		if k == "stream_options" && len(v) > 0 && v[0] == '{' {
+			var inner [8]string
+			in := inner[:0]
+			convo.FieldsOf(v, func(ik, _ string) {
+				if dup == "" && slices.Contains(in, ik) {
+					dup = k + "." + ik
+				}
+				in = append(in, ik)
+			})
+			if dup != "" {
+				return
 			}
 		}
-		seen = append(seen, key)
-		if top && key == "stream_options" && v.IsObject() {
-			if d := duplicateIn(v, false); d != "" {
-				dup = key + "." + d
-				return false
-			}
+		if f != nil {
+			f(k, v)
 		}
-		return true
 	})
 	return dup
 }

@@ -314,30 +314,51 @@ func (e *Engine) translateRequest(c *call, body []byte) ([]byte, error) {
 // user agent, the format's own version and beta headers when client and upstream speak the same
 // format, and a valid Idempotency-Key. Credentials, session and hop-by-hop headers never pass.
 func upstreamHeader(in http.Header, src, dst Format) http.Header {
+	// The keys are written canonical and the values shared, clipped so that an Add on this
+	// header never writes into the client's (Header.Set would canonicalize each key again).
 	h := make(http.Header, 8)
-	h.Set("Content-Type", "application/json")
-	for _, k := range []string{"Accept", "User-Agent"} {
-		if v := in.Get(k); v != "" {
-			h.Set(k, v)
+	h["Content-Type"] = jsonContentType
+	for _, k := range [...]string{"Accept", "User-Agent"} {
+		if v := in[k]; len(v) > 0 && v[0] != "" {
+			h[k] = v[:1:1]
 		}
 	}
 	if src == dst {
-		names := []string{"OpenAI-Beta"}
 		if dst == FormatMessages {
-			names = []string{"anthropic-version", "anthropic-beta"}
-		}
-		for _, k := range names {
-			if v := in.Values(k); len(v) > 0 {
-				h[http.CanonicalHeaderKey(k)] = v
-			}
+			copyValues(h, in, "Anthropic-Version")
+			copyValues(h, in, "Anthropic-Beta")
+		} else {
+			copyValues(h, in, "Openai-Beta")
 		}
 	}
 	if dst == FormatMessages && h.Get("anthropic-version") == "" {
-		h.Set("anthropic-version", anthropicVersion)
+		h["Anthropic-Version"] = []string{anthropicVersion}
 	}
-	if k := in.Get("Idempotency-Key"); ValidIdempotencyKey(k) {
-		h.Set("Idempotency-Key", k)
+	if v := in["Idempotency-Key"]; len(v) > 0 && ValidIdempotencyKey(v[0]) {
+		h["Idempotency-Key"] = v[:1:1]
 	}
+	return h
+}
+
+// jsonContentType is the Content-Type of every upstream call; shared, and never changed in place
+// (its capacity is its length, so an Add copies it).
+var jsonContentType = []string{"application/json"}
+
+// copyValues sets h's values of the canonical key k to in's, shared and clipped.
+func copyValues(h, in http.Header, k string) {
+	if v := in[k]; len(v) > 0 {
+		h[k] = v[:len(v):len(v)]
+	}
+}
+
+// withAuth is the header of one attempt: the call's header (shared values, clipped, so setting
+// the credential never touches the call's own header that later attempts start from again).
+func withAuth(base http.Header, p *catalog.ProviderEntry, conn *catalog.ConnEntry) http.Header {
+	h := make(http.Header, len(base)+2)
+	for k, v := range base {
+		h[k] = v[:len(v):len(v)]
+	}
+	setAuth(h, p, conn)
 	return h
 }
 

@@ -3,8 +3,8 @@ package proxy
 import (
 	"context"
 	"strconv"
-	"strings"
 	"time"
+	"unsafe"
 
 	"switchyard/services/catalog"
 	"switchyard/services/spend"
@@ -89,22 +89,23 @@ const RouteHeader = "X-Switchyard-Route"
 // route is the RouteHeader value: the combo (when one was named), the target (provider/model)
 // tried last, and the attempts made.
 func (t *Trace) route() string {
-	var b strings.Builder
+	// Sized up front: one allocation per answer.
+	b := make([]byte, 0, len(t.Combo)+len(t.Provider)+len(t.Model)+32)
 	if t.Combo != "" {
-		b.WriteString("combo=")
-		b.WriteString(t.Combo)
-		b.WriteString("; ")
+		b = append(b, "combo="...)
+		b = append(b, t.Combo...)
+		b = append(b, "; "...)
 	}
 	if t.Provider != "" {
-		b.WriteString("target=")
-		b.WriteString(t.Provider)
-		b.WriteByte('/')
-		b.WriteString(t.Model)
-		b.WriteString("; ")
+		b = append(b, "target="...)
+		b = append(b, t.Provider...)
+		b = append(b, '/')
+		b = append(b, t.Model...)
+		b = append(b, "; "...)
 	}
-	b.WriteString("attempts=")
-	b.WriteString(strconv.Itoa(t.Attempts))
-	return b.String()
+	b = append(b, "attempts="...)
+	b = strconv.AppendInt(b, int64(t.Attempts), 10)
+	return unsafe.String(unsafe.SliceData(b), len(b)) // b is not used again
 }
 
 // Attempt is one upstream call of a request.

@@ -155,8 +155,14 @@ func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*err
 	var last *failure
 	var queueErr *errs.Error // set when a connection's queue was full
 	kind := c.firstKind      // what the next attempt is: first, retry or failover
-	tried := make([]bool, len(conns))
-	busy := make([]bool, len(conns)) // filled up between pick and admission; waited for only when all are
+	var marks [16]bool // tried and busy of up to 8 connections without an allocation
+	var tried, busy []bool
+	if n := len(conns); n <= len(marks)/2 {
+		tried, busy = marks[:n:n], marks[n:2*n:2*n]
+	} else {
+		tried, busy = make([]bool, n), make([]bool, n)
+	}
+	// busy: filled up between pick and admission; waited for only when all are
 	verdict := func() *resilience.Result {
 		if last == nil || last.result == (resilience.Result{}) {
 			return nil // nothing the provider is to blame for (a watchdog's local decision)
