@@ -8,6 +8,8 @@ package oauth
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -18,6 +20,7 @@ import (
 
 	"switchyard/services/catalog"
 	"switchyard/services/errs"
+	"switchyard/services/redact"
 	"switchyard/services/resilience"
 	"switchyard/services/settings"
 	"switchyard/services/statestore"
@@ -87,6 +90,38 @@ func noRedirects(c *http.Client) *http.Client {
 
 // isRedirect reports whether a status is a redirect, which is never followed.
 func isRedirect(status int) bool { return status >= 300 && status < 400 }
+
+// send makes one call to a sign-in server (Anthropic's, OpenAI's or GitHub's token and device
+// endpoints) and reads its answer, 1 MiB at most, whatever its status. A redirect is a failure
+// that names its target, scrubbed of secrets, and is never followed: it would carry a code, a
+// verifier or a token wherever it points. where names the server in a failed call's error,
+// whose text never carries secrets.
+func (s *Service) send(req *http.Request, where string, secrets []string) (int, http.Header, []byte, error) {
+	resp, err := s.opt.Client.Do(req)
+	if err != nil {
+		// The transport's error names the address, which is a setting; a secret in it all the
+		// same is scrubbed.
+		return 0, nil, nil, fmt.Errorf("%s: %w", where, scrubbed(err, secrets))
+	}
+	defer resp.Body.Close()
+	if isRedirect(resp.StatusCode) {
+		return resp.StatusCode, resp.Header, nil, &tokenError{status: resp.StatusCode, code: "upstream_redirect",
+			message: "a redirect to " + redact.Redirect(req.URL, resp.Header.Get("Location"), secrets...) + ", not followed"}
+	}
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return 0, nil, nil, fmt.Errorf("%s: %w", where, scrubbed(err, secrets))
+	}
+	return resp.StatusCode, resp.Header, raw, nil
+}
+
+// scrubbed is err, or, when its text carries one of secrets, that text scrubbed.
+func scrubbed(err error, secrets []string) error {
+	if text := redact.String(err.Error(), secrets...); text != err.Error() {
+		return errors.New(text)
+	}
+	return err
+}
 
 // RefreshState is what the refresher remembers of an account besides its tokens.
 type RefreshState struct {
