@@ -548,45 +548,41 @@ func (s *Service) Wait() { s.wg.Wait() }
 func (s *Service) RunRefresher(ctx context.Context) {
 	defer s.wg.Wait()
 	for {
-		due, ok := s.startDue()
-		var timer clockwork.Timer
-		var tick <-chan time.Time
-		if ok {
-			if timer, ok = timerAt(s.opt.Clock, due); !ok {
-				continue
-			}
-			tick = timer.Chan()
+		due := s.startDue()
+		tick, stop, ok := alarmAt(s.opt.Clock, due)
+		if !ok {
+			continue
 		}
 		select {
 		case <-ctx.Done():
-			if timer != nil {
-				timer.Stop()
-			}
+			stop()
 			return
 		case <-s.wake:
 		case <-tick:
 		}
-		if timer != nil {
-			timer.Stop()
-		}
+		stop()
 	}
 }
 
-// timerAt returns a timer firing at t. When the clock jumped while the timer was being set (a
-// duration read before the jump would be counted from after it), it returns false and the
-// caller looks at its work again.
-func timerAt(clock clockwork.Clock, t time.Time) (clockwork.Timer, bool) {
+// alarmAt returns a channel that fires at t (never, for the zero time) and what stops its timer.
+// When the clock jumped while the timer was being set (a duration read before the jump would be
+// counted from after it), ok is false and the caller looks at its work again.
+func alarmAt(clock clockwork.Clock, t time.Time) (tick <-chan time.Time, stop func(), ok bool) {
+	if t.IsZero() {
+		return nil, func() {}, true
+	}
 	now := clock.Now()
 	timer := clock.NewTimer(max(t.Sub(now), 0))
 	if clock.Since(now) > 10*time.Millisecond {
 		timer.Stop()
-		return nil, false
+		return nil, nil, false
 	}
-	return timer, true
+	return timer.Chan(), func() { timer.Stop() }, true
 }
 
-// startDue starts the refresh of every account that is due and returns when the next one is.
-func (s *Service) startDue() (time.Time, bool) {
+// startDue starts the refresh of every account that is due and returns when the next one is
+// (zero when none is).
+func (s *Service) startDue() time.Time {
 	now := s.opt.Clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -613,5 +609,5 @@ func (s *Service) startDue() (time.Time, bool) {
 			next = due
 		}
 	}
-	return next, !next.IsZero()
+	return next
 }
