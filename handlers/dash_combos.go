@@ -57,11 +57,7 @@ func (p *CombosPage) Page(c echo.Context) error {
 // 204 while it is still the version the page sent (?v=).
 func (p *CombosPage) State(c echo.Context) error {
 	cards, version := p.cards(c)
-	c.Response().Header().Set("Cache-Control", "no-store")
-	if v := c.QueryParam("v"); v != "" && v == version {
-		return c.NoContent(http.StatusNoContent)
-	}
-	return Render(c, http.StatusOK, views.CombosLiveState(cards, version))
+	return renderPoll(c, version, views.CombosLiveState(cards, version))
 }
 
 // cards builds every combo's card from memory (the combo registry and the live state tables,

@@ -270,11 +270,7 @@ func providerState(ctx context.Context, reg *catalog.Registry, p *catalog.Provid
 // page sent (?v=).
 func (d *Dashboard) ProvidersState(c echo.Context) error {
 	l := d.liveState(c)
-	c.Response().Header().Set("Cache-Control", "no-store")
-	if v := c.QueryParam("v"); v != "" && v == l.version {
-		return c.NoContent(http.StatusNoContent)
-	}
-	return Render(c, http.StatusOK, views.LiveState(l.orderedProviders, l.orderedConns, l.version))
+	return renderPoll(c, l.version, views.LiveState(l.orderedProviders, l.orderedConns, l.version))
 }
 
 // ResetBreaker answers POST /providers/:id/reset-breaker: closes the provider's breaker and every

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
 
 	"switchyard/i18n"
@@ -81,6 +82,16 @@ func itemAt[T any](c echo.Context, s Sessions, back string, get func(context.Con
 		return item, id, false, listMissing(c, s, back, err)
 	}
 	return item, id, true, nil
+}
+
+// renderPoll answers a page's poll of its live state, never cached: 204 while the state is still
+// the version the page sent (?v=), else comp with the new one.
+func renderPoll(c echo.Context, version string, comp templ.Component) error {
+	c.Response().Header().Set("Cache-Control", "no-store")
+	if v := c.QueryParam("v"); v != "" && v == version {
+		return c.NoContent(http.StatusNoContent)
+	}
+	return Render(c, http.StatusOK, comp)
 }
 
 // discovery is a provider's model discovery state for the views.
