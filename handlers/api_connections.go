@@ -2,11 +2,9 @@ package handlers
 
 import (
 	"context"
-	"net/http"
 
 	"github.com/labstack/echo/v4"
 
-	"switchyard/services/catalog"
 	"switchyard/services/proxy"
 )
 
@@ -23,16 +21,12 @@ func (a *API) GetConnection(c echo.Context) error { return getJSON(c, a.Catalog.
 
 // CreateConnection answers POST /api/connections.
 func (a *API) CreateConnection(c echo.Context) error {
-	return createJSON(c, func(cx context.Context, in catalog.ConnectionInput) (catalog.Connection, error) {
-		return a.Catalog.CreateConnection(cx, in, a.ValidateConnectionOverrides)
-	})
+	return createJSON(c, checkedBy(a.Catalog.CreateConnection, a.ValidateConnectionOverrides))
 }
 
 // UpdateConnection answers PATCH /api/connections/:id.
 func (a *API) UpdateConnection(c echo.Context) error {
-	return updateJSON(c, func(cx context.Context, id int64, in catalog.ConnectionInput) (catalog.Connection, error) {
-		return a.Catalog.UpdateConnection(cx, id, in, a.ValidateConnectionOverrides)
-	})
+	return updateJSON(c, checkedByID(a.Catalog.UpdateConnection, a.ValidateConnectionOverrides))
 }
 
 // DeleteConnection answers DELETE /api/connections/:id.
@@ -41,14 +35,4 @@ func (a *API) DeleteConnection(c echo.Context) error {
 }
 
 // TestConnection answers POST /api/connections/:id/test with the result of a real upstream call.
-func (a *API) TestConnection(c echo.Context) error {
-	id, err := PathID(c)
-	if err != nil {
-		return err
-	}
-	res, err := a.Tester.TestConnection(ctx(c), id)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, res)
-}
+func (a *API) TestConnection(c echo.Context) error { return getJSON(c, a.Tester.TestConnection) }

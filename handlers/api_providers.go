@@ -1,8 +1,6 @@
 package handlers
 
 import (
-	"context"
-
 	"github.com/labstack/echo/v4"
 
 	"switchyard/services/catalog"
@@ -27,16 +25,12 @@ func (a *API) GetProvider(c echo.Context) error { return getJSON(c, a.Catalog.Ge
 
 // CreateProvider answers POST /api/providers.
 func (a *API) CreateProvider(c echo.Context) error {
-	return createJSON(c, func(cx context.Context, in catalog.ProviderInput) (catalog.Provider, error) {
-		return a.Catalog.CreateProvider(cx, in, a.ValidateProviderOverrides)
-	})
+	return createJSON(c, checkedBy(a.Catalog.CreateProvider, a.ValidateProviderOverrides))
 }
 
 // UpdateProvider answers PATCH /api/providers/:id.
 func (a *API) UpdateProvider(c echo.Context) error {
-	return updateJSON(c, func(cx context.Context, id int64, in catalog.ProviderInput) (catalog.Provider, error) {
-		return a.Catalog.UpdateProvider(cx, id, in, a.ValidateProviderOverrides)
-	})
+	return updateJSON(c, checkedByID(a.Catalog.UpdateProvider, a.ValidateProviderOverrides))
 }
 
 // DeleteProvider answers DELETE /api/providers/:id.

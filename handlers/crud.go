@@ -19,7 +19,8 @@ func listJSON[T any](c echo.Context, list func(context.Context) ([]T, error)) er
 	return c.JSON(http.StatusOK, Items(items))
 }
 
-// getJSON answers GET on the item the path's :id names.
+// getJSON answers with what get finds for the path's :id (200): the item it names, or what a
+// call on it gave.
 func getJSON[T any](c echo.Context, get func(context.Context, int64) (T, error)) error {
 	id, err := PathID(c)
 	if err != nil {
@@ -34,15 +35,21 @@ func getJSON[T any](c echo.Context, get func(context.Context, int64) (T, error))
 
 // createJSON answers POST on a collection: the body bound strictly, the created item (201).
 func createJSON[In, T any](c echo.Context, create func(context.Context, In) (T, error)) error {
+	return bodyJSON(c, http.StatusCreated, create)
+}
+
+// bodyJSON answers a request whose JSON body, bound strictly, is all call needs: its answer
+// with status.
+func bodyJSON[In, T any](c echo.Context, status int, call func(context.Context, In) (T, error)) error {
 	var in In
 	if err := bindJSON(c, &in); err != nil {
 		return err
 	}
-	item, err := create(ctx(c), in)
+	out, err := call(ctx(c), in)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusCreated, item)
+	return c.JSON(status, out)
 }
 
 // updateJSON answers PATCH on the item the path's :id names with the body bound strictly.
@@ -72,4 +79,14 @@ func deleteByID(c echo.Context, del func(context.Context, int64) error) error {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
+}
+
+// checkedBy binds a catalog create to the validator it checks override documents with.
+func checkedBy[In, V, T any](create func(context.Context, In, V) (T, error), v V) func(context.Context, In) (T, error) {
+	return func(cx context.Context, in In) (T, error) { return create(cx, in, v) }
+}
+
+// checkedByID binds a catalog update to the validator it checks override documents with.
+func checkedByID[In, V, T any](update func(context.Context, int64, In, V) (T, error), v V) func(context.Context, int64, In) (T, error) {
+	return func(cx context.Context, id int64, in In) (T, error) { return update(cx, id, in, v) }
 }
