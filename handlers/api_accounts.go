@@ -47,49 +47,64 @@ func bindTarget(c echo.Context) (signInTarget, error) {
 	return in, nil
 }
 
-// CodexStart answers POST /api/oauth/codex/start: the address to sign in at (authorization code
-// with PKCE) and the state the pasted callback address must carry.
-func (a *AccountSignIns) CodexStart(c echo.Context) error {
+// pasteStart starts a paste-back sign-in for the optional target: its address and state (200).
+func pasteStart(c echo.Context, start func(provider, name string) (oauth.SignIn, error)) error {
 	in, err := bindTarget(c)
 	if err != nil {
 		return err
 	}
-	si, err := a.Codex.StartCodex(in.Provider, in.Name)
+	si, err := start(in.Provider, in.Name)
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, si)
 }
 
-// CodexComplete answers POST /api/oauth/codex/complete ({"code": the callback address the
-// browser was sent to, or CODE#STATE}): 201 with the new connection, or 200 with the account's
-// existing one, now holding the new tokens.
-func (a *AccountSignIns) CodexComplete(c echo.Context) error {
+// pasteComplete completes a paste-back sign-in with {"code": …}: 201 with the new connection, or
+// 200 with the account's existing one, now holding the new tokens. Never a token in the answer.
+func pasteComplete(c echo.Context, complete func(ctx context.Context, pasted string) (catalog.Connection, bool, error)) error {
 	var in struct {
 		Code string `json:"code"`
 	}
 	if err := bindJSON(c, &in); err != nil {
 		return err
 	}
-	conn, created, err := a.Codex.CompleteCodex(ctx(c), in.Code)
+	conn, created, err := complete(ctx(c), in.Code)
 	if err != nil {
 		return err
 	}
 	return c.JSON(createdStatus(created), conn)
 }
 
-// CodexDevice answers POST /api/oauth/codex/device: the code to enter, where, and the flow id to
-// poll with.
-func (a *AccountSignIns) CodexDevice(c echo.Context) error {
+// deviceStart starts a device sign-in for the optional target, bound to the operator who asks:
+// the code to enter, where, and the flow id to poll with (200).
+func deviceStart(c echo.Context, start func(ctx context.Context, provider, name, owner string) (oauth.DeviceFlow, error)) error {
 	in, err := bindTarget(c)
 	if err != nil {
 		return err
 	}
-	f, err := a.Codex.StartCodexDevice(ctx(c), in.Provider, in.Name, operatorOf(c))
+	f, err := start(ctx(c), in.Provider, in.Name, operatorOf(c))
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, f)
+}
+
+// CodexStart answers POST /api/oauth/codex/start: the address to sign in at (authorization code
+// with PKCE) and the state the pasted callback address must carry.
+func (a *AccountSignIns) CodexStart(c echo.Context) error { return pasteStart(c, a.Codex.StartCodex) }
+
+// CodexComplete answers POST /api/oauth/codex/complete ({"code": the callback address the
+// browser was sent to, or CODE#STATE}): 201 with the new connection, or 200 with the account's
+// existing one, now holding the new tokens.
+func (a *AccountSignIns) CodexComplete(c echo.Context) error {
+	return pasteComplete(c, a.Codex.CompleteCodex)
+}
+
+// CodexDevice answers POST /api/oauth/codex/device: the code to enter, where, and the flow id to
+// poll with.
+func (a *AccountSignIns) CodexDevice(c echo.Context) error {
+	return deviceStart(c, a.Codex.StartCodexDevice)
 }
 
 // CodexDevicePoll answers POST /api/oauth/codex/device/poll ({"flow": ID}).
@@ -99,15 +114,7 @@ func (a *AccountSignIns) CodexDevicePoll(c echo.Context) error {
 
 // CopilotDevice answers POST /api/oauth/copilot/device, like CodexDevice.
 func (a *AccountSignIns) CopilotDevice(c echo.Context) error {
-	in, err := bindTarget(c)
-	if err != nil {
-		return err
-	}
-	f, err := a.Copilot.StartCopilotDevice(ctx(c), in.Provider, in.Name, operatorOf(c))
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, f)
+	return deviceStart(c, a.Copilot.StartCopilotDevice)
 }
 
 // CopilotDevicePoll answers POST /api/oauth/copilot/device/poll ({"flow": ID}).

@@ -1,7 +1,7 @@
 package handlers
 
 import (
-	"net/http"
+	"context"
 
 	"github.com/labstack/echo/v4"
 
@@ -21,13 +21,11 @@ type KeyUsageAPI struct {
 // current day and month (in the configured time zone) and the requests running, beside the
 // key's limits.
 func (k *KeyUsageAPI) Get(c echo.Context) error {
-	id, err := PathID(c)
-	if err != nil {
-		return err
-	}
-	key, err := k.Keys.Get(ctx(c), id)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, k.Limits.Use(id, key.Limits))
+	return getJSON(c, func(cx context.Context, id int64) (spend.KeyUse, error) {
+		key, err := k.Keys.Get(cx, id)
+		if err != nil {
+			return spend.KeyUse{}, err
+		}
+		return k.Limits.Use(id, key.Limits), nil
+	})
 }

@@ -14,26 +14,10 @@ type Keys struct {
 }
 
 // List answers GET /api/keys.
-func (k *Keys) List(c echo.Context) error {
-	list, err := k.Keys.List(ctx(c))
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, Items(list))
-}
+func (k *Keys) List(c echo.Context) error { return listJSON(c, k.Keys.List) }
 
 // Get answers GET /api/keys/:id (never the key itself).
-func (k *Keys) Get(c echo.Context) error {
-	id, err := PathID(c)
-	if err != nil {
-		return err
-	}
-	key, err := k.Keys.Get(ctx(c), id)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, key)
-}
+func (k *Keys) Get(c echo.Context) error { return getJSON(c, k.Keys.Get) }
 
 // Create answers POST /api/keys with the new key, shown this once: {"name", "allowed_models"?,
 // "scopes"?, "allowed_connections"?}.
@@ -52,30 +36,7 @@ func (k *Keys) Create(c echo.Context) error {
 
 // Update answers PATCH /api/keys/:id: the fields given change (name, allowed_models, scopes,
 // allowed_connections), the others stay; 422 names each field that fails.
-func (k *Keys) Update(c echo.Context) error {
-	id, err := PathID(c)
-	if err != nil {
-		return err
-	}
-	var in clientkeys.Input
-	if err := bindJSON(c, &in); err != nil {
-		return err
-	}
-	key, err := k.Keys.Update(ctx(c), id, in)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, key)
-}
+func (k *Keys) Update(c echo.Context) error { return updateJSON(c, k.Keys.Update) }
 
 // Revoke answers DELETE /api/keys/:id.
-func (k *Keys) Revoke(c echo.Context) error {
-	id, err := PathID(c)
-	if err != nil {
-		return err
-	}
-	if err := k.Keys.Revoke(ctx(c), id); err != nil {
-		return err
-	}
-	return c.NoContent(http.StatusNoContent)
-}
+func (k *Keys) Revoke(c echo.Context) error { return deleteByID(c, k.Keys.Revoke) }

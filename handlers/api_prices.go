@@ -18,12 +18,9 @@ func (s *Settings) GetPrices(c echo.Context) error {
 // unknown field → 422 with per-field errors and nothing saved. Saved prices bill the next
 // request.
 func (s *Settings) PatchPrices(c echo.Context) error {
-	raw, err := readAdminBody(c)
+	raw, err := readStrictBody(c, false)
 	if err != nil {
 		return err
-	}
-	if e := strictJSON(raw); e != nil {
-		return e
 	}
 	v, err := s.Prices.Patch(ctx(c), raw)
 	if err != nil {

@@ -1,8 +1,6 @@
 package handlers
 
 import (
-	"net/http"
-
 	"github.com/labstack/echo/v4"
 
 	"switchyard/services/catalog"
@@ -20,65 +18,20 @@ type API struct {
 }
 
 // ListProviders answers GET /api/providers.
-func (a *API) ListProviders(c echo.Context) error {
-	list, err := a.Catalog.ListProviders(ctx(c))
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, Items(list))
-}
+func (a *API) ListProviders(c echo.Context) error { return listJSON(c, a.Catalog.ListProviders) }
 
 // GetProvider answers GET /api/providers/:id.
-func (a *API) GetProvider(c echo.Context) error {
-	id, err := PathID(c)
-	if err != nil {
-		return err
-	}
-	p, err := a.Catalog.GetProvider(ctx(c), id)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, p)
-}
+func (a *API) GetProvider(c echo.Context) error { return getJSON(c, a.Catalog.GetProvider) }
 
 // CreateProvider answers POST /api/providers.
 func (a *API) CreateProvider(c echo.Context) error {
-	var in catalog.ProviderInput
-	if err := bindJSON(c, &in); err != nil {
-		return err
-	}
-	p, err := a.Catalog.CreateProvider(ctx(c), in, a.ValidateProviderOverrides)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusCreated, p)
+	return createJSON(c, checkedBy(a.Catalog.CreateProvider, a.ValidateProviderOverrides))
 }
 
 // UpdateProvider answers PATCH /api/providers/:id.
 func (a *API) UpdateProvider(c echo.Context) error {
-	id, err := PathID(c)
-	if err != nil {
-		return err
-	}
-	var in catalog.ProviderInput
-	if err := bindJSON(c, &in); err != nil {
-		return err
-	}
-	p, err := a.Catalog.UpdateProvider(ctx(c), id, in, a.ValidateProviderOverrides)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, p)
+	return updateJSON(c, checkedByID(a.Catalog.UpdateProvider, a.ValidateProviderOverrides))
 }
 
 // DeleteProvider answers DELETE /api/providers/:id.
-func (a *API) DeleteProvider(c echo.Context) error {
-	id, err := PathID(c)
-	if err != nil {
-		return err
-	}
-	if err := a.Catalog.DeleteProvider(ctx(c), id); err != nil {
-		return err
-	}
-	return c.NoContent(http.StatusNoContent)
-}
+func (a *API) DeleteProvider(c echo.Context) error { return deleteByID(c, a.Catalog.DeleteProvider) }

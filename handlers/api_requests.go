@@ -95,6 +95,20 @@ func keyNames(c echo.Context, keys *clientkeys.Service) (map[int64]string, error
 	return out, nil
 }
 
+// entry is the logged request the path's :id names, with the names of the client keys.
+func (r *Requests) entry(c echo.Context) (traffic.Entry, map[int64]string, error) {
+	id, err := PathID(c)
+	if err != nil {
+		return traffic.Entry{}, nil, err
+	}
+	e, err := r.Log.Get(ctx(c), id)
+	if err != nil {
+		return traffic.Entry{}, nil, err
+	}
+	names, err := keyNames(c, r.Keys)
+	return e, names, err
+}
+
 // requestItem is a logged request in the admin API.
 type requestItem struct {
 	ID           int64     `json:"id"`
@@ -215,15 +229,7 @@ func storedText(b traffic.Body) *string {
 
 // Get answers GET /api/requests/:id with the attempt chain and the bodies kept.
 func (r *Requests) Get(c echo.Context) error {
-	id, err := PathID(c)
-	if err != nil {
-		return err
-	}
-	e, err := r.Log.Get(ctx(c), id)
-	if err != nil {
-		return err
-	}
-	names, err := keyNames(c, r.Keys)
+	e, names, err := r.entry(c)
 	if err != nil {
 		return err
 	}

@@ -30,13 +30,5 @@ func (a *SessionsAPI) GetSettings(c echo.Context) error {
 // PatchSettings answers PATCH /api/settings/sessions: a strict partial update (null restores a
 // default); an unknown key or an out-of-range value → 422 and nothing saved.
 func (a *SessionsAPI) PatchSettings(c echo.Context) error {
-	var p sessions.Patch
-	if err := bindJSON(c, &p); err != nil {
-		return err
-	}
-	doc, err := a.Svc.Save(ctx(c), p)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, doc)
+	return bodyJSON(c, http.StatusOK, a.Svc.Save)
 }

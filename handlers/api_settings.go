@@ -35,14 +35,9 @@ func (s *Settings) Get(c echo.Context) error {
 // Patch answers PATCH /api/settings/resilience: a strict partial update; any unknown key or
 // invalid value → 422 with per-field errors (in English) and nothing saved.
 func (s *Settings) Patch(c echo.Context) error {
-	raw, err := readAdminBody(c)
+	raw, err := readStrictBody(c, true)
 	if err != nil {
 		return err
-	}
-	// A key given twice or a second document would be read as the last or not at all; a plain
-	// syntax error is left to the service, which names the field it happened in.
-	if e := strictJSON(raw); e != nil && e.Reason != "bad_json" {
-		return e
 	}
 	if _, err := s.Svc.Patch(ctx(c), raw); err != nil {
 		return err
@@ -57,12 +52,9 @@ func (s *Settings) GetOAuth(c echo.Context) error {
 
 // PatchOAuth answers PATCH /api/settings/oauth, as strict as PATCH /api/settings/resilience.
 func (s *Settings) PatchOAuth(c echo.Context) error {
-	raw, err := readAdminBody(c)
+	raw, err := readStrictBody(c, true)
 	if err != nil {
 		return err
-	}
-	if e := strictJSON(raw); e != nil && e.Reason != "bad_json" {
-		return e
 	}
 	snap, err := s.OAuth.Patch(ctx(c), raw)
 	if err != nil {

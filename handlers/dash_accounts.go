@@ -133,6 +133,23 @@ func codeAbove(fields views.FieldErrors, form string) string {
 	return form
 }
 
+// pastedRefusal reads a refused paste-back code: the field messages and the form's, and the
+// sign-in kept on the server under the form's state while it still waits, whose address the
+// card shows again (never one the form sent). A sign-in that is over (used or expired) starts
+// again at the first step, with the code's message above the form. ok is false for an error
+// that is no refusal.
+func pastedRefusal(c echo.Context, err error, pending func(state string) (oauth.SignIn, bool),
+	known ...string) (fields views.FieldErrors, form string, si oauth.SignIn, ok bool) {
+	if fields, form, ok = formErrors(ctx(c), err, known...); !ok {
+		return nil, "", oauth.SignIn{}, false
+	}
+	si, waiting := pending(strings.TrimSpace(c.FormValue("state")))
+	if !waiting {
+		form = codeAbove(fields, form)
+	}
+	return fields, form, si, true
+}
+
 // StartCodexSignIn answers POST /oauth/codex/start: the card's paste-back step, the address to
 // sign in at with ChatGPT and the field for the address the browser ends on.
 func (d *Dashboard) StartCodexSignIn(c echo.Context) error {
@@ -153,17 +170,13 @@ func (d *Dashboard) StartCodexSignIn(c echo.Context) error {
 func (d *Dashboard) CompleteCodexSignIn(c echo.Context) error {
 	conn, created, err := d.Accounts.CompleteCodex(ctx(c), c.FormValue("code"))
 	if err != nil {
-		fields, form, ok := formErrors(ctx(c), err, accountFields...)
+		pending := func(state string) (oauth.SignIn, bool) { return d.Accounts.PendingOf(catalog.TypeCodex, state) }
+		fields, form, si, ok := pastedRefusal(c, err, pending, accountFields...)
 		if !ok {
 			return err
 		}
 		f := d.accountCard(c, catalog.TypeCodex)
-		if si, pending := d.Accounts.PendingOf(catalog.TypeCodex, strings.TrimSpace(c.FormValue("state"))); pending {
-			f.AuthURL, f.State = si.AuthURL, si.State
-		} else {
-			form = codeAbove(fields, form)
-		}
-		f.Errors, f.Error = fields, form
+		f.AuthURL, f.State, f.Errors, f.Error = si.AuthURL, si.State, fields, form
 		return d.renderAccountCard(c, http.StatusUnprocessableEntity, f)
 	}
 	return d.accountAdded(c, catalog.TypeCodex, conn, created)

@@ -87,17 +87,11 @@ func (d *Dashboard) StartClaudeSignIn(c echo.Context) error {
 func (d *Dashboard) CompleteClaudeSignIn(c echo.Context) error {
 	conn, created, err := d.Claude.Complete(ctx(c), c.FormValue("code"))
 	if err != nil {
-		fields, form, ok := formErrors(ctx(c), err, claudeFields...)
+		fields, form, si, ok := pastedRefusal(c, err, d.Claude.Pending, claudeFields...)
 		if !ok {
 			return err
 		}
-		var f views.ClaudeForm
-		if si, pending := d.Claude.Pending(strings.TrimSpace(c.FormValue("state"))); pending {
-			f.AuthURL, f.State = si.AuthURL, si.State
-		} else {
-			form = codeAbove(fields, form)
-		}
-		f.Errors, f.Error = fields, form
+		f := views.ClaudeForm{AuthURL: si.AuthURL, State: si.State, Errors: fields, Error: form}
 		return d.renderClaude(c, http.StatusUnprocessableEntity, f)
 	}
 	key := "claude.added"

@@ -57,11 +57,7 @@ func (p *CombosPage) Page(c echo.Context) error {
 // 204 while it is still the version the page sent (?v=).
 func (p *CombosPage) State(c echo.Context) error {
 	cards, version := p.cards(c)
-	c.Response().Header().Set("Cache-Control", "no-store")
-	if v := c.QueryParam("v"); v != "" && v == version {
-		return c.NoContent(http.StatusNoContent)
-	}
-	return Render(c, http.StatusOK, views.CombosLiveState(cards, version))
+	return renderPoll(c, version, views.CombosLiveState(cards, version))
 }
 
 // cards builds every combo's card from memory (the combo registry and the live state tables,
@@ -189,13 +185,9 @@ func (p *CombosPage) New(c echo.Context) error {
 
 // Edit answers GET /combos/:id/edit.
 func (p *CombosPage) Edit(c echo.Context) error {
-	id, err := PathID(c)
-	if err != nil {
-		return p.gone(c)
-	}
-	cb, err := p.Combos.Get(ctx(c), id)
-	if err != nil {
-		return p.missing(c, err)
+	cb, _, ok, err := itemAt(c, p.Sessions, "/combos", p.Combos.Get)
+	if !ok {
+		return err
 	}
 	f := views.ComboForm{ID: cb.ID, Name: cb.Name, Strategy: string(cb.Strategy), MaxAttempts: strconv.Itoa(cb.MaxAttempts),
 		TargetTimeoutMS: strconv.FormatInt(cb.TargetTimeoutMS, 10), WaitUntilReset: cb.WaitUntilReset,
@@ -444,13 +436,9 @@ func idPath(prefix string, id int64, suffix string) string {
 
 // Delete answers POST /combos/:id/delete; a combo another combo names stays, with a message.
 func (p *CombosPage) Delete(c echo.Context) error {
-	id, err := PathID(c)
-	if err != nil {
-		return p.gone(c)
-	}
-	cb, err := p.Combos.Get(ctx(c), id)
-	if err != nil {
-		return p.missing(c, err)
+	cb, id, ok, err := itemAt(c, p.Sessions, "/combos", p.Combos.Get)
+	if !ok {
+		return err
 	}
 	if err := p.Combos.Delete(ctx(c), id); err != nil {
 		return p.missing(c, err)
@@ -495,18 +483,8 @@ func (p *CombosPage) Move(c echo.Context) error {
 // missing answers a combo that is gone, or a conflict (a combo in use, or changed meanwhile),
 // with a message on the list; any other error is returned.
 func (p *CombosPage) missing(c echo.Context, err error) error {
-	switch errs.CodeOf(err) {
-	case errs.NotFound:
-		return p.gone(c)
-	case errs.Conflict:
-		p.flash(c, "error", Text(ctx(c), errs.As(err).Msg))
-		return seeOther(c, "/combos")
-	}
-	return err
+	return listMissing(c, p.Sessions, "/combos", err)
 }
 
 // gone answers an action on a combo that no longer exists.
-func (p *CombosPage) gone(c echo.Context) error {
-	p.flash(c, "error", i18n.T(ctx(c), "err.not_found"))
-	return seeOther(c, "/combos")
-}
+func (p *CombosPage) gone(c echo.Context) error { return listGone(c, p.Sessions, "/combos") }

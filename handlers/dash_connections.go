@@ -88,13 +88,9 @@ func (d *Dashboard) CreateConnection(c echo.Context) error {
 
 // EditConnectionPage answers GET /connections/:id/edit.
 func (d *Dashboard) EditConnectionPage(c echo.Context) error {
-	id, err := PathID(c)
-	if err != nil {
-		return d.gone(c, "/providers")
-	}
-	conn, err := d.Catalog.GetConnection(ctx(c), id)
-	if err != nil {
-		return d.missing(c, err, "/providers")
+	conn, _, ok, err := itemAt(c, d.Sessions, "/providers", d.Catalog.GetConnection)
+	if !ok {
+		return err
 	}
 	f := views.ConnectionForm{Provider: conn.Provider, Name: conn.Name, Priority: strconv.Itoa(conn.Priority), Enabled: conn.Enabled,
 		LowPriorityLane: conn.LowPriorityLane, LimitReset: conn.LimitReset}
@@ -244,13 +240,9 @@ func readQueueOverrides(c echo.Context, stored settings.ConnectionOverrides) (o 
 
 // UpdateConnection answers POST /connections/:id/edit; an empty API key keeps the stored one.
 func (d *Dashboard) UpdateConnection(c echo.Context) error {
-	id, err := PathID(c)
-	if err != nil {
-		return d.gone(c, "/providers")
-	}
-	old, err := d.Catalog.GetConnection(ctx(c), id)
-	if err != nil {
-		return d.missing(c, err, "/providers")
+	old, id, ok, err := itemAt(c, d.Sessions, "/providers", d.Catalog.GetConnection)
+	if !ok {
+		return err
 	}
 	f, in := connectionForm(c, false)
 	if old.AuthType == catalog.AuthOAuth {
@@ -296,13 +288,9 @@ const overridePrefix = "overrides.request_queue."
 
 // DeleteConnection answers POST /connections/:id/delete.
 func (d *Dashboard) DeleteConnection(c echo.Context) error {
-	id, err := PathID(c)
-	if err != nil {
-		return d.gone(c, "/providers")
-	}
-	conn, err := d.Catalog.GetConnection(ctx(c), id)
-	if err != nil {
-		return d.missing(c, err, "/providers")
+	conn, id, ok, err := itemAt(c, d.Sessions, "/providers", d.Catalog.GetConnection)
+	if !ok {
+		return err
 	}
 	if err := d.Catalog.DeleteConnection(ctx(c), id); err != nil {
 		return d.missing(c, err, "/providers")
@@ -395,13 +383,9 @@ func (d *Dashboard) ResetConnectionState(c echo.Context) error {
 }
 
 func (d *Dashboard) clearConnection(c echo.Context, terminal bool) error {
-	id, err := PathID(c)
-	if err != nil {
-		return d.gone(c, "/providers")
-	}
-	conn, err := d.Catalog.GetConnection(ctx(c), id)
-	if err != nil {
-		return d.missing(c, err, "/providers")
+	conn, id, ok, err := itemAt(c, d.Sessions, "/providers", d.Catalog.GetConnection)
+	if !ok {
+		return err
 	}
 	back := "/providers#conn-" + strconv.FormatInt(id, 10)
 	if terminal && c.FormValue("confirmed") != "true" {

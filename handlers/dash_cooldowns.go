@@ -43,12 +43,8 @@ func (d *Dashboard) ModelCooldownsPage(c echo.Context) error {
 // ModelCooldownsTable answers GET /model-cooldowns/table, the page's poll: the lockouts card
 // out of band, or 204 while the lockouts are still the version the page sent (?v=).
 func (d *Dashboard) ModelCooldownsTable(c echo.Context) error {
-	c.Response().Header().Set("Cache-Control", "no-store")
 	m := d.lockoutsModel()
-	if v := c.QueryParam("v"); v != "" && v == m.Version {
-		return c.NoContent(http.StatusNoContent)
-	}
-	return Render(c, http.StatusOK, views.LockoutsCard(m, true))
+	return renderPoll(c, m.Version, views.LockoutsCard(m, true))
 }
 
 // ReenableModel answers POST /model-cooldowns/reenable (provider, connection id, model): the

@@ -358,13 +358,9 @@ func (d *Dashboard) CreateKey(c echo.Context) error {
 
 // EditKeyPage answers GET /keys/:id/edit.
 func (d *Dashboard) EditKeyPage(c echo.Context) error {
-	id, err := PathID(c)
-	if err != nil {
-		return d.gone(c, "/keys")
-	}
-	k, err := d.Keys.Get(ctx(c), id)
-	if err != nil {
-		return d.missing(c, err, "/keys")
+	k, _, ok, err := itemAt(c, d.Sessions, "/keys", d.Keys.Get)
+	if !ok {
+		return err
 	}
 	if k.RevokedAt != nil {
 		return d.gone(c, "/keys")
@@ -386,13 +382,9 @@ func (d *Dashboard) keyEditModel(c echo.Context, k clientkeys.Key, f views.KeyFo
 // UpdateKey answers POST /keys/:id/edit: saved → back to the list; refused → the page again with
 // each field's message (422).
 func (d *Dashboard) UpdateKey(c echo.Context) error {
-	id, err := PathID(c)
-	if err != nil {
-		return d.gone(c, "/keys")
-	}
-	k, err := d.Keys.Get(ctx(c), id)
-	if err != nil {
-		return d.missing(c, err, "/keys")
+	k, id, ok, err := itemAt(c, d.Sessions, "/keys", d.Keys.Get)
+	if !ok {
+		return err
 	}
 	form, in, bad := keyForm(c)
 	if len(bad) == 0 {

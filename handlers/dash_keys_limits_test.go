@@ -12,12 +12,7 @@ import (
 )
 
 func TestParseLimitNumbers(t *testing.T) {
-	for _, tc := range []struct {
-		lang i18n.Lang
-		in   string
-		want float64
-		ok   bool
-	}{
+	checkParse(t, "parseAmount", parseAmount, []parseCase[float64]{
 		{i18n.EN, "", 0, true},
 		{i18n.EN, "5", 5, true},
 		{i18n.EN, "12.50", 12.5, true},
@@ -34,18 +29,8 @@ func TestParseLimitNumbers(t *testing.T) {
 		{i18n.EN, "NaN", 0, false},
 		{i18n.EN, "Inf", 0, false},
 		{i18n.EN, "1e400", 0, false},
-	} {
-		got, ok := parseAmount(tc.lang, tc.in)
-		if ok != tc.ok || (ok && got != tc.want) {
-			t.Errorf("parseAmount(%s, %q) = %v %v, want %v %v", tc.lang, tc.in, got, ok, tc.want, tc.ok)
-		}
-	}
-	for _, tc := range []struct {
-		lang i18n.Lang
-		in   string
-		want int64
-		ok   bool
-	}{
+	})
+	checkParse(t, "parseCount", parseCount, []parseCase[int64]{
 		{i18n.EN, "", 0, true},
 		{i18n.EN, "60", 60, true},
 		{i18n.EN, "100,000", 100000, true},
@@ -54,10 +39,23 @@ func TestParseLimitNumbers(t *testing.T) {
 		{i18n.DE, "1,5", 0, false},
 		{i18n.EN, "-3", -3, true}, // read; the service refuses it with its range
 		{i18n.EN, "lots", 0, false},
-	} {
-		got, ok := parseCount(tc.lang, tc.in)
+	})
+}
+
+// parseCase is a number as typed on a page in lang, and how it reads.
+type parseCase[N int64 | float64] struct {
+	lang i18n.Lang
+	in   string
+	want N
+	ok   bool
+}
+
+func checkParse[N int64 | float64](t *testing.T, name string, parse func(i18n.Lang, string) (N, bool), cases []parseCase[N]) {
+	t.Helper()
+	for _, tc := range cases {
+		got, ok := parse(tc.lang, tc.in)
 		if ok != tc.ok || (ok && got != tc.want) {
-			t.Errorf("parseCount(%s, %q) = %v %v, want %v %v", tc.lang, tc.in, got, ok, tc.want, tc.ok)
+			t.Errorf("%s(%s, %q) = %v %v, want %v %v", name, tc.lang, tc.in, got, ok, tc.want, tc.ok)
 		}
 	}
 }

@@ -82,11 +82,7 @@ func reasonLabel(ctx context.Context, reason string) string {
 // band, or 204 while it is still the version the page sent (?v=).
 func (d *Dashboard) OverviewHealth(c echo.Context) error {
 	m := d.healthModel(c)
-	c.Response().Header().Set("Cache-Control", "no-store")
-	if v := c.QueryParam("v"); v != "" && v == m.Version {
-		return c.NoContent(http.StatusNoContent)
-	}
-	return Render(c, http.StatusOK, views.HealthStrip(m))
+	return renderPoll(c, m.Version, views.HealthStrip(m))
 }
 
 // OverviewTraffic answers GET /overview/traffic?range=hour|day: the traffic card alone.

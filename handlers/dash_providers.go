@@ -270,24 +270,16 @@ func providerState(ctx context.Context, reg *catalog.Registry, p *catalog.Provid
 // page sent (?v=).
 func (d *Dashboard) ProvidersState(c echo.Context) error {
 	l := d.liveState(c)
-	c.Response().Header().Set("Cache-Control", "no-store")
-	if v := c.QueryParam("v"); v != "" && v == l.version {
-		return c.NoContent(http.StatusNoContent)
-	}
-	return Render(c, http.StatusOK, views.LiveState(l.orderedProviders, l.orderedConns, l.version))
+	return renderPoll(c, l.version, views.LiveState(l.orderedProviders, l.orderedConns, l.version))
 }
 
 // ResetBreaker answers POST /providers/:id/reset-breaker: closes the provider's breaker and every
 // model breaker of it. htmx gets the provider's breaker back (its state strip and status pill
 // out of band); a plain form is redirected.
 func (d *Dashboard) ResetBreaker(c echo.Context) error {
-	id, err := PathID(c)
-	if err != nil {
-		return d.gone(c, "/providers")
-	}
-	p, err := d.Catalog.GetProvider(ctx(c), id)
-	if err != nil {
-		return d.missing(c, err, "/providers")
+	p, _, ok, err := itemAt(c, d.Sessions, "/providers", d.Catalog.GetProvider)
+	if !ok {
+		return err
 	}
 	if err := d.Ops.ResetBreaker(ctx(c), p.Name, ""); err != nil {
 		return err
@@ -340,13 +332,9 @@ func (d *Dashboard) CreateProvider(c echo.Context) error {
 
 // EditProviderPage answers GET /providers/:id/edit.
 func (d *Dashboard) EditProviderPage(c echo.Context) error {
-	id, err := PathID(c)
-	if err != nil {
-		return d.gone(c, "/providers")
-	}
-	p, err := d.Catalog.GetProvider(ctx(c), id)
-	if err != nil {
-		return d.missing(c, err, "/providers")
+	p, _, ok, err := itemAt(c, d.Sessions, "/providers", d.Catalog.GetProvider)
+	if !ok {
+		return err
 	}
 	return Render(c, http.StatusOK, views.ProviderEditPage(d.providerEditModel(c, p,
 		views.ProviderForm{Type: p.Type, BaseURL: p.BaseURL, ResponsesAPI: p.ResponsesAPI, ListedModelsOnly: p.ListedModelsOnly,
@@ -367,13 +355,9 @@ func (d *Dashboard) providerEditModel(c echo.Context, p catalog.Provider, f view
 // UpdateProvider answers POST /providers/:id/edit: type, base URL, the two switches, the
 // connection order and the upstream format.
 func (d *Dashboard) UpdateProvider(c echo.Context) error {
-	id, err := PathID(c)
-	if err != nil {
-		return d.gone(c, "/providers")
-	}
-	old, err := d.Catalog.GetProvider(ctx(c), id)
-	if err != nil {
-		return d.missing(c, err, "/providers")
+	old, id, ok, err := itemAt(c, d.Sessions, "/providers", d.Catalog.GetProvider)
+	if !ok {
+		return err
 	}
 	f := views.ProviderForm{Type: c.FormValue("type"), BaseURL: strings.TrimSpace(c.FormValue("base_url")),
 		ResponsesAPI: c.FormValue("responses_api") == "true", ListedModelsOnly: c.FormValue("listed_models_only") == "true",
@@ -406,13 +390,9 @@ func patternsOf(in catalog.ProviderInput) []string {
 
 // DeleteProvider answers POST /providers/:id/delete; its connections go with it.
 func (d *Dashboard) DeleteProvider(c echo.Context) error {
-	id, err := PathID(c)
-	if err != nil {
-		return d.gone(c, "/providers")
-	}
-	p, err := d.Catalog.GetProvider(ctx(c), id)
-	if err != nil {
-		return d.missing(c, err, "/providers")
+	p, id, ok, err := itemAt(c, d.Sessions, "/providers", d.Catalog.GetProvider)
+	if !ok {
+		return err
 	}
 	if err := d.Catalog.DeleteProvider(ctx(c), id); err != nil {
 		return d.missing(c, err, "/providers")
@@ -421,21 +401,10 @@ func (d *Dashboard) DeleteProvider(c echo.Context) error {
 	return seeOther(c, "/providers")
 }
 
-// missing answers a not-found error with gone, a conflict (something still in use, such as a
-// provider a combo names) with its message on the page it came from, and returns any other error.
+// missing answers err on the list at back (listMissing); any other error is returned.
 func (d *Dashboard) missing(c echo.Context, err error, back string) error {
-	switch errs.CodeOf(err) {
-	case errs.NotFound:
-		return d.gone(c, back)
-	case errs.Conflict:
-		d.flash(c, "error", Text(ctx(c), errs.As(err).Msg))
-		return seeOther(c, back)
-	}
-	return err
+	return listMissing(c, d.Sessions, back, err)
 }
 
 // gone answers an action on something that no longer exists: back to the list with a message.
-func (d *Dashboard) gone(c echo.Context, back string) error {
-	d.flash(c, "error", i18n.T(ctx(c), "err.not_found"))
-	return seeOther(c, back)
-}
+func (d *Dashboard) gone(c echo.Context, back string) error { return listGone(c, d.Sessions, back) }

@@ -74,15 +74,7 @@ func (r *Requests) RequestsPage(c echo.Context) error {
 // RequestDetailPage answers GET /requests/:id: one request with its attempt chain, the
 // connections it left out and the bodies the log kept (or one line saying it keeps none).
 func (r *Requests) RequestDetailPage(c echo.Context) error {
-	id, err := PathID(c)
-	if err != nil {
-		return err
-	}
-	e, err := r.Log.Get(ctx(c), id)
-	if err != nil {
-		return err
-	}
-	names, err := keyNames(c, r.Keys)
+	e, names, err := r.entry(c)
 	if err != nil {
 		return err
 	}

@@ -1,10 +1,14 @@
 package handlers
 
 import (
+	"context"
 	"net/http"
 
+	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
 
+	"switchyard/i18n"
+	"switchyard/services/errs"
 	"switchyard/views"
 )
 
@@ -44,6 +48,50 @@ func seeOther(c echo.Context, url string) error {
 		return c.NoContent(http.StatusNoContent)
 	}
 	return c.Redirect(http.StatusSeeOther, url)
+}
+
+// listGone answers an action on something that no longer exists: back to its list at back with
+// a message.
+func listGone(c echo.Context, s Sessions, back string) error {
+	_ = s.AddFlash(c, "error", i18n.T(ctx(c), "err.not_found"))
+	return seeOther(c, back)
+}
+
+// listMissing answers a not-found error with listGone, a conflict (something still in use, such
+// as a provider a combo names) with its message on the list it came from, and returns any other
+// error.
+func listMissing(c echo.Context, s Sessions, back string, err error) error {
+	switch errs.CodeOf(err) {
+	case errs.NotFound:
+		return listGone(c, s, back)
+	case errs.Conflict:
+		_ = s.AddFlash(c, "error", Text(ctx(c), errs.As(err).Msg))
+		return seeOther(c, back)
+	}
+	return err
+}
+
+// itemAt loads what the path's :id names for a page or an action of the list at back. A bad id
+// or a missing item is answered there (listGone, listMissing): ok is false and the handler
+// returns err as it is.
+func itemAt[T any](c echo.Context, s Sessions, back string, get func(context.Context, int64) (T, error)) (item T, id int64, ok bool, err error) {
+	if id, err = PathID(c); err != nil {
+		return item, 0, false, listGone(c, s, back)
+	}
+	if item, err = get(ctx(c), id); err != nil {
+		return item, id, false, listMissing(c, s, back, err)
+	}
+	return item, id, true, nil
+}
+
+// renderPoll answers a page's poll of its live state, never cached: 204 while the state is still
+// the version the page sent (?v=), else comp with the new one.
+func renderPoll(c echo.Context, version string, comp templ.Component) error {
+	c.Response().Header().Set("Cache-Control", "no-store")
+	if v := c.QueryParam("v"); v != "" && v == version {
+		return c.NoContent(http.StatusNoContent)
+	}
+	return Render(c, http.StatusOK, comp)
 }
 
 // discovery is a provider's model discovery state for the views.

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -82,39 +83,24 @@ func tooLarge(limit int64) *errs.Error {
 }
 
 // Chat answers POST /v1/chat/completions.
-func (p *Proxy) Chat(c echo.Context) error {
-	body, err := p.readBody(c)
-	if err != nil {
-		return err
-	}
-	r := c.Request()
-	if e := p.Engine.Chat(r.Context(), c.Response(), body, r.Header, proxy.TraceFrom(r.Context())); e != nil {
-		return e
-	}
-	return nil
-}
+func (p *Proxy) Chat(c echo.Context) error { return p.serve(c, (*proxy.Engine).Chat) }
 
 // Messages answers POST /v1/messages (Anthropic's surface).
-func (p *Proxy) Messages(c echo.Context) error {
-	body, err := p.readBody(c)
-	if err != nil {
-		return err
-	}
-	r := c.Request()
-	if e := p.Engine.Messages(r.Context(), c.Response(), body, r.Header, proxy.TraceFrom(r.Context())); e != nil {
-		return e
-	}
-	return nil
-}
+func (p *Proxy) Messages(c echo.Context) error { return p.serve(c, (*proxy.Engine).Messages) }
 
 // Responses answers POST /v1/responses (OpenAI's Responses API).
-func (p *Proxy) Responses(c echo.Context) error {
+func (p *Proxy) Responses(c echo.Context) error { return p.serve(c, (*proxy.Engine).Responses) }
+
+// serve hands the request's body to one of the engine's surfaces. The surface is a method
+// expression, not a method value, so that a request allocates no closure for it.
+func (p *Proxy) serve(c echo.Context, surface func(*proxy.Engine, context.Context, http.ResponseWriter, []byte,
+	http.Header, *proxy.Trace) *errs.Error) error {
 	body, err := p.readBody(c)
 	if err != nil {
 		return err
 	}
 	r := c.Request()
-	if e := p.Engine.Responses(r.Context(), c.Response(), body, r.Header, proxy.TraceFrom(r.Context())); e != nil {
+	if e := surface(p.Engine, r.Context(), c.Response(), body, r.Header, proxy.TraceFrom(r.Context())); e != nil {
 		return e
 	}
 	return nil

@@ -17,12 +17,9 @@ import (
 
 // bindJSON decodes a JSON body strictly: exactly one value, no key twice, no unknown fields.
 func bindJSON(c echo.Context, dst any) error {
-	raw, err := readAdminBody(c)
+	raw, err := readStrictBody(c, false)
 	if err != nil {
 		return err
-	}
-	if e := strictJSON(raw); e != nil {
-		return e
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
@@ -30,6 +27,20 @@ func bindJSON(c echo.Context, dst any) error {
 		return errs.Wrap(err, errs.Invalid, "err.bad_json", err.Error())
 	}
 	return nil
+}
+
+// readStrictBody reads an admin JSON body. A key given twice or a second document is refused, as
+// it would be read as the last or not at all; so is a plain syntax error, unless syntaxLater
+// leaves that to a service that names the field it happened in.
+func readStrictBody(c echo.Context, syntaxLater bool) ([]byte, error) {
+	raw, err := readAdminBody(c)
+	if err != nil {
+		return nil, err
+	}
+	if e := strictJSON(raw); e != nil && (!syntaxLater || e.Reason != "bad_json") {
+		return nil, e
+	}
+	return raw, nil
 }
 
 // Items wraps a list as {"items": [...]}, never null.

@@ -242,7 +242,6 @@ func (errorRulesCard) save(s *Settings, c echo.Context) error {
 	snap := s.Svc.Snapshot()
 	cur := snap.Resilience()
 	m := rulesFrame(snap)
-	deleted, add := form.Get("delete"), form.Get("add")
 	ch := settings.NewChanges()
 	keep := func(rd ruleReader) {
 		for _, k := range slices.Sorted(maps.Keys(rd.problems)) {
@@ -251,54 +250,15 @@ func (errorRulesCard) save(s *Settings, c echo.Context) error {
 	}
 
 	// Read both lists; rulesAt and restatesAt map a list index of the patch to its form.
-	var rules []settings.ErrorRule
-	var rulesAt []*views.ErrorRuleForm
-	for _, i := range postedIndices(form, errorRulesPath) {
-		prefix := fmt.Sprintf("%s[%d]", errorRulesPath, i)
-		if prefix == deleted {
-			continue
-		}
-		rd := newRuleReader(form, prefix, fmt.Sprintf("%s[%d]", errorRulesPath, len(rules)))
-		f, r := readErrorRule(rd)
-		keep(rd)
-		m.Rules = append(m.Rules, f)
-		rules = append(rules, r)
-	}
-	for i := range m.Rules {
-		rulesAt = append(rulesAt, &m.Rules[i])
-	}
-	rd := newRuleReader(form, newRulePrefix, fmt.Sprintf("%s[%d]", errorRulesPath, len(rules)))
-	if f, r := readErrorRule(rd); add == errorRulesPath ||
-		!blankRule(f.Name, f.Provider, f.Statuses, f.BodyMarkers, f.ExcludeMarkers, f.HeaderMatches, f.CooldownMS) {
-		keep(rd)
-		m.NewRule = f
-		rules = append(rules, r)
-		rulesAt = append(rulesAt, &m.NewRule)
-	}
-	var restates []settings.StatusRestatement
-	var restatesAt []*views.RestatementForm
-	for _, i := range postedIndices(form, restatementsPath) {
-		prefix := fmt.Sprintf("%s[%d]", restatementsPath, i)
-		if prefix == deleted {
-			continue
-		}
-		rd := newRuleReader(form, prefix, fmt.Sprintf("%s[%d]", restatementsPath, len(restates)))
-		f, r := readRestatement(rd)
-		keep(rd)
-		m.Restatements = append(m.Restatements, f)
-		restates = append(restates, r)
-	}
-	for i := range m.Restatements {
-		restatesAt = append(restatesAt, &m.Restatements[i])
-	}
-	rd = newRuleReader(form, newRestatePrefix, fmt.Sprintf("%s[%d]", restatementsPath, len(restates)))
-	if f, r := readRestatement(rd); add == restatementsPath ||
-		!blankRule(f.Name, f.Provider, f.FromStatus, f.BodyMarkers, f.ExcludeMarkers, f.HeaderMatches, f.ToStatus, f.RetryAfterMS) {
-		keep(rd)
-		m.NewRestatement = f
-		restates = append(restates, r)
-		restatesAt = append(restatesAt, &m.NewRestatement)
-	}
+	post := postedRules{form: form, deleted: form.Get("delete"), added: form.Get("add"), keep: keep}
+	rules, rulesAt := readPostedRules(post, errorRulesPath, newRulePrefix, &m.Rules, &m.NewRule, readErrorRule,
+		func(f views.ErrorRuleForm) bool {
+			return blankRule(f.Name, f.Provider, f.Statuses, f.BodyMarkers, f.ExcludeMarkers, f.HeaderMatches, f.CooldownMS)
+		})
+	restates, restatesAt := readPostedRules(post, restatementsPath, newRestatePrefix, &m.Restatements, &m.NewRestatement,
+		readRestatement, func(f views.RestatementForm) bool {
+			return blankRule(f.Name, f.Provider, f.FromStatus, f.BodyMarkers, f.ExcludeMarkers, f.HeaderMatches, f.ToStatus, f.RetryAfterMS)
+		})
 
 	// "Fill in the example" shows the example in the new restatement and saves nothing.
 	if form.Get("example") == restatementExampleID {
@@ -327,6 +287,45 @@ func (errorRulesCard) save(s *Settings, c echo.Context) error {
 	}
 	m.Meta.Failed = true
 	return s.renderCustom(c, http.StatusUnprocessableEntity, rulesCardID, views.ErrorRulesCard(m))
+}
+
+// postedRules is a posted rules card: the row its delete button names ("" = none), the list its
+// add button names, and what takes each row's problems.
+type postedRules struct {
+	form    url.Values
+	deleted string
+	added   string
+	keep    func(ruleReader)
+}
+
+// readPostedRules reads one list of the card (error rules or restatements) into rows and its
+// new row into newRow: the list for the patch, and at, by the patch's index, the form each of
+// its rules came from. The deleted row is left out; the new row joins when it was added or is
+// not blank.
+func readPostedRules[F, R any](p postedRules, list, newPrefix string, rows *[]F, newRow *F,
+	read func(ruleReader) (F, R), blank func(F) bool) (items []R, at []*F) {
+	for _, i := range postedIndices(p.form, list) {
+		prefix := fmt.Sprintf("%s[%d]", list, i)
+		if prefix == p.deleted {
+			continue
+		}
+		rd := newRuleReader(p.form, prefix, fmt.Sprintf("%s[%d]", list, len(items)))
+		f, r := read(rd)
+		p.keep(rd)
+		*rows = append(*rows, f)
+		items = append(items, r)
+	}
+	for i := range *rows {
+		at = append(at, &(*rows)[i])
+	}
+	rd := newRuleReader(p.form, newPrefix, fmt.Sprintf("%s[%d]", list, len(items)))
+	if f, r := read(rd); p.added == list || !blank(f) {
+		p.keep(rd)
+		*newRow = f
+		items = append(items, r)
+		at = append(at, newRow)
+	}
+	return items, at
 }
 
 // placeRuleErrors puts each message of a refused save at the rule and field it names (the

@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -19,7 +18,6 @@ import (
 
 	"switchyard/services/catalog"
 	"switchyard/services/errs"
-	"switchyard/services/names"
 	"switchyard/services/redact"
 	"switchyard/services/settings"
 )
@@ -160,9 +158,7 @@ func (a codexAnswer) refreshed(now time.Time, prev catalog.OAuthCredential) cata
 }
 
 // authPost makes one call to OpenAI's auth server: a form body for the token endpoint, JSON for
-// the device endpoints. A redirect is a failure that names its target, scrubbed, and is never
-// followed (the service's client does not follow): it would carry a code, a verifier or a
-// refresh token wherever it points.
+// the device endpoints. A redirect is a failure and is never followed (send).
 func (s *Service) authPost(ctx context.Context, target string, body map[string]string, form bool) (int, http.Header, []byte, error) {
 	var rd io.Reader
 	ctype := "application/json"
@@ -182,21 +178,7 @@ func (s *Service) authPost(ctx context.Context, target string, body map[string]s
 	}
 	req.Header.Set("Content-Type", ctype)
 	req.Header.Set("Accept", "application/json")
-	resp, err := s.opt.Client.Do(req)
-	if err != nil {
-		// The transport's error names the address; the address is a setting, never a secret.
-		return 0, nil, nil, fmt.Errorf("OpenAI auth server: %w", err)
-	}
-	defer resp.Body.Close()
-	if isRedirect(resp.StatusCode) {
-		return resp.StatusCode, resp.Header, nil, &tokenError{status: resp.StatusCode, code: "upstream_redirect",
-			message: "a redirect to " + redact.Redirect(req.URL, resp.Header.Get("Location"), bodySecrets(body)...) + ", not followed"}
-	}
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return 0, nil, nil, fmt.Errorf("OpenAI auth server: %w", err)
-	}
-	return resp.StatusCode, resp.Header, raw, nil
+	return s.send(req, "OpenAI auth server", bodySecrets(body))
 }
 
 // authError reads a refused call's answer: OAuth's {"error": CODE, "error_description": …} or
@@ -305,45 +287,24 @@ func codexConfig(cfg settings.CodexOAuth) *oauth2.Config {
 		Endpoint: oauth2.Endpoint{AuthURL: cfg.AuthorizeURL, TokenURL: cfg.TokenURL}}
 }
 
-// checkName checks a chosen connection name ("" = the next free chatgpt-N).
-func checkName(name string) error {
-	if name != "" {
-		if m, bad := names.Check(name); bad {
-			return errs.Fields(map[string]errs.Msg{"name": m})
-		}
-	}
-	return nil
-}
-
 // StartCodex begins a ChatGPT sign-in for provider ("" = codex): authorization code with PKCE
 // (S256) and the Codex CLI's loopback redirect. The browser opens AuthURL, signs in and is sent
 // to http://localhost:1455/auth/callback?code=…&state=…, which fails unless the gateway runs on
 // that machine; the operator pastes that address back. name is the connection name for a new
 // account ("" = the next free chatgpt-N); an account signed in before keeps its connection.
 func (s *Service) StartCodex(provider, name string) (SignIn, error) {
-	name = strings.TrimSpace(name)
-	if err := checkName(name); err != nil {
-		return SignIn{}, err
-	}
-	provider, err := s.providerOf(catalog.TypeCodex, strings.TrimSpace(provider))
+	provider, name, err := s.accountTarget(catalog.TypeCodex, provider, name)
 	if err != nil {
 		return SignIn{}, err
 	}
-	cfg := s.opt.Settings.Snapshot().Codex()
-	verifier := oauth2.GenerateVerifier()
-	state := randomState()
-	now := s.opt.Clock.Now()
 	// The Codex CLI's parameters: organizations in the id_token, the simplified consent page,
 	// and prompt=login so several accounts sign in one after another, each with its own refresh
 	// token family, instead of the browser's current session being taken again.
-	authURL := codexConfig(cfg).AuthCodeURL(state, oauth2.S256ChallengeOption(verifier),
+	return s.startSignIn(catalog.TypeCodex, provider, name, codexConfig(s.opt.Settings.Snapshot().Codex()),
 		oauth2.SetAuthURLParam("id_token_add_organizations", "true"),
 		oauth2.SetAuthURLParam("codex_cli_simplified_flow", "true"),
 		oauth2.SetAuthURLParam("originator", "codex_cli_rs"),
-		oauth2.SetAuthURLParam("prompt", "login"))
-	s.addPending(state, pendingSignIn{kind: catalog.TypeCodex, verifier: verifier, provider: provider, name: name,
-		authURL: authURL, expires: now.Add(SignInTTL), started: now})
-	return SignIn{AuthURL: authURL, State: state, ExpiresAt: now.Add(SignInTTL)}, nil
+		oauth2.SetAuthURLParam("prompt", "login")), nil
 }
 
 // CompleteCodex finishes a ChatGPT sign-in with what the operator pasted: the whole callback
@@ -397,11 +358,7 @@ func callbackError(pasted string) string {
 // hands out a user code that the person enters at the device page while signed in. The device
 // id stays in the flow table; the operator polls by flow id (PollCodexDevice).
 func (s *Service) StartCodexDevice(ctx context.Context, provider, name, owner string) (DeviceFlow, error) {
-	name = strings.TrimSpace(name)
-	if err := checkName(name); err != nil {
-		return DeviceFlow{}, err
-	}
-	provider, err := s.providerOf(catalog.TypeCodex, strings.TrimSpace(provider))
+	provider, name, err := s.accountTarget(catalog.TypeCodex, provider, name)
 	if err != nil {
 		return DeviceFlow{}, err
 	}

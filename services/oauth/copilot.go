@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -14,7 +13,6 @@ import (
 
 	"switchyard/services/catalog"
 	"switchyard/services/errs"
-	"switchyard/services/names"
 	"switchyard/services/redact"
 	"switchyard/services/settings"
 )
@@ -99,13 +97,7 @@ type githubAnswer struct {
 // StartCopilotDevice begins a GitHub device sign-in for owner on provider ("" = copilot). name
 // is the connection name for a new account ("" = the next free copilot-N).
 func (s *Service) StartCopilotDevice(ctx context.Context, provider, name, owner string) (DeviceFlow, error) {
-	provider, name = strings.TrimSpace(provider), strings.TrimSpace(name)
-	if name != "" {
-		if m, bad := names.Check(name); bad {
-			return DeviceFlow{}, errs.Fields(map[string]errs.Msg{"name": m})
-		}
-	}
-	provider, err := s.providerOf(catalog.TypeCopilot, provider)
+	provider, name, err := s.accountTarget(catalog.TypeCopilot, provider, name)
 	if err != nil {
 		return DeviceFlow{}, err
 	}
@@ -284,21 +276,12 @@ func (s *Service) githubPost(ctx context.Context, target string, form url.Values
 
 // githubCall makes one call to GitHub and decodes its 200 answer into out.
 func (s *Service) githubCall(req *http.Request, secrets []string, out any) error {
-	resp, err := s.opt.Client.Do(req)
+	status, header, raw, err := s.send(req, req.URL.Host, secrets)
 	if err != nil {
-		return fmt.Errorf("%s: %s", req.URL.Host, redact.String(err.Error(), secrets...))
+		return err
 	}
-	defer resp.Body.Close()
-	if isRedirect(resp.StatusCode) {
-		return &tokenError{status: resp.StatusCode, code: "upstream_redirect",
-			message: "a redirect to " + redact.Redirect(req.URL, resp.Header.Get("Location"), secrets...) + ", not followed"}
-	}
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return fmt.Errorf("%s: %w", req.URL.Host, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		te := &tokenError{status: resp.StatusCode, retryAfter: retryAfter(resp.Header.Get("Retry-After"), s.opt.Clock.Now())}
+	if status != http.StatusOK {
+		te := &tokenError{status: status, retryAfter: retryAfter(header.Get("Retry-After"), s.opt.Clock.Now())}
 		var e struct {
 			Error        string `json:"error"`
 			ErrorDesc    string `json:"error_description"`

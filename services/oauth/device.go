@@ -2,10 +2,12 @@ package oauth
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"switchyard/services/catalog"
 	"switchyard/services/errs"
+	"switchyard/services/names"
 )
 
 // Device sign-ins (ChatGPT's and GitHub's device codes). A started flow waits here, server-side,
@@ -178,4 +180,28 @@ func (s *Service) providerOf(kind, provider string) (string, error) {
 		return "", errs.Field("provider", "err.account_provider", kind)
 	}
 	return provider, nil
+}
+
+// accountTarget checks where a sign-in of kind puts its account: provider (providerOf) and the
+// connection name chosen ("" = the kind's next free name, such as chatgpt-N).
+func (s *Service) accountTarget(kind, provider, name string) (string, string, error) {
+	name = strings.TrimSpace(name)
+	if err := checkName(name); err != nil {
+		return "", "", err
+	}
+	provider, err := s.providerOf(kind, strings.TrimSpace(provider))
+	if err != nil {
+		return "", "", err
+	}
+	return provider, name, nil
+}
+
+// checkName checks a chosen connection name ("" = the kind's next free name).
+func checkName(name string) error {
+	if name != "" {
+		if m, bad := names.Check(name); bad {
+			return errs.Fields(map[string]errs.Msg{"name": m})
+		}
+	}
+	return nil
 }

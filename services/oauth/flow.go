@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -18,7 +17,6 @@ import (
 
 	"switchyard/services/catalog"
 	"switchyard/services/errs"
-	"switchyard/services/names"
 	"switchyard/services/redact"
 	"switchyard/services/settings"
 )
@@ -63,10 +61,8 @@ func (s *Service) Start(provider, name string) (SignIn, error) {
 	if provider == "" {
 		provider = catalog.TypeAnthropic
 	}
-	if name != "" {
-		if m, bad := names.Check(name); bad {
-			return SignIn{}, errs.Fields(map[string]errs.Msg{"name": m})
-		}
+	if err := checkName(name); err != nil {
+		return SignIn{}, err
 	}
 	p, ok := s.opt.Catalog.Registry().Provider(provider)
 	switch {
@@ -75,18 +71,22 @@ func (s *Service) Start(provider, name string) (SignIn, error) {
 	case p.Type != catalog.TypeAnthropic:
 		return SignIn{}, errs.Field("provider", "err.oauth_provider")
 	}
-	cfg := s.opt.Settings.Snapshot().Claude()
+	// code=true asks Claude's page to show the code for pasting; prompt=login lets several
+	// accounts sign in one after another, each with its own refresh token family.
+	return s.startSignIn(catalog.TypeAnthropic, provider, name, oauthConfig(s.opt.Settings.Snapshot().Claude()),
+		oauth2.SetAuthURLParam("code", "true"), oauth2.SetAuthURLParam("prompt", "login")), nil
+}
+
+// startSignIn keeps a paste-back sign-in of kind for provider and name (authorization code with
+// PKCE, S256; the verifier stays here) and answers the address conf and params make for it.
+func (s *Service) startSignIn(kind, provider, name string, conf *oauth2.Config, params ...oauth2.AuthCodeOption) SignIn {
 	verifier := oauth2.GenerateVerifier()
 	state := randomState()
 	now := s.opt.Clock.Now()
-	conf := oauthConfig(cfg)
-	// code=true asks Claude's page to show the code for pasting; prompt=login lets several
-	// accounts sign in one after another, each with its own refresh token family.
-	authURL := conf.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier),
-		oauth2.SetAuthURLParam("code", "true"), oauth2.SetAuthURLParam("prompt", "login"))
-	s.addPending(state, pendingSignIn{kind: catalog.TypeAnthropic, verifier: verifier, provider: provider, name: name,
+	authURL := conf.AuthCodeURL(state, append([]oauth2.AuthCodeOption{oauth2.S256ChallengeOption(verifier)}, params...)...)
+	s.addPending(state, pendingSignIn{kind: kind, verifier: verifier, provider: provider, name: name,
 		authURL: authURL, expires: now.Add(SignInTTL), started: now})
-	return SignIn{AuthURL: authURL, State: state, ExpiresAt: now.Add(SignInTTL)}, nil
+	return SignIn{AuthURL: authURL, State: state, ExpiresAt: now.Add(SignInTTL)}
 }
 
 // addPending keeps a started sign-in under its state; when maxPending are waiting, the oldest goes.
@@ -294,21 +294,12 @@ func (s *Service) exchange(ctx context.Context, cfg settings.ClaudeOAuth, body m
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("anthropic-beta", oauthBeta)
 	req.Header.Set("User-Agent", userAgent(cfg))
-	resp, err := s.opt.Client.Do(req)
+	status, header, raw, err := s.send(req, "token endpoint", bodySecrets(body))
 	if err != nil {
-		return tokenAnswer{}, fmt.Errorf("token endpoint: %w", err)
+		return tokenAnswer{}, err
 	}
-	defer resp.Body.Close()
-	if isRedirect(resp.StatusCode) {
-		return tokenAnswer{}, &tokenError{status: resp.StatusCode, code: "upstream_redirect",
-			message: "a redirect to " + redact.Redirect(req.URL, resp.Header.Get("Location"), bodySecrets(body)...) + ", not followed"}
-	}
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return tokenAnswer{}, fmt.Errorf("token endpoint: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		te := &tokenError{status: resp.StatusCode, retryAfter: retryAfter(resp.Header.Get("Retry-After"), s.opt.Clock.Now())}
+	if status != http.StatusOK {
+		te := &tokenError{status: status, retryAfter: retryAfter(header.Get("Retry-After"), s.opt.Clock.Now())}
 		var e struct {
 			Error            any    `json:"error"`
 			ErrorDescription string `json:"error_description"`

@@ -8,6 +8,8 @@ package oauth
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -18,6 +20,7 @@ import (
 
 	"switchyard/services/catalog"
 	"switchyard/services/errs"
+	"switchyard/services/redact"
 	"switchyard/services/resilience"
 	"switchyard/services/settings"
 	"switchyard/services/statestore"
@@ -87,6 +90,38 @@ func noRedirects(c *http.Client) *http.Client {
 
 // isRedirect reports whether a status is a redirect, which is never followed.
 func isRedirect(status int) bool { return status >= 300 && status < 400 }
+
+// send makes one call to a sign-in server (Anthropic's, OpenAI's or GitHub's token and device
+// endpoints) and reads its answer, 1 MiB at most, whatever its status. A redirect is a failure
+// that names its target, scrubbed of secrets, and is never followed: it would carry a code, a
+// verifier or a token wherever it points. where names the server in a failed call's error,
+// whose text never carries secrets.
+func (s *Service) send(req *http.Request, where string, secrets []string) (int, http.Header, []byte, error) {
+	resp, err := s.opt.Client.Do(req)
+	if err != nil {
+		// The transport's error names the address, which is a setting; a secret in it all the
+		// same is scrubbed.
+		return 0, nil, nil, fmt.Errorf("%s: %w", where, scrubbed(err, secrets))
+	}
+	defer resp.Body.Close()
+	if isRedirect(resp.StatusCode) {
+		return resp.StatusCode, resp.Header, nil, &tokenError{status: resp.StatusCode, code: "upstream_redirect",
+			message: "a redirect to " + redact.Redirect(req.URL, resp.Header.Get("Location"), secrets...) + ", not followed"}
+	}
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return 0, nil, nil, fmt.Errorf("%s: %w", where, scrubbed(err, secrets))
+	}
+	return resp.StatusCode, resp.Header, raw, nil
+}
+
+// scrubbed is err, or, when its text carries one of secrets, that text scrubbed.
+func scrubbed(err error, secrets []string) error {
+	if text := redact.String(err.Error(), secrets...); text != err.Error() {
+		return errors.New(text)
+	}
+	return err
+}
 
 // RefreshState is what the refresher remembers of an account besides its tokens.
 type RefreshState struct {
@@ -513,45 +548,41 @@ func (s *Service) Wait() { s.wg.Wait() }
 func (s *Service) RunRefresher(ctx context.Context) {
 	defer s.wg.Wait()
 	for {
-		due, ok := s.startDue()
-		var timer clockwork.Timer
-		var tick <-chan time.Time
-		if ok {
-			if timer, ok = timerAt(s.opt.Clock, due); !ok {
-				continue
-			}
-			tick = timer.Chan()
+		due := s.startDue()
+		tick, stop, ok := alarmAt(s.opt.Clock, due)
+		if !ok {
+			continue
 		}
 		select {
 		case <-ctx.Done():
-			if timer != nil {
-				timer.Stop()
-			}
+			stop()
 			return
 		case <-s.wake:
 		case <-tick:
 		}
-		if timer != nil {
-			timer.Stop()
-		}
+		stop()
 	}
 }
 
-// timerAt returns a timer firing at t. When the clock jumped while the timer was being set (a
-// duration read before the jump would be counted from after it), it returns false and the
-// caller looks at its work again.
-func timerAt(clock clockwork.Clock, t time.Time) (clockwork.Timer, bool) {
+// alarmAt returns a channel that fires at t (never, for the zero time) and what stops its timer.
+// When the clock jumped while the timer was being set (a duration read before the jump would be
+// counted from after it), ok is false and the caller looks at its work again.
+func alarmAt(clock clockwork.Clock, t time.Time) (tick <-chan time.Time, stop func(), ok bool) {
+	if t.IsZero() {
+		return nil, func() {}, true
+	}
 	now := clock.Now()
 	timer := clock.NewTimer(max(t.Sub(now), 0))
 	if clock.Since(now) > 10*time.Millisecond {
 		timer.Stop()
-		return nil, false
+		return nil, nil, false
 	}
-	return timer, true
+	return timer.Chan(), func() { timer.Stop() }, true
 }
 
-// startDue starts the refresh of every account that is due and returns when the next one is.
-func (s *Service) startDue() (time.Time, bool) {
+// startDue starts the refresh of every account that is due and returns when the next one is
+// (zero when none is).
+func (s *Service) startDue() time.Time {
 	now := s.opt.Clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -578,5 +609,5 @@ func (s *Service) startDue() (time.Time, bool) {
 			next = due
 		}
 	}
-	return next, !next.IsZero()
+	return next
 }

@@ -11,8 +11,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jonboulle/clockwork"
-
 	"switchyard/services/catalog"
 	"switchyard/services/redact"
 	"switchyard/services/resilience"
@@ -53,20 +51,13 @@ func (s *Service) RunUsagePoller(ctx context.Context) {
 		if !next.IsZero() && !s.opt.Clock.Now().Before(next) {
 			continue // due already (the clock moved while polling)
 		}
-		var timer clockwork.Timer
-		var tick <-chan time.Time
-		if !next.IsZero() {
-			var set bool
-			if timer, set = timerAt(s.opt.Clock, next); !set {
-				continue
-			}
-			tick = timer.Chan()
+		tick, stop, set := alarmAt(s.opt.Clock, next)
+		if !set {
+			continue
 		}
 		select {
 		case <-ctx.Done():
-			if timer != nil {
-				timer.Stop()
-			}
+			stop()
 			return
 		case <-tick:
 		case <-s.changed:
@@ -77,9 +68,7 @@ func (s *Service) RunUsagePoller(ctx context.Context) {
 				s.pollOne(ctx, c)
 			}
 		}
-		if timer != nil {
-			timer.Stop()
-		}
+		stop()
 	}
 }
 
