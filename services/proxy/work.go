@@ -155,7 +155,7 @@ func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*err
 	var last *failure
 	var queueErr *errs.Error // set when a connection's queue was full
 	kind := c.firstKind      // what the next attempt is: first, retry or failover
-	var marks [16]bool // tried and busy of up to 8 connections without an allocation
+	var marks [16]bool       // tried and busy of up to 8 connections without an allocation
 	var tried, busy []bool
 	if n := len(conns); n <= len(marks)/2 {
 		tried, busy = marks[:n:n], marks[n:2*n:2*n]
