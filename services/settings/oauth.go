@@ -231,12 +231,22 @@ func checkURL(s string) *errs.Msg {
 	return nil
 }
 
-func checkWord(s string) *errs.Msg {
-	if !wordRE.MatchString(s) {
-		return msg("err.word")
+// matching is the check that a text matches re; key is the message when it does not.
+func matching(re *regexp.Regexp, key string) func(string) *errs.Msg {
+	return func(s string) *errs.Msg {
+		if !re.MatchString(s) {
+			return msg(key)
+		}
+		return nil
 	}
-	return nil
 }
+
+// The checks of the settings that are one word, or a version as a header writes it.
+var (
+	checkWord          = matching(wordRE, "err.word")
+	checkEditorVersion = matching(editorVersionRE, "err.editor_version")
+	checkCLIVersion    = matching(cliVersionRE, "err.cli_version")
+)
 
 func checkWords(list []string) *errs.Msg {
 	if len(list) == 0 {
@@ -252,20 +262,6 @@ func checkWords(list []string) *errs.Msg {
 
 // editorVersionRE is an editor and its version, as Copilot's Editor-Version header names them.
 var editorVersionRE = regexp.MustCompile(`^[A-Za-z0-9._\-]+/[A-Za-z0-9._\-]+$`)
-
-func checkEditorVersion(s string) *errs.Msg {
-	if !editorVersionRE.MatchString(s) {
-		return msg("err.editor_version")
-	}
-	return nil
-}
-
-func checkCLIVersion(s string) *errs.Msg {
-	if !cliVersionRE.MatchString(s) {
-		return msg("err.cli_version")
-	}
-	return nil
-}
 
 // OAuthService owns the OAuth client settings: it validates and saves patches and publishes an
 // immutable OAuthSnapshot after each save, like Service does for the resilience document.
