@@ -200,9 +200,7 @@ type Pins struct {
 // (may be nil) receives every changed pin (a copy; nil = deleted) and must not block: hand it to
 // a write-behind queue.
 func NewPins(clock clockwork.Clock, limit int, persist func(PinKey, *Pin)) *Pins {
-	if persist == nil {
-		persist = func(PinKey, *Pin) {}
-	}
+	persist = orDrop2(persist)
 	if limit <= 0 {
 		limit = MaxPins
 	}
@@ -509,9 +507,7 @@ type SessionBinds struct {
 // are held (the least recently used evicted first). persist (may be nil) receives every changed
 // binding (nil = deleted) and must not block.
 func NewSessionBinds(clock clockwork.Clock, ttl time.Duration, limit int, persist func(Session, *SessionBind)) *SessionBinds {
-	if persist == nil {
-		persist = func(Session, *SessionBind) {}
-	}
+	persist = orDrop2(persist)
 	return &SessionBinds{clock: clock, ttl: ttl, persist: persist, t: newTTLTable[Session, SessionBind](limit)}
 }
 

@@ -250,9 +250,7 @@ type Breakers struct {
 // provider's lock: it must not block (hand it to a write-behind queue) nor call back into
 // Breakers.
 func NewBreakers(clock clockwork.Clock, persist func(BreakerState)) *Breakers {
-	if persist == nil {
-		persist = func(BreakerState) {}
-	}
+	persist = orDrop(persist)
 	return &Breakers{clock: clock, persist: persist, groups: map[string]*breakerGroup{}}
 }
 

@@ -85,9 +85,7 @@ type Cooldowns struct {
 // NewCooldowns builds the table; persist (may be nil) receives every changed state and must not
 // block (hand it to a write-behind queue).
 func NewCooldowns(clock clockwork.Clock, persist func(ConnState)) *Cooldowns {
-	if persist == nil {
-		persist = func(ConnState) {}
-	}
+	persist = orDrop(persist)
 	return &Cooldowns{clock: clock, persist: persist, states: map[int64]*ConnState{}}
 }
 

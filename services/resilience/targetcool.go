@@ -47,9 +47,7 @@ type TargetCooldowns struct {
 
 // NewTargetCooldowns builds an empty table; persist may be nil.
 func NewTargetCooldowns(clock clockwork.Clock, persist func(TargetCooldown)) *TargetCooldowns {
-	if persist == nil {
-		persist = func(TargetCooldown) {}
-	}
+	persist = orDrop(persist)
 	return &TargetCooldowns{clock: clock, persist: persist, m: map[string]*TargetCooldown{}}
 }
 

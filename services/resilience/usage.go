@@ -140,9 +140,7 @@ type Usage struct {
 
 // NewUsage builds the table; persist (may be nil) must not block.
 func NewUsage(clock clockwork.Clock, persist func(AccountUsage)) *Usage {
-	if persist == nil {
-		persist = func(AccountUsage) {}
-	}
+	persist = orDrop(persist)
 	return &Usage{clock: clock, persist: persist, m: map[int64]*AccountUsage{}}
 }
 
