@@ -507,8 +507,7 @@ type SessionBinds struct {
 // are held (the least recently used evicted first). persist (may be nil) receives every changed
 // binding (nil = deleted) and must not block.
 func NewSessionBinds(clock clockwork.Clock, ttl time.Duration, limit int, persist func(Session, *SessionBind)) *SessionBinds {
-	persist = orDrop2(persist)
-	return &SessionBinds{clock: clock, ttl: ttl, persist: persist, t: newTTLTable[Session, SessionBind](limit)}
+	return &SessionBinds{clock: clock, ttl: ttl, persist: orDrop2(persist), t: newTTLTable[Session, SessionBind](limit)}
 }
 
 // Bind returns the account the session is bound to, binding it to account when it is bound to

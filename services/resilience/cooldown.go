@@ -85,8 +85,7 @@ type Cooldowns struct {
 // NewCooldowns builds the table; persist (may be nil) receives every changed state and must not
 // block (hand it to a write-behind queue).
 func NewCooldowns(clock clockwork.Clock, persist func(ConnState)) *Cooldowns {
-	persist = orDrop(persist)
-	return &Cooldowns{clock: clock, persist: persist, states: map[int64]*ConnState{}}
+	return &Cooldowns{clock: clock, persist: orDrop(persist), states: map[int64]*ConnState{}}
 }
 
 // Load installs states read at start.

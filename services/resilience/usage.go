@@ -140,8 +140,7 @@ type Usage struct {
 
 // NewUsage builds the table; persist (may be nil) must not block.
 func NewUsage(clock clockwork.Clock, persist func(AccountUsage)) *Usage {
-	persist = orDrop(persist)
-	return &Usage{clock: clock, persist: persist, m: map[int64]*AccountUsage{}}
+	return &Usage{clock: clock, persist: orDrop(persist), m: map[int64]*AccountUsage{}}
 }
 
 // Load installs readings read at start.
