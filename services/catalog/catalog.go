@@ -153,6 +153,20 @@ func (s *Service) OnConnectionDeleted(fn func(connectionID int64)) {
 	s.deleted = append(s.deleted, fn)
 }
 
+// deleteAndRebuild runs a deletion in one transaction, then rebuilds the registry and calls
+// the deletion hooks for the connections that left it; s.mu is held.
+func (s *Service) deleteAndRebuild(ctx context.Context, del func(tx *sqlx.Tx) error) error {
+	if err := s.db.WithTx(ctx, del); err != nil {
+		return err
+	}
+	before := s.reg.Load()
+	if err := s.rebuild(ctx); err != nil {
+		return err
+	}
+	s.notifyDeleted(before)
+	return nil
+}
+
 // notifyDeleted calls the deletion hooks for connections that left the registry.
 func (s *Service) notifyDeleted(before *Registry) {
 	after := s.reg.Load()
@@ -370,7 +384,7 @@ func (s *Service) UpdateProvider(ctx context.Context, id int64, in ProviderInput
 func (s *Service) DeleteProvider(ctx context.Context, id int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	err := s.db.WithTx(ctx, func(tx *sqlx.Tx) error {
+	return s.deleteAndRebuild(ctx, func(tx *sqlx.Tx) error {
 		p, err := db.GetProvider(ctx, tx, id)
 		if err != nil {
 			return mapDBErr(err, "", "")
@@ -380,15 +394,6 @@ func (s *Service) DeleteProvider(ctx context.Context, id int64) error {
 		}
 		return mapDBErr(db.DeleteProvider(ctx, tx, id), "", "")
 	})
-	if err != nil {
-		return err
-	}
-	before := s.reg.Load()
-	if err := s.rebuild(ctx); err != nil {
-		return err
-	}
-	s.notifyDeleted(before)
-	return nil
 }
 
 func applyProvider(p *db.Provider, in ProviderInput, create bool, validate ProviderOverridesValidator) error {

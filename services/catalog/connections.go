@@ -216,7 +216,7 @@ func (s *Service) UpdateConnection(ctx context.Context, id int64, in ConnectionI
 func (s *Service) DeleteConnection(ctx context.Context, id int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	err := s.db.WithTx(ctx, func(tx *sqlx.Tx) error {
+	return s.deleteAndRebuild(ctx, func(tx *sqlx.Tx) error {
 		c, err := db.GetConnection(ctx, tx, id)
 		if err != nil {
 			return mapDBErr(err, "", "")
@@ -226,15 +226,6 @@ func (s *Service) DeleteConnection(ctx context.Context, id int64) error {
 		}
 		return mapDBErr(db.DeleteConnection(ctx, tx, id), "", "")
 	})
-	if err != nil {
-		return err
-	}
-	before := s.reg.Load()
-	if err := s.rebuild(ctx); err != nil {
-		return err
-	}
-	s.notifyDeleted(before)
-	return nil
 }
 
 // guardConnection asks the guards about a connection name that stops existing.

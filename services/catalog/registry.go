@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"sort"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"switchyard/db"
+	"switchyard/services/glob"
 	"switchyard/services/routing"
 	"switchyard/services/settings"
 )
@@ -64,7 +66,7 @@ type ProviderEntry struct {
 	// ResponsesModels are the provider's responses_models as stored, for display; the request
 	// path uses their compiled form (openai providers only).
 	ResponsesModels []string
-	responsesGlobs  []modelGlob
+	responsesGlobs  []*glob.Pattern
 	// Resilience is Overrides decoded once, for the request path.
 	Resilience settings.ProviderOverrides
 	// Conns are the enabled connections whose credential could be opened, by priority then id.
@@ -189,8 +191,9 @@ func (p *ProviderEntry) setFormat(format string, patterns []string, log *slog.Lo
 		return
 	}
 	for _, src := range patterns {
-		g, err := compileModelGlob(src)
+		g, err := glob.Compile(src, true)
 		if err != nil {
+			err = fmt.Errorf("model pattern %q: %w", src, err)
 			log.Warn("responses_models pattern ignored", "provider", p.Name, "error", err)
 			continue
 		}
@@ -207,7 +210,7 @@ func (p *ProviderEntry) SendsResponses(model string) bool {
 		return true
 	}
 	for i := range p.responsesGlobs {
-		if p.responsesGlobs[i].match(model) {
+		if p.responsesGlobs[i].Match(model) {
 			return true
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"switchyard/db"
 	"switchyard/services/errs"
+	"switchyard/services/glob"
 )
 
 // entry builds a provider the way the registry does, from a stored row.
@@ -101,16 +102,16 @@ func TestModelGlobAgreesWithPathMatch(t *testing.T) {
 		"[ab]", "[^ab]*", "[a-c]?", "*[b-c]", `\*`, `a\?`, "a**b", "*ab*ab*", "b*a*"}
 	names := []string{"", "a", "b", "c", "ab", "ba", "aab", "abab", "abc", "acb", "bca", "*", "a?", "aa", "cab", "abcab"}
 	for _, pat := range patterns {
-		g, err := compileModelGlob(pat)
+		g, err := glob.Compile(pat, true)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, n := range names {
 			want, _ := path.Match(pat, n)
-			if got := g.match(n); got != want {
+			if got := g.Match(n); got != want {
 				t.Errorf("%q on %q: %v, path.Match says %v", pat, n, got, want)
 			}
-			if got := g.match(strings.ToUpper(n)); got != want {
+			if got := g.Match(strings.ToUpper(n)); got != want {
 				t.Errorf("%q on %q: %v, want %v (case ignored)", pat, strings.ToUpper(n), got, want)
 			}
 		}

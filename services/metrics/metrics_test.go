@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 )
@@ -14,13 +15,7 @@ import (
 // samples of one counter family by their label values joined with "|", in the order given.
 func scrape(t *testing.T, m *Metrics, name string, labels ...string) map[string]float64 {
 	t.Helper()
-	rec := httptest.NewRecorder()
-	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(rec.Body)
-	if err != nil {
-		t.Fatalf("/metrics does not parse: %v", err)
-	}
+	fams := exposition(t, m)
 	out := map[string]float64{}
 	fam, ok := fams[name]
 	if !ok {
@@ -30,20 +25,38 @@ func scrape(t *testing.T, m *Metrics, name string, labels ...string) map[string]
 		t.Errorf("%s is a %s", name, typ)
 	}
 	for _, m := range fam.GetMetric() {
-		key := ""
-		for i, l := range labels {
-			if i > 0 {
-				key += "|"
-			}
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == l {
-					key += lp.GetValue()
-				}
-			}
-		}
-		out[key] = m.GetCounter().GetValue()
+		out[labelKey(m, labels)] = m.GetCounter().GetValue()
 	}
 	return out
+}
+
+// exposition serves /metrics and parses it as Prometheus would.
+func exposition(t *testing.T, m *Metrics) map[string]*dto.MetricFamily {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(rec.Body)
+	if err != nil {
+		t.Fatalf("/metrics does not parse: %v", err)
+	}
+	return fams
+}
+
+// labelKey is a sample's values of labels, joined with "|".
+func labelKey(m *dto.Metric, labels []string) string {
+	key := ""
+	for i, l := range labels {
+		if i > 0 {
+			key += "|"
+		}
+		for _, lp := range m.GetLabel() {
+			if lp.GetName() == l {
+				key += lp.GetValue()
+			}
+		}
+	}
+	return key
 }
 
 func equal(t *testing.T, what string, got, want map[string]float64) {

@@ -1,40 +1,18 @@
 package metrics
 
 import (
-	"net/http/httptest"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 )
 
 // histCounts reads a histogram family's sample counts by their label values joined with "|".
 func histCounts(t *testing.T, m *Metrics, name string, labels ...string) map[string]uint64 {
 	t.Helper()
-	rec := httptest.NewRecorder()
-	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(rec.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]uint64{}
-	for _, s := range fams[name].GetMetric() {
-		key := ""
-		for i, l := range labels {
-			if i > 0 {
-				key += "|"
-			}
-			for _, lp := range s.GetLabel() {
-				if lp.GetName() == l {
-					key += lp.GetValue()
-				}
-			}
-		}
-		out[key] = s.GetHistogram().GetSampleCount()
+	for _, s := range exposition(t, m)[name].GetMetric() {
+		out[labelKey(s, labels)] = s.GetHistogram().GetSampleCount()
 	}
 	return out
 }

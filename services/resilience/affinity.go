@@ -200,9 +200,7 @@ type Pins struct {
 // (may be nil) receives every changed pin (a copy; nil = deleted) and must not block: hand it to
 // a write-behind queue.
 func NewPins(clock clockwork.Clock, limit int, persist func(PinKey, *Pin)) *Pins {
-	if persist == nil {
-		persist = func(PinKey, *Pin) {}
-	}
+	persist = orDrop2(persist)
 	if limit <= 0 {
 		limit = MaxPins
 	}
@@ -261,13 +259,13 @@ func (p *Pins) UseConnection(s Session, provider string, connID int64) PinEvent 
 // counts only when the session is pinned to that connection, and the PinFailuresToClear-th in a
 // row clears the pin.
 func (p *Pins) ConnectionFailed(s Session, provider string, connID int64) PinEvent {
-	return p.failed(PinKey{s, ProviderScope(provider)}, func(pin *Pin) bool { return pin.ConnectionID == connID })
+	return p.failed(PinKey{s, ProviderScope(provider)}, func(pin *Pin) bool { return pin.ConnectionID == connID }, false)
 }
 
 // EvictConnection clears the session's pin on the provider if it holds the connection: the
 // request failed over away from it.
 func (p *Pins) EvictConnection(s Session, provider string, connID int64) PinEvent {
-	return p.evict(PinKey{s, ProviderScope(provider)}, func(pin *Pin) bool { return pin.ConnectionID == connID })
+	return p.failed(PinKey{s, ProviderScope(provider)}, func(pin *Pin) bool { return pin.ConnectionID == connID }, true)
 }
 
 // Target returns the target the session is pinned to on the combo (see ComboTarget.Find).
@@ -285,13 +283,13 @@ func (p *Pins) UseTarget(s Session, combo string, t ComboTarget) PinEvent {
 // TargetFailed records a failure of the target for the session on the combo
 // (ConnectionFailed's rules).
 func (p *Pins) TargetFailed(s Session, combo string, t ComboTarget) PinEvent {
-	return p.failed(PinKey{s, ComboScope(combo)}, func(pin *Pin) bool { return pin.Target.same(t) })
+	return p.failed(PinKey{s, ComboScope(combo)}, func(pin *Pin) bool { return pin.Target.same(t) }, false)
 }
 
 // EvictTarget clears the session's pin on the combo if it holds the target: the request failed
 // over away from it.
 func (p *Pins) EvictTarget(s Session, combo string, t ComboTarget) PinEvent {
-	return p.evict(PinKey{s, ComboScope(combo)}, func(pin *Pin) bool { return pin.Target.same(t) })
+	return p.failed(PinKey{s, ComboScope(combo)}, func(pin *Pin) bool { return pin.Target.same(t) }, true)
 }
 
 // OnConnection is how many sessions are pinned to the connection now (0 while affinity is off).
@@ -399,7 +397,9 @@ func (p *Pins) use(k PinKey, holds func(*Pin) bool, set func(*Pin)) PinEvent {
 	return ev
 }
 
-func (p *Pins) failed(k PinKey, holds func(*Pin) bool) PinEvent {
+// failed counts a failure against the pin of k when it holds what failed; evict clears the pin
+// at once instead (the request failed over away from it).
+func (p *Pins) failed(k PinKey, holds func(*Pin) bool, evict bool) PinEvent {
 	ttl := p.TTL()
 	if ttl == 0 {
 		return PinUnchanged
@@ -409,6 +409,10 @@ func (p *Pins) failed(k PinKey, holds func(*Pin) bool) PinEvent {
 	e := p.t.get(k)
 	if e == nil || !holds(&e.val) {
 		return PinUnchanged
+	}
+	if evict {
+		p.drop(e)
+		return PinCleared
 	}
 	if expired(e.used, p.clock.Now(), ttl) {
 		p.drop(e)
@@ -421,20 +425,6 @@ func (p *Pins) failed(k PinKey, holds func(*Pin) bool) PinEvent {
 	}
 	p.save(e)
 	return PinCounted
-}
-
-func (p *Pins) evict(k PinKey, holds func(*Pin) bool) PinEvent {
-	if p.TTL() == 0 {
-		return PinUnchanged
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	e := p.t.get(k)
-	if e == nil || !holds(&e.val) {
-		return PinUnchanged
-	}
-	p.drop(e)
-	return PinCleared
 }
 
 // makeRoom drops expired pins, then the least recently used until one more fits. Called with
@@ -517,10 +507,7 @@ type SessionBinds struct {
 // are held (the least recently used evicted first). persist (may be nil) receives every changed
 // binding (nil = deleted) and must not block.
 func NewSessionBinds(clock clockwork.Clock, ttl time.Duration, limit int, persist func(Session, *SessionBind)) *SessionBinds {
-	if persist == nil {
-		persist = func(Session, *SessionBind) {}
-	}
-	return &SessionBinds{clock: clock, ttl: ttl, persist: persist, t: newTTLTable[Session, SessionBind](limit)}
+	return &SessionBinds{clock: clock, ttl: ttl, persist: orDrop2(persist), t: newTTLTable[Session, SessionBind](limit)}
 }
 
 // Bind returns the account the session is bound to, binding it to account when it is bound to

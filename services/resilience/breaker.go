@@ -250,10 +250,7 @@ type Breakers struct {
 // provider's lock: it must not block (hand it to a write-behind queue) nor call back into
 // Breakers.
 func NewBreakers(clock clockwork.Clock, persist func(BreakerState)) *Breakers {
-	if persist == nil {
-		persist = func(BreakerState) {}
-	}
-	return &Breakers{clock: clock, persist: persist, groups: map[string]*breakerGroup{}}
+	return &Breakers{clock: clock, persist: orDrop(persist), groups: map[string]*breakerGroup{}}
 }
 
 // OnTransition adds fn to the hooks called on every state change: from CircuitNone when a

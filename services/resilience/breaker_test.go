@@ -223,6 +223,18 @@ func openBreaker(t testing.TB, b *Breakers, p, model string, cfg BreakerConfig) 
 	}
 }
 
+// probeDue is provider p's breaker (breakerCfg changed by mutate) opened, its 30 s timeout over:
+// the next Allow is the probe.
+func probeDue(t testing.TB, mutate func(*settings.CircuitBreaker)) (*clockwork.FakeClock, *Breakers, BreakerConfig) {
+	t.Helper()
+	clk := clockwork.NewFakeClock()
+	b := NewBreakers(clk, nil)
+	cfg := breakerCfg(t, mutate)
+	openBreaker(t, b, "p", "", cfg)
+	clk.Advance(30 * time.Second)
+	return clk, b, cfg
+}
+
 func TestBreakerHalfOpenProbesCloseIt(t *testing.T) {
 	clk := clockwork.NewFakeClock()
 	b := NewBreakers(clk, nil)
@@ -275,11 +287,7 @@ func TestBreakerFailingProbeReopens(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			clk := clockwork.NewFakeClock()
-			b := NewBreakers(clk, nil)
-			cfg := breakerCfg(t, func(s *settings.CircuitBreaker) { s.SlowCallThresholdMS = 10_000; s.SuccessThreshold = 3 })
-			openBreaker(t, b, "p", "", cfg)
-			clk.Advance(30 * time.Second)
+			clk, b, cfg := probeDue(t, func(s *settings.CircuitBreaker) { s.SlowCallThresholdMS = 10_000; s.SuccessThreshold = 3 })
 			call(t, b, "p", "", cfg, ok200) // first probe succeeds
 			probe, _ := b.Allow("p", "", cfg)
 			clk.Advance(5 * time.Second)
@@ -297,11 +305,7 @@ func TestBreakerFailingProbeReopens(t *testing.T) {
 }
 
 func TestBreakerProbeAbortReturnsTheSlot(t *testing.T) {
-	clk := clockwork.NewFakeClock()
-	b := NewBreakers(clk, nil)
-	cfg := breakerCfg(t, nil)
-	openBreaker(t, b, "p", "", cfg)
-	clk.Advance(30 * time.Second)
+	_, b, cfg := probeDue(t, nil)
 	for _, neutral := range []Result{abort503, {}} {
 		probe, oe := b.Allow("p", "", cfg)
 		if oe != nil || !probe.Probe() {
@@ -389,11 +393,7 @@ func TestBreakerStaleTicketsAreIgnored(t *testing.T) {
 }
 
 func TestBreakerExactlyOneProbeUnderConcurrency(t *testing.T) {
-	clk := clockwork.NewFakeClock()
-	b := NewBreakers(clk, nil)
-	cfg := breakerCfg(t, nil)
-	openBreaker(t, b, "p", "", cfg)
-	clk.Advance(30 * time.Second)
+	_, b, cfg := probeDue(t, nil)
 
 	const n = 50
 	start := make(chan struct{})

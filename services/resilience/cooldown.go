@@ -85,10 +85,7 @@ type Cooldowns struct {
 // NewCooldowns builds the table; persist (may be nil) receives every changed state and must not
 // block (hand it to a write-behind queue).
 func NewCooldowns(clock clockwork.Clock, persist func(ConnState)) *Cooldowns {
-	if persist == nil {
-		persist = func(ConnState) {}
-	}
-	return &Cooldowns{clock: clock, persist: persist, states: map[int64]*ConnState{}}
+	return &Cooldowns{clock: clock, persist: orDrop(persist), states: map[int64]*ConnState{}}
 }
 
 // Load installs states read at start.
@@ -164,17 +161,23 @@ func probeHold(s *ConnState) time.Duration {
 	return CreditsProbeInterval
 }
 
+// state is the connection's state, created on first use; c.mu is held.
+func (c *Cooldowns) state(id int64) *ConnState {
+	s := c.states[id]
+	if s == nil {
+		s = &ConnState{ConnectionID: id}
+		c.states[id] = s
+	}
+	return s
+}
+
 // RecordFailure applies a classified failure to the connection and returns the new state. Only
 // connection-scope outcomes and terminal verdicts change it.
 func (c *Cooldowns) RecordFailure(id int64, out Outcome, policy CooldownPolicy) ConnState {
 	now := c.clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s := c.states[id]
-	if s == nil {
-		s = &ConnState{ConnectionID: id}
-		c.states[id] = s
-	}
+	s := c.state(id)
 	s.LastError, s.LastErrorType, s.ErrorCode, s.LastErrorAt = out.Message, out.Reason, out.Status, now
 
 	terminal := out.Terminal
@@ -314,11 +317,7 @@ func (c *Cooldowns) MarkExpired(id int64, message string) {
 	now := c.clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s := c.states[id]
-	if s == nil {
-		s = &ConnState{ConnectionID: id}
-		c.states[id] = s
-	}
+	s := c.state(id)
 	s.Terminal, s.Until, s.NextProbe, s.FromUpstream, s.Probes = TerminalExpired, time.Time{}, time.Time{}, false, ExpiredProbes
 	s.LastError, s.LastErrorType, s.ErrorCode, s.LastErrorAt = message, ReasonAuthError, 401, now
 	c.persist(*s)

@@ -295,10 +295,7 @@ type Lanes struct {
 
 // NewLanes builds the table; persist (may be nil) must not block.
 func NewLanes(clock clockwork.Clock, persist func(LaneState)) *Lanes {
-	if persist == nil {
-		persist = func(LaneState) {}
-	}
-	return &Lanes{clock: clock, persist: persist, rnd: rand.Float64, m: map[int64]*LaneState{},
+	return &Lanes{clock: clock, persist: orDrop(persist), rnd: rand.Float64, m: map[int64]*LaneState{},
 		waiting: map[int64]int{}, until: map[int64]time.Time{}}
 }
 

@@ -284,10 +284,7 @@ type Lockouts struct {
 // NewLockouts builds the table with cfg. persist (may be nil) receives every changed lockout
 // (a copy; nil = deleted) and must not block: hand it to a write-behind queue.
 func NewLockouts(clock clockwork.Clock, cfg LockoutConfig, persist func(LockoutKey, *Lockout)) *Lockouts {
-	if persist == nil {
-		persist = func(LockoutKey, *Lockout) {}
-	}
-	l := &Lockouts{clock: clock, persist: persist, limit: MaxLockouts, entries: map[lockKey]*Lockout{},
+	l := &Lockouts{clock: clock, persist: orDrop2(persist), limit: MaxLockouts, entries: map[lockKey]*Lockout{},
 		perConn: map[connKey]int{}}
 	l.SetConfig(cfg)
 	return l

@@ -17,6 +17,20 @@ func gateSettings() settings.ProviderCooldown {
 		APIKey: settings.ProviderCooldownProfile{FailureThreshold: 15, FailureWindowMS: 1_800_000, CooldownMS: 600_000}}
 }
 
+// newTestGate is a gate on a fake clock, with gateSettings.
+func newTestGate() (*ProviderGate, *clockwork.FakeClock, settings.ProviderCooldown) {
+	clk := clockwork.NewFakeClock()
+	return NewProviderGate(clk), clk, gateSettings()
+}
+
+// failN records n failures of a provider, the clock advancing by every after each.
+func failN(g *ProviderGate, clk *clockwork.FakeClock, provider string, auth AuthType, cfg settings.ProviderCooldown, n int, every time.Duration) {
+	for range n {
+		g.RecordFailure(provider, auth, cfg)
+		clk.Advance(every)
+	}
+}
+
 func TestProviderGateWindowByAuthType(t *testing.T) {
 	cases := []struct {
 		name      string
@@ -35,9 +49,7 @@ func TestProviderGateWindowByAuthType(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			clk := clockwork.NewFakeClock()
-			g := NewProviderGate(clk)
-			cfg := gateSettings()
+			g, clk, cfg := newTestGate()
 			for i := range c.threshold - 1 {
 				if g.RecordFailure("p", c.auth, cfg) {
 					t.Fatalf("tripped after %d failures", i+1)
@@ -57,12 +69,8 @@ func TestProviderGateWindowByAuthType(t *testing.T) {
 }
 
 func TestProviderGateCooldownAndAfter(t *testing.T) {
-	clk := clockwork.NewFakeClock()
-	g := NewProviderGate(clk)
-	cfg := gateSettings()
-	for range 10 {
-		g.RecordFailure("p", AuthOAuth, cfg)
-	}
+	g, clk, cfg := newTestGate()
+	failN(g, clk, "p", AuthOAuth, cfg, 10, 0)
 	if ok, left := g.Check("p", cfg); ok || left != 5*time.Minute {
 		t.Fatalf("not cooling: %v %v", ok, left)
 	}
@@ -97,12 +105,8 @@ func TestProviderGateCooldownAndAfter(t *testing.T) {
 }
 
 func TestProviderGateSuccessResetsWindow(t *testing.T) {
-	clk := clockwork.NewFakeClock()
-	g := NewProviderGate(clk)
-	cfg := gateSettings()
-	for range 9 {
-		g.RecordFailure("p", AuthOAuth, cfg)
-	}
+	g, clk, cfg := newTestGate()
+	failN(g, clk, "p", AuthOAuth, cfg, 9, 0)
 	g.RecordSuccess("p")
 	if len(g.States()) != 0 {
 		t.Fatalf("a clean provider is still remembered: %+v", g.States())
@@ -137,9 +141,8 @@ func TestProviderGateMixedAuthTypes(t *testing.T) {
 }
 
 func TestProviderGateDisabled(t *testing.T) {
-	clk := clockwork.NewFakeClock()
-	g := NewProviderGate(clk)
-	off := gateSettings()
+	g, clk, on := newTestGate()
+	off := on
 	off.Enabled = false
 	for range 100 {
 		if g.RecordFailure("p", AuthOAuth, off) {
@@ -150,10 +153,7 @@ func TestProviderGateDisabled(t *testing.T) {
 		t.Fatal("disabled gate recorded something")
 	}
 	// Switching it off ends a running cooldown at once.
-	on := gateSettings()
-	for range 10 {
-		g.RecordFailure("p", AuthOAuth, on)
-	}
+	failN(g, clk, "p", AuthOAuth, on, 10, 0)
 	if ok, _ := g.Check("p", on); ok {
 		t.Fatal("not cooling")
 	}
@@ -166,16 +166,9 @@ func TestProviderGateDisabled(t *testing.T) {
 }
 
 func TestProviderGateStatesAndReset(t *testing.T) {
-	clk := clockwork.NewFakeClock()
-	g := NewProviderGate(clk)
-	cfg := gateSettings()
-	for range 3 {
-		g.RecordFailure("b", AuthOAuth, cfg)
-		clk.Advance(5 * time.Minute)
-	}
-	for range 15 {
-		g.RecordFailure("a", AuthAPIKey, cfg)
-	}
+	g, clk, cfg := newTestGate()
+	failN(g, clk, "b", AuthOAuth, cfg, 3, 5*time.Minute)
+	failN(g, clk, "a", AuthAPIKey, cfg, 15, 0)
 	st := g.States()
 	if len(st) != 2 || st[0].Provider != "a" || st[1].Provider != "b" {
 		t.Fatalf("states: %+v", st)
@@ -203,13 +196,8 @@ func TestProviderGateStatesAndReset(t *testing.T) {
 }
 
 func TestProviderGateBoundedMemory(t *testing.T) {
-	clk := clockwork.NewFakeClock()
-	g := NewProviderGate(clk)
-	cfg := gateSettings()
-	for range 1000 {
-		g.RecordFailure("p", AuthAPIKey, cfg)
-		clk.Advance(3 * time.Minute) // never 15 within 30 min
-	}
+	g, clk, cfg := newTestGate()
+	failN(g, clk, "p", AuthAPIKey, cfg, 1000, 3*time.Minute) // never 15 within 30 min
 	if n := len(g.states["p"].ring); n != 15 {
 		t.Fatalf("ring holds %d slots", n)
 	}
@@ -217,13 +205,8 @@ func TestProviderGateBoundedMemory(t *testing.T) {
 
 // A changed threshold resizes the ring and keeps the newest failures.
 func TestProviderGateThresholdChangeKeepsNewest(t *testing.T) {
-	clk := clockwork.NewFakeClock()
-	g := NewProviderGate(clk)
-	cfg := gateSettings()
-	for range 5 { // at 0, 1, 2, 3 and 4 min
-		g.RecordFailure("p", AuthAPIKey, cfg)
-		clk.Advance(time.Minute)
-	}
+	g, clk, cfg := newTestGate()
+	failN(g, clk, "p", AuthAPIKey, cfg, 5, time.Minute) // at 0, 1, 2, 3 and 4 min
 	cfg.APIKey.FailureThreshold, cfg.APIKey.FailureWindowMS = 3, (2 * time.Minute).Milliseconds()
 	// at 5 min: the newest kept are 3 and 4 min, so three failures span exactly the window
 	if !g.RecordFailure("p", AuthAPIKey, cfg) {
@@ -234,9 +217,7 @@ func TestProviderGateThresholdChangeKeepsNewest(t *testing.T) {
 	}
 	cfg.APIKey.FailureThreshold = 20 // growing keeps what is there
 	clk.Advance(time.Hour)
-	for range 19 {
-		g.RecordFailure("q", AuthAPIKey, cfg)
-	}
+	failN(g, clk, "q", AuthAPIKey, cfg, 19, 0)
 	cfg.APIKey.FailureThreshold = 25
 	g.RecordFailure("q", AuthAPIKey, cfg)
 	if st := g.States(); len(st) != 1 || st[0].Failures != 20 || st[0].Threshold != 25 {

@@ -433,20 +433,12 @@ func retryAfterFor(maxWait time.Duration) time.Duration {
 
 // Stats returns the counters of one connection (zero when it never had a request).
 func (qs *Queues) Stats(connID int64) QueueStats {
-	if q := qs.table.lookup(connID); q != nil {
-		return q.stats()
-	}
-	return QueueStats{}
+	return statsOf(&qs.table, connID, (*connQueue).stats)
 }
 
 // AllStats returns the counters of every connection that had a request.
 func (qs *Queues) AllStats() map[int64]QueueStats {
-	all := qs.table.all()
-	out := make(map[int64]QueueStats, len(all))
-	for id, q := range all {
-		out[id] = q.stats()
-	}
-	return out
+	return allStats(&qs.table, (*connQueue).stats)
 }
 
 // stats reads the line under the lock: a request seen waiting has its timers set up.

@@ -70,6 +70,25 @@ func (t *connTable[T]) all() map[int64]*T {
 	return nil
 }
 
+// statsOf reads the counters of id's state with stats, zero when there is none.
+func statsOf[T, S any](t *connTable[T], id int64, stats func(*T) S) S {
+	if v := t.lookup(id); v != nil {
+		return stats(v)
+	}
+	var zero S
+	return zero
+}
+
+// allStats reads the counters of every state with stats.
+func allStats[T, S any](t *connTable[T], stats func(*T) S) map[int64]S {
+	all := t.all()
+	out := make(map[int64]S, len(all))
+	for id, v := range all {
+		out[id] = stats(v)
+	}
+	return out
+}
+
 func lenOf[T any](m *map[int64]*T) int {
 	if m == nil {
 		return 0

@@ -127,7 +127,26 @@ func TestQueueUnlimitedCountsExecutions(t *testing.T) {
 func TestQueueFIFO(t *testing.T) {
 	qs := NewQueues(clockwork.NewFakeClock(), nil)
 	holder := qAcq(t, qs, 1, qOneAtATime)
+	checkArrivalOrder(t, "start", func(i int) (func(), bool) {
+		s, err := qs.Acquire(t.Context(), 1, qOneAtATime, AcquireHooks{})
+		if err != nil {
+			t.Errorf("waiter %d: %v", i, err)
+			return nil, false
+		}
+		return s.Release, true
+	}, func(i int) {
+		qWaitUntil(t, "the waiter is in line", func() bool { return qs.Stats(1).Waiting == i+1 })
+	}, holder.Release)
+	if st := qs.Stats(1); st.Executing != 0 || st.Waiting != 0 {
+		t.Fatalf("stats = %+v, want all zero", st)
+	}
+}
 
+// checkArrivalOrder starts ten waiters one after another behind a holder (acquire takes a
+// place, reporting its own failure; inLine(i) returns once the i-th waiter is in line), frees
+// the holder and checks that they got their places in the order they arrived.
+func checkArrivalOrder(t *testing.T, what string, acquire func(i int) (release func(), ok bool), inLine func(i int), free func()) {
+	t.Helper()
 	const n = 10
 	var mu sync.Mutex
 	var order []int
@@ -136,27 +155,23 @@ func TestQueueFIFO(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s, err := qs.Acquire(t.Context(), 1, qOneAtATime, AcquireHooks{})
-			if err != nil {
-				t.Errorf("waiter %d: %v", i, err)
+			release, ok := acquire(i)
+			if !ok {
 				return
 			}
 			mu.Lock()
 			order = append(order, i)
 			mu.Unlock()
-			s.Release()
+			release()
 		}()
-		qWaitUntil(t, "the waiter is in line", func() bool { return qs.Stats(1).Waiting == i+1 })
+		inLine(i)
 	}
-	holder.Release()
+	free()
 	wg.Wait()
 	for i, got := range order {
 		if got != i {
-			t.Fatalf("start order = %v, want arrival order", order)
+			t.Fatalf("%s order = %v, want arrival order", what, order)
 		}
-	}
-	if st := qs.Stats(1); st.Executing != 0 || st.Waiting != 0 {
-		t.Fatalf("stats = %+v, want all zero", st)
 	}
 }
 

@@ -185,20 +185,12 @@ func (c *connSem) grantLocked() {
 
 // Stats returns the counters of one connection (zero when it never had a limited request).
 func (s *Semaphores) Stats(connID int64) SemaphoreStats {
-	if c := s.table.lookup(connID); c != nil {
-		return c.stats()
-	}
-	return SemaphoreStats{}
+	return statsOf(&s.table, connID, (*connSem).stats)
 }
 
 // AllStats returns the counters of every connection that had a limited request.
 func (s *Semaphores) AllStats() map[int64]SemaphoreStats {
-	all := s.table.all()
-	out := make(map[int64]SemaphoreStats, len(all))
-	for id, c := range all {
-		out[id] = c.stats()
-	}
-	return out
+	return allStats(&s.table, (*connSem).stats)
 }
 
 func (c *connSem) stats() SemaphoreStats {

@@ -65,33 +65,13 @@ func TestSemaphoreUnlimitedIsFree(t *testing.T) {
 func TestSemaphoreFIFO(t *testing.T) {
 	s := NewSemaphores(clockwork.NewFakeClock())
 	holder := semHold(t, s, 1, 1)
-	const n = 10
-	var mu sync.Mutex
-	var order []int
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rel, ok := s.Acquire(t.Context(), 1, 1, time.Hour, 0)
-			if !ok {
-				t.Errorf("waiter %d failed open", i)
-				return
-			}
-			mu.Lock()
-			order = append(order, i)
-			mu.Unlock()
-			rel()
-		}()
-		semWaitFor(t, s, 1, i+1)
-	}
-	holder()
-	wg.Wait()
-	for i, got := range order {
-		if got != i {
-			t.Fatalf("grant order = %v, want arrival order", order)
+	checkArrivalOrder(t, "grant", func(i int) (func(), bool) {
+		rel, ok := s.Acquire(t.Context(), 1, 1, time.Hour, 0)
+		if !ok {
+			t.Errorf("waiter %d failed open", i)
 		}
-	}
+		return rel, ok
+	}, func(i int) { semWaitFor(t, s, 1, i+1) }, holder)
 }
 
 func TestSemaphoreNewcomerDoesNotOvertake(t *testing.T) {

@@ -47,10 +47,7 @@ type TargetCooldowns struct {
 
 // NewTargetCooldowns builds an empty table; persist may be nil.
 func NewTargetCooldowns(clock clockwork.Clock, persist func(TargetCooldown)) *TargetCooldowns {
-	if persist == nil {
-		persist = func(TargetCooldown) {}
-	}
-	return &TargetCooldowns{clock: clock, persist: persist, m: map[string]*TargetCooldown{}}
+	return &TargetCooldowns{clock: clock, persist: orDrop(persist), m: map[string]*TargetCooldown{}}
 }
 
 // Load restores saved rests; those already over are dropped.

@@ -140,10 +140,7 @@ type Usage struct {
 
 // NewUsage builds the table; persist (may be nil) must not block.
 func NewUsage(clock clockwork.Clock, persist func(AccountUsage)) *Usage {
-	if persist == nil {
-		persist = func(AccountUsage) {}
-	}
-	return &Usage{clock: clock, persist: persist, m: map[int64]*AccountUsage{}}
+	return &Usage{clock: clock, persist: orDrop(persist), m: map[int64]*AccountUsage{}}
 }
 
 // Load installs readings read at start.
@@ -193,36 +190,22 @@ func (u *Usage) Observe(id int64, s Unified) bool {
 	if !s.Present {
 		return false
 	}
-	now := u.clock.Now()
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	a := u.entry(id)
-	before := *a
-	set := func(dst **UsageWindow, r WindowReading) {
-		if r.Known {
-			w := UsageWindow{Utilization: r.Utilization, ResetsAt: r.ResetsAt}
-			if w.ResetsAt.IsZero() && *dst != nil {
-				w.ResetsAt = (*dst).ResetsAt
-			}
-			*dst = &w
+	reading := func(r WindowReading) *UsageWindow {
+		if !r.Known {
+			return nil
 		}
+		return &UsageWindow{Utilization: r.Utilization, ResetsAt: r.ResetsAt}
 	}
-	set(&a.FiveHour, s.FiveHour)
-	set(&a.SevenDay, s.SevenDay)
+	five, seven := reading(s.FiveHour), reading(s.SevenDay)
 	if s.Rejected() && !s.Reset.IsZero() {
 		full := &UsageWindow{Utilization: 100, ResetsAt: s.Reset}
 		if s.FiveHourClaim() {
-			a.FiveHour = full
+			five = full
 		} else {
-			a.SevenDay = full
+			seven = full
 		}
 	}
-	if sameWindow(before.FiveHour, a.FiveHour) && sameWindow(before.SevenDay, a.SevenDay) {
-		return false
-	}
-	a.UpdatedAt = now
-	u.persist(*a)
-	return true
+	return u.Observed(id, five, seven)
 }
 
 // Observed records the windows an answer reported of its account (a ChatGPT account's x-codex-*

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -30,14 +29,7 @@ type leaseFixture struct {
 func newLeaseFixture(t *testing.T, n int) *leaseFixture {
 	t.Helper()
 	ctx := context.Background()
-	d, err := db.Open(filepath.Join(t.TempDir(), "t.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	if _, err := d.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	d := openTestDB(t)
 	f := &leaseFixture{d: d, usable: map[int64]bool{}}
 	start := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	f.now.Store(&start)
@@ -72,6 +64,7 @@ func newLeaseFixture(t *testing.T, n int) *leaseFixture {
 		}
 		return LeaseConnection{}, false
 	}
+	var err error
 	f.l, err = NewLeases(ctx, d, source, func() time.Time { return *f.now.Load() }, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)

@@ -91,21 +91,7 @@ func toRow(c Combo) db.Combo {
 }
 
 // List returns every combo ordered by name.
-func (s *Service) List(ctx context.Context) ([]Combo, error) {
-	rows, err := db.ListCombos(ctx, s.db.R)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Combo, 0, len(rows))
-	for _, r := range rows {
-		c, err := fromRow(r)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, nil
-}
+func (s *Service) List(ctx context.Context) ([]Combo, error) { return readCombos(ctx, s.db.R) }
 
 // Get returns one combo.
 func (s *Service) Get(ctx context.Context, id int64) (Combo, error) {

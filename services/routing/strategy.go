@@ -1,6 +1,7 @@
 package routing
 
 import (
+	"cmp"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -76,7 +77,7 @@ func Order(strategy Strategy, cands []Candidate, turn uint64, rnd *rand.Rand) []
 	case Random:
 		rnd.Shuffle(n, func(i, j int) { out[i], out[j] = out[j], out[i] })
 	case LeastUsed:
-		slices.SortStableFunc(out, func(a, b int) int { return cmpU64(cands[a].Uses, cands[b].Uses) })
+		slices.SortStableFunc(out, func(a, b int) int { return cmp.Compare(cands[a].Uses, cands[b].Uses) })
 	case P2C:
 		p2c(out, cands, rnd)
 	case FillFirst:
@@ -161,16 +162,6 @@ func load(c Candidate) float64 {
 
 // full reports whether fill-first passes over a target.
 func full(c Candidate) bool { return c.Saturated || c.Headroom < lowHeadroom }
-
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
 
 func cmpF64(a, b float64) int {
 	switch {

@@ -7,8 +7,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"switchyard/services/errs"
@@ -233,12 +231,22 @@ func checkURL(s string) *errs.Msg {
 	return nil
 }
 
-func checkWord(s string) *errs.Msg {
-	if !wordRE.MatchString(s) {
-		return msg("err.word")
+// matching is the check that a text matches re; key is the message when it does not.
+func matching(re *regexp.Regexp, key string) func(string) *errs.Msg {
+	return func(s string) *errs.Msg {
+		if !re.MatchString(s) {
+			return msg(key)
+		}
+		return nil
 	}
-	return nil
 }
+
+// The checks of the settings that are one word, or a version as a header writes it.
+var (
+	checkWord          = matching(wordRE, "err.word")
+	checkEditorVersion = matching(editorVersionRE, "err.editor_version")
+	checkCLIVersion    = matching(cliVersionRE, "err.cli_version")
+)
 
 func checkWords(list []string) *errs.Msg {
 	if len(list) == 0 {
@@ -255,59 +263,31 @@ func checkWords(list []string) *errs.Msg {
 // editorVersionRE is an editor and its version, as Copilot's Editor-Version header names them.
 var editorVersionRE = regexp.MustCompile(`^[A-Za-z0-9._\-]+/[A-Za-z0-9._\-]+$`)
 
-func checkEditorVersion(s string) *errs.Msg {
-	if !editorVersionRE.MatchString(s) {
-		return msg("err.editor_version")
-	}
-	return nil
-}
-
-func checkCLIVersion(s string) *errs.Msg {
-	if !cliVersionRE.MatchString(s) {
-		return msg("err.cli_version")
-	}
-	return nil
-}
-
 // OAuthService owns the OAuth client settings: it validates and saves patches and publishes an
 // immutable OAuthSnapshot after each save, like Service does for the resilience document.
 type OAuthService struct {
-	store    Store
-	now      func() time.Time
-	env      map[string]any
-	warnings []string
-
-	snap atomic.Pointer[OAuthSnapshot]
-
-	mu        sync.Mutex
-	persisted map[string]any // guarded by mu
+	doc document[OAuthSnapshot]
 }
 
 // NewOAuth reads the environment (SWITCHYARD_CLAUDE_TOKEN_URL, …) and the saved document. An
 // invalid environment value is an error; saved values that are invalid are skipped and
-// reported by Warnings.
+// reported by Warnings. (No OAuth setting depends on the time; now is taken like New takes it.)
 func NewOAuth(ctx context.Context, store Store, lookupEnv func(string) (string, bool), now func() time.Time) (*OAuthService, error) {
-	if now == nil {
-		now = time.Now
-	}
-	s := &OAuthService{store: store, now: now}
-	var doc any
-	var sources map[string]string
-	var rev int64
-	var err error
-	s.env, s.persisted, s.warnings, doc, sources, rev, err = load(ctx, oauthSchema, store, lookupEnv)
-	if err != nil {
+	s := &OAuthService{doc: document[OAuthSnapshot]{sc: oauthSchema, store: store,
+		snapshot: func(doc any, sources map[string]string, rev int64) *OAuthSnapshot {
+			return &OAuthSnapshot{values: *doc.(*OAuth), sources: sources, revision: rev}
+		}}}
+	if err := s.doc.load(ctx, lookupEnv); err != nil {
 		return nil, err
 	}
-	s.snap.Store(&OAuthSnapshot{values: *doc.(*OAuth), sources: sources, revision: rev})
 	return s, nil
 }
 
 // Warnings lists the saved values NewOAuth had to ignore, for the caller to log.
-func (s *OAuthService) Warnings() []string { return slices.Clone(s.warnings) }
+func (s *OAuthService) Warnings() []string { return slices.Clone(s.doc.warnings) }
 
 // Snapshot returns the current settings; lock-free.
-func (s *OAuthService) Snapshot() *OAuthSnapshot { return s.snap.Load() }
+func (s *OAuthService) Snapshot() *OAuthSnapshot { return s.doc.snap.Load() }
 
 // Patch applies a partial document (PATCH /api/settings/oauth); see Service.Apply.
 func (s *OAuthService) Patch(ctx context.Context, raw []byte) (*OAuthSnapshot, error) {
@@ -316,19 +296,7 @@ func (s *OAuthService) Patch(ctx context.Context, raw []byte) (*OAuthSnapshot, e
 
 // Apply validates changes and saves all of them or nothing (see Service.Apply).
 func (s *OAuthService) Apply(ctx context.Context, ch *Changes) (*OAuthSnapshot, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	next, doc, sources, rev, changed, err := apply(ctx, oauthSchema, s.store, s.env, s.persisted, ch)
-	if err != nil {
-		return nil, err
-	}
-	if !changed {
-		return s.snap.Load(), nil
-	}
-	s.persisted = next
-	snap := &OAuthSnapshot{values: *doc.(*OAuth), sources: sources, revision: rev}
-	s.snap.Store(snap)
-	return snap, nil
+	return s.doc.apply(ctx, ch)
 }
 
 // OAuthSnapshot is an immutable view of the effective OAuth client settings.

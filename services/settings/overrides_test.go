@@ -45,6 +45,21 @@ func TestProviderOverridesInheritance(t *testing.T) {
 	}
 }
 
+// checkInvalidKeys checks that err is nil when want is, else that it names exactly the fields
+// of want.
+func checkInvalidKeys(t *testing.T, err error, want []string) {
+	t.Helper()
+	if want == nil {
+		if err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if keys := fieldKeys(t, err); !slices.Equal(keys, want) {
+		t.Errorf("keys = %v, want %v", keys, want)
+	}
+}
+
 func TestProviderOverridesValidate(t *testing.T) {
 	i := func(v int) *int { return &v }
 	i64 := func(v int64) *int64 { return &v }
@@ -64,18 +79,7 @@ func TestProviderOverridesValidate(t *testing.T) {
 		{"initial above max", ProviderOverrides{Retry: RetryOverrides{InitialBackoffMS: i64(5000), MaxBackoffMS: i64(4000)}}, []string{"retry.max_backoff_ms"}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := tt.o.Validate()
-			if tt.wantKeys == nil {
-				if err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			if keys := fieldKeys(t, err); !slices.Equal(keys, tt.wantKeys) {
-				t.Errorf("keys = %v, want %v", keys, tt.wantKeys)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { checkInvalidKeys(t, tt.o.Validate(), tt.wantKeys) })
 	}
 }
 
@@ -125,18 +129,7 @@ func TestConnectionOverridesValidate(t *testing.T) {
 				"request_queue.max_wait_ms", "request_queue.min_gap_ms", "request_queue.requests_per_minute"}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := tt.o.Validate()
-			if tt.wantKeys == nil {
-				if err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			if keys := fieldKeys(t, err); !slices.Equal(keys, tt.wantKeys) {
-				t.Errorf("keys = %v, want %v", keys, tt.wantKeys)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { checkInvalidKeys(t, tt.o.Validate(), tt.wantKeys) })
 	}
 }
 

@@ -33,16 +33,59 @@ type revisionStore interface {
 // Service owns the resilience settings: it validates and saves patches and publishes an
 // immutable Snapshot after each save.
 type Service struct {
+	doc document[Snapshot]
+}
+
+// document is one saved settings document (resilience, oauth): the environment's values, the
+// saved ones and the snapshot built from both, republished after each save.
+type document[S any] struct {
+	sc       *schema
 	store    Store
-	now      func() time.Time
-	env      map[string]any // setting path → value from the environment; read-only after New
+	env      map[string]any // setting path → value from the environment; read-only after load
 	warnings []string
+	// snapshot builds the published snapshot of an effective document.
+	snapshot func(doc any, sources map[string]string, rev int64) *S
 
-	snap atomic.Pointer[Snapshot]
+	snap atomic.Pointer[S]
 
-	mu        sync.Mutex     // serialises Patch so concurrent saves never lose an update
+	mu        sync.Mutex     // serialises saves so concurrent ones never lose an update
 	persisted map[string]any // setting path → saved value; guarded by mu
-	listeners []func(*Snapshot)
+	listeners []func(*S)
+}
+
+// load reads the environment and the saved values and publishes the first snapshot.
+func (d *document[S]) load(ctx context.Context, lookupEnv func(string) (string, bool)) error {
+	var doc any
+	var sources map[string]string
+	var rev int64
+	var err error
+	d.env, d.persisted, d.warnings, doc, sources, rev, err = load(ctx, d.sc, d.store, lookupEnv)
+	if err != nil {
+		return err
+	}
+	d.snap.Store(d.snapshot(doc, sources, rev))
+	return nil
+}
+
+// apply validates changes and saves all of them or nothing (see Service.Apply), then publishes
+// the new snapshot and hands it to the listeners.
+func (d *document[S]) apply(ctx context.Context, ch *Changes) (*S, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	next, doc, sources, rev, changed, err := apply(ctx, d.sc, d.store, d.env, d.persisted, ch)
+	if err != nil {
+		return nil, err
+	}
+	if !changed {
+		return d.snap.Load(), nil
+	}
+	d.persisted = next
+	snap := d.snapshot(doc, sources, rev)
+	d.snap.Store(snap)
+	for _, fn := range d.listeners {
+		fn(snap)
+	}
+	return snap, nil
 }
 
 // New reads the environment through lookupEnv (os.LookupEnv in production) and loads the
@@ -56,16 +99,13 @@ func New(ctx context.Context, store Store, lookupEnv func(string) (string, bool)
 	if now == nil {
 		now = time.Now
 	}
-	s := &Service{store: store, now: now}
-	var doc any
-	var sources map[string]string
-	var rev int64
-	var err error
-	s.env, s.persisted, s.warnings, doc, sources, rev, err = load(ctx, resilienceSchema, store, lookupEnv)
-	if err != nil {
+	s := &Service{doc: document[Snapshot]{sc: resilienceSchema, store: store,
+		snapshot: func(doc any, sources map[string]string, rev int64) *Snapshot {
+			return newSnapshot(*doc.(*Resilience), sources, rev, now())
+		}}}
+	if err := s.doc.load(ctx, lookupEnv); err != nil {
 		return nil, err
 	}
-	s.snap.Store(newSnapshot(*doc.(*Resilience), sources, rev, now()))
 	return s, nil
 }
 
@@ -130,10 +170,10 @@ func loadPersisted(sc *schema, env, persisted map[string]any, raw []byte) (warni
 }
 
 // Warnings lists the saved values New had to ignore, for the caller to log.
-func (s *Service) Warnings() []string { return slices.Clone(s.warnings) }
+func (s *Service) Warnings() []string { return slices.Clone(s.doc.warnings) }
 
 // Snapshot returns the current settings; lock-free.
-func (s *Service) Snapshot() *Snapshot { return s.snap.Load() }
+func (s *Service) Snapshot() *Snapshot { return s.doc.snap.Load() }
 
 // Effective is the document served by GET /api/settings/resilience.
 func (s *Service) Effective() Document { return s.Snapshot().Document() }
@@ -141,9 +181,9 @@ func (s *Service) Effective() Document { return s.Snapshot().Document() }
 // OnChange registers fn to be called with each new snapshot after a successful save. It
 // runs synchronously, in save order, while saves are serialised: fn must not call Patch.
 func (s *Service) OnChange(fn func(*Snapshot)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.listeners = append(s.listeners, fn)
+	s.doc.mu.Lock()
+	defer s.doc.mu.Unlock()
+	s.doc.listeners = append(s.doc.listeners, fn)
 }
 
 // Patch applies a partial settings document (PATCH /api/settings/resilience): see Apply. A
@@ -158,22 +198,7 @@ func (s *Service) Patch(ctx context.Context, raw []byte) (*Snapshot, error) {
 // *errs.Error (code Invalid, Fields keyed by dotted path), and then nothing is saved. Changes
 // that leave every saved value as it is return the current snapshot without writing.
 func (s *Service) Apply(ctx context.Context, ch *Changes) (*Snapshot, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	next, values, sources, rev, changed, err := apply(ctx, resilienceSchema, s.store, s.env, s.persisted, ch)
-	if err != nil {
-		return nil, err
-	}
-	if !changed {
-		return s.snap.Load(), nil
-	}
-	s.persisted = next
-	snap := newSnapshot(*values.(*Resilience), sources, rev, s.now())
-	s.snap.Store(snap)
-	for _, fn := range s.listeners {
-		fn(snap)
-	}
-	return snap, nil
+	return s.doc.apply(ctx, ch)
 }
 
 // apply validates changes against a document's saved values and, when they change something,

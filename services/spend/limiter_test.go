@@ -1,6 +1,7 @@
 package spend
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -21,13 +22,19 @@ func newTestLimiter(t *testing.T, start time.Time, loc *time.Location) (*Limiter
 	return l, clk, &crossed
 }
 
+// mustAdmit fails the test when the key's request is refused; what says which request.
+func mustAdmit(t *testing.T, l *Limiter, key int64, lim Limits, what string) {
+	t.Helper()
+	if r := l.Admit(key, lim); r != nil {
+		t.Fatalf("%s: %+v", what, r)
+	}
+}
+
 func TestRequestsPerMinuteSlide(t *testing.T) {
 	l, clk, _ := newTestLimiter(t, time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC), nil)
 	lim := Limits{RPM: 3}
 	for i := range 3 {
-		if r := l.Admit(1, lim); r != nil {
-			t.Fatalf("request %d refused: %+v", i, r)
-		}
+		mustAdmit(t, l, 1, lim, fmt.Sprintf("request %d refused", i))
 		l.Finish(1, lim, Usage{}, 0)
 		clk.Advance(10 * time.Second)
 	}
@@ -37,21 +44,15 @@ func TestRequestsPerMinuteSlide(t *testing.T) {
 		t.Fatalf("4th request: %+v, want key_rate_limited retry after 30s", r)
 	}
 	// Another key is not affected.
-	if r := l.Admit(2, lim); r != nil {
-		t.Fatalf("other key refused: %+v", r)
-	}
+	mustAdmit(t, l, 2, lim, "other key refused")
 	clk.Advance(30 * time.Second)
-	if r := l.Admit(1, lim); r != nil {
-		t.Fatalf("after the reset: %+v", r)
-	}
+	mustAdmit(t, l, 1, lim, "after the reset")
 }
 
 func TestTokensPerMinute(t *testing.T) {
 	l, clk, _ := newTestLimiter(t, time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC), nil)
 	lim := Limits{TPM: 1000}
-	if r := l.Admit(1, lim); r != nil {
-		t.Fatal(r)
-	}
+	mustAdmit(t, l, 1, lim, "refused")
 	clk.Advance(5 * time.Second)
 	l.Finish(1, lim, Usage{Input: 700, Output: 400}, 0)
 	clk.Advance(time.Second)
@@ -63,26 +64,20 @@ func TestTokensPerMinute(t *testing.T) {
 		t.Fatalf("use %+v", u)
 	}
 	clk.Advance(59 * time.Second)
-	if r := l.Admit(1, lim); r != nil {
-		t.Fatalf("after the window: %+v", r)
-	}
+	mustAdmit(t, l, 1, lim, "after the window")
 }
 
 func TestParallel(t *testing.T) {
 	l, _, _ := newTestLimiter(t, time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC), nil)
 	lim := Limits{MaxParallel: 2}
 	for range 2 {
-		if r := l.Admit(1, lim); r != nil {
-			t.Fatal(r)
-		}
+		mustAdmit(t, l, 1, lim, "refused")
 	}
 	if r := l.Admit(1, lim); r == nil || r.Code != CodeParallelLimited || r.RetryAfter != time.Second {
 		t.Fatalf("third at once: %+v", r)
 	}
 	l.Finish(1, lim, Usage{}, 0)
-	if r := l.Admit(1, lim); r != nil {
-		t.Fatalf("after one finished: %+v", r)
-	}
+	mustAdmit(t, l, 1, lim, "after one finished")
 }
 
 // The day and the month run in the configured zone: in Berlin (UTC+1 in winter) the day of
@@ -96,9 +91,7 @@ func TestBudgetsRollOverInTheirZone(t *testing.T) {
 	l, clk, crossed := newTestLimiter(t, start, berlin)
 	lim := Limits{DailyUSD: 5, MonthlyUSD: 20}
 	l.Seed(nil, map[int64]float64{1: 14}) // spent earlier this month
-	if r := l.Admit(1, lim); r != nil {
-		t.Fatal(r)
-	}
+	mustAdmit(t, l, 1, lim, "refused")
 	l.Finish(1, lim, Usage{Input: 10, Output: 10}, 5.5)
 	r := l.Admit(1, lim)
 	if r == nil || r.Code != CodeBudgetExceeded || r.Budget != "daily" || !r.Final() || r.RetryAfter != time.Hour {
@@ -120,9 +113,7 @@ func TestBudgetsRollOverInTheirZone(t *testing.T) {
 	}
 	// Midnight in Berlin (23:00 UTC): a new day and a new month; both budgets are free again.
 	clk.Advance(time.Minute)
-	if r := l.Admit(1, lim); r != nil {
-		t.Fatalf("after midnight in Berlin: %+v", r)
-	}
+	mustAdmit(t, l, 1, lim, "after midnight in Berlin")
 	if u := l.Use(1, lim); u.DaySpend != 0 || u.MonthSpend != 0 {
 		t.Fatalf("use after the roll-over %+v", u)
 	}

@@ -73,16 +73,14 @@ type Sums struct {
 	UnpricedRequests int64   `json:"unpriced_requests"`
 }
 
-func (s *Sums) addBucket(b *db.UsageBucket) {
-	s.Requests += b.Requests
-	s.Errors += b.Errors
-	s.InputTokens += b.InputTokens
-	s.OutputTokens += b.OutputTokens
-	s.CacheReadTokens += b.CacheReadTokens
-	s.CacheWriteTokens += b.CacheWriteTokens
-	s.ReasoningTokens += b.ReasoningTokens
-	s.CostUSD += b.CostUSD
-	s.UnpricedRequests += b.Unpriced
+// bucketSums is a bucket's counts.
+func bucketSums(b *db.UsageBucket) Sums {
+	return Sums{
+		Requests: b.Requests, Errors: b.Errors,
+		InputTokens: b.InputTokens, OutputTokens: b.OutputTokens,
+		CacheReadTokens: b.CacheReadTokens, CacheWriteTokens: b.CacheWriteTokens,
+		ReasoningTokens: b.ReasoningTokens, CostUSD: b.CostUSD, UnpricedRequests: b.Unpriced,
+	}
 }
 
 // Add sums another group's counts into s.
@@ -176,11 +174,12 @@ func Build(ctx context.Context, src Source, q Query) (Report, error) {
 				s = &Sums{}
 				r.combos[k] = s
 			}
-			s.addBucket(b)
-			r.Total.addBucket(b)
+			bs := bucketSums(b)
+			s.Add(bs)
+			r.Total.Add(bs)
 			if len(r.Series) > 0 {
 				if i := int(start.Sub(r.From) / q.Every); i >= 0 && i < len(r.Series) {
-					r.Series[i].addBucket(b)
+					r.Series[i].Add(bs)
 				}
 			}
 		}
