@@ -292,12 +292,7 @@ func TestCombosNeverDangleUnderConcurrentChanges(t *testing.T) {
 // by the gateway, in OpenAI's shape, and with its name as display name in Anthropic's;
 // GET /v1/models/{name} answers it; a deleted combo is gone from both.
 func TestCombosAreListedAsModels(t *testing.T) {
-	up := testenv.NewFakeUpstream(t, testenv.JSONAnswer(testenv.CompletionJSON), "gpt-test")
-	e := testenv.New(t)
-	e.AddProvider("up", up.URL+"/v1")
-	e.AddConnection("up", "main", "sk-up", 0)
-	key := e.NewKey()
-	e.WaitModels(key, "up/gpt-test")
+	e, _, key := setupOne(t, testenv.JSONAnswer(testenv.CompletionJSON))
 	id := comboID(t, e.MustAPI("POST", "/api/combos", map[string]any{"name": "resilient-chat",
 		"targets": []any{map[string]any{"provider": "up", "model": "gpt-test"}}}, 201))
 

@@ -13,12 +13,7 @@ import (
 // addresses, the listen address, --public-host) is refused with 421 in the caller's format on
 // every route, with or without credentials; only a proxy call with a valid client key passes.
 func TestRequestsForForeignHostsAreRefused(t *testing.T) {
-	up := testenv.NewFakeUpstream(t, testenv.JSONAnswer(testenv.CompletionJSON))
-	e := testenv.New(t, "--public-host", "gateway.example.com")
-	e.AddProvider("up", up.URL+"/v1")
-	e.AddConnection("up", "main", "sk-up", 0)
-	key := e.NewKey()
-	e.WaitModels(key, "up/gpt-test")
+	e, _, key := setupOne(t, testenv.JSONAnswer(testenv.CompletionJSON), "--public-host", "gateway.example.com")
 	dash := e.Login()
 
 	send := func(c *http.Client, host, method, path, body string, header map[string]string) (int, http.Header, string) {

@@ -16,14 +16,8 @@ import (
 // (priority 1), so a is always tried first.
 func twoKeys(t *testing.T, chat http.HandlerFunc) (*testenv.Env, *testenv.FakeUpstream, string, int64, int64) {
 	t.Helper()
-	up := testenv.NewFakeUpstream(t, chat)
-	e := testenv.New(t)
-	e.AddProvider("up", up.URL+"/v1")
-	a := e.AddConnection("up", "a", "sk-a", 0)
-	b := e.AddConnection("up", "b", "sk-b", 1)
-	key := e.NewKey()
-	e.WaitModels(key, "up/gpt-test")
-	return e, up, key, a, b
+	e, up, key, ids := setupConns(t, chat, upConn{"a", "sk-a", 0}, upConn{"b", "sk-b", 1})
+	return e, up, key, ids[0], ids[1]
 }
 
 func TestRetryAfterCoolsExactlyThatConnection(t *testing.T) {
