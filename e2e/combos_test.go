@@ -298,18 +298,10 @@ func TestCombosAreListedAsModels(t *testing.T) {
 
 	get := func(path string, anthropic bool) (int, map[string]any) {
 		t.Helper()
-		req, _ := http.NewRequest("GET", e.Base+path, nil)
-		req.Header.Set("Authorization", "Bearer "+key)
-		if anthropic {
-			req.Header.Set("anthropic-version", "2023-06-01")
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
+		st, _, body := call(t, http.DefaultClient, "GET", e.Base+path, "", clientHeader(key, anthropic))
 		var out map[string]any
-		json.Unmarshal([]byte(testenv.ReadAll(t, resp)), &out)
-		return resp.StatusCode, out
+		json.Unmarshal([]byte(body), &out)
+		return st, out
 	}
 	find := func(list map[string]any, id string) map[string]any {
 		for _, d := range list["data"].([]any) {

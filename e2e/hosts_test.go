@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -18,16 +19,9 @@ func TestRequestsForForeignHostsAreRefused(t *testing.T) {
 
 	send := func(c *http.Client, host, method, path, body string, header map[string]string) (int, http.Header, string) {
 		t.Helper()
-		req, _ := http.NewRequest(method, e.Base+path, strings.NewReader(body))
-		req.Host = host
-		for k, v := range header {
-			req.Header.Set(k, v)
-		}
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.StatusCode, resp.Header, testenv.ReadAll(t, resp)
+		h := map[string]string{"Host": host}
+		maps.Copy(h, header)
+		return call(t, c, method, e.Base+path, body, h)
 	}
 	admin := map[string]string{"Authorization": "Bearer " + testenv.AdminToken}
 	client := map[string]string{"Authorization": "Bearer " + key, "Content-Type": "application/json"}

@@ -195,14 +195,8 @@ func TestRetriesWaitForCooldownAndForwardIdempotencyKey(t *testing.T) {
 
 func TestInvalidIdempotencyKeyIsDropped(t *testing.T) {
 	e, up, key := setupOne(t, testenv.JSONAnswer(testenv.CompletionJSON))
-	req, _ := http.NewRequest("POST", e.Base+"/v1/chat/completions", strings.NewReader(testenv.ChatBody))
-	req.Header.Set("Authorization", "Bearer "+key)
-	req.Header.Set("Idempotency-Key", "has space")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	testenv.ReadAll(t, resp)
+	call(t, http.DefaultClient, "POST", e.Base+"/v1/chat/completions", testenv.ChatBody,
+		map[string]string{"Authorization": "Bearer " + key, "Idempotency-Key": "has space"})
 	if got := up.ChatRequests()[0].Header.Get("Idempotency-Key"); got != "" {
 		t.Fatalf("invalid key forwarded: %q", got)
 	}
