@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -203,6 +204,36 @@ func TestClaudeRefreshAheadOfExpiryAndOn401(t *testing.T) {
 	}
 }
 
+// oneRefreshFor sends n requests at once while the refresh they all need is held at the fake
+// (hold is closed once the first refresh call arrives): exactly one refresh call is made and
+// every request is served.
+func oneRefreshFor(t *testing.T, e *testenv.Env, refreshes *atomic.Int64, hold chan struct{}, n int, send func() *http.Response) {
+	t.Helper()
+	var wg sync.WaitGroup
+	statuses := make([]int, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp := send()
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			statuses[i] = resp.StatusCode
+		}()
+	}
+	e.Eventually("a refresh call", func() bool { return refreshes.Load() >= 1 })
+	close(hold)
+	wg.Wait()
+	if n := refreshes.Load(); n != 1 {
+		t.Fatalf("%d refresh calls, want exactly 1", n)
+	}
+	for i, st := range statuses {
+		if st != 200 {
+			t.Fatalf("request %d: %d", i, st)
+		}
+	}
+}
+
 // Fifty requests that arrive while the token is being refreshed wait for that one refresh.
 func TestClaudeFiftyRequestsOneRefresh(t *testing.T) {
 	e, f, key := claudeSetup(t, nil)
@@ -212,29 +243,9 @@ func TestClaudeFiftyRequestsOneRefresh(t *testing.T) {
 	e.AddClaudeAccount(f, "ada@example.com")
 	f.ExpiresIn.Store(8 * 3600)
 	e.Clock.Advance(30 * time.Second) // a token issued moments ago is not refreshed at once
-	var wg sync.WaitGroup
-	statuses := make([]int, 50)
-	for i := range 50 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			resp := e.PostAnthropic("/v1/messages", key, `{"model":"anthropic/claude-test","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`, nil)
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			statuses[i] = resp.StatusCode
-		}()
-	}
-	e.Eventually("a refresh call", func() bool { return f.Refreshes.Load() >= 1 })
-	close(hold)
-	wg.Wait()
-	if n := f.Refreshes.Load(); n != 1 {
-		t.Fatalf("%d refresh calls, want exactly 1", n)
-	}
-	for i, st := range statuses {
-		if st != 200 {
-			t.Fatalf("request %d: %d", i, st)
-		}
-	}
+	oneRefreshFor(t, e, &f.Refreshes, hold, 50, func() *http.Response {
+		return e.PostAnthropic("/v1/messages", key, `{"model":"anthropic/claude-test","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`, nil)
+	})
 	if f.BurnedUses.Load() != 0 {
 		t.Fatal("a refresh token was used twice")
 	}

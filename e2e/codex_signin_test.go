@@ -325,30 +325,10 @@ func TestCodexRefreshOnceForTwentyRequests(t *testing.T) {
 	hold := make(chan struct{})
 	f.RefreshHold.Store(&hold)
 	e.Clock.Advance(time.Hour - 5*time.Minute + time.Second) // inside the 5-minute margin of the 1 h token
-	var wg sync.WaitGroup
-	statuses := make([]int, 20)
-	for i := range 20 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			resp := e.Post(t.Context(), "/v1/responses", key, codexAccountRequest, nil)
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			statuses[i] = resp.StatusCode
-		}()
-	}
-	e.Eventually("a refresh call", func() bool { return f.Refreshes.Load() >= 1 })
-	close(hold)
-	wg.Wait()
+	oneRefreshFor(t, e, &f.Refreshes, hold, 20, func() *http.Response {
+		return e.Post(t.Context(), "/v1/responses", key, codexAccountRequest, nil)
+	})
 	f.RefreshHold.Store(nil)
-	if n := f.Refreshes.Load(); n != 1 {
-		t.Fatalf("%d refresh calls, want exactly 1", n)
-	}
-	for i, st := range statuses {
-		if st != 200 {
-			t.Fatalf("request %d: %d", i, st)
-		}
-	}
 	seen := backend.seen()
 	if len(seen) != 21 {
 		t.Fatalf("%d backend calls, want 21", len(seen))

@@ -141,16 +141,7 @@ func TestChatGPTAccountServesEverySurface(t *testing.T) {
 	}
 
 	chat.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
-	st := oai.Chat.Completions.NewStreaming(ctx, chat)
-	acc := openai.ChatCompletionAccumulator{}
-	for st.Next() {
-		if !acc.AddChunk(st.Current()) {
-			t.Fatal("a chunk the accumulator refused")
-		}
-	}
-	if err := st.Err(); err != nil {
-		t.Fatalf("chat stream: %v", err)
-	}
+	acc := streamChat(t, oai, ctx, chat)
 	if acc.Choices[0].Message.Content != testenv.CodexText || acc.Usage.PromptTokensDetails.CachedTokens != testenv.CodexCachedTokens {
 		t.Fatalf("chat stream %q usage %+v", acc.Choices[0].Message.Content, acc.Usage)
 	}

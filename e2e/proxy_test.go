@@ -274,14 +274,7 @@ func TestOpenAISDKThroughGateway(t *testing.T) {
 	if c.Choices[0].Message.Content != "Hello there" {
 		t.Fatalf("content %q", c.Choices[0].Message.Content)
 	}
-	st := client.Chat.Completions.NewStreaming(ctx, params)
-	acc := openai.ChatCompletionAccumulator{}
-	for st.Next() {
-		acc.AddChunk(st.Current())
-	}
-	if err := st.Err(); err != nil {
-		t.Fatal(err)
-	}
+	acc := streamChat(t, client, ctx, params)
 	if acc.Choices[0].Message.Content != "Hello" {
 		t.Fatalf("streamed content %q", acc.Choices[0].Message.Content)
 	}

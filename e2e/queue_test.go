@@ -42,6 +42,27 @@ func (g *gatedUpstream) handler(w http.ResponseWriter, r *http.Request) {
 	testenv.JSONAnswer(testenv.CompletionJSON)(w, r)
 }
 
+// chatBurst sends n chat completions at once and counts the answers by status.
+func chatBurst(t *testing.T, e *testenv.Env, key string, n int) map[int]int {
+	t.Helper()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	byStatus := map[int]int{}
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := e.Chat(context.Background(), key, testenv.ChatBody)
+			testenv.ReadAll(t, r)
+			mu.Lock()
+			byStatus[r.StatusCode]++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return byStatus
+}
+
 func TestMaxConcurrentOneServesABurstOneAtATime(t *testing.T) {
 	var inFlight, peak atomic.Int32
 	e, up, key := setupOne(t, func(w http.ResponseWriter, r *http.Request) {
@@ -54,22 +75,8 @@ func TestMaxConcurrentOneServesABurstOneAtATime(t *testing.T) {
 	})
 	id := e.ConnectionID("main")
 	e.MustAPI("PATCH", fmt.Sprintf("/api/connections/%d", id), map[string]any{"max_concurrent": 1}, 200)
-	var wg sync.WaitGroup
-	var ok atomic.Int32
-	for i := 0; i < 20; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := e.Chat(context.Background(), key, testenv.ChatBody)
-			testenv.ReadAll(t, r)
-			if r.StatusCode == 200 {
-				ok.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
-	if ok.Load() != 20 || len(up.ChatRequests()) != 20 {
-		t.Fatalf("%d succeeded, upstream saw %d", ok.Load(), len(up.ChatRequests()))
+	if ok := chatBurst(t, e, key, 20)[200]; ok != 20 || len(up.ChatRequests()) != 20 {
+		t.Fatalf("%d succeeded, upstream saw %d", ok, len(up.ChatRequests()))
 	}
 	if peak.Load() != 1 {
 		t.Fatalf("the upstream saw %d requests at once", peak.Load())

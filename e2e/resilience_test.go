@@ -77,22 +77,8 @@ func TestConcurrent429sRaiseTheLevelOnce(t *testing.T) {
 		testenv.Status(429, nil, `{"error":{"message":"slow down","type":"rate_limit"}}`)(w, r)
 	})
 	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0}}, 200)
-	var wg sync.WaitGroup
-	var limited atomic.Int32
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := e.Chat(context.Background(), key, testenv.ChatBody)
-			testenv.ReadAll(t, r)
-			if r.StatusCode == 429 {
-				limited.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
-	if limited.Load() != n {
-		t.Fatalf("%d of %d got 429", limited.Load(), n)
+	if limited := chatBurst(t, e, key, n)[429]; limited != n {
+		t.Fatalf("%d of %d got 429", limited, n)
 	}
 	conns := e.MustAPI("GET", "/api/connections", nil, 200)["items"].([]any)
 	id := int64(conns[0].(map[string]any)["id"].(float64))
