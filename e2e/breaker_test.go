@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"switchyard/e2e/testenv"
@@ -9,6 +10,18 @@ import (
 	"testing"
 	"time"
 )
+
+// wantBreaker checks provider up's status and breaker in the state API and the breaker gauge's
+// value in the metrics.
+func wantBreaker(t *testing.T, e *testenv.Env, when, status, breaker string, gauge int) {
+	t.Helper()
+	if s := e.ProviderStatus("up"); s["status"] != status || s["breaker"] != breaker {
+		t.Fatalf("%s: %v", when, s)
+	}
+	if m := e.Metrics(); !strings.Contains(m, fmt.Sprintf(`switchyard_circuit_breaker_state{model="",provider="up"} %d`, gauge)) {
+		t.Fatalf("breaker gauge does not show %s", breaker)
+	}
+}
 
 func TestBreakerOpensRecoversAndSurvivesRestart(t *testing.T) {
 	var failing atomic.Bool
@@ -45,12 +58,7 @@ func TestBreakerOpensRecoversAndSurvivesRestart(t *testing.T) {
 			}
 		}
 	}
-	if s := e.ProviderStatus("up"); s["status"] != "circuit_open" || s["breaker"] != "open" {
-		t.Fatalf("after 5 failures: %v", s)
-	}
-	if m := e.Metrics(); !strings.Contains(m, `switchyard_circuit_breaker_state{model="",provider="up"} 2`) {
-		t.Fatal("breaker gauge does not show open")
-	}
+	wantBreaker(t, e, "after 5 failures", "circuit_open", "open", 2)
 	// While open, requests fail at once without reaching the upstream.
 	calls := len(up.ChatRequests())
 	r := e.Chat(context.Background(), key, testenv.ChatBody)
@@ -81,12 +89,7 @@ func TestBreakerOpensRecoversAndSurvivesRestart(t *testing.T) {
 			}
 		}
 	}
-	if s := e.ProviderStatus("up"); s["status"] != "healthy" || s["breaker"] != "closed" {
-		t.Fatalf("after recovery: %v", s)
-	}
-	if m := e.Metrics(); !strings.Contains(m, `switchyard_circuit_breaker_state{model="",provider="up"} 0`) {
-		t.Fatal("breaker gauge does not show closed")
-	}
+	wantBreaker(t, e, "after recovery", "healthy", "closed", 0)
 }
 
 func TestBreakerResetByOperator(t *testing.T) {

@@ -123,15 +123,21 @@ func TestClaudeSignInThroughTheAPI(t *testing.T) {
 	e.MustAPI("POST", "/api/oauth/claude/start", map[string]any{"provider": "openai", "extra": 1}, 422)
 }
 
+// adaServedOnce signs ada in, sends one message and returns her connection and the bearer token
+// the fake saw.
+func adaServedOnce(t *testing.T, e *testenv.Env, f *testenv.FakeClaude, key string) (int64, string) {
+	t.Helper()
+	id := e.AddClaudeAccount(f, "ada@example.com")
+	e.WaitModels(key, "anthropic/claude-test")
+	testenv.ReadAll(t, e.PostAnthropic("/v1/messages", key, messagesBody, nil))
+	return id, bearerOf(f.MessageRequests()[0])
+}
+
 // A pasted setup token is an OAuth connection that is used as it is and never refreshed.
 func TestClaudeSetupToken(t *testing.T) {
 	e, f, key := claudeSetup(t, nil)
 	// The fake knows the token as one of its own: sign an account in to mint one, then paste it.
-	id := e.AddClaudeAccount(f, "ada@example.com")
-	e.WaitModels(key, "anthropic/claude-test")
-	resp := e.PostAnthropic("/v1/messages", key, messagesBody, nil)
-	testenv.ReadAll(t, resp)
-	token := bearerOf(f.MessageRequests()[0])
+	id, token := adaServedOnce(t, e, f, key)
 	e.MustAPI("DELETE", fmt.Sprintf("/api/connections/%d", id), nil, 204)
 
 	e.MustAPI("POST", "/api/connections", map[string]any{"provider": "anthropic", "name": "cli", "auth_type": "oauth",
@@ -144,7 +150,7 @@ func TestClaudeSetupToken(t *testing.T) {
 		t.Fatalf("connection %v", conn)
 	}
 	e.Clock.Advance(24 * time.Hour) // long-lived: nothing to refresh
-	resp = e.PostAnthropic("/v1/messages", key, messagesBody, nil)
+	resp := e.PostAnthropic("/v1/messages", key, messagesBody, nil)
 	if body := testenv.ReadAll(t, resp); resp.StatusCode != 200 {
 		t.Fatalf("messages: %d %s", resp.StatusCode, body)
 	}
@@ -165,15 +171,11 @@ func TestClaudeSetupToken(t *testing.T) {
 // request is then served with the new token.
 func TestClaudeRefreshAheadOfExpiryAndOn401(t *testing.T) {
 	e, f, key := claudeSetup(t, nil)
-	id := e.AddClaudeAccount(f, "ada@example.com")
-	e.WaitModels(key, "anthropic/claude-test")
-	resp := e.PostAnthropic("/v1/messages", key, messagesBody, nil)
-	testenv.ReadAll(t, resp)
-	first := bearerOf(f.MessageRequests()[0])
+	id, first := adaServedOnce(t, e, f, key)
 
 	// The upstream refuses the token: one refresh, and the same request succeeds.
 	f.Revoke(first)
-	resp = e.PostAnthropic("/v1/messages", key, messagesBody, nil)
+	resp := e.PostAnthropic("/v1/messages", key, messagesBody, nil)
 	if body := testenv.ReadAll(t, resp); resp.StatusCode != 200 {
 		t.Fatalf("after a 401: %d %s", resp.StatusCode, body)
 	}

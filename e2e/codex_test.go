@@ -157,24 +157,12 @@ func TestChatGPTAccountServesEverySurface(t *testing.T) {
 		}
 		return ""
 	}
-	msg, err := ant.Messages.New(ctx, msgs)
-	if err != nil {
-		t.Fatalf("messages: %v", err)
-	}
-	if textOf(msg) != testenv.CodexText || msg.StopReason != "end_turn" || msg.Usage.OutputTokens != testenv.CodexOutputTokens ||
+	msg, _ := sendClaude(t, ant, msgs, false)
+	if textOf(&msg) != testenv.CodexText || msg.StopReason != "end_turn" || msg.Usage.OutputTokens != testenv.CodexOutputTokens ||
 		msg.Usage.CacheReadInputTokens != testenv.CodexCachedTokens {
 		t.Fatalf("messages answer %+v", msg)
 	}
-	var streamed anthropic.Message
-	ms := ant.Messages.NewStreaming(ctx, msgs)
-	for ms.Next() {
-		if err := streamed.Accumulate(ms.Current()); err != nil {
-			t.Fatalf("accumulate: %v", err)
-		}
-	}
-	if err := ms.Err(); err != nil {
-		t.Fatalf("messages stream: %v", err)
-	}
+	streamed, _ := sendClaude(t, ant, msgs, true)
 	if textOf(&streamed) != testenv.CodexText || streamed.StopReason != "end_turn" || streamed.Usage.OutputTokens != testenv.CodexOutputTokens {
 		t.Fatalf("messages stream %+v", streamed)
 	}

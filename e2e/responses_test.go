@@ -120,11 +120,36 @@ func TestResponsesSDKReachesEveryProvider(t *testing.T) {
 // answer of response.completed.
 func runResponse(t *testing.T, client openai.Client, ctx context.Context, params responses.ResponseNewParams, stream bool) *responses.Response {
 	t.Helper()
-	r := askResponses(t, client, ctx, params, stream)
-	if stream && r.Status != "completed" {
-		t.Fatalf("the stream ended with response.%s", r.Status)
+	if !stream {
+		r, err := client.Responses.New(ctx, params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
 	}
-	return r
+	st := client.Responses.NewStreaming(ctx, params)
+	var types []string
+	var final *responses.Response
+	next := int64(0)
+	for st.Next() {
+		ev := st.Current()
+		if ev.SequenceNumber != next {
+			t.Fatalf("event %s has sequence number %d, want %d", ev.Type, ev.SequenceNumber, next)
+		}
+		next++
+		types = append(types, ev.Type)
+		if ev.Type == "response.completed" {
+			r := ev.Response
+			final = &r
+		}
+	}
+	if err := st.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if final == nil || types[0] != "response.created" || types[len(types)-1] != "response.completed" {
+		t.Fatalf("events %v", types)
+	}
+	return final
 }
 
 // codexRequest is the shape of what Codex CLI sends on wire_api = "responses": instructions,

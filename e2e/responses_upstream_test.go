@@ -603,21 +603,6 @@ func codexTools() []responses.ToolUnionParam {
 	return []responses.ToolUnionParam{responses.ToolParamOfFunction("get_weather", city, false), responses.ToolParamOfFunction("get_time", city, false)}
 }
 
-// askResponses makes one Responses call, buffered or streamed; a stream is read (and checked)
-// by readResponsesStream.
-func askResponses(t *testing.T, client openai.Client, ctx context.Context, params responses.ResponseNewParams, stream bool) *responses.Response {
-	t.Helper()
-	if !stream {
-		r, err := client.Responses.New(ctx, params)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
-	_, r := readResponsesStream(t, client.Responses.NewStreaming(ctx, params))
-	return r
-}
-
 // readResponsesStream reads a Responses stream as a client must: sequence numbers without gaps,
 // every item added before its deltas and done after them, the deltas adding up to the done
 // item. It returns the event types and the response of the terminal event.
@@ -704,7 +689,15 @@ func TestFakeResponsesUpstreamSpeaksTheAPI(t *testing.T) {
 		MaxOutputTokens: openai.Int(2048)}
 	call := func(t *testing.T, params responses.ResponseNewParams, stream bool) *responses.Response {
 		t.Helper()
-		return askResponses(t, client, ctx, params, stream)
+		if !stream {
+			r, err := client.Responses.New(ctx, params)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+		_, r := readResponsesStream(t, client.Responses.NewStreaming(ctx, params))
+		return r
 	}
 	for _, stream := range []bool{false, true} {
 		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
