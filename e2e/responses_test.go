@@ -116,16 +116,22 @@ func TestResponsesSDKReachesEveryProvider(t *testing.T) {
 	}
 }
 
+// newResponse makes one Responses call without streaming.
+func newResponse(t *testing.T, client openai.Client, ctx context.Context, params responses.ResponseNewParams) *responses.Response {
+	t.Helper()
+	r, err := client.Responses.New(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 // runResponse makes one Responses call; streamed, it checks the event sequence and returns the
 // answer of response.completed.
 func runResponse(t *testing.T, client openai.Client, ctx context.Context, params responses.ResponseNewParams, stream bool) *responses.Response {
 	t.Helper()
 	if !stream {
-		r, err := client.Responses.New(ctx, params)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
+		return newResponse(t, client, ctx, params)
 	}
 	st := client.Responses.NewStreaming(ctx, params)
 	var types []string
