@@ -23,16 +23,23 @@ func wantBreaker(t *testing.T, e *testenv.Env, when, status, breaker string, gau
 	}
 }
 
-func TestBreakerOpensRecoversAndSurvivesRestart(t *testing.T) {
-	var failing atomic.Bool
+// failingUntilFixed is an upstream that answers 500 until the flag it returns is cleared, and
+// then a completion.
+func failingUntilFixed() (*atomic.Bool, http.HandlerFunc) {
+	failing := &atomic.Bool{}
 	failing.Store(true)
-	e, up, key := setupOne(t, func(w http.ResponseWriter, r *http.Request) {
+	return failing, func(w http.ResponseWriter, r *http.Request) {
 		if failing.Load() {
 			testenv.Status(500, nil, `{"error":{"message":"internal error"}}`)(w, r)
 			return
 		}
 		testenv.JSONAnswer(testenv.CompletionJSON)(w, r)
-	})
+	}
+}
+
+func TestBreakerOpensRecoversAndSurvivesRestart(t *testing.T) {
+	failing, handler := failingUntilFixed()
+	e, up, key := setupOne(t, handler)
 	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0}}, 200)
 	if s := e.ProviderStatus("up"); s["status"] != "healthy" {
 		t.Fatalf("start: %v", s)
@@ -111,15 +118,8 @@ func TestBreakerResetByOperator(t *testing.T) {
 // not degraded by the failures that opened the breaker), the transition is logged and the gauge
 // shows closed. No restart in between, which would clear the window by itself.
 func TestSuccessfulProbesMakeTheProviderHealthyAgain(t *testing.T) {
-	var failing atomic.Bool
-	failing.Store(true)
-	e, _, key := setupOne(t, func(w http.ResponseWriter, r *http.Request) {
-		if failing.Load() {
-			testenv.Status(500, nil, `{"error":{"message":"internal error"}}`)(w, r)
-			return
-		}
-		testenv.JSONAnswer(testenv.CompletionJSON)(w, r)
-	})
+	failing, handler := failingUntilFixed()
+	e, _, key := setupOne(t, handler)
 	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0},
 		"circuit_breaker": map[string]any{"failure_threshold": 3}}, 200)
 	for i := 0; i < 3; i++ {
