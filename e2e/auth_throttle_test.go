@@ -11,20 +11,6 @@ import (
 	"switchyard/e2e/testenv"
 )
 
-// call makes one request with headers and returns the status, the headers and the body.
-func call(t *testing.T, c *http.Client, method, u, body string, header map[string]string) (int, http.Header, string) {
-	t.Helper()
-	req, _ := http.NewRequest(method, u, strings.NewReader(body))
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, resp.Header, testenv.ReadAll(t, resp)
-}
-
 // Failed client-key checks are throttled per client address like the password login: five at
 // once, then one every 12 s. Past the budget the address gets 429 in its surface's format with
 // Retry-After, and its keys are not checked at all; another address is unaffected, and

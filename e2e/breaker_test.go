@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"switchyard/e2e/testenv"
@@ -10,16 +11,35 @@ import (
 	"time"
 )
 
-func TestBreakerOpensRecoversAndSurvivesRestart(t *testing.T) {
-	var failing atomic.Bool
+// wantBreaker checks provider up's status and breaker in the state API and the breaker gauge's
+// value in the metrics.
+func wantBreaker(t *testing.T, e *testenv.Env, when, status, breaker string, gauge int) {
+	t.Helper()
+	if s := e.ProviderStatus("up"); s["status"] != status || s["breaker"] != breaker {
+		t.Fatalf("%s: %v", when, s)
+	}
+	if m := e.Metrics(); !strings.Contains(m, fmt.Sprintf(`switchyard_circuit_breaker_state{model="",provider="up"} %d`, gauge)) {
+		t.Fatalf("breaker gauge does not show %s", breaker)
+	}
+}
+
+// failingUntilFixed is an upstream that answers 500 until the flag it returns is cleared, and
+// then a completion.
+func failingUntilFixed() (*atomic.Bool, http.HandlerFunc) {
+	failing := &atomic.Bool{}
 	failing.Store(true)
-	e, up, key := setupOne(t, func(w http.ResponseWriter, r *http.Request) {
+	return failing, func(w http.ResponseWriter, r *http.Request) {
 		if failing.Load() {
 			testenv.Status(500, nil, `{"error":{"message":"internal error"}}`)(w, r)
 			return
 		}
 		testenv.JSONAnswer(testenv.CompletionJSON)(w, r)
-	})
+	}
+}
+
+func TestBreakerOpensRecoversAndSurvivesRestart(t *testing.T) {
+	failing, handler := failingUntilFixed()
+	e, up, key := setupOne(t, handler)
 	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0}}, 200)
 	if s := e.ProviderStatus("up"); s["status"] != "healthy" {
 		t.Fatalf("start: %v", s)
@@ -45,12 +65,7 @@ func TestBreakerOpensRecoversAndSurvivesRestart(t *testing.T) {
 			}
 		}
 	}
-	if s := e.ProviderStatus("up"); s["status"] != "circuit_open" || s["breaker"] != "open" {
-		t.Fatalf("after 5 failures: %v", s)
-	}
-	if m := e.Metrics(); !strings.Contains(m, `switchyard_circuit_breaker_state{model="",provider="up"} 2`) {
-		t.Fatal("breaker gauge does not show open")
-	}
+	wantBreaker(t, e, "after 5 failures", "circuit_open", "open", 2)
 	// While open, requests fail at once without reaching the upstream.
 	calls := len(up.ChatRequests())
 	r := e.Chat(context.Background(), key, testenv.ChatBody)
@@ -81,12 +96,7 @@ func TestBreakerOpensRecoversAndSurvivesRestart(t *testing.T) {
 			}
 		}
 	}
-	if s := e.ProviderStatus("up"); s["status"] != "healthy" || s["breaker"] != "closed" {
-		t.Fatalf("after recovery: %v", s)
-	}
-	if m := e.Metrics(); !strings.Contains(m, `switchyard_circuit_breaker_state{model="",provider="up"} 0`) {
-		t.Fatal("breaker gauge does not show closed")
-	}
+	wantBreaker(t, e, "after recovery", "healthy", "closed", 0)
 }
 
 func TestBreakerResetByOperator(t *testing.T) {
@@ -108,15 +118,8 @@ func TestBreakerResetByOperator(t *testing.T) {
 // not degraded by the failures that opened the breaker), the transition is logged and the gauge
 // shows closed. No restart in between, which would clear the window by itself.
 func TestSuccessfulProbesMakeTheProviderHealthyAgain(t *testing.T) {
-	var failing atomic.Bool
-	failing.Store(true)
-	e, _, key := setupOne(t, func(w http.ResponseWriter, r *http.Request) {
-		if failing.Load() {
-			testenv.Status(500, nil, `{"error":{"message":"internal error"}}`)(w, r)
-			return
-		}
-		testenv.JSONAnswer(testenv.CompletionJSON)(w, r)
-	})
+	failing, handler := failingUntilFixed()
+	e, _, key := setupOne(t, handler)
 	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0},
 		"circuit_breaker": map[string]any{"failure_threshold": 3}}, 200)
 	for i := 0; i < 3; i++ {

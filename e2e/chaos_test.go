@@ -197,6 +197,22 @@ func TestChaosResetPeerIsAWellFormedErrorAndCoolsTheConnection(t *testing.T) {
 	}
 }
 
+// awaitAnswer moves the fake clock on a second at a time until the answer arrives on res: the
+// engine's backoff and timeouts run on that clock.
+func awaitAnswer(e *testenv.Env, what string, res <-chan *http.Response) *http.Response {
+	var r *http.Response
+	e.Eventually(what, func() bool {
+		e.Clock.Advance(time.Second)
+		select {
+		case r = <-res:
+			return true
+		default:
+			return false
+		}
+	})
+	return r
+}
+
 func TestChaosResetsAreRetriedWithBackoff(t *testing.T) {
 	e, up, p, key := chaosSetup(t, testenv.JSONAnswer(testenv.CompletionJSON))
 	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 2}}, 200)
@@ -208,16 +224,7 @@ func TestChaosResetsAreRetriedWithBackoff(t *testing.T) {
 	if err := p.Toxics.RemoveToxic(context.Background(), "reset"); err != nil {
 		t.Fatal(err)
 	}
-	var r *http.Response
-	e.Eventually("the retry went through", func() bool {
-		e.Clock.Advance(time.Second)
-		select {
-		case r = <-res:
-			return true
-		default:
-			return false
-		}
-	})
+	r := awaitAnswer(e, "the retry went through", res)
 	if len(up.ChatRequests()) < 1 {
 		t.Fatal("the upstream never saw the retried request")
 	}
@@ -236,16 +243,7 @@ func TestChaosBlackHoleTripsTheBreaker(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		res := make(chan *http.Response, 1)
 		go func() { res <- e.Chat(context.Background(), key, testenv.ChatBody) }()
-		var r *http.Response
-		e.Eventually("the first-byte timeout fires", func() bool {
-			e.Clock.Advance(time.Second)
-			select {
-			case r = <-res:
-				return true
-			default:
-				return false
-			}
-		})
+		r := awaitAnswer(e, "the first-byte timeout fires", res)
 		body := testenv.ReadAll(t, r)
 		if r.StatusCode != 504 {
 			t.Fatalf("black hole %d: %d %s", i, r.StatusCode, body)

@@ -100,6 +100,19 @@ func newLaneEnv(t *testing.T, lane, limitReset bool) *laneEnv {
 	return &laneEnv{Env: e, f: f, script: s, key: key, id: id, reset: e.Clock.Now().Add(time.Hour)}
 }
 
+// laneAfterReset is a lane with limit resets whose reset claim answers result: the wall's
+// request is served in the lane all the same.
+func laneAfterReset(t *testing.T, result string) *laneEnv {
+	t.Helper()
+	l := newLaneEnv(t, true, true)
+	l.f.Reset.Store(result)
+	l.script.push(l.wall("treatment"), l.slow(200, "active"))
+	if st, _ := l.post(); st != 200 {
+		t.Fatal("not served")
+	}
+	return l
+}
+
 // wall is the 5-hour wall's 429, with the slow offer unless offer is "".
 func (l *laneEnv) wall(offer string, kv ...string) func(http.ResponseWriter, *http.Request) {
 	h := []string{uStatus, "rejected", uReset, epochS(l.reset), uClaim, "five_hour", u5hReset, epochS(l.reset)}
@@ -366,12 +379,7 @@ func TestLimitReset(t *testing.T) {
 		}
 	})
 	t.Run("already used, then the lane", func(t *testing.T) {
-		l := newLaneEnv(t, true, true)
-		l.f.Reset.Store("already_used")
-		l.script.push(l.wall("treatment"), l.slow(200, "active"))
-		if st, _ := l.post(); st != 200 {
-			t.Fatal("not served")
-		}
+		l := laneAfterReset(t, "already_used")
 		if got := l.script.sent(); len(got) != 2 || !got[1] || l.f.ResetClaims.Load() != 0 {
 			t.Fatalf("calls %v, claims %d", got, l.f.ResetClaims.Load())
 		}
@@ -381,12 +389,7 @@ func TestLimitReset(t *testing.T) {
 		}
 	})
 	t.Run("error, then the lane", func(t *testing.T) {
-		l := newLaneEnv(t, true, true)
-		l.f.Reset.Store("error")
-		l.script.push(l.wall("treatment"), l.slow(200, "active"))
-		if st, _ := l.post(); st != 200 {
-			t.Fatal("not served")
-		}
+		l := laneAfterReset(t, "error")
 		if lane := l.lane(); lane["reset_result"] != "error" || lane["state"] != "accepted" {
 			t.Fatalf("lane %v", lane)
 		}

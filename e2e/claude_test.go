@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -122,15 +123,21 @@ func TestClaudeSignInThroughTheAPI(t *testing.T) {
 	e.MustAPI("POST", "/api/oauth/claude/start", map[string]any{"provider": "openai", "extra": 1}, 422)
 }
 
+// adaServedOnce signs ada in, sends one message and returns her connection and the bearer token
+// the fake saw.
+func adaServedOnce(t *testing.T, e *testenv.Env, f *testenv.FakeClaude, key string) (int64, string) {
+	t.Helper()
+	id := e.AddClaudeAccount(f, "ada@example.com")
+	e.WaitModels(key, "anthropic/claude-test")
+	testenv.ReadAll(t, e.PostAnthropic("/v1/messages", key, messagesBody, nil))
+	return id, bearerOf(f.MessageRequests()[0])
+}
+
 // A pasted setup token is an OAuth connection that is used as it is and never refreshed.
 func TestClaudeSetupToken(t *testing.T) {
 	e, f, key := claudeSetup(t, nil)
 	// The fake knows the token as one of its own: sign an account in to mint one, then paste it.
-	id := e.AddClaudeAccount(f, "ada@example.com")
-	e.WaitModels(key, "anthropic/claude-test")
-	resp := e.PostAnthropic("/v1/messages", key, messagesBody, nil)
-	testenv.ReadAll(t, resp)
-	token := bearerOf(f.MessageRequests()[0])
+	id, token := adaServedOnce(t, e, f, key)
 	e.MustAPI("DELETE", fmt.Sprintf("/api/connections/%d", id), nil, 204)
 
 	e.MustAPI("POST", "/api/connections", map[string]any{"provider": "anthropic", "name": "cli", "auth_type": "oauth",
@@ -143,7 +150,7 @@ func TestClaudeSetupToken(t *testing.T) {
 		t.Fatalf("connection %v", conn)
 	}
 	e.Clock.Advance(24 * time.Hour) // long-lived: nothing to refresh
-	resp = e.PostAnthropic("/v1/messages", key, messagesBody, nil)
+	resp := e.PostAnthropic("/v1/messages", key, messagesBody, nil)
 	if body := testenv.ReadAll(t, resp); resp.StatusCode != 200 {
 		t.Fatalf("messages: %d %s", resp.StatusCode, body)
 	}
@@ -164,15 +171,11 @@ func TestClaudeSetupToken(t *testing.T) {
 // request is then served with the new token.
 func TestClaudeRefreshAheadOfExpiryAndOn401(t *testing.T) {
 	e, f, key := claudeSetup(t, nil)
-	id := e.AddClaudeAccount(f, "ada@example.com")
-	e.WaitModels(key, "anthropic/claude-test")
-	resp := e.PostAnthropic("/v1/messages", key, messagesBody, nil)
-	testenv.ReadAll(t, resp)
-	first := bearerOf(f.MessageRequests()[0])
+	id, first := adaServedOnce(t, e, f, key)
 
 	// The upstream refuses the token: one refresh, and the same request succeeds.
 	f.Revoke(first)
-	resp = e.PostAnthropic("/v1/messages", key, messagesBody, nil)
+	resp := e.PostAnthropic("/v1/messages", key, messagesBody, nil)
 	if body := testenv.ReadAll(t, resp); resp.StatusCode != 200 {
 		t.Fatalf("after a 401: %d %s", resp.StatusCode, body)
 	}
@@ -203,6 +206,36 @@ func TestClaudeRefreshAheadOfExpiryAndOn401(t *testing.T) {
 	}
 }
 
+// oneRefreshFor sends n requests at once while the refresh they all need is held at the fake
+// (hold is closed once the first refresh call arrives): exactly one refresh call is made and
+// every request is served.
+func oneRefreshFor(t *testing.T, e *testenv.Env, refreshes *atomic.Int64, hold chan struct{}, n int, send func() *http.Response) {
+	t.Helper()
+	var wg sync.WaitGroup
+	statuses := make([]int, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp := send()
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			statuses[i] = resp.StatusCode
+		}()
+	}
+	e.Eventually("a refresh call", func() bool { return refreshes.Load() >= 1 })
+	close(hold)
+	wg.Wait()
+	if n := refreshes.Load(); n != 1 {
+		t.Fatalf("%d refresh calls, want exactly 1", n)
+	}
+	for i, st := range statuses {
+		if st != 200 {
+			t.Fatalf("request %d: %d", i, st)
+		}
+	}
+}
+
 // Fifty requests that arrive while the token is being refreshed wait for that one refresh.
 func TestClaudeFiftyRequestsOneRefresh(t *testing.T) {
 	e, f, key := claudeSetup(t, nil)
@@ -212,29 +245,9 @@ func TestClaudeFiftyRequestsOneRefresh(t *testing.T) {
 	e.AddClaudeAccount(f, "ada@example.com")
 	f.ExpiresIn.Store(8 * 3600)
 	e.Clock.Advance(30 * time.Second) // a token issued moments ago is not refreshed at once
-	var wg sync.WaitGroup
-	statuses := make([]int, 50)
-	for i := range 50 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			resp := e.PostAnthropic("/v1/messages", key, `{"model":"anthropic/claude-test","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`, nil)
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			statuses[i] = resp.StatusCode
-		}()
-	}
-	e.Eventually("a refresh call", func() bool { return f.Refreshes.Load() >= 1 })
-	close(hold)
-	wg.Wait()
-	if n := f.Refreshes.Load(); n != 1 {
-		t.Fatalf("%d refresh calls, want exactly 1", n)
-	}
-	for i, st := range statuses {
-		if st != 200 {
-			t.Fatalf("request %d: %d", i, st)
-		}
-	}
+	oneRefreshFor(t, e, &f.Refreshes, hold, 50, func() *http.Response {
+		return e.PostAnthropic("/v1/messages", key, `{"model":"anthropic/claude-test","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`, nil)
+	})
 	if f.BurnedUses.Load() != 0 {
 		t.Fatal("a refresh token was used twice")
 	}

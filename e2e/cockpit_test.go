@@ -16,16 +16,10 @@ import (
 // shows and gets 204 (nothing to swap) while that state is unchanged — also while countdowns
 // run — and the new state with its new version once something happened.
 func TestLivePollsAnswerOnlyChanges(t *testing.T) {
-	up := testenv.NewFakeUpstream(t, testenv.ByKey(map[string]http.HandlerFunc{
+	e, _, key, _, _ := twoKeys(t, testenv.ByKey(map[string]http.HandlerFunc{
 		"sk-a": testenv.Status(429, map[string]string{"Retry-After": "600"}, `{"error":{"message":"Rate limit reached"}}`),
 		"sk-b": testenv.JSONAnswer(testenv.CompletionJSON),
 	}))
-	e := testenv.New(t)
-	e.AddProvider("up", up.URL+"/v1")
-	e.AddConnection("up", "a", "sk-a", 0)
-	e.AddConnection("up", "b", "sk-b", 1)
-	key := e.NewKey()
-	e.WaitModels(key, "up/gpt-test")
 	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0},
 		"model_lockout": map[string]any{"enabled": true}}, 200)
 	d := newStateDash(t, e)
@@ -69,18 +63,12 @@ func TestLivePollsAnswerOnlyChanges(t *testing.T) {
 // TestOverviewWithoutJavaScript: the Overview names each trouble with a link to its place and
 // draws the charts on the server; the Request log filters with a plain GET form.
 func TestOverviewWithoutJavaScript(t *testing.T) {
-	up := testenv.NewFakeUpstream(t, testenv.ByKey(map[string]http.HandlerFunc{
+	e, _, key, ids := setupConns(t, testenv.ByKey(map[string]http.HandlerFunc{
 		"sk-a":    testenv.Status(429, map[string]string{"Retry-After": "600"}, `{"error":{"message":"Rate limit reached"}}`),
 		"sk-dead": testenv.Status(401, nil, `{"error":{"message":"Incorrect API key sk-dead"}}`),
 		"sk-b":    testenv.JSONAnswer(testenv.CompletionJSON),
-	}))
-	e := testenv.New(t)
-	e.AddProvider("up", up.URL+"/v1")
-	a := e.AddConnection("up", "a", "sk-a", 0)
-	dead := e.AddConnection("up", "dead", "sk-dead", 1)
-	e.AddConnection("up", "b", "sk-b", 2)
-	key := e.NewKey()
-	e.WaitModels(key, "up/gpt-test")
+	}), upConn{"a", "sk-a", 0}, upConn{"dead", "sk-dead", 1}, upConn{"b", "sk-b", 2})
+	a, dead := ids[0], ids[1]
 	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0}}, 200)
 	testenv.ReadAll(t, e.Chat(context.Background(), key, testenv.ChatBody))
 	d := newStateDash(t, e)

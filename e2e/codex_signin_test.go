@@ -147,6 +147,34 @@ func sessionAPI(t *testing.T, e *testenv.Env, c *http.Client, method, path strin
 	return resp.StatusCode, out
 }
 
+// devicePoller polls the device sign-in flow of kind (codex or copilot) through the admin API;
+// want is the status the poll must answer.
+func devicePoller(t *testing.T, e *testenv.Env, kind string, flow any) func(want int) map[string]any {
+	return func(want int) map[string]any {
+		t.Helper()
+		return e.MustAPI("POST", "/api/oauth/"+kind+"/device/poll", map[string]any{"flow": flow}, want)
+	}
+}
+
+// deviceIntervals checks how a device sign-in paces its polls of the upstream (counted by
+// calls): a poll sooner than the 5 s interval calls nothing, the next one calls once, and once
+// slowDown makes the upstream answer slow_down the interval is 10 s.
+func deviceIntervals(t *testing.T, e *testenv.Env, poll func(want int) map[string]any, calls func() int64, slowDown func()) {
+	t.Helper()
+	if p := poll(202); p["status"] != "pending" || calls() != 0 {
+		t.Fatalf("an early poll %v reached the upstream (%d polls)", p, calls())
+	}
+	e.Clock.Advance(5 * time.Second)
+	if p := poll(202); p["interval"] != 5.0 || calls() != 1 {
+		t.Fatalf("pending %v (%d polls)", p, calls())
+	}
+	slowDown()
+	e.Clock.Advance(5 * time.Second)
+	if p := poll(202); p["interval"] != 10.0 || calls() != 2 {
+		t.Fatalf("slow_down %v (%d polls)", p, calls())
+	}
+}
+
 // A device sign-in through the admin API: the user code and the device page come back, the
 // device id never does; polls sooner than the interval make no call to OpenAI; a slow_down makes
 // the interval 5 s longer; once approved, the code is exchanged with the device redirect and the
@@ -158,22 +186,10 @@ func TestCodexDeviceSignIn(t *testing.T) {
 	if code == "" || flow["verification_url"] != f.URL+"/codex/device" || flow["interval"].(float64) != 5 || strings.Contains(fmt.Sprint(flow), "deviceauth_") {
 		t.Fatalf("flow %v", flow)
 	}
-	poll := func(want int) map[string]any {
-		t.Helper()
-		return e.MustAPI("POST", "/api/oauth/codex/device/poll", map[string]any{"flow": id}, want)
-	}
-	if p := poll(202); p["status"] != "pending" || f.DevicePolls.Load() != 0 {
-		t.Fatalf("an early poll %v reached OpenAI (%d)", p, f.DevicePolls.Load())
-	}
-	e.Clock.Advance(5 * time.Second)
-	if p := poll(202); p["interval"].(float64) != 5 || f.DevicePolls.Load() != 1 {
-		t.Fatalf("pending %v (%d polls)", p, f.DevicePolls.Load())
-	}
-	f.DeviceAnswer.Store(&testenv.FakeAnswer{Status: 429, Body: `{"error":"slow_down"}`})
-	e.Clock.Advance(5 * time.Second)
-	if p := poll(202); p["interval"].(float64) != 10 || f.DevicePolls.Load() != 2 {
-		t.Fatalf("slow_down %v (%d polls)", p, f.DevicePolls.Load())
-	}
+	poll := devicePoller(t, e, "codex", id)
+	deviceIntervals(t, e, poll, f.DevicePolls.Load, func() {
+		f.DeviceAnswer.Store(&testenv.FakeAnswer{Status: 429, Body: `{"error":"slow_down"}`})
+	})
 	f.DeviceAnswer.Store(nil)
 	e.Clock.Advance(5 * time.Second)
 	if poll(202); f.DevicePolls.Load() != 2 {
@@ -325,30 +341,10 @@ func TestCodexRefreshOnceForTwentyRequests(t *testing.T) {
 	hold := make(chan struct{})
 	f.RefreshHold.Store(&hold)
 	e.Clock.Advance(time.Hour - 5*time.Minute + time.Second) // inside the 5-minute margin of the 1 h token
-	var wg sync.WaitGroup
-	statuses := make([]int, 20)
-	for i := range 20 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			resp := e.Post(t.Context(), "/v1/responses", key, codexAccountRequest, nil)
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			statuses[i] = resp.StatusCode
-		}()
-	}
-	e.Eventually("a refresh call", func() bool { return f.Refreshes.Load() >= 1 })
-	close(hold)
-	wg.Wait()
+	oneRefreshFor(t, e, &f.Refreshes, hold, 20, func() *http.Response {
+		return e.Post(t.Context(), "/v1/responses", key, codexAccountRequest, nil)
+	})
 	f.RefreshHold.Store(nil)
-	if n := f.Refreshes.Load(); n != 1 {
-		t.Fatalf("%d refresh calls, want exactly 1", n)
-	}
-	for i, st := range statuses {
-		if st != 200 {
-			t.Fatalf("request %d: %d", i, st)
-		}
-	}
 	seen := backend.seen()
 	if len(seen) != 21 {
 		t.Fatalf("%d backend calls, want 21", len(seen))

@@ -141,16 +141,7 @@ func TestChatGPTAccountServesEverySurface(t *testing.T) {
 	}
 
 	chat.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
-	st := oai.Chat.Completions.NewStreaming(ctx, chat)
-	acc := openai.ChatCompletionAccumulator{}
-	for st.Next() {
-		if !acc.AddChunk(st.Current()) {
-			t.Fatal("a chunk the accumulator refused")
-		}
-	}
-	if err := st.Err(); err != nil {
-		t.Fatalf("chat stream: %v", err)
-	}
+	acc := streamChat(t, oai, ctx, chat)
 	if acc.Choices[0].Message.Content != testenv.CodexText || acc.Usage.PromptTokensDetails.CachedTokens != testenv.CodexCachedTokens {
 		t.Fatalf("chat stream %q usage %+v", acc.Choices[0].Message.Content, acc.Usage)
 	}
@@ -166,24 +157,12 @@ func TestChatGPTAccountServesEverySurface(t *testing.T) {
 		}
 		return ""
 	}
-	msg, err := ant.Messages.New(ctx, msgs)
-	if err != nil {
-		t.Fatalf("messages: %v", err)
-	}
-	if textOf(msg) != testenv.CodexText || msg.StopReason != "end_turn" || msg.Usage.OutputTokens != testenv.CodexOutputTokens ||
+	msg, _ := sendClaude(t, ant, msgs, false)
+	if textOf(&msg) != testenv.CodexText || msg.StopReason != "end_turn" || msg.Usage.OutputTokens != testenv.CodexOutputTokens ||
 		msg.Usage.CacheReadInputTokens != testenv.CodexCachedTokens {
 		t.Fatalf("messages answer %+v", msg)
 	}
-	var streamed anthropic.Message
-	ms := ant.Messages.NewStreaming(ctx, msgs)
-	for ms.Next() {
-		if err := streamed.Accumulate(ms.Current()); err != nil {
-			t.Fatalf("accumulate: %v", err)
-		}
-	}
-	if err := ms.Err(); err != nil {
-		t.Fatalf("messages stream: %v", err)
-	}
+	streamed, _ := sendClaude(t, ant, msgs, true)
 	if textOf(&streamed) != testenv.CodexText || streamed.StopReason != "end_turn" || streamed.Usage.OutputTokens != testenv.CodexOutputTokens {
 		t.Fatalf("messages stream %+v", streamed)
 	}

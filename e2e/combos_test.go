@@ -292,29 +292,16 @@ func TestCombosNeverDangleUnderConcurrentChanges(t *testing.T) {
 // by the gateway, in OpenAI's shape, and with its name as display name in Anthropic's;
 // GET /v1/models/{name} answers it; a deleted combo is gone from both.
 func TestCombosAreListedAsModels(t *testing.T) {
-	up := testenv.NewFakeUpstream(t, testenv.JSONAnswer(testenv.CompletionJSON), "gpt-test")
-	e := testenv.New(t)
-	e.AddProvider("up", up.URL+"/v1")
-	e.AddConnection("up", "main", "sk-up", 0)
-	key := e.NewKey()
-	e.WaitModels(key, "up/gpt-test")
+	e, _, key := setupOne(t, testenv.JSONAnswer(testenv.CompletionJSON))
 	id := comboID(t, e.MustAPI("POST", "/api/combos", map[string]any{"name": "resilient-chat",
 		"targets": []any{map[string]any{"provider": "up", "model": "gpt-test"}}}, 201))
 
 	get := func(path string, anthropic bool) (int, map[string]any) {
 		t.Helper()
-		req, _ := http.NewRequest("GET", e.Base+path, nil)
-		req.Header.Set("Authorization", "Bearer "+key)
-		if anthropic {
-			req.Header.Set("anthropic-version", "2023-06-01")
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
+		st, _, body := call(t, http.DefaultClient, "GET", e.Base+path, "", clientHeader(key, anthropic))
 		var out map[string]any
-		json.Unmarshal([]byte(testenv.ReadAll(t, resp)), &out)
-		return resp.StatusCode, out
+		json.Unmarshal([]byte(body), &out)
+		return st, out
 	}
 	find := func(list map[string]any, id string) map[string]any {
 		for _, d := range list["data"].([]any) {

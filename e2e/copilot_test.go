@@ -78,22 +78,8 @@ func TestCopilotSignInThroughTheAPI(t *testing.T) {
 	if start["verification_url"] != "https://github.com/login/device" || start["interval"] != 5.0 || user == "" || flow == "" {
 		t.Fatalf("start %v", start)
 	}
-	poll := func(want int) map[string]any {
-		t.Helper()
-		return e.MustAPI("POST", "/api/oauth/copilot/device/poll", map[string]any{"flow": flow}, want)
-	}
-	if out := poll(202); out["status"] != "pending" || f.Polls.Load() != 0 {
-		t.Fatalf("polled GitHub before the interval: %v, %d polls", out, f.Polls.Load())
-	}
-	e.Clock.Advance(5 * time.Second)
-	if out := poll(202); out["interval"] != 5.0 || f.Polls.Load() != 1 {
-		t.Fatalf("pending: %v, %d polls", out, f.Polls.Load())
-	}
-	f.SlowDownOn.Store(2)
-	e.Clock.Advance(5 * time.Second)
-	if out := poll(202); out["interval"] != 10.0 || f.Polls.Load() != 2 {
-		t.Fatalf("slow_down: %v, %d polls", out, f.Polls.Load())
-	}
+	poll := devicePoller(t, e, "copilot", flow)
+	deviceIntervals(t, e, poll, f.Polls.Load, func() { f.SlowDownOn.Store(2) })
 	f.Approve(user, "octocat", 583231)
 	e.Clock.Advance(5 * time.Second)
 	if poll(202); f.Polls.Load() != 2 {

@@ -125,12 +125,7 @@ func TestSlowClientsAreCutOffAtTheReadTimeout(t *testing.T) {
 
 // An authenticated proxy call may send its body slowly: the body deadline is lifted for it.
 func TestReadTimeoutSparesAuthenticatedProxyBodies(t *testing.T) {
-	up := testenv.NewFakeUpstream(t, testenv.JSONAnswer(testenv.CompletionJSON))
-	e := testenv.New(t, "--read-timeout", "1s")
-	e.AddProvider("up", up.URL+"/v1")
-	e.AddConnection("up", "main", "sk-up", 0)
-	key := e.NewKey()
-	e.WaitModels(key, "up/gpt-test")
+	e, _, key := setupOne(t, testenv.JSONAnswer(testenv.CompletionJSON), "--read-timeout", "1s")
 
 	// A proxy body that pauses longer than the read timeout half-way.
 	pr, pw := io.Pipe()

@@ -123,12 +123,7 @@ func TestAnonymousLoginBodiesDoNotGrowTheHeap(t *testing.T) {
 // Bodies past the edge's limits get 413 in the caller's format: admin JSON on /api, the HTML
 // error page on the dashboard and the login. Authenticated proxy calls are not held to them.
 func TestBodyLimitsOutsideTheProxy(t *testing.T) {
-	up := testenv.NewFakeUpstream(t, testenv.JSONAnswer(testenv.CompletionJSON))
-	e := testenv.New(t)
-	e.AddProvider("up", up.URL+"/v1")
-	e.AddConnection("up", "main", "sk-up", 0)
-	key := e.NewKey()
-	e.WaitModels(key, "up/gpt-test")
+	e, _, key := setupOne(t, testenv.JSONAnswer(testenv.CompletionJSON))
 	twoMiB := strings.Repeat("x", 2<<20)
 
 	send := func(c *http.Client, method, path, ctype string, body io.Reader, length int64, header map[string]string) (*http.Response, string) {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -13,26 +14,14 @@ import (
 // addresses, the listen address, --public-host) is refused with 421 in the caller's format on
 // every route, with or without credentials; only a proxy call with a valid client key passes.
 func TestRequestsForForeignHostsAreRefused(t *testing.T) {
-	up := testenv.NewFakeUpstream(t, testenv.JSONAnswer(testenv.CompletionJSON))
-	e := testenv.New(t, "--public-host", "gateway.example.com")
-	e.AddProvider("up", up.URL+"/v1")
-	e.AddConnection("up", "main", "sk-up", 0)
-	key := e.NewKey()
-	e.WaitModels(key, "up/gpt-test")
+	e, _, key := setupOne(t, testenv.JSONAnswer(testenv.CompletionJSON), "--public-host", "gateway.example.com")
 	dash := e.Login()
 
 	send := func(c *http.Client, host, method, path, body string, header map[string]string) (int, http.Header, string) {
 		t.Helper()
-		req, _ := http.NewRequest(method, e.Base+path, strings.NewReader(body))
-		req.Host = host
-		for k, v := range header {
-			req.Header.Set(k, v)
-		}
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.StatusCode, resp.Header, testenv.ReadAll(t, resp)
+		h := map[string]string{"Host": host}
+		maps.Copy(h, header)
+		return call(t, c, method, e.Base+path, body, h)
 	}
 	admin := map[string]string{"Authorization": "Bearer " + testenv.AdminToken}
 	client := map[string]string{"Authorization": "Bearer " + key, "Content-Type": "application/json"}

@@ -23,6 +23,19 @@ func limitedKey(e *testenv.Env, name string, limits map[string]any) (string, int
 	return out["key"].(string), int64(out["id"].(float64))
 }
 
+// limitedSetup is a gateway with provider "up" on a fake upstream answering chat and a key
+// "agent" with limits; it returns the key and its id. The caller waits for the models with
+// whichever key it may spend a request on.
+func limitedSetup(t *testing.T, chat http.HandlerFunc, limits map[string]any) (*testenv.Env, *testenv.FakeUpstream, string, int64) {
+	t.Helper()
+	up := testenv.NewFakeUpstream(t, chat)
+	e := testenv.New(t)
+	e.AddProvider("up", up.URL+"/v1")
+	e.AddConnection("up", "c1", "sk-up", 0)
+	key, id := limitedKey(e, "agent", limits)
+	return e, up, key, id
+}
+
 // refusal reads a 429's limit from its diagnostics (both formats carry them beside the error).
 type refusal struct {
 	Error struct {
@@ -55,11 +68,7 @@ func readRefusal(t *testing.T, r *http.Response) refusal {
 // format, with Retry-After at the window's reset; the upstream never sees the refused ones, and
 // another key keeps working.
 func TestKeyRequestsPerMinuteOnEverySurface(t *testing.T) {
-	up := testenv.NewFakeUpstream(t, testenv.JSONAnswer(testenv.CompletionJSON))
-	e := testenv.New(t)
-	e.AddProvider("up", up.URL+"/v1")
-	e.AddConnection("up", "c1", "sk-up", 0)
-	key, _ := limitedKey(e, "agent", map[string]any{"rpm_limit": 2})
+	e, up, key, _ := limitedSetup(t, testenv.JSONAnswer(testenv.CompletionJSON), map[string]any{"rpm_limit": 2})
 	other := e.NewKey()
 	e.WaitModels(other, "up/gpt-test")
 	surfaces := []struct {
@@ -128,11 +137,7 @@ func TestKeyRequestsPerMinuteOnEverySurface(t *testing.T) {
 
 // Tokens per minute count the tokens of finished requests: the answer used 5, the limit is 5.
 func TestKeyTokensPerMinute(t *testing.T) {
-	up := testenv.NewFakeUpstream(t, testenv.JSONAnswer(testenv.CompletionJSON))
-	e := testenv.New(t)
-	e.AddProvider("up", up.URL+"/v1")
-	e.AddConnection("up", "c1", "sk-up", 0)
-	key, id := limitedKey(e, "agent", map[string]any{"tpm_limit": 5})
+	e, _, key, id := limitedSetup(t, testenv.JSONAnswer(testenv.CompletionJSON), map[string]any{"tpm_limit": 5})
 	e.WaitModels(key, "up/gpt-test")
 	r := e.Chat(context.Background(), key, testenv.ChatBody)
 	if b := testenv.ReadAll(t, r); r.StatusCode != 200 {
@@ -167,16 +172,13 @@ func TestKeyParallelRequests(t *testing.T) {
 	release := make(chan struct{})
 	var once sync.Once
 	started := make(chan struct{}, 4)
-	up := testenv.NewFakeUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+	e, _, key, _ := limitedSetup(t, func(w http.ResponseWriter, r *http.Request) {
 		started <- struct{}{}
 		<-release
 		testenv.JSONAnswer(testenv.CompletionJSON)(w, r)
-	})
+	}, map[string]any{"max_parallel": 1})
+	// Held requests are let go before the gateway and the upstream stop.
 	t.Cleanup(func() { once.Do(func() { close(release) }) })
-	e := testenv.New(t)
-	e.AddProvider("up", up.URL+"/v1")
-	e.AddConnection("up", "c1", "sk-up", 0)
-	key, _ := limitedKey(e, "agent", map[string]any{"max_parallel": 1})
 	e.WaitModels(key, "up/gpt-test")
 	first := make(chan int, 1)
 	go func() {

@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strings"
 	"testing"
 
 	"switchyard/e2e/testenv"
@@ -24,17 +23,8 @@ func clientFrom(t *testing.T, ip string) *http.Client {
 // login posts the password with extra headers and returns the status (303 = logged in).
 func login(t *testing.T, c *http.Client, base, password string, header map[string]string) int {
 	t.Helper()
-	req, _ := http.NewRequest("POST", base+"/login", strings.NewReader(url.Values{"password": {password}}.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	return resp.StatusCode
+	st, _ := testenv.Fetch(t, c, "POST", base+"/login", url.Values{"password": {password}}, header)
+	return st
 }
 
 // Without trusted proxies, forwarding headers are the client's own words: a guesser who sends a

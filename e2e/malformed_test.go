@@ -50,12 +50,7 @@ func bodyOf(r *http.Response) string {
 // text; dashboard addresses keep the plain text. Other unusable keys are dropped and logged at
 // debug.
 func TestMalformedHeadersAreRefusedInTheSurfacesFormat(t *testing.T) {
-	up := testenv.NewFakeUpstream(t, testenv.JSONAnswer(testenv.CompletionJSON))
-	e := testenv.New(t)
-	e.AddProvider("up", up.URL+"/v1")
-	e.AddConnection("up", "main", "sk-up", 0)
-	key := e.NewKey()
-	e.WaitModels(key, "up/gpt-test")
+	e, up, key := setupOne(t, testenv.JSONAnswer(testenv.CompletionJSON))
 	post := func(path, badHeader string) string {
 		return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + key + "\r\nContent-Type: application/json\r\n" +
 			badHeader + "Content-Length: " + itoa(int64(len(testenv.ChatBody))) + "\r\n\r\n" + testenv.ChatBody

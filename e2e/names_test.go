@@ -39,15 +39,7 @@ func TestNamesArePrintable(t *testing.T) {
 	}
 	fieldOf := func(t *testing.T, method, path string, body map[string]any) string {
 		t.Helper()
-		var out struct {
-			Error struct {
-				Fields map[string]string `json:"fields"`
-			} `json:"error"`
-		}
-		if st := e.API(method, path, body, &out); st != http.StatusUnprocessableEntity {
-			t.Fatalf("%s %s: %d, want 422", method, path, st)
-		}
-		return out.Error.Fields["name"]
+		return apiFields(t, e, method, path, body)["name"]
 	}
 	for what, name := range bad {
 		t.Run(what, func(t *testing.T) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -19,21 +18,6 @@ import (
 	"switchyard/i18n"
 	"switchyard/services/secrets"
 )
-
-// rawAdmin sends a body as it is to the admin API with the admin token.
-func rawAdmin(t *testing.T, e *testenv.Env, method, path, body string) (int, string) {
-	t.Helper()
-	req, _ := http.NewRequest(method, e.Base+path, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+testenv.AdminToken)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
 
 var whsecRE = regexp.MustCompile(`whsec_[0-9a-f]{64}`)
 

@@ -16,16 +16,39 @@ import (
 	"github.com/openai/openai-go/v3/option"
 )
 
-// setupOne starts a gateway with one provider "up" and one connection to the fake upstream.
-func setupOne(t *testing.T, chat http.HandlerFunc) (*testenv.Env, *testenv.FakeUpstream, string) {
+// setupOne starts a gateway (with the command-line flags args) with one provider "up" and one
+// connection to the fake upstream, and a key that already sees up/gpt-test.
+func setupOne(t *testing.T, chat http.HandlerFunc, args ...string) (*testenv.Env, *testenv.FakeUpstream, string) {
 	t.Helper()
 	up := testenv.NewFakeUpstream(t, chat)
-	e := testenv.New(t)
+	e := testenv.New(t, args...)
 	e.AddProvider("up", up.URL+"/v1")
 	e.AddConnection("up", "main", "sk-upstream-secret-1", 0)
 	key := e.NewKey()
 	e.WaitModels(key, "up/gpt-test")
 	return e, up, key
+}
+
+// upConn is one connection of provider "up": its name, its upstream key and its priority.
+type upConn struct {
+	name, key string
+	priority  int
+}
+
+// setupConns starts a gateway whose provider "up" reaches the fake upstream through conns, and
+// a key that already sees up/gpt-test; it returns the connections' ids in the order given.
+func setupConns(t *testing.T, chat http.HandlerFunc, conns ...upConn) (*testenv.Env, *testenv.FakeUpstream, string, []int64) {
+	t.Helper()
+	up := testenv.NewFakeUpstream(t, chat)
+	e := testenv.New(t)
+	e.AddProvider("up", up.URL+"/v1")
+	ids := make([]int64, len(conns))
+	for i, c := range conns {
+		ids[i] = e.AddConnection("up", c.name, c.key, c.priority)
+	}
+	key := e.NewKey()
+	e.WaitModels(key, "up/gpt-test")
+	return e, up, key, ids
 }
 
 func TestChatNonStreamingPassesThrough(t *testing.T) {
@@ -209,14 +232,8 @@ func TestProxyRejectsBadRequests(t *testing.T) {
 }
 
 func TestConnectionsSpreadByPriorityThenRoundRobin(t *testing.T) {
-	up := testenv.NewFakeUpstream(t, testenv.JSONAnswer(testenv.CompletionJSON))
-	e := testenv.New(t)
-	e.AddProvider("up", up.URL+"/v1")
-	e.AddConnection("up", "a", "sk-a", 0)
-	e.AddConnection("up", "b", "sk-b", 0)
-	e.AddConnection("up", "backup", "sk-backup", 5)
-	key := e.NewKey()
-	e.WaitModels(key, "up/gpt-test")
+	e, up, key, _ := setupConns(t, testenv.JSONAnswer(testenv.CompletionJSON),
+		upConn{"a", "sk-a", 0}, upConn{"b", "sk-b", 0}, upConn{"backup", "sk-backup", 5})
 	for i := 0; i < 6; i++ {
 		testenv.ReadAll(t, e.Chat(context.Background(), key, `{"model":"up/gpt-test","messages":[]}`))
 	}
@@ -257,14 +274,7 @@ func TestOpenAISDKThroughGateway(t *testing.T) {
 	if c.Choices[0].Message.Content != "Hello there" {
 		t.Fatalf("content %q", c.Choices[0].Message.Content)
 	}
-	st := client.Chat.Completions.NewStreaming(ctx, params)
-	acc := openai.ChatCompletionAccumulator{}
-	for st.Next() {
-		acc.AddChunk(st.Current())
-	}
-	if err := st.Err(); err != nil {
-		t.Fatal(err)
-	}
+	acc := streamChat(t, client, ctx, params)
 	if acc.Choices[0].Message.Content != "Hello" {
 		t.Fatalf("streamed content %q", acc.Choices[0].Message.Content)
 	}

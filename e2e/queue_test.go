@@ -24,6 +24,16 @@ func newGated() *gatedUpstream {
 	return &gatedUpstream{release: make(chan struct{}), arrived: make(chan struct{}, 1000)}
 }
 
+// gatedSetup is setupOne on a gated upstream, its connection "main" patched with patch.
+func gatedSetup(t *testing.T, patch map[string]any) (*gatedUpstream, *testenv.Env, *testenv.FakeUpstream, string, int64) {
+	t.Helper()
+	g := newGated()
+	e, up, key := setupOne(t, g.handler)
+	id := e.ConnectionID("main")
+	e.MustAPI("PATCH", fmt.Sprintf("/api/connections/%d", id), patch, 200)
+	return g, e, up, key, id
+}
+
 func (g *gatedUpstream) handler(w http.ResponseWriter, r *http.Request) {
 	n := g.inFlight.Add(1)
 	defer g.inFlight.Add(-1)
@@ -42,6 +52,27 @@ func (g *gatedUpstream) handler(w http.ResponseWriter, r *http.Request) {
 	testenv.JSONAnswer(testenv.CompletionJSON)(w, r)
 }
 
+// chatBurst sends n chat completions at once and counts the answers by status.
+func chatBurst(t *testing.T, e *testenv.Env, key string, n int) map[int]int {
+	t.Helper()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	byStatus := map[int]int{}
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := e.Chat(context.Background(), key, testenv.ChatBody)
+			testenv.ReadAll(t, r)
+			mu.Lock()
+			byStatus[r.StatusCode]++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return byStatus
+}
+
 func TestMaxConcurrentOneServesABurstOneAtATime(t *testing.T) {
 	var inFlight, peak atomic.Int32
 	e, up, key := setupOne(t, func(w http.ResponseWriter, r *http.Request) {
@@ -54,22 +85,8 @@ func TestMaxConcurrentOneServesABurstOneAtATime(t *testing.T) {
 	})
 	id := e.ConnectionID("main")
 	e.MustAPI("PATCH", fmt.Sprintf("/api/connections/%d", id), map[string]any{"max_concurrent": 1}, 200)
-	var wg sync.WaitGroup
-	var ok atomic.Int32
-	for i := 0; i < 20; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := e.Chat(context.Background(), key, testenv.ChatBody)
-			testenv.ReadAll(t, r)
-			if r.StatusCode == 200 {
-				ok.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
-	if ok.Load() != 20 || len(up.ChatRequests()) != 20 {
-		t.Fatalf("%d succeeded, upstream saw %d", ok.Load(), len(up.ChatRequests()))
+	if ok := chatBurst(t, e, key, 20)[200]; ok != 20 || len(up.ChatRequests()) != 20 {
+		t.Fatalf("%d succeeded, upstream saw %d", ok, len(up.ChatRequests()))
 	}
 	if peak.Load() != 1 {
 		t.Fatalf("the upstream saw %d requests at once", peak.Load())
@@ -77,11 +94,8 @@ func TestMaxConcurrentOneServesABurstOneAtATime(t *testing.T) {
 }
 
 func TestQueueDepthRejectsWithoutCallingUpstream(t *testing.T) {
-	g := newGated()
-	e, up, key := setupOne(t, g.handler)
-	id := e.ConnectionID("main")
-	e.MustAPI("PATCH", fmt.Sprintf("/api/connections/%d", id), map[string]any{"max_concurrent": 1,
-		"overrides": map[string]any{"request_queue": map[string]any{"max_queue_depth": 2}}}, 200)
+	g, e, up, key, id := gatedSetup(t, map[string]any{"max_concurrent": 1,
+		"overrides": map[string]any{"request_queue": map[string]any{"max_queue_depth": 2}}})
 	results := make(chan int, 3)
 	for i := 0; i < 3; i++ {
 		go func() {
@@ -115,11 +129,8 @@ func TestQueueDepthRejectsWithoutCallingUpstream(t *testing.T) {
 }
 
 func TestQueueWaitExpiresWithoutReachingUpstream(t *testing.T) {
-	g := newGated()
-	e, up, key := setupOne(t, g.handler)
-	id := e.ConnectionID("main")
-	e.MustAPI("PATCH", fmt.Sprintf("/api/connections/%d", id), map[string]any{"overrides": map[string]any{
-		"request_queue": map[string]any{"max_concurrent_executions": 1, "max_wait_ms": 2000}}}, 200)
+	g, e, up, key, id := gatedSetup(t, map[string]any{"overrides": map[string]any{
+		"request_queue": map[string]any{"max_concurrent_executions": 1, "max_wait_ms": 2000}}})
 	first := make(chan int, 1)
 	go func() {
 		r := e.Chat(context.Background(), key, testenv.ChatBody)
@@ -200,10 +211,7 @@ func TestFirstByteTimeoutIsAnUpstreamTimeout(t *testing.T) {
 }
 
 func TestQueuedStreamGetsHeartbeats(t *testing.T) {
-	g := newGated()
-	e, _, key := setupOne(t, g.handler)
-	id := e.ConnectionID("main")
-	e.MustAPI("PATCH", fmt.Sprintf("/api/connections/%d", id), map[string]any{"max_concurrent": 1}, 200)
+	g, e, _, key, id := gatedSetup(t, map[string]any{"max_concurrent": 1})
 	go func() { testenv.ReadAll(t, e.Chat(context.Background(), key, testenv.ChatBody)) }()
 	<-g.arrived
 	resp := make(chan *http.Response, 1)
@@ -224,11 +232,8 @@ func TestQueuedStreamGetsHeartbeats(t *testing.T) {
 }
 
 func TestFailOpenWhenTheLineTimesOut(t *testing.T) {
-	g := newGated()
-	e, _, key := setupOne(t, g.handler)
-	id := e.ConnectionID("main")
-	e.MustAPI("PATCH", fmt.Sprintf("/api/connections/%d", id), map[string]any{"max_concurrent": 1,
-		"overrides": map[string]any{"request_queue": map[string]any{"max_wait_ms": 1000}}}, 200)
+	g, e, _, key, id := gatedSetup(t, map[string]any{"max_concurrent": 1,
+		"overrides": map[string]any{"request_queue": map[string]any{"max_wait_ms": 1000}}})
 	for i := 0; i < 2; i++ {
 		go func() { testenv.ReadAll(t, e.Chat(context.Background(), key, testenv.ChatBody)) }()
 	}
@@ -246,10 +251,7 @@ func TestFailOpenWhenTheLineTimesOut(t *testing.T) {
 }
 
 func TestCancelledRequestsReleaseTheirSlots(t *testing.T) {
-	g := newGated()
-	e, _, key := setupOne(t, g.handler)
-	id := e.ConnectionID("main")
-	e.MustAPI("PATCH", fmt.Sprintf("/api/connections/%d", id), map[string]any{"max_concurrent": 1}, 200)
+	g, e, _, key, id := gatedSetup(t, map[string]any{"max_concurrent": 1})
 	base := runtime.NumGoroutine()
 	for i := 0; i < 1000; i++ {
 		ctx, cancel := context.WithCancel(context.Background())

@@ -61,17 +61,11 @@ func requestLog(t *testing.T, e *testenv.Env, query string) []loggedRequest {
 // asked, what the engine did and how it ended (one refused for its key is not); a failed-over request shows its attempt chain, a later one
 // the connection it skipped; filters select, newest first; no secret appears.
 func TestRequestLogAPI(t *testing.T) {
-	up := testenv.NewFakeUpstream(t, testenv.ByKey(map[string]http.HandlerFunc{
+	e, _, key, _ := setupConns(t, testenv.ByKey(map[string]http.HandlerFunc{
 		"sk-first-SECRET": testenv.Status(429, map[string]string{"Retry-After": "60"},
 			`{"error":{"message":"Rate limit reached for sk-first-SECRET","type":"requests"}}`),
 		"sk-second-SECRET": testenv.JSONAnswer(testenv.CompletionJSON),
-	}))
-	e := testenv.New(t)
-	e.AddProvider("up", up.URL+"/v1")
-	e.AddConnection("up", "first", "sk-first-SECRET", 0)
-	e.AddConnection("up", "second", "sk-second-SECRET", 1)
-	key := e.NewKey()
-	e.WaitModels(key, "up/gpt-test")
+	}), upConn{"first", "sk-first-SECRET", 0}, upConn{"second", "sk-second-SECRET", 1})
 	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0}}, 200)
 
 	if r := e.Chat(context.Background(), key, testenv.ChatBody); r.StatusCode != 200 {

@@ -16,14 +16,8 @@ import (
 // (priority 1), so a is always tried first.
 func twoKeys(t *testing.T, chat http.HandlerFunc) (*testenv.Env, *testenv.FakeUpstream, string, int64, int64) {
 	t.Helper()
-	up := testenv.NewFakeUpstream(t, chat)
-	e := testenv.New(t)
-	e.AddProvider("up", up.URL+"/v1")
-	a := e.AddConnection("up", "a", "sk-a", 0)
-	b := e.AddConnection("up", "b", "sk-b", 1)
-	key := e.NewKey()
-	e.WaitModels(key, "up/gpt-test")
-	return e, up, key, a, b
+	e, up, key, ids := setupConns(t, chat, upConn{"a", "sk-a", 0}, upConn{"b", "sk-b", 1})
+	return e, up, key, ids[0], ids[1]
 }
 
 func TestRetryAfterCoolsExactlyThatConnection(t *testing.T) {
@@ -83,22 +77,8 @@ func TestConcurrent429sRaiseTheLevelOnce(t *testing.T) {
 		testenv.Status(429, nil, `{"error":{"message":"slow down","type":"rate_limit"}}`)(w, r)
 	})
 	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0}}, 200)
-	var wg sync.WaitGroup
-	var limited atomic.Int32
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := e.Chat(context.Background(), key, testenv.ChatBody)
-			testenv.ReadAll(t, r)
-			if r.StatusCode == 429 {
-				limited.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
-	if limited.Load() != n {
-		t.Fatalf("%d of %d got 429", limited.Load(), n)
+	if limited := chatBurst(t, e, key, n)[429]; limited != n {
+		t.Fatalf("%d of %d got 429", limited, n)
 	}
 	conns := e.MustAPI("GET", "/api/connections", nil, 200)["items"].([]any)
 	id := int64(conns[0].(map[string]any)["id"].(float64))
@@ -201,14 +181,8 @@ func TestRetriesWaitForCooldownAndForwardIdempotencyKey(t *testing.T) {
 
 func TestInvalidIdempotencyKeyIsDropped(t *testing.T) {
 	e, up, key := setupOne(t, testenv.JSONAnswer(testenv.CompletionJSON))
-	req, _ := http.NewRequest("POST", e.Base+"/v1/chat/completions", strings.NewReader(testenv.ChatBody))
-	req.Header.Set("Authorization", "Bearer "+key)
-	req.Header.Set("Idempotency-Key", "has space")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	testenv.ReadAll(t, resp)
+	call(t, http.DefaultClient, "POST", e.Base+"/v1/chat/completions", testenv.ChatBody,
+		map[string]string{"Authorization": "Bearer " + key, "Idempotency-Key": "has space"})
 	if got := up.ChatRequests()[0].Header.Get("Idempotency-Key"); got != "" {
 		t.Fatalf("invalid key forwarded: %q", got)
 	}

@@ -116,16 +116,22 @@ func TestResponsesSDKReachesEveryProvider(t *testing.T) {
 	}
 }
 
+// newResponse makes one Responses call without streaming.
+func newResponse(t *testing.T, client openai.Client, ctx context.Context, params responses.ResponseNewParams) *responses.Response {
+	t.Helper()
+	r, err := client.Responses.New(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 // runResponse makes one Responses call; streamed, it checks the event sequence and returns the
 // answer of response.completed.
 func runResponse(t *testing.T, client openai.Client, ctx context.Context, params responses.ResponseNewParams, stream bool) *responses.Response {
 	t.Helper()
 	if !stream {
-		r, err := client.Responses.New(ctx, params)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
+		return newResponse(t, client, ctx, params)
 	}
 	st := client.Responses.NewStreaming(ctx, params)
 	var types []string
@@ -311,16 +317,8 @@ func modelsGateway(t *testing.T) (*testenv.Env, string) {
 // getModel asks GET /v1/models/{id}, in Anthropic's dialect when anthropic is set.
 func getModel(t *testing.T, e *testenv.Env, key, id string, anthropic bool) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest("GET", e.Base+"/v1/models/"+id, nil)
-	req.Header.Set("Authorization", "Bearer "+key)
-	if anthropic {
-		req.Header.Set("anthropic-version", "2023-06-01")
-	}
-	r, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r.StatusCode, testenv.ReadAll(t, r)
+	st, _, body := call(t, http.DefaultClient, "GET", e.Base+"/v1/models/"+id, "", clientHeader(key, anthropic))
+	return st, body
 }
 
 // models.retrieve answers for every id routing accepts and /v1/models lists: provider/model

@@ -690,11 +690,7 @@ func TestFakeResponsesUpstreamSpeaksTheAPI(t *testing.T) {
 	call := func(t *testing.T, params responses.ResponseNewParams, stream bool) *responses.Response {
 		t.Helper()
 		if !stream {
-			r, err := client.Responses.New(ctx, params)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return r
+			return newResponse(t, client, ctx, params)
 		}
 		_, r := readResponsesStream(t, client.Responses.NewStreaming(ctx, params))
 		return r

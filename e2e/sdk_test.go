@@ -28,6 +28,23 @@ const weatherAnswer = "It is 18 °C in Paris."
 // weatherThought is the reasoning the fakes show when the request asks for it.
 const weatherThought = "The user wants the weather: call get_weather."
 
+// streamChat streams a chat completion through the OpenAI SDK and returns what its accumulator
+// made of the chunks; every chunk must be one the accumulator takes.
+func streamChat(t *testing.T, client openai.Client, ctx context.Context, params openai.ChatCompletionNewParams) openai.ChatCompletionAccumulator {
+	t.Helper()
+	st := client.Chat.Completions.NewStreaming(ctx, params)
+	acc := openai.ChatCompletionAccumulator{}
+	for st.Next() {
+		if !acc.AddChunk(st.Current()) {
+			t.Fatal("a chunk the accumulator refused")
+		}
+	}
+	if err := st.Err(); err != nil {
+		t.Fatalf("chat stream: %v", err)
+	}
+	return acc
+}
+
 // toolOpenAI is an OpenAI-compatible upstream that plays the tool round.
 func toolOpenAI(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
@@ -157,55 +174,20 @@ func TestAnthropicSDKsReachBothKindsOfProvider(t *testing.T) {
 }
 
 func anthropicV2Round(t *testing.T, e *testenv.Env, key, model string) {
-	ctx := context.Background()
 	client := anthropic.NewClient(option.WithBaseURL(e.Base+"/"), option.WithAPIKey(key), option.WithMaxRetries(0))
 	tools := []anthropic.ToolUnionParam{{OfTool: &anthropic.ToolParam{Name: "get_weather", Description: anthropic.String("Current weather"),
 		InputSchema: anthropic.ToolInputSchemaParam{Properties: map[string]any{"city": map[string]any{"type": "string"}}}}}}
 	ask := []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Weather in Paris?"))}
 	for _, stream := range []bool{false, true} {
 		params := anthropic.MessageNewParams{Model: model, MaxTokens: 256, Messages: ask, Tools: tools}
-		var msg anthropic.Message
-		if stream {
-			st := client.Messages.NewStreaming(ctx, params)
-			for st.Next() {
-				if err := msg.Accumulate(st.Current()); err != nil {
-					t.Fatalf("accumulate: %v", err)
-				}
-			}
-			if err := st.Err(); err != nil {
-				t.Fatalf("stream: %v", err)
-			}
-		} else {
-			got, err := client.Messages.New(ctx, params)
-			if err != nil {
-				t.Fatal(err)
-			}
-			msg = *got
-		}
+		msg, _ := sendClaude(t, client, params, stream)
 		if msg.StopReason != "tool_use" || len(msg.Content) != 1 || msg.Content[0].Type != "tool_use" ||
 			msg.Content[0].Name != "get_weather" || gjson.GetBytes(msg.Content[0].Input, "city").String() != "Paris" {
 			t.Fatalf("stream=%v: want a get_weather call, got %+v", stream, msg)
 		}
 		params.Messages = append(append([]anthropic.MessageParam{}, ask...), msg.ToParam(),
 			anthropic.NewUserMessage(anthropic.NewToolResultBlock(msg.Content[0].ID, "18 °C", false)))
-		var final anthropic.Message
-		if stream {
-			st := client.Messages.NewStreaming(ctx, params)
-			for st.Next() {
-				if err := final.Accumulate(st.Current()); err != nil {
-					t.Fatalf("accumulate: %v", err)
-				}
-			}
-			if err := st.Err(); err != nil {
-				t.Fatal(err)
-			}
-		} else {
-			got, err := client.Messages.New(ctx, params)
-			if err != nil {
-				t.Fatal(err)
-			}
-			final = *got
-		}
+		final, _ := sendClaude(t, client, params, stream)
 		if final.StopReason != "end_turn" || len(final.Content) != 1 || final.Content[0].Text != weatherAnswer || final.Usage.OutputTokens == 0 {
 			t.Fatalf("stream=%v: final answer %+v", stream, final)
 		}
@@ -259,16 +241,7 @@ func TestOpenAISDKReachesAnthropicProvider(t *testing.T) {
 		var finish string
 		if stream {
 			params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
-			st := client.Chat.Completions.NewStreaming(ctx, params)
-			acc := openai.ChatCompletionAccumulator{}
-			for st.Next() {
-				if !acc.AddChunk(st.Current()) {
-					t.Fatal("a chunk was not accepted by the accumulator")
-				}
-			}
-			if err := st.Err(); err != nil {
-				t.Fatal(err)
-			}
+			acc := streamChat(t, client, ctx, params)
 			if acc.Usage.TotalTokens == 0 {
 				t.Fatal("no usage in the translated stream")
 			}

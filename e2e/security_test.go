@@ -67,21 +67,11 @@ func TestCrossOriginPostsAreRefused(t *testing.T) {
 	c := e.Login()
 	for _, path := range []string{"/api/providers", "/keys", "/settings/connection-cooldown"} {
 		for _, h := range []map[string]string{
-			{"Sec-Fetch-Site": "cross-site"},
-			{"Origin": "http://evil.example"},
+			{"Content-Type": "application/json", "Sec-Fetch-Site": "cross-site"},
+			{"Content-Type": "application/json", "Origin": "http://evil.example"},
 		} {
-			req, _ := http.NewRequest("POST", e.Base+path, strings.NewReader(`{"name":"x","type":"openai","base_url":"http://a/v1"}`))
-			req.Header.Set("Content-Type", "application/json")
-			for k, v := range h {
-				req.Header.Set(k, v)
-			}
-			resp, err := c.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusForbidden {
-				t.Errorf("POST %s with %v: %d", path, h, resp.StatusCode)
+			if st, _, _ := call(t, c, "POST", e.Base+path, `{"name":"x","type":"openai","base_url":"http://a/v1"}`, h); st != http.StatusForbidden {
+				t.Errorf("POST %s with %v: %d", path, h, st)
 			}
 		}
 	}

@@ -250,13 +250,8 @@ func TestSessionLeaseLifecycle(t *testing.T) {
 // diagnostics.excluded with reason lease and the seconds until its lease ends; an acquire that
 // finds every allowed connection leased gets the same code.
 func TestLeaseCapacity(t *testing.T) {
-	up := testenv.NewFakeUpstream(t, testenv.JSONAnswer(testenv.CompletionJSON), "gpt-test")
-	e := testenv.New(t)
-	e.AddProvider("up", up.URL+"/v1")
-	c1 := e.AddConnection("up", "c1", "sk-c1", 0)
-	c2 := e.AddConnection("up", "c2", "sk-c2", 0)
-	plain := e.NewKey()
-	e.WaitModels(plain, "up/gpt-test")
+	e, up, plain, ids := setupConns(t, testenv.JSONAnswer(testenv.CompletionJSON), upConn{"c1", "sk-c1", 0}, upConn{"c2", "sk-c2", 0})
+	c1, c2 := ids[0], ids[1]
 	key, _ := leaseKey(e, "agents", c1, c2)
 
 	if st, out, _ := leaseCall(t, e, "/v1/session-leases", key, map[string]any{"action": "acquire", "ttl_ms": 120000}); st != 200 {

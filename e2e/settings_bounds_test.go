@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/PuerkitoBio/goquery"
-
 	"switchyard/e2e/testenv"
 )
 
@@ -87,8 +85,7 @@ func TestSettingsDocumentsAreBounded(t *testing.T) {
 	if code != http.StatusUnprocessableEntity {
 		t.Fatalf("card: %d", code)
 	}
-	doc, _ := goquery.NewDocumentFromReader(strings.NewReader(body))
-	if msg := doc.Find("#" + errorIDOf("error_rules[new].body_markers")).Text(); !strings.Contains(msg, "4 KiB") {
+	if msg := fieldMessage(body, "error_rules[new].body_markers"); !strings.Contains(msg, "4 KiB") {
 		t.Fatalf("card message at body_markers: %q", msg)
 	}
 	if !strings.Contains(s.get(t, "/api/settings/resilience"), `"error_rules":[]`) {

@@ -135,6 +135,12 @@ func errorIDOf(path string) string {
 	return "s-" + strings.NewReplacer(".", "-", "[", "-", "]", "").Replace(path) + "-error"
 }
 
+// fieldMessage is the error message a card's answer shows at the field named path.
+func fieldMessage(body, path string) string {
+	doc, _ := goquery.NewDocumentFromReader(strings.NewReader(body))
+	return doc.Find("#" + errorIDOf(path)).Text()
+}
+
 // catalogKeyRE looks like a catalog key, shown when a catalog lacks it.
 var catalogKeyRE = regexp.MustCompile(`\b(settings|setting|card|rules|rule|overrides|chips|source|err)\.[a-z][a-z0-9_]*(\.[a-z0-9_-]+)*`)
 
@@ -304,8 +310,7 @@ func TestSettingsCardsSave(t *testing.T) {
 		form := cardForm(t, s.get(t, "/settings"), "model-lockout")
 		form.Set("model_lockout.base_cooldown_ms", "1000")
 		_, body := s.post(t, "/settings/model-lockout", form, true)
-		doc, _ := goquery.NewDocumentFromReader(strings.NewReader(body))
-		if msg := doc.Find("#" + errorIDOf("model_lockout.base_cooldown_ms")).Text(); !strings.Contains(msg, "5.000 und 600.000") {
+		if msg := fieldMessage(body, "model_lockout.base_cooldown_ms"); !strings.Contains(msg, "5.000 und 600.000") {
 			t.Fatalf("German message %q", msg)
 		}
 	})
@@ -481,9 +486,8 @@ func TestErrorRulesCard(t *testing.T) {
 		if code != http.StatusUnprocessableEntity {
 			t.Fatalf("status %d", code)
 		}
-		doc, _ := goquery.NewDocumentFromReader(strings.NewReader(body))
 		// The typed from_status is refused here, before the settings service sees the rules.
-		if msg := doc.Find("#" + errorIDOf("status_restatements[new].from_status")).Text(); !strings.Contains(msg, "whole number") {
+		if msg := fieldMessage(body, "status_restatements[new].from_status"); !strings.Contains(msg, "whole number") {
 			t.Errorf("from_status: %q", msg)
 		}
 		form.Set("status_restatements[new].from_status", "403")
@@ -492,7 +496,7 @@ func TestErrorRulesCard(t *testing.T) {
 		if code != http.StatusUnprocessableEntity {
 			t.Fatalf("status %d", code)
 		}
-		doc, _ = goquery.NewDocumentFromReader(strings.NewReader(body))
+		doc, _ := goquery.NewDocumentFromReader(strings.NewReader(body))
 		for field, want := range map[string]string{
 			"error_rules[0].reason":            "rate_limit",
 			"error_rules[new].name":            "already",
@@ -707,8 +711,7 @@ func TestSessionLifetimesCard(t *testing.T) {
 	if code != http.StatusUnprocessableEntity {
 		t.Fatalf("refused save: %d %.300s", code, body)
 	}
-	page, _ := goquery.NewDocumentFromReader(strings.NewReader(body))
-	if msg := page.Find("#" + errorIDOf("sessions.idle_timeout_ms")).Text(); !strings.Contains(msg, "number") {
+	if msg := fieldMessage(body, "sessions.idle_timeout_ms"); !strings.Contains(msg, "number") {
 		t.Fatalf("idle timeout message %q", msg)
 	}
 	if after := s.get(t, "/api/settings/sessions"); after != before {
@@ -716,7 +719,7 @@ func TestSessionLifetimesCard(t *testing.T) {
 	}
 	form["sessions.idle_timeout_ms"] = []string{"3600000"}
 	code, body = s.post(t, "/settings/dashboard-sessions", form, true)
-	page, _ = goquery.NewDocumentFromReader(strings.NewReader(body))
+	page, _ := goquery.NewDocumentFromReader(strings.NewReader(body))
 	if msg := page.Find("#" + errorIDOf("sessions.absolute_lifetime_ms")).Text(); code != http.StatusUnprocessableEntity || !strings.Contains(msg, "300,000") {
 		t.Fatalf("out of range: %d, message %q", code, msg)
 	}

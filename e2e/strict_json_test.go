@@ -1,32 +1,12 @@
 package e2e
 
 import (
-	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
 
 	"switchyard/e2e/testenv"
 )
-
-// adminRaw sends a raw body to the admin API with the token and returns the status and the
-// decoded error body.
-func adminRaw(t *testing.T, e *testenv.Env, method, path, body string) (int, map[string]any) {
-	t.Helper()
-	req, _ := http.NewRequest(method, e.Base+path, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+testenv.AdminToken)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out map[string]any
-	raw := testenv.ReadAll(t, resp)
-	if err := json.Unmarshal([]byte(raw), &out); err != nil {
-		t.Fatalf("%s %s: not JSON: %q", method, path, raw)
-	}
-	return resp.StatusCode, out
-}
 
 // The admin API reads exactly one JSON value with no key twice: a body that could be checked
 // on one value and acted on with another is refused in the admin error shape, and nothing of

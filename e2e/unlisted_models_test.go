@@ -35,12 +35,8 @@ func echoModel(w http.ResponseWriter, r *http.Request) {
 // answers its 404 (locked out when the model lockout is on). GET /v1/models/{id} still knows
 // only listed models.
 func TestUnlistedModelIsForwardedAndTheUpstreamDecides(t *testing.T) {
-	up := testenv.NewFakeUpstream(t, echoModel, "gpt-test")
-	e := testenv.New(t)
-	id := e.AddProvider("up", up.URL+"/v1")
-	e.AddConnection("up", "main", "sk-up", 0)
-	key := e.NewKey()
-	e.WaitModels(key, "up/gpt-test")
+	e, up, key := setupOne(t, echoModel)
+	id := e.ProviderID("up")
 	if p := e.MustAPI("GET", fmt.Sprintf("/api/providers/%d", id), nil, 200); p["listed_models_only"] != false {
 		t.Fatalf("listed_models_only must default to false: %v", p)
 	}
@@ -129,12 +125,8 @@ func TestUnlistedModelIsForwardedAndTheUpstreamDecides(t *testing.T) {
 // the refreshed list shows goes through. The switch is set and read through the API and
 // survives a restart.
 func TestListedModelsOnlyRefusesUnlistedModels(t *testing.T) {
-	up := testenv.NewFakeUpstream(t, echoModel, "gpt-test")
-	e := testenv.New(t)
-	id := e.AddProvider("up", up.URL+"/v1")
-	e.AddConnection("up", "main", "sk-up", 0)
-	key := e.NewKey()
-	e.WaitModels(key, "up/gpt-test")
+	e, up, key := setupOne(t, echoModel)
+	id := e.ProviderID("up")
 
 	// Strict JSON, as for every other field: a wrong type or a misspelt key is refused and
 	// nothing is saved.

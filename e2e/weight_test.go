@@ -63,15 +63,9 @@ func TestAssetsCompressedAndCacheable(t *testing.T) {
 		t.Errorf("unknown file: %d", resp.StatusCode)
 	}
 	key := e.NewKey()
-	req, _ := http.NewRequest("GET", e.Base+"/v1/models", nil)
-	req.Header.Set("Authorization", "Bearer "+key)
-	req.Header.Set("Accept-Encoding", "gzip")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	testenv.ReadAll(t, resp)
-	if resp.Header.Get("Content-Encoding") != "" {
+	_, h, _ := call(t, http.DefaultClient, "GET", e.Base+"/v1/models", "",
+		map[string]string{"Authorization": "Bearer " + key, "Accept-Encoding": "gzip"})
+	if h.Get("Content-Encoding") != "" {
 		t.Error("the proxy surface was compressed")
 	}
 }
