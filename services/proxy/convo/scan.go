@@ -370,6 +370,39 @@ func FieldsOf(raw string, f func(k, v string)) {
 	}
 }
 
+// A FieldSlot is one field of an object that Pick reads: its name and where its value goes.
+type FieldSlot struct {
+	name string
+	to   *string
+}
+
+// Field is the slot for the field name, whose value goes to *to.
+func Field(name string, to *string) FieldSlot { return FieldSlot{name, to} }
+
+// Pick reads an object's fields by name: each field's value as it stands goes where its Field
+// says (the last one where a name stands twice), and every other field goes to rest when rest
+// is not nil. What a reader does with the values comes after, in one place, rather than spread
+// over the cases of a switch on the key.
+func Pick(raw string, rest func(k, v string), fields ...FieldSlot) {
+	FieldsOf(raw, func(k, v string) {
+		if !Put(fields, k, v) && rest != nil {
+			rest(k, v)
+		}
+	})
+}
+
+// Put sets the slot named k to v, and reports whether fields has one: Pick for a reader that
+// looks at every field as well.
+func Put(fields []FieldSlot, k, v string) bool {
+	for _, f := range fields {
+		if f.name == k {
+			*f.to = v
+			return true
+		}
+	}
+	return false
+}
+
 // eachElement calls f with each element of a valid array as it stands.
 func EachElement(raw string, f func(v string)) {
 	i := skipSpace(raw, 1)

@@ -28,48 +28,25 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 	}
 	r := &convo.Request{}
 	var f reqFields
-	convo.FieldsOf(s, func(k, v string) {
-		switch k {
-		case "model":
-			f.model = v
-		case "messages":
-			f.messages = v
-		case "max_tokens":
-			f.maxTokens = v
-		case "max_completion_tokens":
-			f.maxCompletionTokens = v
-		case "temperature":
-			f.temperature = v
-		case "top_p":
-			f.topP = v
-		case "stop":
-			f.stop = v
-		case "stream":
-			f.stream = v
-		case "stream_options":
-			f.streamOptions = v
-		case "tools":
-			f.tools = v
-		case "tool_choice":
-			f.toolChoice = v
-		case "parallel_tool_calls":
-			f.parallel = v
-		case "reasoning_effort":
-			f.effort = v
-		case "user":
-			f.user = v
-		case "response_format":
-			f.format = v
-		case "metadata":
-			f.metadata = v
-		case "service_tier":
-			f.serviceTier = v
-		case "store":
-			f.store = v
-		default:
-			r.Drop(k)
-		}
-	})
+	convo.Pick(s, func(k, _ string) { r.Drop(k) },
+		convo.Field("model", &f.model),
+		convo.Field("messages", &f.messages),
+		convo.Field("max_tokens", &f.maxTokens),
+		convo.Field("max_completion_tokens", &f.maxCompletionTokens),
+		convo.Field("temperature", &f.temperature),
+		convo.Field("top_p", &f.topP),
+		convo.Field("stop", &f.stop),
+		convo.Field("stream", &f.stream),
+		convo.Field("stream_options", &f.streamOptions),
+		convo.Field("tools", &f.tools),
+		convo.Field("tool_choice", &f.toolChoice),
+		convo.Field("parallel_tool_calls", &f.parallel),
+		convo.Field("reasoning_effort", &f.effort),
+		convo.Field("user", &f.user),
+		convo.Field("response_format", &f.format),
+		convo.Field("metadata", &f.metadata),
+		convo.Field("service_tier", &f.serviceTier),
+		convo.Field("store", &f.store))
 	var kinds convo.Kinds
 	kinds.Want(f.model, '"', "model", "a string")
 	kinds.Want(f.messages, '[', "messages", "a list")
@@ -186,14 +163,7 @@ func readTools(r *convo.Request, raw string) error {
 	err := convo.EachObject(raw, func(tool string) error {
 		var typ, fn, name, desc, params, strict string
 		if convo.Kind(tool) == '{' {
-			convo.FieldsOf(tool, func(k, v string) {
-				switch k {
-				case "type":
-					typ = v
-				case "function":
-					fn = v
-				}
-			})
+			convo.Pick(tool, nil, convo.Field("type", &typ), convo.Field("function", &fn))
 		}
 		if !convo.Is(typ, '"') {
 			return notChat("tools[].type", "a string")
@@ -202,18 +172,11 @@ func readTools(r *convo.Request, raw string) error {
 			return notChat("tools[].function", "an object")
 		}
 		if convo.Kind(fn) == '{' {
-			convo.FieldsOf(fn, func(k, v string) {
-				switch k {
-				case "name":
-					name = v
-				case "description":
-					desc = v
-				case "parameters":
-					params = v
-				case "strict":
-					strict = v
-				}
-			})
+			convo.Pick(fn, nil,
+				convo.Field("name", &name),
+				convo.Field("description", &desc),
+				convo.Field("parameters", &params),
+				convo.Field("strict", &strict))
 		}
 		for _, c := range [2][2]string{{name, "tools[].function.name"}, {desc, "tools[].function.description"}} {
 			if !convo.Is(c[0], '"') {
@@ -285,14 +248,7 @@ func readFormat(r *convo.Request, raw string) {
 		return
 	}
 	var typ, js string
-	convo.FieldsOf(raw, func(k, v string) {
-		switch k {
-		case "type":
-			typ = v
-		case "json_schema":
-			js = v
-		}
-	})
+	convo.Pick(raw, nil, convo.Field("type", &typ), convo.Field("json_schema", &js))
 	switch convo.StrAt(typ) {
 	case "text":
 		r.Format = &convo.ResponseFormat{Kind: convo.FormatText}
@@ -353,24 +309,14 @@ func readMessages(r *convo.Request, raw string) error {
 		}
 		var f msgFields
 		if convo.Kind(m) == '{' {
-			convo.FieldsOf(m, func(k, v string) {
-				switch k {
-				case "role":
-					f.role = v
-				case "content":
-					f.content = v
-				case "tool_calls":
-					f.toolCalls = v
-				case "tool_call_id":
-					f.toolCallID = v
-				case "reasoning_content":
-					f.reasoningContent = v
-				case "reasoning":
-					f.reasoning = v
-				case "name":
-					f.name = v
-				}
-			})
+			convo.Pick(m, nil,
+				convo.Field("role", &f.role),
+				convo.Field("content", &f.content),
+				convo.Field("tool_calls", &f.toolCalls),
+				convo.Field("tool_call_id", &f.toolCallID),
+				convo.Field("reasoning_content", &f.reasoningContent),
+				convo.Field("reasoning", &f.reasoning),
+				convo.Field("name", &f.name))
 		}
 		for _, c := range [4][2]string{{f.role, "role"}, {f.toolCallID, "tool_call_id"}, {f.reasoningContent, "reasoning_content"}, {f.name, "name"}} {
 			if !convo.Is(c[0], '"') {
@@ -445,31 +391,17 @@ func readToolCalls(raw string) ([]convo.Part, error) {
 	err := convo.EachObject(raw, func(tc string) error {
 		var index, id, typ, fn, name, args string
 		if convo.Kind(tc) == '{' {
-			convo.FieldsOf(tc, func(k, v string) {
-				switch k {
-				case "index":
-					index = v
-				case "id":
-					id = v
-				case "type":
-					typ = v
-				case "function":
-					fn = v
-				}
-			})
+			convo.Pick(tc, nil,
+				convo.Field("index", &index),
+				convo.Field("id", &id),
+				convo.Field("type", &typ),
+				convo.Field("function", &fn))
 		}
 		if !convo.Is(fn, '{') {
 			return notChat("messages[].tool_calls[].function", "an object")
 		}
 		if convo.Kind(fn) == '{' {
-			convo.FieldsOf(fn, func(k, v string) {
-				switch k {
-				case "name":
-					name = v
-				case "arguments":
-					args = v
-				}
-			})
+			convo.Pick(fn, nil, convo.Field("name", &name), convo.Field("arguments", &args))
 		}
 		for _, c := range [4]string{id, typ, name, args} {
 			if !convo.Is(c, '"') {
@@ -532,20 +464,12 @@ func contentParts(raw string) (parts []part, ok bool) {
 		}
 		var typ string
 		var c part
-		convo.FieldsOf(p, func(k, v string) {
-			switch k {
-			case "type":
-				typ = v
-			case "text":
-				c.text = v
-			case "image_url":
-				c.image = v
-			case "file":
-				c.file = v
-			case "cache_control":
-				c.cache = v
-			}
-		})
+		convo.Pick(p, nil,
+			convo.Field("type", &typ),
+			convo.Field("text", &c.text),
+			convo.Field("image_url", &c.image),
+			convo.Field("file", &c.file),
+			convo.Field("cache_control", &c.cache))
 		if !convo.Is(typ, '"') || !convo.Is(c.text, '"') || !convo.Is(c.image, '{') {
 			ok = false
 			return

@@ -28,42 +28,22 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 	}
 	r := &convo.Request{}
 	var f top
-	convo.FieldsOf(s, func(k, v string) {
-		switch k {
-		case "model":
-			f.model = v
-		case "messages":
-			f.messages = v
-		case "system":
-			f.system = v
-		case "max_tokens":
-			f.maxTokens = v
-		case "temperature":
-			f.temperature = v
-		case "top_p":
-			f.topP = v
-		case "top_k":
-			f.topK = v
-		case "stop_sequences":
-			f.stop = v
-		case "stream":
-			f.stream = v
-		case "tools":
-			f.tools = v
-		case "tool_choice":
-			f.toolChoice = v
-		case "thinking":
-			f.thinking = v
-		case "metadata":
-			f.metadata = v
-		case "output_config":
-			f.outputConfig = v
-		case "output_format":
-			f.outputFormat = v
-		default:
-			r.Drop(k)
-		}
-	})
+	convo.Pick(s, func(k, _ string) { r.Drop(k) },
+		convo.Field("model", &f.model),
+		convo.Field("messages", &f.messages),
+		convo.Field("system", &f.system),
+		convo.Field("max_tokens", &f.maxTokens),
+		convo.Field("temperature", &f.temperature),
+		convo.Field("top_p", &f.topP),
+		convo.Field("top_k", &f.topK),
+		convo.Field("stop_sequences", &f.stop),
+		convo.Field("stream", &f.stream),
+		convo.Field("tools", &f.tools),
+		convo.Field("tool_choice", &f.toolChoice),
+		convo.Field("thinking", &f.thinking),
+		convo.Field("metadata", &f.metadata),
+		convo.Field("output_config", &f.outputConfig),
+		convo.Field("output_format", &f.outputFormat))
 	var kinds convo.Kinds
 	kinds.Want(f.model, '"', "model", "a string")
 	kinds.Want(f.messages, '[', "messages", "a list")
@@ -171,8 +151,9 @@ func kindName(k byte) string {
 	return "a list"
 }
 
-// subFields reads the members of an object field, checking the kind of those named in kinds.
-func subFields(raw, name string, kinds map[string]byte, f func(k, v string)) error {
+// subFields picks the members of an object field, checking the kind of those named in kinds;
+// rest, when not nil, gets the members fields has no slot for.
+func subFields(raw, name string, kinds map[string]byte, rest func(k, v string), fields ...convo.FieldSlot) error {
 	if convo.Kind(raw) != '{' {
 		return nil
 	}
@@ -181,7 +162,9 @@ func subFields(raw, name string, kinds map[string]byte, f func(k, v string)) err
 		if want, ok := kinds[k]; ok && err == nil && !convo.Is(v, want) {
 			err = notMessages(name+"."+k, kindName(want))
 		}
-		f(k, v)
+		if !convo.Put(fields, k, v) && rest != nil {
+			rest(k, v)
+		}
 	})
 	return err
 }
@@ -192,16 +175,10 @@ var thinkingKinds = map[string]byte{"type": '"', "budget_tokens": '0', "display"
 // in output_config guides it).
 func readThinking(r *convo.Request, raw string) error {
 	var typ, budget, display string
-	err := subFields(raw, "thinking", thinkingKinds, func(k, v string) {
-		switch k {
-		case "type":
-			typ = v
-		case "budget_tokens":
-			budget = v
-		case "display":
-			display = v
-		}
-	})
+	err := subFields(raw, "thinking", thinkingKinds, nil,
+		convo.Field("type", &typ),
+		convo.Field("budget_tokens", &budget),
+		convo.Field("display", &display))
 	if err != nil {
 		return err
 	}
@@ -235,16 +212,9 @@ var outputKinds = map[string]byte{"effort": '"', "format": '{'}
 // readOutput reads output_config (the effort, the output format) and the older output_format.
 func readOutput(r *convo.Request, config, format string) error {
 	var effort string
-	err := subFields(config, "output_config", outputKinds, func(k, v string) {
-		switch k {
-		case "effort":
-			effort = v
-		case "format":
-			format = v
-		default:
-			r.Drop("output_config." + k)
-		}
-	})
+	err := subFields(config, "output_config", outputKinds, func(k, _ string) { r.Drop("output_config." + k) },
+		convo.Field("effort", &effort),
+		convo.Field("format", &format))
 	if err != nil {
 		return err
 	}
@@ -262,14 +232,9 @@ func readOutput(r *convo.Request, config, format string) error {
 		return nil
 	}
 	var typ, schema string
-	err = subFields(format, "output_config.format", map[string]byte{"type": '"', "schema": '{'}, func(k, v string) {
-		switch k {
-		case "type":
-			typ = v
-		case "schema":
-			schema = v
-		}
-	})
+	err = subFields(format, "output_config.format", map[string]byte{"type": '"', "schema": '{'}, nil,
+		convo.Field("type", &typ),
+		convo.Field("schema", &schema))
 	if err != nil {
 		return err
 	}
@@ -284,11 +249,7 @@ func readOutput(r *convo.Request, config, format string) error {
 // readMetadata keeps the metadata object and reads its user_id as the request's user.
 func readMetadata(r *convo.Request, raw string) error {
 	var userID string
-	err := subFields(raw, "metadata", map[string]byte{"user_id": '"'}, func(k, v string) {
-		if k == "user_id" {
-			userID = v
-		}
-	})
+	err := subFields(raw, "metadata", map[string]byte{"user_id": '"'}, nil, convo.Field("user_id", &userID))
 	if err != nil || convo.Kind(raw) != '{' {
 		return err
 	}
@@ -303,16 +264,10 @@ var choiceKinds = map[string]byte{"type": '"', "name": '"', "disable_parallel_to
 // disable_parallel_tool_use, which is parallel_tool_calls: false.
 func readToolChoice(r *convo.Request, raw string) error {
 	var typ, name, disable string
-	err := subFields(raw, "tool_choice", choiceKinds, func(k, v string) {
-		switch k {
-		case "type":
-			typ = v
-		case "name":
-			name = v
-		case "disable_parallel_tool_use":
-			disable = v
-		}
-	})
+	err := subFields(raw, "tool_choice", choiceKinds, nil,
+		convo.Field("type", &typ),
+		convo.Field("name", &name),
+		convo.Field("disable_parallel_tool_use", &disable))
 	if err != nil || convo.Kind(raw) != '{' {
 		return err
 	}
@@ -449,42 +404,23 @@ type block struct {
 func blockOf(raw string) block {
 	var b block
 	var typ string
-	convo.FieldsOf(raw, func(k, v string) {
-		switch k {
-		case "type":
-			typ = v
-		case "text":
-			b.text = v
-		case "id":
-			b.id = v
-		case "name":
-			b.name = v
-		case "tool_use_id":
-			b.toolUseID = v
-		case "input":
-			b.input = v
-		case "content":
-			b.content = v
-		case "is_error":
-			b.isError = v
-		case "thinking":
-			b.thinking = v
-		case "signature":
-			b.signature = v
-		case "data":
-			b.data = v
-		case "source":
-			b.source = v
-		case "title":
-			b.title = v
-		case "cache_control":
-			b.cache = v
-		case "citations":
-			b.citations = v
-		case "context":
-			b.context = v
-		}
-	})
+	convo.Pick(raw, nil,
+		convo.Field("type", &typ),
+		convo.Field("text", &b.text),
+		convo.Field("id", &b.id),
+		convo.Field("name", &b.name),
+		convo.Field("tool_use_id", &b.toolUseID),
+		convo.Field("input", &b.input),
+		convo.Field("content", &b.content),
+		convo.Field("is_error", &b.isError),
+		convo.Field("thinking", &b.thinking),
+		convo.Field("signature", &b.signature),
+		convo.Field("data", &b.data),
+		convo.Field("source", &b.source),
+		convo.Field("title", &b.title),
+		convo.Field("cache_control", &b.cache),
+		convo.Field("citations", &b.citations),
+		convo.Field("context", &b.context))
 	b.typ = convo.StrAt(typ)
 	return b
 }
@@ -554,14 +490,7 @@ func readMessages(r *convo.Request, raw string) error {
 		i++
 		var role, content string
 		if convo.Kind(m) == '{' {
-			convo.FieldsOf(m, func(k, v string) {
-				switch k {
-				case "role":
-					role = v
-				case "content":
-					content = v
-				}
-			})
+			convo.Pick(m, nil, convo.Field("role", &role), convo.Field("content", &content))
 		}
 		if !convo.Is(role, '"') {
 			return notMessages("messages[]", "objects with a string role")

@@ -35,24 +35,14 @@ func readResponse(s string) response {
 	if convo.Kind(s) != '{' {
 		return a
 	}
-	convo.FieldsOf(s, func(k, v string) {
-		switch k {
-		case "id":
-			a.id = v
-		case "model":
-			a.model = v
-		case "status":
-			a.status = v
-		case "output":
-			a.output = v
-		case "usage":
-			a.usage = v
-		case "error":
-			a.err = v
-		case "incomplete_details":
-			a.details = v
-		}
-	})
+	convo.Pick(s, nil,
+		convo.Field("id", &a.id),
+		convo.Field("model", &a.model),
+		convo.Field("status", &a.status),
+		convo.Field("output", &a.output),
+		convo.Field("usage", &a.usage),
+		convo.Field("error", &a.err),
+		convo.Field("incomplete_details", &a.details))
 	return a
 }
 

@@ -200,22 +200,13 @@ func readTools(raw string, r *convo.Request, inNamespace bool) ([]convo.Tool, er
 			return
 		}
 		var typ, name, desc, params, strict, members string
-		convo.FieldsOf(tool, func(k, v string) {
-			switch k {
-			case "type":
-				typ = v
-			case "name":
-				name = v
-			case "description":
-				desc = v
-			case "parameters":
-				params = v
-			case "strict":
-				strict = v
-			case "tools":
-				members = v
-			}
-		})
+		convo.Pick(tool, nil,
+			convo.Field("type", &typ),
+			convo.Field("name", &name),
+			convo.Field("description", &desc),
+			convo.Field("parameters", &params),
+			convo.Field("strict", &strict),
+			convo.Field("tools", &members))
 		for _, c := range [][2]string{{typ, "tools[].type"}, {name, "tools[].name"}, {desc, "tools[].description"}} {
 			if !convo.Is(c[0], '"') {
 				err = typeError(c[1], "a string")
@@ -270,14 +261,7 @@ func readToolChoice(raw string, r *convo.Request) convo.ToolChoice {
 		}
 	case '{':
 		var typ, name string
-		convo.FieldsOf(raw, func(k, v string) {
-			switch k {
-			case "type":
-				typ = v
-			case "name":
-				name = v
-			}
-		})
+		convo.Pick(raw, nil, convo.Field("type", &typ), convo.Field("name", &name))
 		if convo.Kind(typ) == '"' && convo.StrAt(typ) == "function" && convo.Kind(name) == '"' && name != `""` {
 			return convo.ToolChoice{Mode: convo.ChoiceTool, Name: convo.StrAt(name)}
 		}
@@ -306,20 +290,12 @@ func readText(raw string, r *convo.Request) {
 // translate's decoding did).
 func readFormat(raw string) *convo.ResponseFormat {
 	var typ, name, schema, strict, desc string
-	convo.FieldsOf(raw, func(k, v string) {
-		switch k {
-		case "type":
-			typ = v
-		case "name":
-			name = v
-		case "schema":
-			schema = v
-		case "strict":
-			strict = v
-		case "description":
-			desc = v
-		}
-	})
+	convo.Pick(raw, nil,
+		convo.Field("type", &typ),
+		convo.Field("name", &name),
+		convo.Field("schema", &schema),
+		convo.Field("strict", &strict),
+		convo.Field("description", &desc))
 	if !convo.Is(typ, '"') || !convo.Is(name, '"') || !convo.Is(strict, 't') || !convo.Is(desc, '"') {
 		return nil
 	}
@@ -399,32 +375,18 @@ func (rd *reader) turn(message bool) *convo.Message {
 // item reads one input item; it reports false when a field has the wrong type.
 func (rd *reader) item(it string) bool {
 	var typ, role, callID, name, args, content, output, id, namespace, summary, encrypted string
-	convo.FieldsOf(it, func(k, v string) {
-		switch k {
-		case "type":
-			typ = v
-		case "role":
-			role = v
-		case "call_id":
-			callID = v
-		case "name":
-			name = v
-		case "arguments":
-			args = v
-		case "content":
-			content = v
-		case "output":
-			output = v
-		case "id":
-			id = v
-		case "namespace":
-			namespace = v
-		case "summary":
-			summary = v
-		case "encrypted_content":
-			encrypted = v
-		}
-	})
+	convo.Pick(it, nil,
+		convo.Field("type", &typ),
+		convo.Field("role", &role),
+		convo.Field("call_id", &callID),
+		convo.Field("name", &name),
+		convo.Field("arguments", &args),
+		convo.Field("content", &content),
+		convo.Field("output", &output),
+		convo.Field("id", &id),
+		convo.Field("namespace", &namespace),
+		convo.Field("summary", &summary),
+		convo.Field("encrypted_content", &encrypted))
 	for _, v := range []string{typ, role, callID, name, args} {
 		if !convo.Is(v, '"') {
 			return false
@@ -591,28 +553,16 @@ func (rd *reader) parts(raw string, set partSet) []convo.Part {
 			return
 		}
 		var c contentPart
-		convo.FieldsOf(p, func(k, v string) {
-			switch k {
-			case "type":
-				c.typ = v
-			case "text":
-				c.text = v
-			case "refusal":
-				c.refusal = v
-			case "image_url":
-				c.image = v
-			case "detail":
-				c.detail = v
-			case "file_id":
-				c.fileID = v
-			case "file_data":
-				c.fileData = v
-			case "file_url":
-				c.fileURL = v
-			case "filename":
-				c.filename = v
-			}
-		})
+		convo.Pick(p, nil,
+			convo.Field("type", &c.typ),
+			convo.Field("text", &c.text),
+			convo.Field("refusal", &c.refusal),
+			convo.Field("image_url", &c.image),
+			convo.Field("detail", &c.detail),
+			convo.Field("file_id", &c.fileID),
+			convo.Field("file_data", &c.fileData),
+			convo.Field("file_url", &c.fileURL),
+			convo.Field("filename", &c.filename))
 		if !convo.Is(c.typ, '"') || !convo.Is(c.text, '"') || !convo.Is(c.detail, '"') {
 			ok = false
 			return
