@@ -229,19 +229,27 @@ func members(s string, i, depth int, f func(key string, v int) int) int {
 		if i < 0 {
 			return -1
 		}
-		i = skipSpace(s, i)
-		if i >= len(s) {
-			return -1
+		var end bool
+		if i, end = afterValue(s, i, '}'); end {
+			return i
 		}
-		switch s[i] {
-		case ',':
-			i = skipSpace(s, i+1)
-		case '}':
-			return i + 1
-		default:
-			return -1
+		i = skipSpace(s, i)
+	}
+}
+
+// afterValue reads what follows a member or an element that ends at i (not -1): past a comma
+// the walk goes on; past close, or at -1 when anything else stands there, it ends.
+func afterValue(s string, i int, close byte) (next int, end bool) {
+	i = skipSpace(s, i)
+	if i < len(s) {
+		if s[i] == ',' {
+			return i + 1, false
+		}
+		if s[i] == close {
+			return i + 1, true
 		}
 	}
+	return -1, true
 }
 
 // elements is members for an array: f gets the index of each element.
@@ -265,18 +273,11 @@ func elements(s string, i, depth int, f func(v int) int) int {
 		if i < 0 {
 			return -1
 		}
+		var end bool
+		if i, end = afterValue(s, i, ']'); end {
+			return i
+		}
 		i = skipSpace(s, i)
-		if i >= len(s) {
-			return -1
-		}
-		switch s[i] {
-		case ',':
-			i = skipSpace(s, i+1)
-		case ']':
-			return i + 1
-		default:
-			return -1
-		}
 	}
 }
 
