@@ -150,6 +150,15 @@ func StrAt(raw string) string {
 	return gjson.Parse(raw).String()
 }
 
+// Str is a string value's text, and "" for a value of any other kind (where StrAt would give a
+// number's digits): what a reader keeps of a field that only a string fills.
+func Str(raw string) string {
+	if Kind(raw) != '"' {
+		return ""
+	}
+	return StrAt(raw)
+}
+
 // TextAt is TextOf for a value read by the scanner: a string's text as it stands in the document.
 func TextAt(raw string) Text {
 	if len(raw) >= 2 && raw[0] == '"' {

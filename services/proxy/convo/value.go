@@ -45,6 +45,24 @@ func BytesOf(s string) []byte {
 	return unsafe.Slice(unsafe.StringData(s), len(s))
 }
 
+// ObjectBytes is an object value as BytesOf gives it, and nil for a value of any other kind:
+// what a reader keeps of a field that only an object fills (a schema, a cache mark, metadata).
+func ObjectBytes(raw string) []byte {
+	if Kind(raw) != '{' {
+		return nil
+	}
+	return BytesOf(raw)
+}
+
+// Bool is a JSON boolean's value, nil when raw is none.
+func Bool(raw string) *bool {
+	if Kind(raw) != 't' {
+		return nil
+	}
+	b := raw == "true"
+	return &b
+}
+
 // Float is a JSON number's value, nil when raw is none.
 func Float(raw string) *float64 {
 	if Kind(raw) != '0' {

@@ -95,26 +95,12 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 	r.Temperature, r.TopP = convo.Float(f.temperature), convo.Float(f.topP)
 	readStop(r, f.stop)
 	r.Stream = f.stream == "true"
-	if convo.Kind(f.effort) == '"' {
-		r.ReasoningEffort = convo.StrAt(f.effort)
-	}
-	if convo.Kind(f.user) == '"' {
-		r.User = convo.StrAt(f.user)
-	}
-	if convo.Kind(f.metadata) == '{' {
-		r.Metadata = convo.BytesOf(f.metadata)
-	}
-	if convo.Kind(f.serviceTier) == '"' {
-		r.ServiceTier = convo.StrAt(f.serviceTier)
-	}
-	if convo.Kind(f.store) == 't' {
-		b := f.store == "true"
-		r.Store = &b
-	}
-	if convo.Kind(f.parallel) == 't' {
-		b := f.parallel == "true"
-		r.ParallelToolCalls = &b
-	}
+	r.ReasoningEffort = convo.Str(f.effort)
+	r.User = convo.Str(f.user)
+	r.Metadata = convo.ObjectBytes(f.metadata)
+	r.ServiceTier = convo.Str(f.serviceTier)
+	r.Store = convo.Bool(f.store)
+	r.ParallelToolCalls = convo.Bool(f.parallel)
 	if err := readTools(r, f.tools); err != nil {
 		return nil, err
 	}
@@ -191,10 +177,7 @@ func readTools(r *convo.Request, raw string) error {
 		if k := convo.Kind(params); k != 0 && k != 'n' {
 			t.Parameters = convo.BytesOf(params)
 		}
-		if convo.Kind(strict) == 't' {
-			b := strict == "true"
-			t.Strict = &b
-		}
+		t.Strict = convo.Bool(strict)
 		r.Tools = append(r.Tools, t)
 		return nil
 	})
@@ -489,11 +472,7 @@ func contentParts(raw string) (parts []part, ok bool) {
 
 // textPart is a text part of the model, with its cache mark.
 func textPart(text, cache string) convo.Part {
-	p := convo.Part{Kind: convo.PartText, Text: convo.TextAt(text)}
-	if convo.Kind(cache) == '{' {
-		p.Cache = convo.BytesOf(cache)
-	}
-	return p
+	return convo.Part{Kind: convo.PartText, Text: convo.TextAt(text), Cache: convo.ObjectBytes(cache)}
 }
 
 // content reads what every message's content starts with: a string is one text part (whole), a
@@ -567,10 +546,7 @@ func userParts(r *convo.Request, raw string) []convo.Part {
 					detail = convo.StrAt(v)
 				}
 			})
-			img := convo.Part{Kind: convo.PartImage, Detail: detail}
-			if convo.Kind(p.cache) == '{' {
-				img.Cache = convo.BytesOf(p.cache)
-			}
+			img := convo.Part{Kind: convo.PartImage, Detail: detail, Cache: convo.ObjectBytes(p.cache)}
 			if mt, data, ok := convo.ParseDataURL(url); ok {
 				img.MediaType, img.Data = mt, data
 			} else if strings.HasPrefix(url, "http://") || strings.HasPrefix(url, "https://") {

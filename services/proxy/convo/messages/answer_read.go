@@ -44,10 +44,7 @@ func ReadAnswer(evs []convo.Event, body []byte) ([]convo.Event, error) {
 		evs = append(evs, convo.Event{Kind: convo.EvUsage, Usage: u.read(usage)})
 	}
 	if convo.Kind(stop) == '"' {
-		e := convo.Event{Kind: convo.EvStop, Stop: stopOf(convo.StrAt(stop))}
-		if convo.Kind(stopSeq) == '"' {
-			e.StopSequence = convo.StrAt(stopSeq)
-		}
+		e := convo.Event{Kind: convo.EvStop, Stop: stopOf(convo.StrAt(stop)), StopSequence: convo.Str(stopSeq)}
 		evs = append(evs, e)
 	}
 	return append(evs, convo.Event{Kind: convo.EvEnd}), nil
@@ -220,10 +217,7 @@ func (s *StreamReader) Read(evs []convo.Event, sse []byte) []convo.Event {
 			evs = append(evs, convo.Event{Kind: convo.EvUsage, Usage: s.usage.read(e.usage)})
 		}
 		if convo.Kind(e.stop) == '"' {
-			st := convo.Event{Kind: convo.EvStop, Stop: stopOf(convo.StrAt(e.stop))}
-			if convo.Kind(e.stopSeq) == '"' {
-				st.StopSequence = convo.StrAt(e.stopSeq)
-			}
+			st := convo.Event{Kind: convo.EvStop, Stop: stopOf(convo.StrAt(e.stop)), StopSequence: convo.Str(e.stopSeq)}
 			evs = append(evs, st)
 		}
 	case "message_stop":

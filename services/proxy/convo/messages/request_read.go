@@ -345,17 +345,9 @@ func readTools(r *convo.Request, raw string) error {
 		for _, k := range other {
 			r.Drop("tools[]." + k)
 		}
-		t := convo.Tool{Kind: convo.ToolFunction, Name: convo.StrAt(name), Description: convo.StrAt(desc)}
-		if convo.Kind(schema) == '{' {
-			t.Parameters = convo.BytesOf(schema)
-		}
-		if convo.Kind(strict) == 't' {
-			b := strict == "true"
-			t.Strict = &b
-		}
-		if convo.Kind(cache) == '{' {
-			t.Cache = convo.BytesOf(cache)
-		}
+		t := convo.Tool{Kind: convo.ToolFunction, Name: convo.StrAt(name), Description: convo.StrAt(desc),
+			Parameters: convo.ObjectBytes(schema), Cache: convo.ObjectBytes(cache)}
+		t.Strict = convo.Bool(strict)
 		r.Tools = append(r.Tools, t)
 	})
 	return err
@@ -387,7 +379,7 @@ func readSystem(r *convo.Request, raw string) []convo.Part {
 			r.Drop("system[].type=" + b.typ)
 			return
 		}
-		parts = append(parts, convo.Part{Kind: convo.PartText, Text: convo.TextAt(b.text), Cache: cacheOf(b.cache)})
+		parts = append(parts, convo.Part{Kind: convo.PartText, Text: convo.TextAt(b.text), Cache: convo.ObjectBytes(b.cache)})
 	})
 	return parts
 }
@@ -469,13 +461,6 @@ func validSource(raw string) bool {
 		}
 	})
 	return good
-}
-
-func cacheOf(raw string) []byte {
-	if convo.Kind(raw) != '{' {
-		return nil
-	}
-	return convo.BytesOf(raw)
 }
 
 // readMessages reads the conversation. A user turn's tool results become a RoleTool message
@@ -605,7 +590,7 @@ func partAt(r *convo.Request, b block, role convo.Role, p *convo.Part, at string
 	if convo.Kind(b.citations) != 0 && convo.Kind(b.citations) != 'n' {
 		r.Drop(at + ".citations")
 	}
-	*p = convo.Part{Cache: cacheOf(b.cache)}
+	*p = convo.Part{Cache: convo.ObjectBytes(b.cache)}
 	switch b.typ {
 	case "text":
 		p.Kind, p.Text = convo.PartText, convo.TextAt(b.text)
@@ -690,7 +675,7 @@ func textOfSource(raw string) convo.Text {
 // toolResult reads a tool_result block: its content a string or a list of text, image and
 // document blocks.
 func toolResult(r *convo.Request, b block) convo.Part {
-	p := convo.Part{Kind: convo.PartToolResult, ID: convo.StrAt(b.toolUseID), IsError: b.isError == "true", Cache: cacheOf(b.cache)}
+	p := convo.Part{Kind: convo.PartToolResult, ID: convo.StrAt(b.toolUseID), IsError: b.isError == "true", Cache: convo.ObjectBytes(b.cache)}
 	switch convo.Kind(b.content) {
 	case 0, 'n':
 	case '"':

@@ -119,9 +119,7 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 		return nil, err
 	}
 
-	if convo.Kind(f.model) == '"' {
-		r.Model = convo.StrAt(f.model)
-	}
+	r.Model = convo.Str(f.model)
 	if convo.Kind(f.instructions) == '"' && f.instructions != `""` {
 		r.System = append(r.System, convo.Part{Kind: convo.PartText, Text: convo.TextAt(f.instructions), Name: instructionsName})
 	}
@@ -140,25 +138,17 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 	}
 
 	r.ToolChoice = readToolChoice(f.toolChoice, r)
-	if convo.Kind(f.parallel) == 't' {
-		b := f.parallel == "true"
-		r.ParallelToolCalls = &b
-	}
+	r.ParallelToolCalls = convo.Bool(f.parallel)
 	r.Temperature, r.TopP = convo.Float(f.temperature), convo.Float(f.topP)
 	r.Stream = f.stream == "true"
 	if convo.Kind(f.text) == '{' {
 		readText(f.text, r)
 	}
-	if convo.Kind(f.user) == '"' {
-		r.User = convo.StrAt(f.user)
-	}
+	r.User = convo.Str(f.user)
 	if k := convo.Kind(f.metadata); k != 0 && k != 'n' {
 		r.Metadata = []byte(f.metadata)
 	}
-	if convo.Kind(f.store) == 't' {
-		b := f.store == "true"
-		r.Store = &b
-	}
+	r.Store = convo.Bool(f.store)
 	if convo.Kind(f.include) == '[' {
 		convo.EachElement(f.include, func(v string) {
 			if convo.Kind(v) == '"' {
@@ -166,15 +156,9 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 			}
 		})
 	}
-	if convo.Kind(f.previous) == '"' {
-		r.PreviousResponseID = convo.StrAt(f.previous)
-	}
-	if convo.Kind(f.truncation) == '"' {
-		r.Truncation = convo.StrAt(f.truncation)
-	}
-	if convo.Kind(f.serviceTier) == '"' {
-		r.ServiceTier = convo.StrAt(f.serviceTier)
-	}
+	r.PreviousResponseID = convo.Str(f.previous)
+	r.Truncation = convo.Str(f.truncation)
+	r.ServiceTier = convo.Str(f.serviceTier)
 	return r, nil
 }
 
@@ -220,10 +204,7 @@ func readTools(raw string, r *convo.Request, inNamespace bool) ([]convo.Tool, er
 			if k := convo.Kind(params); k != 0 && k != 'n' {
 				t.Parameters = []byte(params)
 			}
-			if convo.Kind(strict) == 't' {
-				b := strict == "true"
-				t.Strict = &b
-			}
+			t.Strict = convo.Bool(strict)
 		case "namespace":
 			if inNamespace {
 				r.Drop("tools[].tools[].type=namespace")
@@ -307,10 +288,7 @@ func readFormat(raw string) *convo.ResponseFormat {
 		if k := convo.Kind(schema); k != 0 && k != 'n' {
 			f.Schema = []byte(schema)
 		}
-		if convo.Kind(strict) == 't' {
-			b := strict == "true"
-			f.Strict = &b
-		}
+		f.Strict = convo.Bool(strict)
 		return f
 	}
 	return nil
@@ -422,10 +400,8 @@ func (rd *reader) item(it string) bool {
 			}
 		}
 	case "function_call":
-		p := convo.Part{Kind: convo.PartToolCall, ID: convo.StrAt(callID), Name: convo.StrAt(name), Args: arguments(args)}
-		if convo.Kind(namespace) == '"' {
-			p.Namespace = convo.StrAt(namespace)
-		}
+		p := convo.Part{Kind: convo.PartToolCall, ID: convo.StrAt(callID), Name: convo.StrAt(name), Args: arguments(args),
+			Namespace: convo.Str(namespace)}
 		m := rd.turn(false)
 		m.Parts = append(m.Parts, p)
 	case "function_call_output":
@@ -441,15 +417,9 @@ func (rd *reader) item(it string) bool {
 		}
 		m.Parts = append(m.Parts, p)
 	case "reasoning":
-		p := convo.Part{Kind: convo.PartThinking, Text: reasoningText(summary)}
+		p := convo.Part{Kind: convo.PartThinking, Text: reasoningText(summary), ID: convo.Str(id), Encrypted: convo.Str(encrypted)}
 		if p.Text == "" {
 			p.Text = reasoningText(content)
-		}
-		if convo.Kind(id) == '"' {
-			p.ID = convo.StrAt(id)
-		}
-		if convo.Kind(encrypted) == '"' {
-			p.Encrypted = convo.StrAt(encrypted)
 		}
 		m := rd.turn(false)
 		m.Parts = append(m.Parts, p)
@@ -605,10 +575,7 @@ func (rd *reader) parts(raw string, set partSet) []convo.Part {
 			}
 			out = append(out, p)
 		case c.typ == "input_file" && set != textParts:
-			p := convo.Part{Kind: convo.PartDocument}
-			if convo.Kind(c.filename) == '"' {
-				p.Title = convo.StrAt(c.filename)
-			}
+			p := convo.Part{Kind: convo.PartDocument, Title: convo.Str(c.filename)}
 			switch {
 			case convo.Kind(c.fileData) == '"' && c.fileData != `""`:
 				d := convo.StrAt(c.fileData)
