@@ -371,14 +371,35 @@ func FieldsOf(raw string, f func(k, v string)) {
 	}
 }
 
-// A FieldSlot is one field of an object that Pick reads: its name and where its value goes.
+// A FieldSlot is one field of an object that Pick reads: its name, where its value goes and,
+// for a request's field, the kind it must have.
 type FieldSlot struct {
 	name string
 	to   *string
+	kind byte   // 0: any
+	what string // the words for kind in an error: "a string", "a list"
 }
 
 // Field is the slot for the field name, whose value goes to *to.
-func Field(name string, to *string) FieldSlot { return FieldSlot{name, to} }
+func Field(name string, to *string) FieldSlot { return FieldSlot{name: name, to: to} }
+
+// Want is the slot wanting its value to be of kind k (absent and null are every kind's); what
+// is the words for k that an error uses.
+func (f FieldSlot) Want(k byte, what string) FieldSlot {
+	f.kind, f.what = k, what
+	return f
+}
+
+// BadKind is the first of fields, in their order, whose picked value has another kind than its
+// slot wants: its name and the words for the kind wanted.
+func BadKind(fields []FieldSlot) (name, what string, bad bool) {
+	for _, f := range fields {
+		if f.kind != 0 && !Is(*f.to, f.kind) {
+			return f.name, f.what, true
+		}
+	}
+	return "", "", false
+}
 
 // Pick reads an object's fields by name: each field's value as it stands goes where its Field
 // says (the last one where a name stands twice), and every other field goes to rest when rest

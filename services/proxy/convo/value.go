@@ -104,21 +104,6 @@ func EffortOf(budget int) string {
 	return "high"
 }
 
-// Kinds checks the kinds of a request's fields: Want notes the first field whose value has
-// another kind than its own (absent and null are every kind's), and Bad says whether there was
-// one, Name and What (the words for its kind: "a string", "a list") which.
-type Kinds struct {
-	Name, What string
-	Bad        bool
-}
-
-// Want checks that raw, the value of field name, is of kind k (or absent, or null).
-func (c *Kinds) Want(raw string, k byte, name, what string) {
-	if !c.Bad && !Is(raw, k) {
-		c.Name, c.What, c.Bad = name, what, true
-	}
-}
-
 // NotInt reports whether raw is a number that is not an integer an int holds (what a field
 // that must be an integer refuses; absent, null and other kinds are not its business).
 func NotInt(raw string) bool {

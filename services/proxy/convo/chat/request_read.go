@@ -28,44 +28,30 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 	}
 	r := &convo.Request{}
 	var f reqFields
-	convo.Pick(s, func(k, _ string) { r.Drop(k) },
-		convo.Field("model", &f.model),
-		convo.Field("messages", &f.messages),
-		convo.Field("max_tokens", &f.maxTokens),
-		convo.Field("max_completion_tokens", &f.maxCompletionTokens),
-		convo.Field("temperature", &f.temperature),
-		convo.Field("top_p", &f.topP),
+	// Of two fields of the wrong kind, the one earlier in this list is named.
+	slots := [...]convo.FieldSlot{
+		convo.Field("model", &f.model).Want('"', "a string"),
+		convo.Field("messages", &f.messages).Want('[', "a list"),
+		convo.Field("max_tokens", &f.maxTokens).Want('0', "an integer"),
+		convo.Field("max_completion_tokens", &f.maxCompletionTokens).Want('0', "an integer"),
+		convo.Field("temperature", &f.temperature).Want('0', "a number"),
+		convo.Field("top_p", &f.topP).Want('0', "a number"),
 		convo.Field("stop", &f.stop),
-		convo.Field("stream", &f.stream),
-		convo.Field("stream_options", &f.streamOptions),
-		convo.Field("tools", &f.tools),
+		convo.Field("stream", &f.stream).Want('t', "a boolean"),
+		convo.Field("stream_options", &f.streamOptions).Want('{', "an object"),
+		convo.Field("tools", &f.tools).Want('[', "a list"),
 		convo.Field("tool_choice", &f.toolChoice),
-		convo.Field("parallel_tool_calls", &f.parallel),
-		convo.Field("reasoning_effort", &f.effort),
-		convo.Field("user", &f.user),
-		convo.Field("response_format", &f.format),
-		convo.Field("metadata", &f.metadata),
-		convo.Field("service_tier", &f.serviceTier),
-		convo.Field("store", &f.store))
-	var kinds convo.Kinds
-	kinds.Want(f.model, '"', "model", "a string")
-	kinds.Want(f.messages, '[', "messages", "a list")
-	kinds.Want(f.maxTokens, '0', "max_tokens", "an integer")
-	kinds.Want(f.maxCompletionTokens, '0', "max_completion_tokens", "an integer")
-	kinds.Want(f.temperature, '0', "temperature", "a number")
-	kinds.Want(f.topP, '0', "top_p", "a number")
-	kinds.Want(f.stream, 't', "stream", "a boolean")
-	kinds.Want(f.streamOptions, '{', "stream_options", "an object")
-	kinds.Want(f.tools, '[', "tools", "a list")
-	kinds.Want(f.parallel, 't', "parallel_tool_calls", "a boolean")
-	kinds.Want(f.effort, '"', "reasoning_effort", "a string")
-	kinds.Want(f.user, '"', "user", "a string")
-	kinds.Want(f.format, '{', "response_format", "an object")
-	kinds.Want(f.metadata, '{', "metadata", "an object")
-	kinds.Want(f.serviceTier, '"', "service_tier", "a string")
-	kinds.Want(f.store, 't', "store", "a boolean")
-	if kinds.Bad {
-		return nil, notChat(kinds.Name, kinds.What)
+		convo.Field("parallel_tool_calls", &f.parallel).Want('t', "a boolean"),
+		convo.Field("reasoning_effort", &f.effort).Want('"', "a string"),
+		convo.Field("user", &f.user).Want('"', "a string"),
+		convo.Field("response_format", &f.format).Want('{', "an object"),
+		convo.Field("metadata", &f.metadata).Want('{', "an object"),
+		convo.Field("service_tier", &f.serviceTier).Want('"', "a string"),
+		convo.Field("store", &f.store).Want('t', "a boolean"),
+	}
+	convo.Pick(s, func(k, _ string) { r.Drop(k) }, slots[:]...)
+	if name, what, bad := convo.BadKind(slots[:]); bad {
+		return nil, notChat(name, what)
 	}
 	for _, c := range [...][2]string{{f.maxTokens, "max_tokens"}, {f.maxCompletionTokens, "max_completion_tokens"}} {
 		if convo.NotInt(c[0]) {

@@ -28,39 +28,27 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 	}
 	r := &convo.Request{}
 	var f top
-	convo.Pick(s, func(k, _ string) { r.Drop(k) },
-		convo.Field("model", &f.model),
-		convo.Field("messages", &f.messages),
+	// Of two fields of the wrong kind, the one earlier in this list is named.
+	slots := [...]convo.FieldSlot{
+		convo.Field("model", &f.model).Want('"', "a string"),
+		convo.Field("messages", &f.messages).Want('[', "a list"),
 		convo.Field("system", &f.system),
-		convo.Field("max_tokens", &f.maxTokens),
-		convo.Field("temperature", &f.temperature),
-		convo.Field("top_p", &f.topP),
-		convo.Field("top_k", &f.topK),
-		convo.Field("stop_sequences", &f.stop),
-		convo.Field("stream", &f.stream),
-		convo.Field("tools", &f.tools),
-		convo.Field("tool_choice", &f.toolChoice),
-		convo.Field("thinking", &f.thinking),
-		convo.Field("metadata", &f.metadata),
-		convo.Field("output_config", &f.outputConfig),
-		convo.Field("output_format", &f.outputFormat))
-	var kinds convo.Kinds
-	kinds.Want(f.model, '"', "model", "a string")
-	kinds.Want(f.messages, '[', "messages", "a list")
-	kinds.Want(f.maxTokens, '0', "max_tokens", "an integer")
-	kinds.Want(f.temperature, '0', "temperature", "a number")
-	kinds.Want(f.topP, '0', "top_p", "a number")
-	kinds.Want(f.topK, '0', "top_k", "an integer")
-	kinds.Want(f.stop, '[', "stop_sequences", "a list of strings")
-	kinds.Want(f.stream, 't', "stream", "a boolean")
-	kinds.Want(f.tools, '[', "tools", "a list")
-	kinds.Want(f.toolChoice, '{', "tool_choice", "an object")
-	kinds.Want(f.thinking, '{', "thinking", "an object")
-	kinds.Want(f.metadata, '{', "metadata", "an object")
-	kinds.Want(f.outputConfig, '{', "output_config", "an object")
-	kinds.Want(f.outputFormat, '{', "output_format", "an object")
-	if kinds.Bad {
-		return nil, notMessages(kinds.Name, kinds.What)
+		convo.Field("max_tokens", &f.maxTokens).Want('0', "an integer"),
+		convo.Field("temperature", &f.temperature).Want('0', "a number"),
+		convo.Field("top_p", &f.topP).Want('0', "a number"),
+		convo.Field("top_k", &f.topK).Want('0', "an integer"),
+		convo.Field("stop_sequences", &f.stop).Want('[', "a list of strings"),
+		convo.Field("stream", &f.stream).Want('t', "a boolean"),
+		convo.Field("tools", &f.tools).Want('[', "a list"),
+		convo.Field("tool_choice", &f.toolChoice).Want('{', "an object"),
+		convo.Field("thinking", &f.thinking).Want('{', "an object"),
+		convo.Field("metadata", &f.metadata).Want('{', "an object"),
+		convo.Field("output_config", &f.outputConfig).Want('{', "an object"),
+		convo.Field("output_format", &f.outputFormat).Want('{', "an object"),
+	}
+	convo.Pick(s, func(k, _ string) { r.Drop(k) }, slots[:]...)
+	if name, what, bad := convo.BadKind(slots[:]); bad {
+		return nil, notMessages(name, what)
 	}
 	for _, c := range [...][2]string{{f.maxTokens, "max_tokens"}, {f.topK, "top_k"}} {
 		if convo.NotInt(c[0]) {

@@ -27,67 +27,37 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 	}
 	r := &convo.Request{}
 	var f fields
-	convo.FieldsOf(s, func(k, raw string) {
-		switch k {
-		case "model":
-			f.model = raw
-		case "input":
-			f.input = raw
-		case "instructions":
-			f.instructions = raw
-		case "tools":
-			f.tools = raw
-		case "tool_choice":
-			f.toolChoice = raw
-		case "parallel_tool_calls":
-			f.parallel = raw
-		case "max_output_tokens":
-			f.maxOut = raw
-		case "temperature":
-			f.temperature = raw
-		case "top_p":
-			f.topP = raw
-		case "reasoning":
-			f.reasoning = raw
-		case "stream":
-			f.stream = raw
-		case "text":
-			f.text = raw
-		case "user":
-			f.user = raw
-		case "metadata":
-			f.metadata = raw
-		case "store":
-			f.store = raw
-		case "include":
-			f.include = raw
-		case "previous_response_id":
-			f.previous = raw
-		case "truncation":
-			f.truncation = raw
-		case "service_tier":
-			f.serviceTier = raw
-		case "prompt_cache_key":
-			// Nothing to carry: it only steers a provider's prompt cache, which the gateway's
-			// routing already keeps warm.
-		default:
+	// Of two fields of the wrong kind, the one earlier in this list is named.
+	slots := [...]convo.FieldSlot{
+		convo.Field("model", &f.model).Want('"', "a string"),
+		convo.Field("input", &f.input),
+		convo.Field("instructions", &f.instructions).Want('"', "a string"),
+		convo.Field("tools", &f.tools).Want('[', "a list"),
+		convo.Field("tool_choice", &f.toolChoice),
+		convo.Field("parallel_tool_calls", &f.parallel).Want('t', "a boolean"),
+		convo.Field("max_output_tokens", &f.maxOut).Want('0', "an integer"),
+		convo.Field("temperature", &f.temperature).Want('0', "a number"),
+		convo.Field("top_p", &f.topP).Want('0', "a number"),
+		convo.Field("reasoning", &f.reasoning).Want('{', "an object"),
+		convo.Field("stream", &f.stream).Want('t', "a boolean"),
+		convo.Field("text", &f.text).Want('{', "an object"),
+		convo.Field("user", &f.user).Want('"', "a string"),
+		convo.Field("metadata", &f.metadata),
+		convo.Field("store", &f.store),
+		convo.Field("include", &f.include),
+		convo.Field("previous_response_id", &f.previous),
+		convo.Field("truncation", &f.truncation),
+		convo.Field("service_tier", &f.serviceTier),
+	}
+	convo.Pick(s, func(k, _ string) {
+		// prompt_cache_key has nothing to carry: it only steers a provider's prompt cache, which
+		// the gateway's routing already keeps warm.
+		if k != "prompt_cache_key" {
 			r.Drop(k)
 		}
-	})
-	var kinds convo.Kinds
-	kinds.Want(f.model, '"', "model", "a string")
-	kinds.Want(f.instructions, '"', "instructions", "a string")
-	kinds.Want(f.tools, '[', "tools", "a list")
-	kinds.Want(f.parallel, 't', "parallel_tool_calls", "a boolean")
-	kinds.Want(f.maxOut, '0', "max_output_tokens", "an integer")
-	kinds.Want(f.temperature, '0', "temperature", "a number")
-	kinds.Want(f.topP, '0', "top_p", "a number")
-	kinds.Want(f.reasoning, '{', "reasoning", "an object")
-	kinds.Want(f.stream, 't', "stream", "a boolean")
-	kinds.Want(f.text, '{', "text", "an object")
-	kinds.Want(f.user, '"', "user", "a string")
-	if kinds.Bad {
-		return nil, typeError(kinds.Name, kinds.What)
+	}, slots[:]...)
+	if name, what, bad := convo.BadKind(slots[:]); bad {
+		return nil, typeError(name, what)
 	}
 	if convo.NotInt(f.maxOut) {
 		return nil, typeError("max_output_tokens", "an integer")
