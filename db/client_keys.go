@@ -3,7 +3,6 @@ package db
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 )
 
@@ -28,24 +27,14 @@ const clientKeyCols = `id, name, prefix, key_hash, created_at, last_used_at, rev
 
 // ListClientKeys returns every key, newest first.
 func ListClientKeys(ctx context.Context, q Querier) ([]ClientKey, error) {
-	var out []ClientKey
-	if err := q.SelectContext(ctx, &out, `SELECT `+clientKeyCols+` FROM client_keys ORDER BY id DESC`); err != nil {
-		return nil, fmt.Errorf("list client keys: %w", err)
-	}
-	return out, nil
+	return selectRows[ClientKey](ctx, q, "list client keys",
+		`SELECT `+clientKeyCols+` FROM client_keys ORDER BY id DESC`)
 }
 
 // GetClientKey returns one key by id.
 func GetClientKey(ctx context.Context, q Querier, id int64) (ClientKey, error) {
-	var k ClientKey
-	err := q.GetContext(ctx, &k, `SELECT `+clientKeyCols+` FROM client_keys WHERE id = ?`, id)
-	if errors.Is(err, sql.ErrNoRows) {
-		return k, ErrNotFound
-	}
-	if err != nil {
-		return k, fmt.Errorf("get client key %d: %w", id, err)
-	}
-	return k, nil
+	return getRow[ClientKey](ctx, q, fmt.Sprintf("get client key %d", id),
+		`SELECT `+clientKeyCols+` FROM client_keys WHERE id = ?`, id)
 }
 
 // InsertClientKey stores a new key hash with its access lists and sets its id.

@@ -2,8 +2,6 @@ package db
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 )
 
@@ -26,24 +24,13 @@ const comboCols = `id, name, strategy, targets, max_attempts, target_timeout_ms,
 
 // ListCombos returns every combo ordered by name.
 func ListCombos(ctx context.Context, q Querier) ([]Combo, error) {
-	var out []Combo
-	if err := q.SelectContext(ctx, &out, `SELECT `+comboCols+` FROM combos ORDER BY name`); err != nil {
-		return nil, fmt.Errorf("list combos: %w", err)
-	}
-	return out, nil
+	return selectRows[Combo](ctx, q, "list combos", `SELECT `+comboCols+` FROM combos ORDER BY name`)
 }
 
 // GetCombo returns one combo by id.
 func GetCombo(ctx context.Context, q Querier, id int64) (Combo, error) {
-	var c Combo
-	err := q.GetContext(ctx, &c, `SELECT `+comboCols+` FROM combos WHERE id = ?`, id)
-	if errors.Is(err, sql.ErrNoRows) {
-		return c, ErrNotFound
-	}
-	if err != nil {
-		return c, fmt.Errorf("get combo %d: %w", id, err)
-	}
-	return c, nil
+	return getRow[Combo](ctx, q, fmt.Sprintf("get combo %d", id),
+		`SELECT `+comboCols+` FROM combos WHERE id = ?`, id)
 }
 
 // InsertCombo creates a combo and sets its id and timestamps.

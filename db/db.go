@@ -4,6 +4,7 @@ package db
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -32,6 +33,29 @@ type Querier interface {
 	sqlx.ExtContext
 	GetContext(ctx context.Context, dest any, query string, args ...any) error
 	SelectContext(ctx context.Context, dest any, query string, args ...any) error
+}
+
+// selectRows reads every row query selects; op names the operation in an error.
+func selectRows[T any](ctx context.Context, q Querier, op, query string, args ...any) ([]T, error) {
+	var out []T
+	if err := q.SelectContext(ctx, &out, query, args...); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	return out, nil
+}
+
+// getRow reads the one row query selects: ErrNotFound when there is none; op names the
+// operation in any other error.
+func getRow[T any](ctx context.Context, q Querier, op, query string, args ...any) (T, error) {
+	var v T
+	err := q.GetContext(ctx, &v, query, args...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return v, ErrNotFound
+	}
+	if err != nil {
+		return v, fmt.Errorf("%s: %w", op, err)
+	}
+	return v, nil
 }
 
 // DB holds one writer connection (all writes, BEGIN IMMEDIATE, so SQLITE_BUSY cannot happen

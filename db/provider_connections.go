@@ -3,7 +3,6 @@ package db
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 )
 
@@ -30,25 +29,14 @@ const connectionCols = `id, provider_id, name, auth_type, secret, priority, max_
 
 // ListConnections returns every connection ordered by provider, priority and id.
 func ListConnections(ctx context.Context, q Querier) ([]Connection, error) {
-	var out []Connection
-	if err := q.SelectContext(ctx, &out,
-		`SELECT `+connectionCols+` FROM provider_connections ORDER BY provider_id, priority, id`); err != nil {
-		return nil, fmt.Errorf("list connections: %w", err)
-	}
-	return out, nil
+	return selectRows[Connection](ctx, q, "list connections",
+		`SELECT `+connectionCols+` FROM provider_connections ORDER BY provider_id, priority, id`)
 }
 
 // GetConnection returns one connection by id.
 func GetConnection(ctx context.Context, q Querier, id int64) (Connection, error) {
-	var c Connection
-	err := q.GetContext(ctx, &c, `SELECT `+connectionCols+` FROM provider_connections WHERE id = ?`, id)
-	if errors.Is(err, sql.ErrNoRows) {
-		return c, ErrNotFound
-	}
-	if err != nil {
-		return c, fmt.Errorf("get connection %d: %w", id, err)
-	}
-	return c, nil
+	return getRow[Connection](ctx, q, fmt.Sprintf("get connection %d", id),
+		`SELECT `+connectionCols+` FROM provider_connections WHERE id = ?`, id)
 }
 
 // InsertConnection creates a connection and sets its id and timestamps.

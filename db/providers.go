@@ -3,7 +3,6 @@ package db
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 )
 
@@ -35,37 +34,20 @@ const providerCols = `id, name, type, base_url, resilience, responses_api, liste
 
 // ListProviders returns every provider ordered by name.
 func ListProviders(ctx context.Context, q Querier) ([]Provider, error) {
-	var out []Provider
-	if err := q.SelectContext(ctx, &out, `SELECT `+providerCols+` FROM providers ORDER BY name`); err != nil {
-		return nil, fmt.Errorf("list providers: %w", err)
-	}
-	return out, nil
+	return selectRows[Provider](ctx, q, "list providers",
+		`SELECT `+providerCols+` FROM providers ORDER BY name`)
 }
 
 // GetProvider returns one provider by id.
 func GetProvider(ctx context.Context, q Querier, id int64) (Provider, error) {
-	var p Provider
-	err := q.GetContext(ctx, &p, `SELECT `+providerCols+` FROM providers WHERE id = ?`, id)
-	if errors.Is(err, sql.ErrNoRows) {
-		return p, ErrNotFound
-	}
-	if err != nil {
-		return p, fmt.Errorf("get provider %d: %w", id, err)
-	}
-	return p, nil
+	return getRow[Provider](ctx, q, fmt.Sprintf("get provider %d", id),
+		`SELECT `+providerCols+` FROM providers WHERE id = ?`, id)
 }
 
 // GetProviderByName returns one provider by its unique name.
 func GetProviderByName(ctx context.Context, q Querier, name string) (Provider, error) {
-	var p Provider
-	err := q.GetContext(ctx, &p, `SELECT `+providerCols+` FROM providers WHERE name = ?`, name)
-	if errors.Is(err, sql.ErrNoRows) {
-		return p, ErrNotFound
-	}
-	if err != nil {
-		return p, fmt.Errorf("get provider %q: %w", name, err)
-	}
-	return p, nil
+	return getRow[Provider](ctx, q, fmt.Sprintf("get provider %q", name),
+		`SELECT `+providerCols+` FROM providers WHERE name = ?`, name)
 }
 
 // InsertProvider creates a provider and sets its id and timestamps.

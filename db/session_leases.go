@@ -3,7 +3,6 @@ package db
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
 )
@@ -24,24 +23,14 @@ const sessionLeaseCols = `id, connection_id, owner_hash, client_key_id, generati
 
 // ListSessionLeases returns every lease row, expired ones included.
 func ListSessionLeases(ctx context.Context, q Querier) ([]SessionLease, error) {
-	var out []SessionLease
-	if err := q.SelectContext(ctx, &out, `SELECT `+sessionLeaseCols+` FROM session_leases ORDER BY id`); err != nil {
-		return nil, fmt.Errorf("list session leases: %w", err)
-	}
-	return out, nil
+	return selectRows[SessionLease](ctx, q, "list session leases",
+		`SELECT `+sessionLeaseCols+` FROM session_leases ORDER BY id`)
 }
 
 // SessionLeaseByOwner returns the lease of an owner token's hash, expired or not.
 func SessionLeaseByOwner(ctx context.Context, q Querier, ownerHash string) (SessionLease, error) {
-	var l SessionLease
-	err := q.GetContext(ctx, &l, `SELECT `+sessionLeaseCols+` FROM session_leases WHERE owner_hash = ?`, ownerHash)
-	if errors.Is(err, sql.ErrNoRows) {
-		return l, ErrNotFound
-	}
-	if err != nil {
-		return l, fmt.Errorf("get session lease: %w", err)
-	}
-	return l, nil
+	return getRow[SessionLease](ctx, q, "get session lease",
+		`SELECT `+sessionLeaseCols+` FROM session_leases WHERE owner_hash = ?`, ownerHash)
 }
 
 // DeleteExpiredSessionLease removes the lease on a connection when its time ran out by now (unix
