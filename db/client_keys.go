@@ -55,12 +55,9 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 
 // UpdateClientKey writes a key's name, access lists and limits.
 func UpdateClientKey(ctx context.Context, q Querier, k ClientKey) error {
-	res, err := q.ExecContext(ctx, `UPDATE client_keys SET name = ?, allowed_models = ?, scopes = ?, allowed_connections = ?, limits = ? WHERE id = ?`,
+	return execOne(ctx, q, fmt.Sprintf("update client key %d", k.ID), "client key",
+		`UPDATE client_keys SET name = ?, allowed_models = ?, scopes = ?, allowed_connections = ?, limits = ? WHERE id = ?`,
 		k.Name, jsonList(k.AllowedModels), jsonList(k.Scopes), jsonList(k.AllowedConnections), jsonObject(k.Limits), k.ID)
-	if err != nil {
-		return fmt.Errorf("update client key %d: %w", k.ID, err)
-	}
-	return mustAffect(res, "client key")
 }
 
 // jsonList stores an empty list as [] (the column's default), never as "".
@@ -81,11 +78,8 @@ func jsonObject(s string) string {
 
 // RevokeClientKey marks a key revoked; revoking twice keeps the first time.
 func RevokeClientKey(ctx context.Context, q Querier, id int64) error {
-	res, err := q.ExecContext(ctx, `UPDATE client_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?`, nowMS(), id)
-	if err != nil {
-		return fmt.Errorf("revoke client key %d: %w", id, err)
-	}
-	return mustAffect(res, "client key")
+	return execOne(ctx, q, fmt.Sprintf("revoke client key %d", id), "client key",
+		`UPDATE client_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?`, nowMS(), id)
 }
 
 // TouchClientKeys records last-used times in one statement per key; callers batch them.

@@ -53,24 +53,15 @@ func InsertCombo(ctx context.Context, q Querier, c *Combo) error {
 // UpdateCombo writes every mutable column of c.
 func UpdateCombo(ctx context.Context, q Querier, c *Combo) error {
 	c.UpdatedAt = nowMS()
-	res, err := q.ExecContext(ctx, `UPDATE combos SET name = ?, strategy = ?, targets = ?, max_attempts = ?,
+	return execOne(ctx, q, fmt.Sprintf("update combo %d", c.ID), "combo",
+		`UPDATE combos SET name = ?, strategy = ?, targets = ?, max_attempts = ?,
 		target_timeout_ms = ?, wait_until_reset = ?, wait_until_reset_max_ms = ?, updated_at = ? WHERE id = ?`,
 		c.Name, c.Strategy, c.Targets, c.MaxAttempts, c.TargetTimeoutMS, c.WaitUntilReset, c.WaitUntilResetMaxMS,
 		c.UpdatedAt, c.ID)
-	if isUniqueViolation(err) {
-		return ErrConflict
-	}
-	if err != nil {
-		return fmt.Errorf("update combo %d: %w", c.ID, err)
-	}
-	return mustAffect(res, "combo")
 }
 
 // DeleteCombo removes one combo.
 func DeleteCombo(ctx context.Context, q Querier, id int64) error {
-	res, err := q.ExecContext(ctx, `DELETE FROM combos WHERE id = ?`, id)
-	if err != nil {
-		return fmt.Errorf("delete combo %d: %w", id, err)
-	}
-	return mustAffect(res, "combo")
+	return execOne(ctx, q, fmt.Sprintf("delete combo %d", id), "combo",
+		`DELETE FROM combos WHERE id = ?`, id)
 }

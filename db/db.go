@@ -44,6 +44,31 @@ func selectRows[T any](ctx context.Context, q Querier, op, query string, args ..
 	return out, nil
 }
 
+// execOne runs a statement that must touch one row: ErrNotFound when none matched (what names
+// the row's kind), ErrConflict when it would break a unique column, other errors wrapped with op.
+func execOne(ctx context.Context, q Querier, op, what, query string, args ...any) error {
+	res, err := q.ExecContext(ctx, query, args...)
+	if isUniqueViolation(err) {
+		return ErrConflict
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return mustAffect(res, what)
+}
+
+// mustAffect is ErrNotFound when a statement touched no row.
+func mustAffect(res sql.Result, what string) error {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if n == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
 // getRow reads the one row query selects: ErrNotFound when there is none; op names the
 // operation in any other error.
 func getRow[T any](ctx context.Context, q Querier, op, query string, args ...any) (T, error) {

@@ -65,35 +65,23 @@ func InsertConnection(ctx context.Context, q Querier, c *Connection) error {
 // UpdateConnection writes every mutable column of c.
 func UpdateConnection(ctx context.Context, q Querier, c *Connection) error {
 	c.UpdatedAt = nowMS()
-	res, err := q.ExecContext(ctx, `UPDATE provider_connections SET provider_id = ?, name = ?, auth_type = ?, secret = ?,
+	return execOne(ctx, q, fmt.Sprintf("update connection %d", c.ID), "connection",
+		`UPDATE provider_connections SET provider_id = ?, name = ?, auth_type = ?, secret = ?,
 		priority = ?, max_concurrent = ?, overrides = ?, enabled = ?, low_priority_lane = ?, limit_reset = ?, updated_at = ?
 		WHERE id = ?`,
 		c.ProviderID, c.Name, c.AuthType, c.Secret, c.Priority, c.MaxConcurrent, c.Overrides, c.Enabled, c.LowPriorityLane,
 		c.LimitReset, c.UpdatedAt, c.ID)
-	if isUniqueViolation(err) {
-		return ErrConflict
-	}
-	if err != nil {
-		return fmt.Errorf("update connection %d: %w", c.ID, err)
-	}
-	return mustAffect(res, "connection")
 }
 
 // UpdateConnectionSecret replaces only the sealed credential of a connection (a rotated OAuth
 // token pair), leaving every other column as it is.
 func UpdateConnectionSecret(ctx context.Context, q Querier, id int64, secret []byte) error {
-	res, err := q.ExecContext(ctx, `UPDATE provider_connections SET secret = ?, updated_at = ? WHERE id = ?`, secret, nowMS(), id)
-	if err != nil {
-		return fmt.Errorf("update connection %d secret: %w", id, err)
-	}
-	return mustAffect(res, "connection")
+	return execOne(ctx, q, fmt.Sprintf("update connection %d secret", id), "connection",
+		`UPDATE provider_connections SET secret = ?, updated_at = ? WHERE id = ?`, secret, nowMS(), id)
 }
 
 // DeleteConnection removes one connection.
 func DeleteConnection(ctx context.Context, q Querier, id int64) error {
-	res, err := q.ExecContext(ctx, `DELETE FROM provider_connections WHERE id = ?`, id)
-	if err != nil {
-		return fmt.Errorf("delete connection %d: %w", id, err)
-	}
-	return mustAffect(res, "connection")
+	return execOne(ctx, q, fmt.Sprintf("delete connection %d", id), "connection",
+		`DELETE FROM provider_connections WHERE id = ?`, id)
 }

@@ -2,7 +2,6 @@ package db
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 )
 
@@ -78,16 +77,10 @@ func InsertProvider(ctx context.Context, q Querier, p *Provider) error {
 func UpdateProvider(ctx context.Context, q Querier, p *Provider) error {
 	p.UpdatedAt = nowMS()
 	defaultFormat(p)
-	res, err := q.ExecContext(ctx, `UPDATE providers SET name = ?, type = ?, base_url = ?, resilience = ?, responses_api = ?,
+	return execOne(ctx, q, fmt.Sprintf("update provider %d", p.ID), "provider",
+		`UPDATE providers SET name = ?, type = ?, base_url = ?, resilience = ?, responses_api = ?,
 		listed_models_only = ?, strategy = ?, upstream_format = ?, responses_models = ?, updated_at = ? WHERE id = ?`, p.Name, p.Type,
 		p.BaseURL, p.Resilience, p.ResponsesAPI, p.ListedModelsOnly, p.Strategy, p.UpstreamFormat, p.ResponsesModels, p.UpdatedAt, p.ID)
-	if isUniqueViolation(err) {
-		return ErrConflict
-	}
-	if err != nil {
-		return fmt.Errorf("update provider %d: %w", p.ID, err)
-	}
-	return mustAffect(res, "provider")
 }
 
 // defaultFormat fills the format columns a caller left empty with the columns' defaults.
@@ -102,20 +95,6 @@ func defaultFormat(p *Provider) {
 
 // DeleteProvider removes a provider and, by cascade, its connections.
 func DeleteProvider(ctx context.Context, q Querier, id int64) error {
-	res, err := q.ExecContext(ctx, `DELETE FROM providers WHERE id = ?`, id)
-	if err != nil {
-		return fmt.Errorf("delete provider %d: %w", id, err)
-	}
-	return mustAffect(res, "provider")
-}
-
-func mustAffect(res sql.Result, what string) error {
-	n, err := res.RowsAffected()
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	if n == 0 {
-		return ErrNotFound
-	}
-	return nil
+	return execOne(ctx, q, fmt.Sprintf("delete provider %d", id), "provider",
+		`DELETE FROM providers WHERE id = ?`, id)
 }

@@ -59,20 +59,14 @@ VALUES (?, ?, ?, ?, ?, ?)`, l.ConnectionID, l.OwnerHash, l.ClientKeyID, l.Genera
 
 // RenewSessionLease sets a lease's expiry.
 func RenewSessionLease(ctx context.Context, q Querier, id, expiresAt int64) error {
-	res, err := q.ExecContext(ctx, `UPDATE session_leases SET expires_at = ? WHERE id = ?`, expiresAt, id)
-	if err != nil {
-		return fmt.Errorf("renew session lease %d: %w", id, err)
-	}
-	return mustAffect(res, "session lease")
+	return execOne(ctx, q, fmt.Sprintf("renew session lease %d", id), "session lease",
+		`UPDATE session_leases SET expires_at = ? WHERE id = ?`, expiresAt, id)
 }
 
 // DeleteSessionLease removes one lease by id.
 func DeleteSessionLease(ctx context.Context, q Querier, id int64) error {
-	res, err := q.ExecContext(ctx, `DELETE FROM session_leases WHERE id = ?`, id)
-	if err != nil {
-		return fmt.Errorf("delete session lease %d: %w", id, err)
-	}
-	return mustAffect(res, "session lease")
+	return execOne(ctx, q, fmt.Sprintf("delete session lease %d", id), "session lease",
+		`DELETE FROM session_leases WHERE id = ?`, id)
 }
 
 // EarliestSessionLeaseExpiry is the earliest expiry (unix ms) of the unexpired leases on the
