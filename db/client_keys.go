@@ -40,17 +40,10 @@ func GetClientKey(ctx context.Context, q Querier, id int64) (ClientKey, error) {
 // InsertClientKey stores a new key hash with its access lists and sets its id.
 func InsertClientKey(ctx context.Context, q Querier, k *ClientKey) error {
 	k.CreatedAt = nowMS()
-	res, err := q.ExecContext(ctx, `INSERT INTO client_keys (name, prefix, key_hash, created_at, allowed_models, scopes, allowed_connections, limits)
+	return insertRow(ctx, q, &k.ID, "insert client key",
+		`INSERT INTO client_keys (name, prefix, key_hash, created_at, allowed_models, scopes, allowed_connections, limits)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 		k.Name, k.Prefix, k.KeyHash, k.CreatedAt, jsonList(k.AllowedModels), jsonList(k.Scopes), jsonList(k.AllowedConnections), jsonObject(k.Limits))
-	if isUniqueViolation(err) {
-		return ErrConflict
-	}
-	if err != nil {
-		return fmt.Errorf("insert client key: %w", err)
-	}
-	k.ID, _ = res.LastInsertId()
-	return nil
 }
 
 // UpdateClientKey writes a key's name, access lists and limits.

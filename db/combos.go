@@ -36,16 +36,12 @@ func GetCombo(ctx context.Context, q Querier, id int64) (Combo, error) {
 // InsertCombo creates a combo and sets its id and timestamps.
 func InsertCombo(ctx context.Context, q Querier, c *Combo) error {
 	now := nowMS()
-	res, err := q.ExecContext(ctx, `INSERT INTO combos (name, strategy, targets, max_attempts, target_timeout_ms,
+	if err := insertRow(ctx, q, &c.ID, "insert combo",
+		`INSERT INTO combos (name, strategy, targets, max_attempts, target_timeout_ms,
 		wait_until_reset, wait_until_reset_max_ms, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		c.Name, c.Strategy, c.Targets, c.MaxAttempts, c.TargetTimeoutMS, c.WaitUntilReset, c.WaitUntilResetMaxMS, now, now)
-	if isUniqueViolation(err) {
-		return ErrConflict
+		c.Name, c.Strategy, c.Targets, c.MaxAttempts, c.TargetTimeoutMS, c.WaitUntilReset, c.WaitUntilResetMaxMS, now, now); err != nil {
+		return err
 	}
-	if err != nil {
-		return fmt.Errorf("insert combo: %w", err)
-	}
-	c.ID, _ = res.LastInsertId()
 	c.CreatedAt, c.UpdatedAt = now, now
 	return nil
 }

@@ -44,6 +44,20 @@ func selectRows[T any](ctx context.Context, q Querier, op, query string, args ..
 	return out, nil
 }
 
+// insertRow runs an INSERT and sets *id to the new row's: ErrConflict when the row would break
+// a unique column, other errors wrapped with op.
+func insertRow(ctx context.Context, q Querier, id *int64, op, query string, args ...any) error {
+	res, err := q.ExecContext(ctx, query, args...)
+	if isUniqueViolation(err) {
+		return ErrConflict
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	*id, _ = res.LastInsertId()
+	return nil
+}
+
 // execOne runs a statement that must touch one row: ErrNotFound when none matched (what names
 // the row's kind), ErrConflict when it would break a unique column, other errors wrapped with op.
 func execOne(ctx context.Context, q Querier, op, what, query string, args ...any) error {

@@ -45,19 +45,15 @@ func InsertConnection(ctx context.Context, q Querier, c *Connection) error {
 	if c.Overrides == "" {
 		c.Overrides = "{}"
 	}
-	res, err := q.ExecContext(ctx, `INSERT INTO provider_connections
+	if err := insertRow(ctx, q, &c.ID, "insert connection",
+		`INSERT INTO provider_connections
 		(provider_id, name, auth_type, secret, priority, max_concurrent, overrides, enabled, low_priority_lane, limit_reset,
 		 created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		c.ProviderID, c.Name, c.AuthType, c.Secret, c.Priority, c.MaxConcurrent, c.Overrides, c.Enabled, c.LowPriorityLane,
-		c.LimitReset, now, now)
-	if isUniqueViolation(err) {
-		return ErrConflict
+		c.LimitReset, now, now); err != nil {
+		return err
 	}
-	if err != nil {
-		return fmt.Errorf("insert connection: %w", err)
-	}
-	c.ID, _ = res.LastInsertId()
 	c.CreatedAt, c.UpdatedAt = now, now
 	return nil
 }

@@ -59,16 +59,12 @@ func InsertProvider(ctx context.Context, q Querier, p *Provider) error {
 		p.Strategy = "priority"
 	}
 	defaultFormat(p)
-	res, err := q.ExecContext(ctx, `INSERT INTO providers (name, type, base_url, resilience, responses_api, listed_models_only, strategy,
+	if err := insertRow(ctx, q, &p.ID, "insert provider",
+		`INSERT INTO providers (name, type, base_url, resilience, responses_api, listed_models_only, strategy,
 		upstream_format, responses_models, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, p.Name, p.Type,
-		p.BaseURL, p.Resilience, p.ResponsesAPI, p.ListedModelsOnly, p.Strategy, p.UpstreamFormat, p.ResponsesModels, now, now)
-	if isUniqueViolation(err) {
-		return ErrConflict
+		p.BaseURL, p.Resilience, p.ResponsesAPI, p.ListedModelsOnly, p.Strategy, p.UpstreamFormat, p.ResponsesModels, now, now); err != nil {
+		return err
 	}
-	if err != nil {
-		return fmt.Errorf("insert provider: %w", err)
-	}
-	p.ID, _ = res.LastInsertId()
 	p.CreatedAt, p.UpdatedAt = now, now
 	return nil
 }

@@ -45,16 +45,9 @@ func DeleteExpiredSessionLease(ctx context.Context, q Querier, connectionID, now
 // InsertSessionLease stores a lease and sets its id. ErrConflict when the connection (or the
 // owner) already has a lease: the UNIQUE constraints decide, inside the caller's transaction.
 func InsertSessionLease(ctx context.Context, q Querier, l *SessionLease) error {
-	res, err := q.ExecContext(ctx, `INSERT INTO session_leases (connection_id, owner_hash, client_key_id, generation, acquired_at, expires_at)
+	return insertRow(ctx, q, &l.ID, "insert session lease",
+		`INSERT INTO session_leases (connection_id, owner_hash, client_key_id, generation, acquired_at, expires_at)
 VALUES (?, ?, ?, ?, ?, ?)`, l.ConnectionID, l.OwnerHash, l.ClientKeyID, l.Generation, l.AcquiredAt, l.ExpiresAt)
-	if isUniqueViolation(err) {
-		return ErrConflict
-	}
-	if err != nil {
-		return fmt.Errorf("insert session lease: %w", err)
-	}
-	l.ID, _ = res.LastInsertId()
-	return nil
 }
 
 // RenewSessionLease sets a lease's expiry.
