@@ -523,16 +523,10 @@ func userParts(r *convo.Request, raw string) []convo.Part {
 			if convo.Kind(p.image) != '{' {
 				continue // no image_url object: nothing to show
 			}
-			var url, detail string
-			convo.FieldsOf(p.image, func(k, v string) {
-				switch k {
-				case "url":
-					url = convo.StrAt(v)
-				case "detail":
-					detail = convo.StrAt(v)
-				}
-			})
-			img := convo.Part{Kind: convo.PartImage, Detail: detail, Cache: convo.ObjectBytes(p.cache)}
+			var rawURL, detail string
+			convo.Pick(p.image, nil, convo.Field("url", &rawURL), convo.Field("detail", &detail))
+			url := convo.StrAt(rawURL)
+			img := convo.Part{Kind: convo.PartImage, Detail: convo.StrAt(detail), Cache: convo.ObjectBytes(p.cache)}
 			if mt, data, ok := convo.ParseDataURL(url); ok {
 				img.MediaType, img.Data = mt, data
 			} else if strings.HasPrefix(url, "http://") || strings.HasPrefix(url, "https://") {

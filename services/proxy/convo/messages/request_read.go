@@ -634,19 +634,12 @@ func sourceOf(raw string) (typ, mediaType, data, url string) {
 	if convo.Kind(raw) != '{' {
 		return "", "", "", ""
 	}
-	convo.FieldsOf(raw, func(k, v string) {
-		switch k {
-		case "type":
-			typ = convo.StrAt(v)
-		case "media_type":
-			mediaType = convo.StrAt(v)
-		case "data":
-			data = convo.StrAt(v)
-		case "url":
-			url = convo.StrAt(v)
-		}
-	})
-	return typ, mediaType, data, url
+	convo.Pick(raw, nil,
+		convo.Field("type", &typ),
+		convo.Field("media_type", &mediaType),
+		convo.Field("data", &data),
+		convo.Field("url", &url))
+	return convo.StrAt(typ), convo.StrAt(mediaType), convo.StrAt(data), convo.StrAt(url)
 }
 
 // textOfSource is a plain-text document's data as Text.
