@@ -3,7 +3,6 @@ package db
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 )
 
@@ -28,50 +27,30 @@ const clientKeyCols = `id, name, prefix, key_hash, created_at, last_used_at, rev
 
 // ListClientKeys returns every key, newest first.
 func ListClientKeys(ctx context.Context, q Querier) ([]ClientKey, error) {
-	var out []ClientKey
-	if err := q.SelectContext(ctx, &out, `SELECT `+clientKeyCols+` FROM client_keys ORDER BY id DESC`); err != nil {
-		return nil, fmt.Errorf("list client keys: %w", err)
-	}
-	return out, nil
+	return selectRows[ClientKey](ctx, q, "list client keys",
+		`SELECT `+clientKeyCols+` FROM client_keys ORDER BY id DESC`)
 }
 
 // GetClientKey returns one key by id.
 func GetClientKey(ctx context.Context, q Querier, id int64) (ClientKey, error) {
-	var k ClientKey
-	err := q.GetContext(ctx, &k, `SELECT `+clientKeyCols+` FROM client_keys WHERE id = ?`, id)
-	if errors.Is(err, sql.ErrNoRows) {
-		return k, ErrNotFound
-	}
-	if err != nil {
-		return k, fmt.Errorf("get client key %d: %w", id, err)
-	}
-	return k, nil
+	return getRow[ClientKey](ctx, q, fmt.Sprintf("get client key %d", id),
+		`SELECT `+clientKeyCols+` FROM client_keys WHERE id = ?`, id)
 }
 
 // InsertClientKey stores a new key hash with its access lists and sets its id.
 func InsertClientKey(ctx context.Context, q Querier, k *ClientKey) error {
 	k.CreatedAt = nowMS()
-	res, err := q.ExecContext(ctx, `INSERT INTO client_keys (name, prefix, key_hash, created_at, allowed_models, scopes, allowed_connections, limits)
+	return insertRow(ctx, q, &k.ID, "insert client key",
+		`INSERT INTO client_keys (name, prefix, key_hash, created_at, allowed_models, scopes, allowed_connections, limits)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 		k.Name, k.Prefix, k.KeyHash, k.CreatedAt, jsonList(k.AllowedModels), jsonList(k.Scopes), jsonList(k.AllowedConnections), jsonObject(k.Limits))
-	if isUniqueViolation(err) {
-		return ErrConflict
-	}
-	if err != nil {
-		return fmt.Errorf("insert client key: %w", err)
-	}
-	k.ID, _ = res.LastInsertId()
-	return nil
 }
 
 // UpdateClientKey writes a key's name, access lists and limits.
 func UpdateClientKey(ctx context.Context, q Querier, k ClientKey) error {
-	res, err := q.ExecContext(ctx, `UPDATE client_keys SET name = ?, allowed_models = ?, scopes = ?, allowed_connections = ?, limits = ? WHERE id = ?`,
+	return execOne(ctx, q, fmt.Sprintf("update client key %d", k.ID), "client key",
+		`UPDATE client_keys SET name = ?, allowed_models = ?, scopes = ?, allowed_connections = ?, limits = ? WHERE id = ?`,
 		k.Name, jsonList(k.AllowedModels), jsonList(k.Scopes), jsonList(k.AllowedConnections), jsonObject(k.Limits), k.ID)
-	if err != nil {
-		return fmt.Errorf("update client key %d: %w", k.ID, err)
-	}
-	return mustAffect(res, "client key")
 }
 
 // jsonList stores an empty list as [] (the column's default), never as "".
@@ -92,11 +71,8 @@ func jsonObject(s string) string {
 
 // RevokeClientKey marks a key revoked; revoking twice keeps the first time.
 func RevokeClientKey(ctx context.Context, q Querier, id int64) error {
-	res, err := q.ExecContext(ctx, `UPDATE client_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?`, nowMS(), id)
-	if err != nil {
-		return fmt.Errorf("revoke client key %d: %w", id, err)
-	}
-	return mustAffect(res, "client key")
+	return execOne(ctx, q, fmt.Sprintf("revoke client key %d", id), "client key",
+		`UPDATE client_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?`, nowMS(), id)
 }
 
 // TouchClientKeys records last-used times in one statement per key; callers batch them.

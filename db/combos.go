@@ -2,8 +2,6 @@ package db
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 )
 
@@ -26,39 +24,24 @@ const comboCols = `id, name, strategy, targets, max_attempts, target_timeout_ms,
 
 // ListCombos returns every combo ordered by name.
 func ListCombos(ctx context.Context, q Querier) ([]Combo, error) {
-	var out []Combo
-	if err := q.SelectContext(ctx, &out, `SELECT `+comboCols+` FROM combos ORDER BY name`); err != nil {
-		return nil, fmt.Errorf("list combos: %w", err)
-	}
-	return out, nil
+	return selectRows[Combo](ctx, q, "list combos", `SELECT `+comboCols+` FROM combos ORDER BY name`)
 }
 
 // GetCombo returns one combo by id.
 func GetCombo(ctx context.Context, q Querier, id int64) (Combo, error) {
-	var c Combo
-	err := q.GetContext(ctx, &c, `SELECT `+comboCols+` FROM combos WHERE id = ?`, id)
-	if errors.Is(err, sql.ErrNoRows) {
-		return c, ErrNotFound
-	}
-	if err != nil {
-		return c, fmt.Errorf("get combo %d: %w", id, err)
-	}
-	return c, nil
+	return getRow[Combo](ctx, q, fmt.Sprintf("get combo %d", id),
+		`SELECT `+comboCols+` FROM combos WHERE id = ?`, id)
 }
 
 // InsertCombo creates a combo and sets its id and timestamps.
 func InsertCombo(ctx context.Context, q Querier, c *Combo) error {
 	now := nowMS()
-	res, err := q.ExecContext(ctx, `INSERT INTO combos (name, strategy, targets, max_attempts, target_timeout_ms,
+	if err := insertRow(ctx, q, &c.ID, "insert combo",
+		`INSERT INTO combos (name, strategy, targets, max_attempts, target_timeout_ms,
 		wait_until_reset, wait_until_reset_max_ms, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		c.Name, c.Strategy, c.Targets, c.MaxAttempts, c.TargetTimeoutMS, c.WaitUntilReset, c.WaitUntilResetMaxMS, now, now)
-	if isUniqueViolation(err) {
-		return ErrConflict
+		c.Name, c.Strategy, c.Targets, c.MaxAttempts, c.TargetTimeoutMS, c.WaitUntilReset, c.WaitUntilResetMaxMS, now, now); err != nil {
+		return err
 	}
-	if err != nil {
-		return fmt.Errorf("insert combo: %w", err)
-	}
-	c.ID, _ = res.LastInsertId()
 	c.CreatedAt, c.UpdatedAt = now, now
 	return nil
 }
@@ -66,24 +49,15 @@ func InsertCombo(ctx context.Context, q Querier, c *Combo) error {
 // UpdateCombo writes every mutable column of c.
 func UpdateCombo(ctx context.Context, q Querier, c *Combo) error {
 	c.UpdatedAt = nowMS()
-	res, err := q.ExecContext(ctx, `UPDATE combos SET name = ?, strategy = ?, targets = ?, max_attempts = ?,
+	return execOne(ctx, q, fmt.Sprintf("update combo %d", c.ID), "combo",
+		`UPDATE combos SET name = ?, strategy = ?, targets = ?, max_attempts = ?,
 		target_timeout_ms = ?, wait_until_reset = ?, wait_until_reset_max_ms = ?, updated_at = ? WHERE id = ?`,
 		c.Name, c.Strategy, c.Targets, c.MaxAttempts, c.TargetTimeoutMS, c.WaitUntilReset, c.WaitUntilResetMaxMS,
 		c.UpdatedAt, c.ID)
-	if isUniqueViolation(err) {
-		return ErrConflict
-	}
-	if err != nil {
-		return fmt.Errorf("update combo %d: %w", c.ID, err)
-	}
-	return mustAffect(res, "combo")
 }
 
 // DeleteCombo removes one combo.
 func DeleteCombo(ctx context.Context, q Querier, id int64) error {
-	res, err := q.ExecContext(ctx, `DELETE FROM combos WHERE id = ?`, id)
-	if err != nil {
-		return fmt.Errorf("delete combo %d: %w", id, err)
-	}
-	return mustAffect(res, "combo")
+	return execOne(ctx, q, fmt.Sprintf("delete combo %d", id), "combo",
+		`DELETE FROM combos WHERE id = ?`, id)
 }

@@ -4,6 +4,7 @@ package db
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -32,6 +33,68 @@ type Querier interface {
 	sqlx.ExtContext
 	GetContext(ctx context.Context, dest any, query string, args ...any) error
 	SelectContext(ctx context.Context, dest any, query string, args ...any) error
+}
+
+// selectRows reads every row query selects; op names the operation in an error.
+func selectRows[T any](ctx context.Context, q Querier, op, query string, args ...any) ([]T, error) {
+	var out []T
+	if err := q.SelectContext(ctx, &out, query, args...); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	return out, nil
+}
+
+// insertRow runs an INSERT and sets *id to the new row's: ErrConflict when the row would break
+// a unique column, other errors wrapped with op.
+func insertRow(ctx context.Context, q Querier, id *int64, op, query string, args ...any) error {
+	res, err := q.ExecContext(ctx, query, args...)
+	if isUniqueViolation(err) {
+		return ErrConflict
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	*id, _ = res.LastInsertId()
+	return nil
+}
+
+// execOne runs a statement that must touch one row: ErrNotFound when none matched (what names
+// the row's kind), ErrConflict when it would break a unique column, other errors wrapped with op.
+func execOne(ctx context.Context, q Querier, op, what, query string, args ...any) error {
+	res, err := q.ExecContext(ctx, query, args...)
+	if isUniqueViolation(err) {
+		return ErrConflict
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return mustAffect(res, what)
+}
+
+// mustAffect is ErrNotFound when a statement touched no row.
+func mustAffect(res sql.Result, what string) error {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if n == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// getRow reads the one row query selects: ErrNotFound when there is none; op names the
+// operation in any other error.
+func getRow[T any](ctx context.Context, q Querier, op, query string, args ...any) (T, error) {
+	var v T
+	err := q.GetContext(ctx, &v, query, args...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return v, ErrNotFound
+	}
+	if err != nil {
+		return v, fmt.Errorf("%s: %w", op, err)
+	}
+	return v, nil
 }
 
 // DB holds one writer connection (all writes, BEGIN IMMEDIATE, so SQLITE_BUSY cannot happen

@@ -6,6 +6,32 @@ import (
 	"testing"
 )
 
+// openTestDB opens a database in tb's temporary directory, migrated up to migration version
+// (-1: the newest), and closes it when tb ends.
+func openTestDB(tb testing.TB, ctx context.Context, version int) *DB {
+	tb.Helper()
+	d, err := Open(filepath.Join(tb.TempDir(), "t.db"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { d.Close() })
+	if _, err := d.MigrateTo(ctx, version); err != nil {
+		tb.Fatal(err)
+	}
+	return d
+}
+
+// newTestLogWriter is a request log writer on d, closed when tb ends.
+func newTestLogWriter(tb testing.TB, ctx context.Context, d *DB) *RequestLogWriter {
+	tb.Helper()
+	w, err := NewRequestLogWriter(ctx, d)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { w.Close() })
+	return w
+}
+
 func TestMigrateFreshAndRerun(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "t.db")
@@ -48,11 +74,7 @@ func TestMigrateFreshAndRerun(t *testing.T) {
 
 func TestRevisionsIncrement(t *testing.T) {
 	ctx := context.Background()
-	d, _ := Open(filepath.Join(t.TempDir(), "t.db"))
-	defer d.Close()
-	if _, err := d.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	d := openTestDB(t, ctx, -1)
 	kv := KV{DB: d}
 	for want := int64(1); want <= 3; want++ {
 		rev, err := kv.SaveRevision(ctx, "k", "v")

@@ -3,7 +3,6 @@ package db
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 )
 
@@ -30,25 +29,14 @@ const connectionCols = `id, provider_id, name, auth_type, secret, priority, max_
 
 // ListConnections returns every connection ordered by provider, priority and id.
 func ListConnections(ctx context.Context, q Querier) ([]Connection, error) {
-	var out []Connection
-	if err := q.SelectContext(ctx, &out,
-		`SELECT `+connectionCols+` FROM provider_connections ORDER BY provider_id, priority, id`); err != nil {
-		return nil, fmt.Errorf("list connections: %w", err)
-	}
-	return out, nil
+	return selectRows[Connection](ctx, q, "list connections",
+		`SELECT `+connectionCols+` FROM provider_connections ORDER BY provider_id, priority, id`)
 }
 
 // GetConnection returns one connection by id.
 func GetConnection(ctx context.Context, q Querier, id int64) (Connection, error) {
-	var c Connection
-	err := q.GetContext(ctx, &c, `SELECT `+connectionCols+` FROM provider_connections WHERE id = ?`, id)
-	if errors.Is(err, sql.ErrNoRows) {
-		return c, ErrNotFound
-	}
-	if err != nil {
-		return c, fmt.Errorf("get connection %d: %w", id, err)
-	}
-	return c, nil
+	return getRow[Connection](ctx, q, fmt.Sprintf("get connection %d", id),
+		`SELECT `+connectionCols+` FROM provider_connections WHERE id = ?`, id)
 }
 
 // InsertConnection creates a connection and sets its id and timestamps.
@@ -57,19 +45,15 @@ func InsertConnection(ctx context.Context, q Querier, c *Connection) error {
 	if c.Overrides == "" {
 		c.Overrides = "{}"
 	}
-	res, err := q.ExecContext(ctx, `INSERT INTO provider_connections
+	if err := insertRow(ctx, q, &c.ID, "insert connection",
+		`INSERT INTO provider_connections
 		(provider_id, name, auth_type, secret, priority, max_concurrent, overrides, enabled, low_priority_lane, limit_reset,
 		 created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		c.ProviderID, c.Name, c.AuthType, c.Secret, c.Priority, c.MaxConcurrent, c.Overrides, c.Enabled, c.LowPriorityLane,
-		c.LimitReset, now, now)
-	if isUniqueViolation(err) {
-		return ErrConflict
+		c.LimitReset, now, now); err != nil {
+		return err
 	}
-	if err != nil {
-		return fmt.Errorf("insert connection: %w", err)
-	}
-	c.ID, _ = res.LastInsertId()
 	c.CreatedAt, c.UpdatedAt = now, now
 	return nil
 }
@@ -77,35 +61,23 @@ func InsertConnection(ctx context.Context, q Querier, c *Connection) error {
 // UpdateConnection writes every mutable column of c.
 func UpdateConnection(ctx context.Context, q Querier, c *Connection) error {
 	c.UpdatedAt = nowMS()
-	res, err := q.ExecContext(ctx, `UPDATE provider_connections SET provider_id = ?, name = ?, auth_type = ?, secret = ?,
+	return execOne(ctx, q, fmt.Sprintf("update connection %d", c.ID), "connection",
+		`UPDATE provider_connections SET provider_id = ?, name = ?, auth_type = ?, secret = ?,
 		priority = ?, max_concurrent = ?, overrides = ?, enabled = ?, low_priority_lane = ?, limit_reset = ?, updated_at = ?
 		WHERE id = ?`,
 		c.ProviderID, c.Name, c.AuthType, c.Secret, c.Priority, c.MaxConcurrent, c.Overrides, c.Enabled, c.LowPriorityLane,
 		c.LimitReset, c.UpdatedAt, c.ID)
-	if isUniqueViolation(err) {
-		return ErrConflict
-	}
-	if err != nil {
-		return fmt.Errorf("update connection %d: %w", c.ID, err)
-	}
-	return mustAffect(res, "connection")
 }
 
 // UpdateConnectionSecret replaces only the sealed credential of a connection (a rotated OAuth
 // token pair), leaving every other column as it is.
 func UpdateConnectionSecret(ctx context.Context, q Querier, id int64, secret []byte) error {
-	res, err := q.ExecContext(ctx, `UPDATE provider_connections SET secret = ?, updated_at = ? WHERE id = ?`, secret, nowMS(), id)
-	if err != nil {
-		return fmt.Errorf("update connection %d secret: %w", id, err)
-	}
-	return mustAffect(res, "connection")
+	return execOne(ctx, q, fmt.Sprintf("update connection %d secret", id), "connection",
+		`UPDATE provider_connections SET secret = ?, updated_at = ? WHERE id = ?`, secret, nowMS(), id)
 }
 
 // DeleteConnection removes one connection.
 func DeleteConnection(ctx context.Context, q Querier, id int64) error {
-	res, err := q.ExecContext(ctx, `DELETE FROM provider_connections WHERE id = ?`, id)
-	if err != nil {
-		return fmt.Errorf("delete connection %d: %w", id, err)
-	}
-	return mustAffect(res, "connection")
+	return execOne(ctx, q, fmt.Sprintf("delete connection %d", id), "connection",
+		`DELETE FROM provider_connections WHERE id = ?`, id)
 }

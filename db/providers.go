@@ -2,8 +2,6 @@ package db
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 )
 
@@ -35,37 +33,20 @@ const providerCols = `id, name, type, base_url, resilience, responses_api, liste
 
 // ListProviders returns every provider ordered by name.
 func ListProviders(ctx context.Context, q Querier) ([]Provider, error) {
-	var out []Provider
-	if err := q.SelectContext(ctx, &out, `SELECT `+providerCols+` FROM providers ORDER BY name`); err != nil {
-		return nil, fmt.Errorf("list providers: %w", err)
-	}
-	return out, nil
+	return selectRows[Provider](ctx, q, "list providers",
+		`SELECT `+providerCols+` FROM providers ORDER BY name`)
 }
 
 // GetProvider returns one provider by id.
 func GetProvider(ctx context.Context, q Querier, id int64) (Provider, error) {
-	var p Provider
-	err := q.GetContext(ctx, &p, `SELECT `+providerCols+` FROM providers WHERE id = ?`, id)
-	if errors.Is(err, sql.ErrNoRows) {
-		return p, ErrNotFound
-	}
-	if err != nil {
-		return p, fmt.Errorf("get provider %d: %w", id, err)
-	}
-	return p, nil
+	return getRow[Provider](ctx, q, fmt.Sprintf("get provider %d", id),
+		`SELECT `+providerCols+` FROM providers WHERE id = ?`, id)
 }
 
 // GetProviderByName returns one provider by its unique name.
 func GetProviderByName(ctx context.Context, q Querier, name string) (Provider, error) {
-	var p Provider
-	err := q.GetContext(ctx, &p, `SELECT `+providerCols+` FROM providers WHERE name = ?`, name)
-	if errors.Is(err, sql.ErrNoRows) {
-		return p, ErrNotFound
-	}
-	if err != nil {
-		return p, fmt.Errorf("get provider %q: %w", name, err)
-	}
-	return p, nil
+	return getRow[Provider](ctx, q, fmt.Sprintf("get provider %q", name),
+		`SELECT `+providerCols+` FROM providers WHERE name = ?`, name)
 }
 
 // InsertProvider creates a provider and sets its id and timestamps.
@@ -78,16 +59,12 @@ func InsertProvider(ctx context.Context, q Querier, p *Provider) error {
 		p.Strategy = "priority"
 	}
 	defaultFormat(p)
-	res, err := q.ExecContext(ctx, `INSERT INTO providers (name, type, base_url, resilience, responses_api, listed_models_only, strategy,
+	if err := insertRow(ctx, q, &p.ID, "insert provider",
+		`INSERT INTO providers (name, type, base_url, resilience, responses_api, listed_models_only, strategy,
 		upstream_format, responses_models, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, p.Name, p.Type,
-		p.BaseURL, p.Resilience, p.ResponsesAPI, p.ListedModelsOnly, p.Strategy, p.UpstreamFormat, p.ResponsesModels, now, now)
-	if isUniqueViolation(err) {
-		return ErrConflict
+		p.BaseURL, p.Resilience, p.ResponsesAPI, p.ListedModelsOnly, p.Strategy, p.UpstreamFormat, p.ResponsesModels, now, now); err != nil {
+		return err
 	}
-	if err != nil {
-		return fmt.Errorf("insert provider: %w", err)
-	}
-	p.ID, _ = res.LastInsertId()
 	p.CreatedAt, p.UpdatedAt = now, now
 	return nil
 }
@@ -96,16 +73,10 @@ func InsertProvider(ctx context.Context, q Querier, p *Provider) error {
 func UpdateProvider(ctx context.Context, q Querier, p *Provider) error {
 	p.UpdatedAt = nowMS()
 	defaultFormat(p)
-	res, err := q.ExecContext(ctx, `UPDATE providers SET name = ?, type = ?, base_url = ?, resilience = ?, responses_api = ?,
+	return execOne(ctx, q, fmt.Sprintf("update provider %d", p.ID), "provider",
+		`UPDATE providers SET name = ?, type = ?, base_url = ?, resilience = ?, responses_api = ?,
 		listed_models_only = ?, strategy = ?, upstream_format = ?, responses_models = ?, updated_at = ? WHERE id = ?`, p.Name, p.Type,
 		p.BaseURL, p.Resilience, p.ResponsesAPI, p.ListedModelsOnly, p.Strategy, p.UpstreamFormat, p.ResponsesModels, p.UpdatedAt, p.ID)
-	if isUniqueViolation(err) {
-		return ErrConflict
-	}
-	if err != nil {
-		return fmt.Errorf("update provider %d: %w", p.ID, err)
-	}
-	return mustAffect(res, "provider")
 }
 
 // defaultFormat fills the format columns a caller left empty with the columns' defaults.
@@ -120,20 +91,6 @@ func defaultFormat(p *Provider) {
 
 // DeleteProvider removes a provider and, by cascade, its connections.
 func DeleteProvider(ctx context.Context, q Querier, id int64) error {
-	res, err := q.ExecContext(ctx, `DELETE FROM providers WHERE id = ?`, id)
-	if err != nil {
-		return fmt.Errorf("delete provider %d: %w", id, err)
-	}
-	return mustAffect(res, "provider")
-}
-
-func mustAffect(res sql.Result, what string) error {
-	n, err := res.RowsAffected()
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	if n == 0 {
-		return ErrNotFound
-	}
-	return nil
+	return execOne(ctx, q, fmt.Sprintf("delete provider %d", id), "provider",
+		`DELETE FROM providers WHERE id = ?`, id)
 }

@@ -214,24 +214,13 @@ func ListRequestLog(ctx context.Context, q Querier, f RequestLogFilter) ([]Reque
 	}
 	query += ` ORDER BY id DESC LIMIT ?`
 	args = append(args, f.Limit)
-	var out []RequestLogRow
-	if err := q.SelectContext(ctx, &out, query, args...); err != nil {
-		return nil, fmt.Errorf("list request log: %w", err)
-	}
-	return out, nil
+	return selectRows[RequestLogRow](ctx, q, "list request log", query, args...)
 }
 
 // GetRequestLog returns one row by id, with its bodies.
 func GetRequestLog(ctx context.Context, q Querier, id int64) (RequestLogRow, error) {
-	var r RequestLogRow
-	err := q.GetContext(ctx, &r, `SELECT `+requestLogCols+`, `+requestLogBodyCols+` FROM request_log WHERE id = ?`, id)
-	if errors.Is(err, sql.ErrNoRows) {
-		return r, ErrNotFound
-	}
-	if err != nil {
-		return r, fmt.Errorf("get request log %d: %w", id, err)
-	}
-	return r, nil
+	return getRow[RequestLogRow](ctx, q, fmt.Sprintf("get request log %d", id),
+		`SELECT `+requestLogCols+`, `+requestLogBodyCols+` FROM request_log WHERE id = ?`, id)
 }
 
 // MaxRequestLogID is the newest id, 0 when the log is empty.

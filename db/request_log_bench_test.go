@@ -3,7 +3,6 @@ package db
 import (
 	"context"
 	"database/sql"
-	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
@@ -39,19 +38,8 @@ func BenchmarkInsertRequestLog(b *testing.B) {
 			b.Run(tc.name+"/"+strconv.Itoa(batch), func(b *testing.B) {
 				ctx, cancel := tc.ctx()
 				defer cancel()
-				d, err := Open(filepath.Join(b.TempDir(), "t.db"))
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer d.Close()
-				if _, err := d.Migrate(ctx); err != nil {
-					b.Fatal(err)
-				}
-				w, err := NewRequestLogWriter(ctx, d)
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer w.Close()
+				d := openTestDB(b, ctx, -1)
+				w := newTestLogWriter(b, ctx, d)
 				next := int64(1)
 				b.ResetTimer()
 				cpu0 := cpuTime()

@@ -2,7 +2,6 @@ package db
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 
 	"github.com/jmoiron/sqlx"
@@ -12,25 +11,14 @@ import (
 // adds the dropped names, with none; a new row keeps its names.
 func TestRequestLogDroppedColumn(t *testing.T) {
 	ctx := context.Background()
-	d, err := Open(filepath.Join(t.TempDir(), "t.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	if _, err := d.MigrateTo(ctx, 18); err != nil {
-		t.Fatal(err)
-	}
+	d := openTestDB(t, ctx, 18)
 	if _, err := d.W.ExecContext(ctx, `INSERT INTO request_log (id, request_id, at, surface, status) VALUES (1, 'old', 1, '/v1/chat/completions', 200)`); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := d.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	w, err := NewRequestLogWriter(ctx, d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	w := newTestLogWriter(t, ctx, d)
 	if err := d.WithTx(ctx, func(tx *sqlx.Tx) error {
 		return w.Insert(ctx, tx, []RequestLogRow{{ID: 2, RequestID: "new", At: 2, Surface: "/v1/chat/completions",
 			Status: 200, Chain: "[]", Skipped: "[]", Route: "[]", Dropped: `["logprobs"]`}})

@@ -3,7 +3,6 @@ package db
 import (
 	"context"
 	"database/sql"
-	"path/filepath"
 	"reflect"
 	"strconv"
 	"testing"
@@ -16,19 +15,8 @@ import (
 // (an id taken) rolls its transaction back.
 func TestRequestLogWriter(t *testing.T) {
 	ctx := context.Background()
-	d, err := Open(filepath.Join(t.TempDir(), "t.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	if _, err := d.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	w, err := NewRequestLogWriter(ctx, d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	d := openTestDB(t, ctx, -1)
+	w := newTestLogWriter(t, ctx, d)
 	next := int64(1)
 	var all []RequestLogRow
 	for _, n := range []int{0, 1, requestLogBatch - 1, requestLogBatch, requestLogBatch + 1, 3*requestLogBatch + 5} {

@@ -19,13 +19,8 @@ type StateRow struct {
 
 // ListState returns every stored record of a kind, by key.
 func ListState(ctx context.Context, q Querier, kind string) ([]StateRow, error) {
-	var out []StateRow
-	err := q.SelectContext(ctx, &out, `SELECT kind, key, provider, connection_id, value, updated_at
-		FROM resilience_state WHERE kind = ? ORDER BY key`, kind)
-	if err != nil {
-		return nil, fmt.Errorf("list %s state: %w", kind, err)
-	}
-	return out, nil
+	return selectRows[StateRow](ctx, q, fmt.Sprintf("list %s state", kind), `SELECT kind, key, provider,
+		connection_id, value, updated_at FROM resilience_state WHERE kind = ? ORDER BY key`, kind)
 }
 
 // SaveState upserts one record (UpdatedAt is set here). A record whose provider or connection

@@ -3,7 +3,6 @@ package db
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
 )
@@ -24,24 +23,14 @@ const sessionLeaseCols = `id, connection_id, owner_hash, client_key_id, generati
 
 // ListSessionLeases returns every lease row, expired ones included.
 func ListSessionLeases(ctx context.Context, q Querier) ([]SessionLease, error) {
-	var out []SessionLease
-	if err := q.SelectContext(ctx, &out, `SELECT `+sessionLeaseCols+` FROM session_leases ORDER BY id`); err != nil {
-		return nil, fmt.Errorf("list session leases: %w", err)
-	}
-	return out, nil
+	return selectRows[SessionLease](ctx, q, "list session leases",
+		`SELECT `+sessionLeaseCols+` FROM session_leases ORDER BY id`)
 }
 
 // SessionLeaseByOwner returns the lease of an owner token's hash, expired or not.
 func SessionLeaseByOwner(ctx context.Context, q Querier, ownerHash string) (SessionLease, error) {
-	var l SessionLease
-	err := q.GetContext(ctx, &l, `SELECT `+sessionLeaseCols+` FROM session_leases WHERE owner_hash = ?`, ownerHash)
-	if errors.Is(err, sql.ErrNoRows) {
-		return l, ErrNotFound
-	}
-	if err != nil {
-		return l, fmt.Errorf("get session lease: %w", err)
-	}
-	return l, nil
+	return getRow[SessionLease](ctx, q, "get session lease",
+		`SELECT `+sessionLeaseCols+` FROM session_leases WHERE owner_hash = ?`, ownerHash)
 }
 
 // DeleteExpiredSessionLease removes the lease on a connection when its time ran out by now (unix
@@ -56,34 +45,21 @@ func DeleteExpiredSessionLease(ctx context.Context, q Querier, connectionID, now
 // InsertSessionLease stores a lease and sets its id. ErrConflict when the connection (or the
 // owner) already has a lease: the UNIQUE constraints decide, inside the caller's transaction.
 func InsertSessionLease(ctx context.Context, q Querier, l *SessionLease) error {
-	res, err := q.ExecContext(ctx, `INSERT INTO session_leases (connection_id, owner_hash, client_key_id, generation, acquired_at, expires_at)
+	return insertRow(ctx, q, &l.ID, "insert session lease",
+		`INSERT INTO session_leases (connection_id, owner_hash, client_key_id, generation, acquired_at, expires_at)
 VALUES (?, ?, ?, ?, ?, ?)`, l.ConnectionID, l.OwnerHash, l.ClientKeyID, l.Generation, l.AcquiredAt, l.ExpiresAt)
-	if isUniqueViolation(err) {
-		return ErrConflict
-	}
-	if err != nil {
-		return fmt.Errorf("insert session lease: %w", err)
-	}
-	l.ID, _ = res.LastInsertId()
-	return nil
 }
 
 // RenewSessionLease sets a lease's expiry.
 func RenewSessionLease(ctx context.Context, q Querier, id, expiresAt int64) error {
-	res, err := q.ExecContext(ctx, `UPDATE session_leases SET expires_at = ? WHERE id = ?`, expiresAt, id)
-	if err != nil {
-		return fmt.Errorf("renew session lease %d: %w", id, err)
-	}
-	return mustAffect(res, "session lease")
+	return execOne(ctx, q, fmt.Sprintf("renew session lease %d", id), "session lease",
+		`UPDATE session_leases SET expires_at = ? WHERE id = ?`, expiresAt, id)
 }
 
 // DeleteSessionLease removes one lease by id.
 func DeleteSessionLease(ctx context.Context, q Querier, id int64) error {
-	res, err := q.ExecContext(ctx, `DELETE FROM session_leases WHERE id = ?`, id)
-	if err != nil {
-		return fmt.Errorf("delete session lease %d: %w", id, err)
-	}
-	return mustAffect(res, "session lease")
+	return execOne(ctx, q, fmt.Sprintf("delete session lease %d", id), "session lease",
+		`DELETE FROM session_leases WHERE id = ?`, id)
 }
 
 // EarliestSessionLeaseExpiry is the earliest expiry (unix ms) of the unexpired leases on the

@@ -30,15 +30,8 @@ func InsertSession(ctx context.Context, q Querier, s Session) error {
 
 // GetSession reads one session; ErrNotFound when there is none.
 func GetSession(ctx context.Context, q Querier, idHash string) (Session, error) {
-	var s Session
-	err := q.GetContext(ctx, &s, `SELECT id_hash, created_at, last_seen_at, flashes FROM sessions WHERE id_hash = ?`, idHash)
-	if errors.Is(err, sql.ErrNoRows) {
-		return s, ErrNotFound
-	}
-	if err != nil {
-		return s, fmt.Errorf("get session: %w", err)
-	}
-	return s, nil
+	return getRow[Session](ctx, q, "get session",
+		`SELECT id_hash, created_at, last_seen_at, flashes FROM sessions WHERE id_hash = ?`, idHash)
 }
 
 // TouchSession records a use of the session; a time earlier than the stored one is ignored.

@@ -28,12 +28,9 @@ func UpsertTrafficMinutes(ctx context.Context, q Querier, rows []TrafficMinute) 
 
 // ListTrafficMinutes returns the aggregates from minute since on.
 func ListTrafficMinutes(ctx context.Context, q Querier, since int64) ([]TrafficMinute, error) {
-	var out []TrafficMinute
-	if err := q.SelectContext(ctx, &out, `SELECT minute, provider, key_id, data FROM traffic_minutes
-		WHERE minute >= ? ORDER BY minute`, since); err != nil {
-		return nil, fmt.Errorf("list traffic minutes: %w", err)
-	}
-	return out, nil
+	return selectRows[TrafficMinute](ctx, q, "list traffic minutes",
+		`SELECT minute, provider, key_id, data FROM traffic_minutes
+		WHERE minute >= ? ORDER BY minute`, since)
 }
 
 // PruneTrafficMinutes deletes the aggregates before minute.

@@ -52,12 +52,8 @@ func UpsertUsageBuckets(ctx context.Context, q Querier, rows []UsageBucket) erro
 
 // ListUsageBuckets returns every bucket in [from, to) (bucket numbers), oldest first.
 func ListUsageBuckets(ctx context.Context, q Querier, from, to int64) ([]UsageBucket, error) {
-	var out []UsageBucket
-	if err := q.SelectContext(ctx, &out, `SELECT `+usageCols+` FROM usage_buckets
-		WHERE bucket >= ? AND bucket < ? ORDER BY bucket`, from, to); err != nil {
-		return nil, fmt.Errorf("list usage buckets: %w", err)
-	}
-	return out, nil
+	return selectRows[UsageBucket](ctx, q, "list usage buckets", `SELECT `+usageCols+` FROM usage_buckets
+		WHERE bucket >= ? AND bucket < ? ORDER BY bucket`, from, to)
 }
 
 // KeySpend is one client key's spend from a bucket on.
@@ -68,12 +64,9 @@ type KeySpend struct {
 
 // SumKeySpend sums each client key's cost from bucket from on.
 func SumKeySpend(ctx context.Context, q Querier, from int64) ([]KeySpend, error) {
-	var out []KeySpend
-	if err := q.SelectContext(ctx, &out, `SELECT key_id, SUM(cost_usd) AS cost_usd FROM usage_buckets
-		WHERE bucket >= ? GROUP BY key_id`, from); err != nil {
-		return nil, fmt.Errorf("sum key spend: %w", err)
-	}
-	return out, nil
+	return selectRows[KeySpend](ctx, q, "sum key spend",
+		`SELECT key_id, SUM(cost_usd) AS cost_usd FROM usage_buckets
+		WHERE bucket >= ? GROUP BY key_id`, from)
 }
 
 // PruneUsageBuckets deletes the buckets before bucket before.

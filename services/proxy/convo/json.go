@@ -77,6 +77,18 @@ func (o *Obj) StrOrNull(k string, v *string) *Obj {
 
 func (o *Obj) End() []byte { return append(o.B, '}') }
 
+// Elem starts the next element of the list that is k's value, for a list written only when it
+// has an element: k and the bracket before the first, a comma before the others. n counts the
+// elements started; the writer closes the list when n is not 0.
+func (o *Obj) Elem(k string, n *int) {
+	if *n++; *n == 1 {
+		o.Key(k)
+		o.B = append(o.B, '[')
+	} else {
+		o.B = append(o.B, ',')
+	}
+}
+
 // open starts an object as the value of k, written into o's buffer; close(n) ends it. A nested
 // object written this way costs no buffer of its own and no copy.
 func (o *Obj) Open(k string) *Obj {
@@ -148,6 +160,15 @@ func StrAt(raw string) string {
 		return raw[1 : len(raw)-1]
 	}
 	return gjson.Parse(raw).String()
+}
+
+// Str is a string value's text, and "" for a value of any other kind (where StrAt would give a
+// number's digits): what a reader keeps of a field that only a string fills.
+func Str(raw string) string {
+	if Kind(raw) != '"' {
+		return ""
+	}
+	return StrAt(raw)
 }
 
 // TextAt is TextOf for a value read by the scanner: a string's text as it stands in the document.

@@ -229,19 +229,27 @@ func members(s string, i, depth int, f func(key string, v int) int) int {
 		if i < 0 {
 			return -1
 		}
-		i = skipSpace(s, i)
-		if i >= len(s) {
-			return -1
+		var end bool
+		if i, end = afterValue(s, i, '}'); end {
+			return i
 		}
-		switch s[i] {
-		case ',':
-			i = skipSpace(s, i+1)
-		case '}':
-			return i + 1
-		default:
-			return -1
+		i = skipSpace(s, i)
+	}
+}
+
+// afterValue reads what follows a member or an element that ends at i (not -1): past a comma
+// the walk goes on; past close, or at -1 when anything else stands there, it ends.
+func afterValue(s string, i int, close byte) (next int, end bool) {
+	i = skipSpace(s, i)
+	if i < len(s) {
+		if s[i] == ',' {
+			return i + 1, false
+		}
+		if s[i] == close {
+			return i + 1, true
 		}
 	}
+	return -1, true
 }
 
 // elements is members for an array: f gets the index of each element.
@@ -265,18 +273,11 @@ func elements(s string, i, depth int, f func(v int) int) int {
 		if i < 0 {
 			return -1
 		}
+		var end bool
+		if i, end = afterValue(s, i, ']'); end {
+			return i
+		}
 		i = skipSpace(s, i)
-		if i >= len(s) {
-			return -1
-		}
-		switch s[i] {
-		case ',':
-			i = skipSpace(s, i+1)
-		case ']':
-			return i + 1
-		default:
-			return -1
-		}
 	}
 }
 
@@ -368,6 +369,60 @@ func FieldsOf(raw string, f func(k, v string)) {
 			i = skipSpace(raw, i+1)
 		}
 	}
+}
+
+// A FieldSlot is one field of an object that Pick reads: its name, where its value goes and,
+// for a request's field, the kind it must have.
+type FieldSlot struct {
+	name string
+	to   *string
+	kind byte   // 0: any
+	what string // the words for kind in an error: "a string", "a list"
+}
+
+// Field is the slot for the field name, whose value goes to *to.
+func Field(name string, to *string) FieldSlot { return FieldSlot{name: name, to: to} }
+
+// Want is the slot wanting its value to be of kind k (absent and null are every kind's); what
+// is the words for k that an error uses.
+func (f FieldSlot) Want(k byte, what string) FieldSlot {
+	f.kind, f.what = k, what
+	return f
+}
+
+// BadKind is the first of fields, in their order, whose picked value has another kind than its
+// slot wants: its name and the words for the kind wanted.
+func BadKind(fields []FieldSlot) (name, what string, bad bool) {
+	for _, f := range fields {
+		if f.kind != 0 && !Is(*f.to, f.kind) {
+			return f.name, f.what, true
+		}
+	}
+	return "", "", false
+}
+
+// Pick reads an object's fields by name: each field's value as it stands goes where its Field
+// says (the last one where a name stands twice), and every other field goes to rest when rest
+// is not nil. What a reader does with the values comes after, in one place, rather than spread
+// over the cases of a switch on the key.
+func Pick(raw string, rest func(k, v string), fields ...FieldSlot) {
+	FieldsOf(raw, func(k, v string) {
+		if !Put(fields, k, v) && rest != nil {
+			rest(k, v)
+		}
+	})
+}
+
+// Put sets the slot named k to v, and reports whether fields has one: Pick for a reader that
+// looks at every field as well.
+func Put(fields []FieldSlot, k, v string) bool {
+	for _, f := range fields {
+		if f.name == k {
+			*f.to = v
+			return true
+		}
+	}
+	return false
 }
 
 // eachElement calls f with each element of a valid array as it stands.

@@ -45,6 +45,24 @@ func BytesOf(s string) []byte {
 	return unsafe.Slice(unsafe.StringData(s), len(s))
 }
 
+// ObjectBytes is an object value as BytesOf gives it, and nil for a value of any other kind:
+// what a reader keeps of a field that only an object fills (a schema, a cache mark, metadata).
+func ObjectBytes(raw string) []byte {
+	if Kind(raw) != '{' {
+		return nil
+	}
+	return BytesOf(raw)
+}
+
+// Bool is a JSON boolean's value, nil when raw is none.
+func Bool(raw string) *bool {
+	if Kind(raw) != 't' {
+		return nil
+	}
+	b := raw == "true"
+	return &b
+}
+
 // Float is a JSON number's value, nil when raw is none.
 func Float(raw string) *float64 {
 	if Kind(raw) != '0' {
@@ -84,21 +102,6 @@ func EffortOf(budget int) string {
 		return "medium"
 	}
 	return "high"
-}
-
-// Kinds checks the kinds of a request's fields: Want notes the first field whose value has
-// another kind than its own (absent and null are every kind's), and Bad says whether there was
-// one, Name and What (the words for its kind: "a string", "a list") which.
-type Kinds struct {
-	Name, What string
-	Bad        bool
-}
-
-// Want checks that raw, the value of field name, is of kind k (or absent, or null).
-func (c *Kinds) Want(raw string, k byte, name, what string) {
-	if !c.Bad && !Is(raw, k) {
-		c.Name, c.What, c.Bad = name, what, true
-	}
 }
 
 // NotInt reports whether raw is a number that is not an integer an int holds (what a field

@@ -31,12 +31,11 @@ func TestReadHelpers(t *testing.T) {
 			t.Errorf("NotInt(%q) = %v, want %v", raw, got, want)
 		}
 	}
-	var k Kinds
-	k.Want(`"m"`, '"', "model", "a string")
-	k.Want("3", '"', "user", "a string")
-	k.Want("[]", '{', "metadata", "an object")
-	if !k.Bad || k.Name != "user" || k.What != "a string" {
-		t.Errorf("Kinds noted %+v, want the first mistyped field, user", k)
+	model, user, metadata := `"m"`, "3", "[]"
+	name, what, bad := BadKind([]FieldSlot{Field("model", &model).Want('"', "a string"),
+		Field("user", &user).Want('"', "a string"), Field("metadata", &metadata).Want('{', "an object")})
+	if !bad || name != "user" || what != "a string" {
+		t.Errorf("BadKind = %q, %q, %v, want the first mistyped field, user", name, what, bad)
 	}
 	for u, want := range map[string][2]string{"data:image/png;base64,AAAA": {"image/png", "AAAA"}, "data:;base64,AA": {}, "data:image/png,AA": {}, "https://x/y.png": {}} {
 		mt, data, ok := ParseDataURL(u)

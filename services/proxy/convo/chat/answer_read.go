@@ -100,20 +100,12 @@ func (m *message) read(raw string) {
 	if convo.Kind(raw) != '{' {
 		return
 	}
-	convo.FieldsOf(raw, func(k, v string) {
-		switch k {
-		case "content":
-			m.content = v
-		case "reasoning_content":
-			m.reasoningContent = v
-		case "reasoning":
-			m.reasoning = v
-		case "refusal":
-			m.refusal = v
-		case "tool_calls":
-			m.calls = v
-		}
-	})
+	convo.Pick(raw, nil,
+		convo.Field("content", &m.content),
+		convo.Field("reasoning_content", &m.reasoningContent),
+		convo.Field("reasoning", &m.reasoning),
+		convo.Field("refusal", &m.refusal),
+		convo.Field("tool_calls", &m.calls))
 }
 
 // thinking is the message's reasoning text as it stands: reasoning_content wins when it is given
@@ -130,24 +122,10 @@ type callFields struct{ index, id, name, args string }
 
 // readCall reads a tool call object.
 func readCall(tc string) (c callFields) {
-	convo.FieldsOf(tc, func(k, v string) {
-		switch k {
-		case "index":
-			c.index = v
-		case "id":
-			c.id = v
-		case "function":
-			if convo.Kind(v) == '{' {
-				convo.FieldsOf(v, func(k, v string) {
-					switch k {
-					case "name":
-						c.name = v
-					case "arguments":
-						c.args = v
-					}
-				})
-			}
+	convo.Pick(tc, func(k, v string) {
+		if k == "function" && convo.Kind(v) == '{' {
+			convo.Pick(v, nil, convo.Field("name", &c.name), convo.Field("arguments", &c.args))
 		}
-	})
+	}, convo.Field("index", &c.index), convo.Field("id", &c.id))
 	return c
 }

@@ -202,20 +202,13 @@ func errorAt(raw string) (*convo.Error, bool) {
 	case 0, 'n':
 		return nil, false
 	case '{':
-		e := &convo.Error{}
-		convo.FieldsOf(raw, func(k, v string) {
-			switch k {
-			case "message":
-				e.Message = convo.StrAt(v)
-			case "type":
-				e.Type = convo.StrAt(v)
-			case "code":
-				e.Code = convo.StrAt(v)
-			case "param":
-				e.Param = convo.StrAt(v)
-			}
-		})
-		return e, true
+		var msg, typ, code, param string
+		convo.Pick(raw, nil,
+			convo.Field("message", &msg),
+			convo.Field("type", &typ),
+			convo.Field("code", &code),
+			convo.Field("param", &param))
+		return &convo.Error{Message: convo.StrAt(msg), Type: convo.StrAt(typ), Code: convo.StrAt(code), Param: convo.StrAt(param)}, true
 	}
 	return &convo.Error{Message: convo.StrAt(raw)}, true
 }

@@ -28,67 +28,30 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 	}
 	r := &convo.Request{}
 	var f reqFields
-	convo.FieldsOf(s, func(k, v string) {
-		switch k {
-		case "model":
-			f.model = v
-		case "messages":
-			f.messages = v
-		case "max_tokens":
-			f.maxTokens = v
-		case "max_completion_tokens":
-			f.maxCompletionTokens = v
-		case "temperature":
-			f.temperature = v
-		case "top_p":
-			f.topP = v
-		case "stop":
-			f.stop = v
-		case "stream":
-			f.stream = v
-		case "stream_options":
-			f.streamOptions = v
-		case "tools":
-			f.tools = v
-		case "tool_choice":
-			f.toolChoice = v
-		case "parallel_tool_calls":
-			f.parallel = v
-		case "reasoning_effort":
-			f.effort = v
-		case "user":
-			f.user = v
-		case "response_format":
-			f.format = v
-		case "metadata":
-			f.metadata = v
-		case "service_tier":
-			f.serviceTier = v
-		case "store":
-			f.store = v
-		default:
-			r.Drop(k)
-		}
-	})
-	var kinds convo.Kinds
-	kinds.Want(f.model, '"', "model", "a string")
-	kinds.Want(f.messages, '[', "messages", "a list")
-	kinds.Want(f.maxTokens, '0', "max_tokens", "an integer")
-	kinds.Want(f.maxCompletionTokens, '0', "max_completion_tokens", "an integer")
-	kinds.Want(f.temperature, '0', "temperature", "a number")
-	kinds.Want(f.topP, '0', "top_p", "a number")
-	kinds.Want(f.stream, 't', "stream", "a boolean")
-	kinds.Want(f.streamOptions, '{', "stream_options", "an object")
-	kinds.Want(f.tools, '[', "tools", "a list")
-	kinds.Want(f.parallel, 't', "parallel_tool_calls", "a boolean")
-	kinds.Want(f.effort, '"', "reasoning_effort", "a string")
-	kinds.Want(f.user, '"', "user", "a string")
-	kinds.Want(f.format, '{', "response_format", "an object")
-	kinds.Want(f.metadata, '{', "metadata", "an object")
-	kinds.Want(f.serviceTier, '"', "service_tier", "a string")
-	kinds.Want(f.store, 't', "store", "a boolean")
-	if kinds.Bad {
-		return nil, notChat(kinds.Name, kinds.What)
+	// Of two fields of the wrong kind, the one earlier in this list is named.
+	slots := [...]convo.FieldSlot{
+		convo.Field("model", &f.model).Want('"', "a string"),
+		convo.Field("messages", &f.messages).Want('[', "a list"),
+		convo.Field("max_tokens", &f.maxTokens).Want('0', "an integer"),
+		convo.Field("max_completion_tokens", &f.maxCompletionTokens).Want('0', "an integer"),
+		convo.Field("temperature", &f.temperature).Want('0', "a number"),
+		convo.Field("top_p", &f.topP).Want('0', "a number"),
+		convo.Field("stop", &f.stop),
+		convo.Field("stream", &f.stream).Want('t', "a boolean"),
+		convo.Field("stream_options", &f.streamOptions).Want('{', "an object"),
+		convo.Field("tools", &f.tools).Want('[', "a list"),
+		convo.Field("tool_choice", &f.toolChoice),
+		convo.Field("parallel_tool_calls", &f.parallel).Want('t', "a boolean"),
+		convo.Field("reasoning_effort", &f.effort).Want('"', "a string"),
+		convo.Field("user", &f.user).Want('"', "a string"),
+		convo.Field("response_format", &f.format).Want('{', "an object"),
+		convo.Field("metadata", &f.metadata).Want('{', "an object"),
+		convo.Field("service_tier", &f.serviceTier).Want('"', "a string"),
+		convo.Field("store", &f.store).Want('t', "a boolean"),
+	}
+	convo.Pick(s, func(k, _ string) { r.Drop(k) }, slots[:]...)
+	if name, what, bad := convo.BadKind(slots[:]); bad {
+		return nil, notChat(name, what)
 	}
 	for _, c := range [...][2]string{{f.maxTokens, "max_tokens"}, {f.maxCompletionTokens, "max_completion_tokens"}} {
 		if convo.NotInt(c[0]) {
@@ -118,26 +81,12 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 	r.Temperature, r.TopP = convo.Float(f.temperature), convo.Float(f.topP)
 	readStop(r, f.stop)
 	r.Stream = f.stream == "true"
-	if convo.Kind(f.effort) == '"' {
-		r.ReasoningEffort = convo.StrAt(f.effort)
-	}
-	if convo.Kind(f.user) == '"' {
-		r.User = convo.StrAt(f.user)
-	}
-	if convo.Kind(f.metadata) == '{' {
-		r.Metadata = convo.BytesOf(f.metadata)
-	}
-	if convo.Kind(f.serviceTier) == '"' {
-		r.ServiceTier = convo.StrAt(f.serviceTier)
-	}
-	if convo.Kind(f.store) == 't' {
-		b := f.store == "true"
-		r.Store = &b
-	}
-	if convo.Kind(f.parallel) == 't' {
-		b := f.parallel == "true"
-		r.ParallelToolCalls = &b
-	}
+	r.ReasoningEffort = convo.Str(f.effort)
+	r.User = convo.Str(f.user)
+	r.Metadata = convo.ObjectBytes(f.metadata)
+	r.ServiceTier = convo.Str(f.serviceTier)
+	r.Store = convo.Bool(f.store)
+	r.ParallelToolCalls = convo.Bool(f.parallel)
 	if err := readTools(r, f.tools); err != nil {
 		return nil, err
 	}
@@ -186,14 +135,7 @@ func readTools(r *convo.Request, raw string) error {
 	err := convo.EachObject(raw, func(tool string) error {
 		var typ, fn, name, desc, params, strict string
 		if convo.Kind(tool) == '{' {
-			convo.FieldsOf(tool, func(k, v string) {
-				switch k {
-				case "type":
-					typ = v
-				case "function":
-					fn = v
-				}
-			})
+			convo.Pick(tool, nil, convo.Field("type", &typ), convo.Field("function", &fn))
 		}
 		if !convo.Is(typ, '"') {
 			return notChat("tools[].type", "a string")
@@ -202,18 +144,11 @@ func readTools(r *convo.Request, raw string) error {
 			return notChat("tools[].function", "an object")
 		}
 		if convo.Kind(fn) == '{' {
-			convo.FieldsOf(fn, func(k, v string) {
-				switch k {
-				case "name":
-					name = v
-				case "description":
-					desc = v
-				case "parameters":
-					params = v
-				case "strict":
-					strict = v
-				}
-			})
+			convo.Pick(fn, nil,
+				convo.Field("name", &name),
+				convo.Field("description", &desc),
+				convo.Field("parameters", &params),
+				convo.Field("strict", &strict))
 		}
 		for _, c := range [2][2]string{{name, "tools[].function.name"}, {desc, "tools[].function.description"}} {
 			if !convo.Is(c[0], '"') {
@@ -228,10 +163,7 @@ func readTools(r *convo.Request, raw string) error {
 		if k := convo.Kind(params); k != 0 && k != 'n' {
 			t.Parameters = convo.BytesOf(params)
 		}
-		if convo.Kind(strict) == 't' {
-			b := strict == "true"
-			t.Strict = &b
-		}
+		t.Strict = convo.Bool(strict)
 		r.Tools = append(r.Tools, t)
 		return nil
 	})
@@ -285,14 +217,7 @@ func readFormat(r *convo.Request, raw string) {
 		return
 	}
 	var typ, js string
-	convo.FieldsOf(raw, func(k, v string) {
-		switch k {
-		case "type":
-			typ = v
-		case "json_schema":
-			js = v
-		}
-	})
+	convo.Pick(raw, nil, convo.Field("type", &typ), convo.Field("json_schema", &js))
 	switch convo.StrAt(typ) {
 	case "text":
 		r.Format = &convo.ResponseFormat{Kind: convo.FormatText}
@@ -353,24 +278,14 @@ func readMessages(r *convo.Request, raw string) error {
 		}
 		var f msgFields
 		if convo.Kind(m) == '{' {
-			convo.FieldsOf(m, func(k, v string) {
-				switch k {
-				case "role":
-					f.role = v
-				case "content":
-					f.content = v
-				case "tool_calls":
-					f.toolCalls = v
-				case "tool_call_id":
-					f.toolCallID = v
-				case "reasoning_content":
-					f.reasoningContent = v
-				case "reasoning":
-					f.reasoning = v
-				case "name":
-					f.name = v
-				}
-			})
+			convo.Pick(m, nil,
+				convo.Field("role", &f.role),
+				convo.Field("content", &f.content),
+				convo.Field("tool_calls", &f.toolCalls),
+				convo.Field("tool_call_id", &f.toolCallID),
+				convo.Field("reasoning_content", &f.reasoningContent),
+				convo.Field("reasoning", &f.reasoning),
+				convo.Field("name", &f.name))
 		}
 		for _, c := range [4][2]string{{f.role, "role"}, {f.toolCallID, "tool_call_id"}, {f.reasoningContent, "reasoning_content"}, {f.name, "name"}} {
 			if !convo.Is(c[0], '"') {
@@ -445,31 +360,17 @@ func readToolCalls(raw string) ([]convo.Part, error) {
 	err := convo.EachObject(raw, func(tc string) error {
 		var index, id, typ, fn, name, args string
 		if convo.Kind(tc) == '{' {
-			convo.FieldsOf(tc, func(k, v string) {
-				switch k {
-				case "index":
-					index = v
-				case "id":
-					id = v
-				case "type":
-					typ = v
-				case "function":
-					fn = v
-				}
-			})
+			convo.Pick(tc, nil,
+				convo.Field("index", &index),
+				convo.Field("id", &id),
+				convo.Field("type", &typ),
+				convo.Field("function", &fn))
 		}
 		if !convo.Is(fn, '{') {
 			return notChat("messages[].tool_calls[].function", "an object")
 		}
 		if convo.Kind(fn) == '{' {
-			convo.FieldsOf(fn, func(k, v string) {
-				switch k {
-				case "name":
-					name = v
-				case "arguments":
-					args = v
-				}
-			})
+			convo.Pick(fn, nil, convo.Field("name", &name), convo.Field("arguments", &args))
 		}
 		for _, c := range [4]string{id, typ, name, args} {
 			if !convo.Is(c, '"') {
@@ -532,20 +433,12 @@ func contentParts(raw string) (parts []part, ok bool) {
 		}
 		var typ string
 		var c part
-		convo.FieldsOf(p, func(k, v string) {
-			switch k {
-			case "type":
-				typ = v
-			case "text":
-				c.text = v
-			case "image_url":
-				c.image = v
-			case "file":
-				c.file = v
-			case "cache_control":
-				c.cache = v
-			}
-		})
+		convo.Pick(p, nil,
+			convo.Field("type", &typ),
+			convo.Field("text", &c.text),
+			convo.Field("image_url", &c.image),
+			convo.Field("file", &c.file),
+			convo.Field("cache_control", &c.cache))
 		if !convo.Is(typ, '"') || !convo.Is(c.text, '"') || !convo.Is(c.image, '{') {
 			ok = false
 			return
@@ -565,11 +458,7 @@ func contentParts(raw string) (parts []part, ok bool) {
 
 // textPart is a text part of the model, with its cache mark.
 func textPart(text, cache string) convo.Part {
-	p := convo.Part{Kind: convo.PartText, Text: convo.TextAt(text)}
-	if convo.Kind(cache) == '{' {
-		p.Cache = convo.BytesOf(cache)
-	}
-	return p
+	return convo.Part{Kind: convo.PartText, Text: convo.TextAt(text), Cache: convo.ObjectBytes(cache)}
 }
 
 // content reads what every message's content starts with: a string is one text part (whole), a
@@ -634,19 +523,10 @@ func userParts(r *convo.Request, raw string) []convo.Part {
 			if convo.Kind(p.image) != '{' {
 				continue // no image_url object: nothing to show
 			}
-			var url, detail string
-			convo.FieldsOf(p.image, func(k, v string) {
-				switch k {
-				case "url":
-					url = convo.StrAt(v)
-				case "detail":
-					detail = convo.StrAt(v)
-				}
-			})
-			img := convo.Part{Kind: convo.PartImage, Detail: detail}
-			if convo.Kind(p.cache) == '{' {
-				img.Cache = convo.BytesOf(p.cache)
-			}
+			var rawURL, detail string
+			convo.Pick(p.image, nil, convo.Field("url", &rawURL), convo.Field("detail", &detail))
+			url := convo.StrAt(rawURL)
+			img := convo.Part{Kind: convo.PartImage, Detail: convo.StrAt(detail), Cache: convo.ObjectBytes(p.cache)}
 			if mt, data, ok := convo.ParseDataURL(url); ok {
 				img.MediaType, img.Data = mt, data
 			} else if strings.HasPrefix(url, "http://") || strings.HasPrefix(url, "https://") {

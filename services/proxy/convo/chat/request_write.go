@@ -120,12 +120,7 @@ func userOf(r *convo.Request) string {
 func appendTools(o *convo.Obj, r *convo.Request) {
 	n := 0
 	fn := func(t *convo.Tool, namespace string) {
-		if n++; n == 1 {
-			o.Key("tools")
-			o.B = append(o.B, '[')
-		} else {
-			o.B = append(o.B, ',')
-		}
+		o.Elem("tools", &n)
 		tool := convo.NewObj(o.B).Str("type", "function")
 		f := tool.Open("function").Str("name", convo.FlatName(namespace, t.Name))
 		if t.Description != "" {

@@ -49,20 +49,12 @@ func (r *StreamReader) Read(evs []convo.Event, sse []byte) []convo.Event {
 		return evs // a comment, a keep-alive or something unreadable: nothing to say
 	}
 	var id, model, usage, errRaw, choices string
-	convo.FieldsOf(c, func(k, v string) {
-		switch k {
-		case "id":
-			id = v
-		case "model":
-			model = v
-		case "usage":
-			usage = v
-		case "error":
-			errRaw = v
-		case "choices":
-			choices = v
-		}
-	})
+	convo.Pick(c, nil,
+		convo.Field("id", &id),
+		convo.Field("model", &model),
+		convo.Field("usage", &usage),
+		convo.Field("error", &errRaw),
+		convo.Field("choices", &choices))
 	if e, ok := errorAt(errRaw); ok {
 		r.done = true
 		return append(evs, convo.Event{Kind: convo.EvError, Err: e})

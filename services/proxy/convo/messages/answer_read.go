@@ -17,26 +17,15 @@ func ReadAnswer(evs []convo.Event, body []byte) ([]convo.Event, error) {
 		return evs, errNotAnswer
 	}
 	var typ, id, model, content, stop, stopSeq, usage, errRaw string
-	convo.FieldsOf(s, func(k, v string) {
-		switch k {
-		case "type":
-			typ = v
-		case "id":
-			id = v
-		case "model":
-			model = v
-		case "content":
-			content = v
-		case "stop_reason":
-			stop = v
-		case "stop_sequence":
-			stopSeq = v
-		case "usage":
-			usage = v
-		case "error":
-			errRaw = v
-		}
-	})
+	convo.Pick(s, nil,
+		convo.Field("type", &typ),
+		convo.Field("id", &id),
+		convo.Field("model", &model),
+		convo.Field("content", &content),
+		convo.Field("stop_reason", &stop),
+		convo.Field("stop_sequence", &stopSeq),
+		convo.Field("usage", &usage),
+		convo.Field("error", &errRaw))
 	if typ == `"error"` {
 		return append(evs, errorEvent(errRaw)), nil
 	}
@@ -55,10 +44,7 @@ func ReadAnswer(evs []convo.Event, body []byte) ([]convo.Event, error) {
 		evs = append(evs, convo.Event{Kind: convo.EvUsage, Usage: u.read(usage)})
 	}
 	if convo.Kind(stop) == '"' {
-		e := convo.Event{Kind: convo.EvStop, Stop: stopOf(convo.StrAt(stop))}
-		if convo.Kind(stopSeq) == '"' {
-			e.StopSequence = convo.StrAt(stopSeq)
-		}
+		e := convo.Event{Kind: convo.EvStop, Stop: stopOf(convo.StrAt(stop)), StopSequence: convo.Str(stopSeq)}
 		evs = append(evs, e)
 	}
 	return append(evs, convo.Event{Kind: convo.EvEnd}), nil
@@ -67,26 +53,15 @@ func ReadAnswer(evs []convo.Event, body []byte) ([]convo.Event, error) {
 // blockAt reads the fields of a content block (a whole answer's, or one a stream starts), as
 // they stand.
 func blockAt(raw string) (typ, text, thinking, signature, data, id, name, input string) {
-	convo.FieldsOf(raw, func(k, v string) {
-		switch k {
-		case "type":
-			typ = v
-		case "text":
-			text = v
-		case "thinking":
-			thinking = v
-		case "signature":
-			signature = v
-		case "data":
-			data = v
-		case "id":
-			id = v
-		case "name":
-			name = v
-		case "input":
-			input = v
-		}
-	})
+	convo.Pick(raw, nil,
+		convo.Field("type", &typ),
+		convo.Field("text", &text),
+		convo.Field("thinking", &thinking),
+		convo.Field("signature", &signature),
+		convo.Field("data", &data),
+		convo.Field("id", &id),
+		convo.Field("name", &name),
+		convo.Field("input", &input))
 	return
 }
 
@@ -186,24 +161,14 @@ func (s *StreamReader) Read(evs []convo.Event, sse []byte) []convo.Event {
 			e.err = v
 		case "delta":
 			if convo.Kind(v) == '{' {
-				convo.FieldsOf(v, func(k, v string) {
-					switch k {
-					case "type":
-						e.deltaType = v
-					case "text":
-						e.text = v
-					case "thinking":
-						e.thinking = v
-					case "signature":
-						e.signature = v
-					case "partial_json":
-						e.partial = v
-					case "stop_reason":
-						e.stop = v
-					case "stop_sequence":
-						e.stopSeq = v
-					}
-				})
+				convo.Pick(v, nil,
+					convo.Field("type", &e.deltaType),
+					convo.Field("text", &e.text),
+					convo.Field("thinking", &e.thinking),
+					convo.Field("signature", &e.signature),
+					convo.Field("partial_json", &e.partial),
+					convo.Field("stop_reason", &e.stop),
+					convo.Field("stop_sequence", &e.stopSeq))
 			}
 		}
 	})
@@ -216,16 +181,10 @@ func (s *StreamReader) Read(evs []convo.Event, sse []byte) []convo.Event {
 	case "message_start":
 		var id, model, usage string
 		if convo.Kind(e.message) == '{' {
-			convo.FieldsOf(e.message, func(k, v string) {
-				switch k {
-				case "id":
-					id = v
-				case "model":
-					model = v
-				case "usage":
-					usage = v
-				}
-			})
+			convo.Pick(e.message, nil,
+				convo.Field("id", &id),
+				convo.Field("model", &model),
+				convo.Field("usage", &usage))
 		}
 		evs = append(evs, convo.Event{Kind: convo.EvStart, ID: convo.StrAt(id), Model: convo.StrAt(model)})
 		if convo.Kind(usage) == '{' {
@@ -258,10 +217,7 @@ func (s *StreamReader) Read(evs []convo.Event, sse []byte) []convo.Event {
 			evs = append(evs, convo.Event{Kind: convo.EvUsage, Usage: s.usage.read(e.usage)})
 		}
 		if convo.Kind(e.stop) == '"' {
-			st := convo.Event{Kind: convo.EvStop, Stop: stopOf(convo.StrAt(e.stop))}
-			if convo.Kind(e.stopSeq) == '"' {
-				st.StopSequence = convo.StrAt(e.stopSeq)
-			}
+			st := convo.Event{Kind: convo.EvStop, Stop: stopOf(convo.StrAt(e.stop)), StopSequence: convo.Str(e.stopSeq)}
 			evs = append(evs, st)
 		}
 	case "message_stop":

@@ -28,59 +28,27 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 	}
 	r := &convo.Request{}
 	var f top
-	convo.FieldsOf(s, func(k, v string) {
-		switch k {
-		case "model":
-			f.model = v
-		case "messages":
-			f.messages = v
-		case "system":
-			f.system = v
-		case "max_tokens":
-			f.maxTokens = v
-		case "temperature":
-			f.temperature = v
-		case "top_p":
-			f.topP = v
-		case "top_k":
-			f.topK = v
-		case "stop_sequences":
-			f.stop = v
-		case "stream":
-			f.stream = v
-		case "tools":
-			f.tools = v
-		case "tool_choice":
-			f.toolChoice = v
-		case "thinking":
-			f.thinking = v
-		case "metadata":
-			f.metadata = v
-		case "output_config":
-			f.outputConfig = v
-		case "output_format":
-			f.outputFormat = v
-		default:
-			r.Drop(k)
-		}
-	})
-	var kinds convo.Kinds
-	kinds.Want(f.model, '"', "model", "a string")
-	kinds.Want(f.messages, '[', "messages", "a list")
-	kinds.Want(f.maxTokens, '0', "max_tokens", "an integer")
-	kinds.Want(f.temperature, '0', "temperature", "a number")
-	kinds.Want(f.topP, '0', "top_p", "a number")
-	kinds.Want(f.topK, '0', "top_k", "an integer")
-	kinds.Want(f.stop, '[', "stop_sequences", "a list of strings")
-	kinds.Want(f.stream, 't', "stream", "a boolean")
-	kinds.Want(f.tools, '[', "tools", "a list")
-	kinds.Want(f.toolChoice, '{', "tool_choice", "an object")
-	kinds.Want(f.thinking, '{', "thinking", "an object")
-	kinds.Want(f.metadata, '{', "metadata", "an object")
-	kinds.Want(f.outputConfig, '{', "output_config", "an object")
-	kinds.Want(f.outputFormat, '{', "output_format", "an object")
-	if kinds.Bad {
-		return nil, notMessages(kinds.Name, kinds.What)
+	// Of two fields of the wrong kind, the one earlier in this list is named.
+	slots := [...]convo.FieldSlot{
+		convo.Field("model", &f.model).Want('"', "a string"),
+		convo.Field("messages", &f.messages).Want('[', "a list"),
+		convo.Field("system", &f.system),
+		convo.Field("max_tokens", &f.maxTokens).Want('0', "an integer"),
+		convo.Field("temperature", &f.temperature).Want('0', "a number"),
+		convo.Field("top_p", &f.topP).Want('0', "a number"),
+		convo.Field("top_k", &f.topK).Want('0', "an integer"),
+		convo.Field("stop_sequences", &f.stop).Want('[', "a list of strings"),
+		convo.Field("stream", &f.stream).Want('t', "a boolean"),
+		convo.Field("tools", &f.tools).Want('[', "a list"),
+		convo.Field("tool_choice", &f.toolChoice).Want('{', "an object"),
+		convo.Field("thinking", &f.thinking).Want('{', "an object"),
+		convo.Field("metadata", &f.metadata).Want('{', "an object"),
+		convo.Field("output_config", &f.outputConfig).Want('{', "an object"),
+		convo.Field("output_format", &f.outputFormat).Want('{', "an object"),
+	}
+	convo.Pick(s, func(k, _ string) { r.Drop(k) }, slots[:]...)
+	if name, what, bad := convo.BadKind(slots[:]); bad {
+		return nil, notMessages(name, what)
 	}
 	for _, c := range [...][2]string{{f.maxTokens, "max_tokens"}, {f.topK, "top_k"}} {
 		if convo.NotInt(c[0]) {
@@ -171,8 +139,9 @@ func kindName(k byte) string {
 	return "a list"
 }
 
-// subFields reads the members of an object field, checking the kind of those named in kinds.
-func subFields(raw, name string, kinds map[string]byte, f func(k, v string)) error {
+// subFields picks the members of an object field, checking the kind of those named in kinds;
+// rest, when not nil, gets the members fields has no slot for.
+func subFields(raw, name string, kinds map[string]byte, rest func(k, v string), fields ...convo.FieldSlot) error {
 	if convo.Kind(raw) != '{' {
 		return nil
 	}
@@ -181,7 +150,9 @@ func subFields(raw, name string, kinds map[string]byte, f func(k, v string)) err
 		if want, ok := kinds[k]; ok && err == nil && !convo.Is(v, want) {
 			err = notMessages(name+"."+k, kindName(want))
 		}
-		f(k, v)
+		if !convo.Put(fields, k, v) && rest != nil {
+			rest(k, v)
+		}
 	})
 	return err
 }
@@ -192,16 +163,10 @@ var thinkingKinds = map[string]byte{"type": '"', "budget_tokens": '0', "display"
 // in output_config guides it).
 func readThinking(r *convo.Request, raw string) error {
 	var typ, budget, display string
-	err := subFields(raw, "thinking", thinkingKinds, func(k, v string) {
-		switch k {
-		case "type":
-			typ = v
-		case "budget_tokens":
-			budget = v
-		case "display":
-			display = v
-		}
-	})
+	err := subFields(raw, "thinking", thinkingKinds, nil,
+		convo.Field("type", &typ),
+		convo.Field("budget_tokens", &budget),
+		convo.Field("display", &display))
 	if err != nil {
 		return err
 	}
@@ -235,16 +200,9 @@ var outputKinds = map[string]byte{"effort": '"', "format": '{'}
 // readOutput reads output_config (the effort, the output format) and the older output_format.
 func readOutput(r *convo.Request, config, format string) error {
 	var effort string
-	err := subFields(config, "output_config", outputKinds, func(k, v string) {
-		switch k {
-		case "effort":
-			effort = v
-		case "format":
-			format = v
-		default:
-			r.Drop("output_config." + k)
-		}
-	})
+	err := subFields(config, "output_config", outputKinds, func(k, _ string) { r.Drop("output_config." + k) },
+		convo.Field("effort", &effort),
+		convo.Field("format", &format))
 	if err != nil {
 		return err
 	}
@@ -262,14 +220,9 @@ func readOutput(r *convo.Request, config, format string) error {
 		return nil
 	}
 	var typ, schema string
-	err = subFields(format, "output_config.format", map[string]byte{"type": '"', "schema": '{'}, func(k, v string) {
-		switch k {
-		case "type":
-			typ = v
-		case "schema":
-			schema = v
-		}
-	})
+	err = subFields(format, "output_config.format", map[string]byte{"type": '"', "schema": '{'}, nil,
+		convo.Field("type", &typ),
+		convo.Field("schema", &schema))
 	if err != nil {
 		return err
 	}
@@ -284,11 +237,7 @@ func readOutput(r *convo.Request, config, format string) error {
 // readMetadata keeps the metadata object and reads its user_id as the request's user.
 func readMetadata(r *convo.Request, raw string) error {
 	var userID string
-	err := subFields(raw, "metadata", map[string]byte{"user_id": '"'}, func(k, v string) {
-		if k == "user_id" {
-			userID = v
-		}
-	})
+	err := subFields(raw, "metadata", map[string]byte{"user_id": '"'}, nil, convo.Field("user_id", &userID))
 	if err != nil || convo.Kind(raw) != '{' {
 		return err
 	}
@@ -303,16 +252,10 @@ var choiceKinds = map[string]byte{"type": '"', "name": '"', "disable_parallel_to
 // disable_parallel_tool_use, which is parallel_tool_calls: false.
 func readToolChoice(r *convo.Request, raw string) error {
 	var typ, name, disable string
-	err := subFields(raw, "tool_choice", choiceKinds, func(k, v string) {
-		switch k {
-		case "type":
-			typ = v
-		case "name":
-			name = v
-		case "disable_parallel_tool_use":
-			disable = v
-		}
-	})
+	err := subFields(raw, "tool_choice", choiceKinds, nil,
+		convo.Field("type", &typ),
+		convo.Field("name", &name),
+		convo.Field("disable_parallel_tool_use", &disable))
 	if err != nil || convo.Kind(raw) != '{' {
 		return err
 	}
@@ -390,17 +333,9 @@ func readTools(r *convo.Request, raw string) error {
 		for _, k := range other {
 			r.Drop("tools[]." + k)
 		}
-		t := convo.Tool{Kind: convo.ToolFunction, Name: convo.StrAt(name), Description: convo.StrAt(desc)}
-		if convo.Kind(schema) == '{' {
-			t.Parameters = convo.BytesOf(schema)
-		}
-		if convo.Kind(strict) == 't' {
-			b := strict == "true"
-			t.Strict = &b
-		}
-		if convo.Kind(cache) == '{' {
-			t.Cache = convo.BytesOf(cache)
-		}
+		t := convo.Tool{Kind: convo.ToolFunction, Name: convo.StrAt(name), Description: convo.StrAt(desc),
+			Parameters: convo.ObjectBytes(schema), Cache: convo.ObjectBytes(cache)}
+		t.Strict = convo.Bool(strict)
 		r.Tools = append(r.Tools, t)
 	})
 	return err
@@ -432,7 +367,7 @@ func readSystem(r *convo.Request, raw string) []convo.Part {
 			r.Drop("system[].type=" + b.typ)
 			return
 		}
-		parts = append(parts, convo.Part{Kind: convo.PartText, Text: convo.TextAt(b.text), Cache: cacheOf(b.cache)})
+		parts = append(parts, convo.Part{Kind: convo.PartText, Text: convo.TextAt(b.text), Cache: convo.ObjectBytes(b.cache)})
 	})
 	return parts
 }
@@ -449,42 +384,23 @@ type block struct {
 func blockOf(raw string) block {
 	var b block
 	var typ string
-	convo.FieldsOf(raw, func(k, v string) {
-		switch k {
-		case "type":
-			typ = v
-		case "text":
-			b.text = v
-		case "id":
-			b.id = v
-		case "name":
-			b.name = v
-		case "tool_use_id":
-			b.toolUseID = v
-		case "input":
-			b.input = v
-		case "content":
-			b.content = v
-		case "is_error":
-			b.isError = v
-		case "thinking":
-			b.thinking = v
-		case "signature":
-			b.signature = v
-		case "data":
-			b.data = v
-		case "source":
-			b.source = v
-		case "title":
-			b.title = v
-		case "cache_control":
-			b.cache = v
-		case "citations":
-			b.citations = v
-		case "context":
-			b.context = v
-		}
-	})
+	convo.Pick(raw, nil,
+		convo.Field("type", &typ),
+		convo.Field("text", &b.text),
+		convo.Field("id", &b.id),
+		convo.Field("name", &b.name),
+		convo.Field("tool_use_id", &b.toolUseID),
+		convo.Field("input", &b.input),
+		convo.Field("content", &b.content),
+		convo.Field("is_error", &b.isError),
+		convo.Field("thinking", &b.thinking),
+		convo.Field("signature", &b.signature),
+		convo.Field("data", &b.data),
+		convo.Field("source", &b.source),
+		convo.Field("title", &b.title),
+		convo.Field("cache_control", &b.cache),
+		convo.Field("citations", &b.citations),
+		convo.Field("context", &b.context))
 	b.typ = convo.StrAt(typ)
 	return b
 }
@@ -535,13 +451,6 @@ func validSource(raw string) bool {
 	return good
 }
 
-func cacheOf(raw string) []byte {
-	if convo.Kind(raw) != '{' {
-		return nil
-	}
-	return convo.BytesOf(raw)
-}
-
 // readMessages reads the conversation. A user turn's tool results become a RoleTool message
 // (the runs of them, in order, around the runs of other blocks); a system message in the middle
 // of the conversation (Claude Code's mid-conversation-system beta) stays where it was.
@@ -554,14 +463,7 @@ func readMessages(r *convo.Request, raw string) error {
 		i++
 		var role, content string
 		if convo.Kind(m) == '{' {
-			convo.FieldsOf(m, func(k, v string) {
-				switch k {
-				case "role":
-					role = v
-				case "content":
-					content = v
-				}
-			})
+			convo.Pick(m, nil, convo.Field("role", &role), convo.Field("content", &content))
 		}
 		if !convo.Is(role, '"') {
 			return notMessages("messages[]", "objects with a string role")
@@ -676,7 +578,7 @@ func partAt(r *convo.Request, b block, role convo.Role, p *convo.Part, at string
 	if convo.Kind(b.citations) != 0 && convo.Kind(b.citations) != 'n' {
 		r.Drop(at + ".citations")
 	}
-	*p = convo.Part{Cache: cacheOf(b.cache)}
+	*p = convo.Part{Cache: convo.ObjectBytes(b.cache)}
 	switch b.typ {
 	case "text":
 		p.Kind, p.Text = convo.PartText, convo.TextAt(b.text)
@@ -732,19 +634,12 @@ func sourceOf(raw string) (typ, mediaType, data, url string) {
 	if convo.Kind(raw) != '{' {
 		return "", "", "", ""
 	}
-	convo.FieldsOf(raw, func(k, v string) {
-		switch k {
-		case "type":
-			typ = convo.StrAt(v)
-		case "media_type":
-			mediaType = convo.StrAt(v)
-		case "data":
-			data = convo.StrAt(v)
-		case "url":
-			url = convo.StrAt(v)
-		}
-	})
-	return typ, mediaType, data, url
+	convo.Pick(raw, nil,
+		convo.Field("type", &typ),
+		convo.Field("media_type", &mediaType),
+		convo.Field("data", &data),
+		convo.Field("url", &url))
+	return convo.StrAt(typ), convo.StrAt(mediaType), convo.StrAt(data), convo.StrAt(url)
 }
 
 // textOfSource is a plain-text document's data as Text.
@@ -761,7 +656,7 @@ func textOfSource(raw string) convo.Text {
 // toolResult reads a tool_result block: its content a string or a list of text, image and
 // document blocks.
 func toolResult(r *convo.Request, b block) convo.Part {
-	p := convo.Part{Kind: convo.PartToolResult, ID: convo.StrAt(b.toolUseID), IsError: b.isError == "true", Cache: cacheOf(b.cache)}
+	p := convo.Part{Kind: convo.PartToolResult, ID: convo.StrAt(b.toolUseID), IsError: b.isError == "true", Cache: convo.ObjectBytes(b.cache)}
 	switch convo.Kind(b.content) {
 	case 0, 'n':
 	case '"':

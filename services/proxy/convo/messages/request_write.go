@@ -158,12 +158,7 @@ func appendSystem(out *convo.Obj, r *convo.Request) {
 		if p.Text == "" { // Anthropic refuses empty text blocks
 			continue
 		}
-		if n++; n == 1 {
-			out.Key("system")
-			out.B = append(out.B, '[')
-		} else {
-			out.B = append(out.B, ',')
-		}
+		out.Elem("system", &n)
 		out.B = appendText(out.B, p.Text, p.Cache)
 	}
 	if n > 0 {
@@ -499,12 +494,7 @@ func appendTools(out *convo.Obj, r *convo.Request) int {
 				return
 			}
 		}
-		if n++; n == 1 {
-			out.Key("tools")
-			out.B = append(out.B, '[')
-		} else {
-			out.B = append(out.B, ',')
-		}
+		out.Elem("tools", &n)
 		if t.Kind == convo.ToolServer {
 			out.B = append(out.B, t.Raw...)
 			return

@@ -35,24 +35,14 @@ func readResponse(s string) response {
 	if convo.Kind(s) != '{' {
 		return a
 	}
-	convo.FieldsOf(s, func(k, v string) {
-		switch k {
-		case "id":
-			a.id = v
-		case "model":
-			a.model = v
-		case "status":
-			a.status = v
-		case "output":
-			a.output = v
-		case "usage":
-			a.usage = v
-		case "error":
-			a.err = v
-		case "incomplete_details":
-			a.details = v
-		}
-	})
+	convo.Pick(s, nil,
+		convo.Field("id", &a.id),
+		convo.Field("model", &a.model),
+		convo.Field("status", &a.status),
+		convo.Field("output", &a.output),
+		convo.Field("usage", &a.usage),
+		convo.Field("error", &a.err),
+		convo.Field("incomplete_details", &a.details))
 	return a
 }
 
@@ -196,28 +186,18 @@ func readItem(raw string) item {
 	if convo.Kind(raw) != '{' {
 		return it
 	}
-	convo.FieldsOf(raw, func(k, v string) {
-		switch k {
-		case "type":
-			it.typ = convo.StrAt(v)
-		case "id":
-			it.id = v
-		case "call_id":
-			it.callID = v
-		case "name":
-			it.name = v
-		case "namespace":
-			it.namespace = v
-		case "arguments":
-			it.args = v
-		case "content":
-			it.content = v
-		case "summary":
-			it.summary = v
-		case "encrypted_content":
-			it.encrypted = v
-		}
-	})
+	var typ string
+	convo.Pick(raw, nil,
+		convo.Field("type", &typ),
+		convo.Field("id", &it.id),
+		convo.Field("call_id", &it.callID),
+		convo.Field("name", &it.name),
+		convo.Field("namespace", &it.namespace),
+		convo.Field("arguments", &it.args),
+		convo.Field("content", &it.content),
+		convo.Field("summary", &it.summary),
+		convo.Field("encrypted_content", &it.encrypted))
+	it.typ = convo.StrAt(typ)
 	return it
 }
 

@@ -27,67 +27,37 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 	}
 	r := &convo.Request{}
 	var f fields
-	convo.FieldsOf(s, func(k, raw string) {
-		switch k {
-		case "model":
-			f.model = raw
-		case "input":
-			f.input = raw
-		case "instructions":
-			f.instructions = raw
-		case "tools":
-			f.tools = raw
-		case "tool_choice":
-			f.toolChoice = raw
-		case "parallel_tool_calls":
-			f.parallel = raw
-		case "max_output_tokens":
-			f.maxOut = raw
-		case "temperature":
-			f.temperature = raw
-		case "top_p":
-			f.topP = raw
-		case "reasoning":
-			f.reasoning = raw
-		case "stream":
-			f.stream = raw
-		case "text":
-			f.text = raw
-		case "user":
-			f.user = raw
-		case "metadata":
-			f.metadata = raw
-		case "store":
-			f.store = raw
-		case "include":
-			f.include = raw
-		case "previous_response_id":
-			f.previous = raw
-		case "truncation":
-			f.truncation = raw
-		case "service_tier":
-			f.serviceTier = raw
-		case "prompt_cache_key":
-			// Nothing to carry: it only steers a provider's prompt cache, which the gateway's
-			// routing already keeps warm.
-		default:
+	// Of two fields of the wrong kind, the one earlier in this list is named.
+	slots := [...]convo.FieldSlot{
+		convo.Field("model", &f.model).Want('"', "a string"),
+		convo.Field("input", &f.input),
+		convo.Field("instructions", &f.instructions).Want('"', "a string"),
+		convo.Field("tools", &f.tools).Want('[', "a list"),
+		convo.Field("tool_choice", &f.toolChoice),
+		convo.Field("parallel_tool_calls", &f.parallel).Want('t', "a boolean"),
+		convo.Field("max_output_tokens", &f.maxOut).Want('0', "an integer"),
+		convo.Field("temperature", &f.temperature).Want('0', "a number"),
+		convo.Field("top_p", &f.topP).Want('0', "a number"),
+		convo.Field("reasoning", &f.reasoning).Want('{', "an object"),
+		convo.Field("stream", &f.stream).Want('t', "a boolean"),
+		convo.Field("text", &f.text).Want('{', "an object"),
+		convo.Field("user", &f.user).Want('"', "a string"),
+		convo.Field("metadata", &f.metadata),
+		convo.Field("store", &f.store),
+		convo.Field("include", &f.include),
+		convo.Field("previous_response_id", &f.previous),
+		convo.Field("truncation", &f.truncation),
+		convo.Field("service_tier", &f.serviceTier),
+	}
+	convo.Pick(s, func(k, _ string) {
+		// prompt_cache_key has nothing to carry: it only steers a provider's prompt cache, which
+		// the gateway's routing already keeps warm.
+		if k != "prompt_cache_key" {
 			r.Drop(k)
 		}
-	})
-	var kinds convo.Kinds
-	kinds.Want(f.model, '"', "model", "a string")
-	kinds.Want(f.instructions, '"', "instructions", "a string")
-	kinds.Want(f.tools, '[', "tools", "a list")
-	kinds.Want(f.parallel, 't', "parallel_tool_calls", "a boolean")
-	kinds.Want(f.maxOut, '0', "max_output_tokens", "an integer")
-	kinds.Want(f.temperature, '0', "temperature", "a number")
-	kinds.Want(f.topP, '0', "top_p", "a number")
-	kinds.Want(f.reasoning, '{', "reasoning", "an object")
-	kinds.Want(f.stream, 't', "stream", "a boolean")
-	kinds.Want(f.text, '{', "text", "an object")
-	kinds.Want(f.user, '"', "user", "a string")
-	if kinds.Bad {
-		return nil, typeError(kinds.Name, kinds.What)
+	}, slots[:]...)
+	if name, what, bad := convo.BadKind(slots[:]); bad {
+		return nil, typeError(name, what)
 	}
 	if convo.NotInt(f.maxOut) {
 		return nil, typeError("max_output_tokens", "an integer")
@@ -119,9 +89,7 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 		return nil, err
 	}
 
-	if convo.Kind(f.model) == '"' {
-		r.Model = convo.StrAt(f.model)
-	}
+	r.Model = convo.Str(f.model)
 	if convo.Kind(f.instructions) == '"' && f.instructions != `""` {
 		r.System = append(r.System, convo.Part{Kind: convo.PartText, Text: convo.TextAt(f.instructions), Name: instructionsName})
 	}
@@ -140,25 +108,17 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 	}
 
 	r.ToolChoice = readToolChoice(f.toolChoice, r)
-	if convo.Kind(f.parallel) == 't' {
-		b := f.parallel == "true"
-		r.ParallelToolCalls = &b
-	}
+	r.ParallelToolCalls = convo.Bool(f.parallel)
 	r.Temperature, r.TopP = convo.Float(f.temperature), convo.Float(f.topP)
 	r.Stream = f.stream == "true"
 	if convo.Kind(f.text) == '{' {
 		readText(f.text, r)
 	}
-	if convo.Kind(f.user) == '"' {
-		r.User = convo.StrAt(f.user)
-	}
+	r.User = convo.Str(f.user)
 	if k := convo.Kind(f.metadata); k != 0 && k != 'n' {
 		r.Metadata = []byte(f.metadata)
 	}
-	if convo.Kind(f.store) == 't' {
-		b := f.store == "true"
-		r.Store = &b
-	}
+	r.Store = convo.Bool(f.store)
 	if convo.Kind(f.include) == '[' {
 		convo.EachElement(f.include, func(v string) {
 			if convo.Kind(v) == '"' {
@@ -166,15 +126,9 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 			}
 		})
 	}
-	if convo.Kind(f.previous) == '"' {
-		r.PreviousResponseID = convo.StrAt(f.previous)
-	}
-	if convo.Kind(f.truncation) == '"' {
-		r.Truncation = convo.StrAt(f.truncation)
-	}
-	if convo.Kind(f.serviceTier) == '"' {
-		r.ServiceTier = convo.StrAt(f.serviceTier)
-	}
+	r.PreviousResponseID = convo.Str(f.previous)
+	r.Truncation = convo.Str(f.truncation)
+	r.ServiceTier = convo.Str(f.serviceTier)
 	return r, nil
 }
 
@@ -200,22 +154,13 @@ func readTools(raw string, r *convo.Request, inNamespace bool) ([]convo.Tool, er
 			return
 		}
 		var typ, name, desc, params, strict, members string
-		convo.FieldsOf(tool, func(k, v string) {
-			switch k {
-			case "type":
-				typ = v
-			case "name":
-				name = v
-			case "description":
-				desc = v
-			case "parameters":
-				params = v
-			case "strict":
-				strict = v
-			case "tools":
-				members = v
-			}
-		})
+		convo.Pick(tool, nil,
+			convo.Field("type", &typ),
+			convo.Field("name", &name),
+			convo.Field("description", &desc),
+			convo.Field("parameters", &params),
+			convo.Field("strict", &strict),
+			convo.Field("tools", &members))
 		for _, c := range [][2]string{{typ, "tools[].type"}, {name, "tools[].name"}, {desc, "tools[].description"}} {
 			if !convo.Is(c[0], '"') {
 				err = typeError(c[1], "a string")
@@ -229,10 +174,7 @@ func readTools(raw string, r *convo.Request, inNamespace bool) ([]convo.Tool, er
 			if k := convo.Kind(params); k != 0 && k != 'n' {
 				t.Parameters = []byte(params)
 			}
-			if convo.Kind(strict) == 't' {
-				b := strict == "true"
-				t.Strict = &b
-			}
+			t.Strict = convo.Bool(strict)
 		case "namespace":
 			if inNamespace {
 				r.Drop("tools[].tools[].type=namespace")
@@ -270,14 +212,7 @@ func readToolChoice(raw string, r *convo.Request) convo.ToolChoice {
 		}
 	case '{':
 		var typ, name string
-		convo.FieldsOf(raw, func(k, v string) {
-			switch k {
-			case "type":
-				typ = v
-			case "name":
-				name = v
-			}
-		})
+		convo.Pick(raw, nil, convo.Field("type", &typ), convo.Field("name", &name))
 		if convo.Kind(typ) == '"' && convo.StrAt(typ) == "function" && convo.Kind(name) == '"' && name != `""` {
 			return convo.ToolChoice{Mode: convo.ChoiceTool, Name: convo.StrAt(name)}
 		}
@@ -306,20 +241,12 @@ func readText(raw string, r *convo.Request) {
 // translate's decoding did).
 func readFormat(raw string) *convo.ResponseFormat {
 	var typ, name, schema, strict, desc string
-	convo.FieldsOf(raw, func(k, v string) {
-		switch k {
-		case "type":
-			typ = v
-		case "name":
-			name = v
-		case "schema":
-			schema = v
-		case "strict":
-			strict = v
-		case "description":
-			desc = v
-		}
-	})
+	convo.Pick(raw, nil,
+		convo.Field("type", &typ),
+		convo.Field("name", &name),
+		convo.Field("schema", &schema),
+		convo.Field("strict", &strict),
+		convo.Field("description", &desc))
 	if !convo.Is(typ, '"') || !convo.Is(name, '"') || !convo.Is(strict, 't') || !convo.Is(desc, '"') {
 		return nil
 	}
@@ -331,10 +258,7 @@ func readFormat(raw string) *convo.ResponseFormat {
 		if k := convo.Kind(schema); k != 0 && k != 'n' {
 			f.Schema = []byte(schema)
 		}
-		if convo.Kind(strict) == 't' {
-			b := strict == "true"
-			f.Strict = &b
-		}
+		f.Strict = convo.Bool(strict)
 		return f
 	}
 	return nil
@@ -399,32 +323,18 @@ func (rd *reader) turn(message bool) *convo.Message {
 // item reads one input item; it reports false when a field has the wrong type.
 func (rd *reader) item(it string) bool {
 	var typ, role, callID, name, args, content, output, id, namespace, summary, encrypted string
-	convo.FieldsOf(it, func(k, v string) {
-		switch k {
-		case "type":
-			typ = v
-		case "role":
-			role = v
-		case "call_id":
-			callID = v
-		case "name":
-			name = v
-		case "arguments":
-			args = v
-		case "content":
-			content = v
-		case "output":
-			output = v
-		case "id":
-			id = v
-		case "namespace":
-			namespace = v
-		case "summary":
-			summary = v
-		case "encrypted_content":
-			encrypted = v
-		}
-	})
+	convo.Pick(it, nil,
+		convo.Field("type", &typ),
+		convo.Field("role", &role),
+		convo.Field("call_id", &callID),
+		convo.Field("name", &name),
+		convo.Field("arguments", &args),
+		convo.Field("content", &content),
+		convo.Field("output", &output),
+		convo.Field("id", &id),
+		convo.Field("namespace", &namespace),
+		convo.Field("summary", &summary),
+		convo.Field("encrypted_content", &encrypted))
 	for _, v := range []string{typ, role, callID, name, args} {
 		if !convo.Is(v, '"') {
 			return false
@@ -460,10 +370,8 @@ func (rd *reader) item(it string) bool {
 			}
 		}
 	case "function_call":
-		p := convo.Part{Kind: convo.PartToolCall, ID: convo.StrAt(callID), Name: convo.StrAt(name), Args: arguments(args)}
-		if convo.Kind(namespace) == '"' {
-			p.Namespace = convo.StrAt(namespace)
-		}
+		p := convo.Part{Kind: convo.PartToolCall, ID: convo.StrAt(callID), Name: convo.StrAt(name), Args: arguments(args),
+			Namespace: convo.Str(namespace)}
 		m := rd.turn(false)
 		m.Parts = append(m.Parts, p)
 	case "function_call_output":
@@ -479,15 +387,9 @@ func (rd *reader) item(it string) bool {
 		}
 		m.Parts = append(m.Parts, p)
 	case "reasoning":
-		p := convo.Part{Kind: convo.PartThinking, Text: reasoningText(summary)}
+		p := convo.Part{Kind: convo.PartThinking, Text: reasoningText(summary), ID: convo.Str(id), Encrypted: convo.Str(encrypted)}
 		if p.Text == "" {
 			p.Text = reasoningText(content)
-		}
-		if convo.Kind(id) == '"' {
-			p.ID = convo.StrAt(id)
-		}
-		if convo.Kind(encrypted) == '"' {
-			p.Encrypted = convo.StrAt(encrypted)
 		}
 		m := rd.turn(false)
 		m.Parts = append(m.Parts, p)
@@ -591,28 +493,16 @@ func (rd *reader) parts(raw string, set partSet) []convo.Part {
 			return
 		}
 		var c contentPart
-		convo.FieldsOf(p, func(k, v string) {
-			switch k {
-			case "type":
-				c.typ = v
-			case "text":
-				c.text = v
-			case "refusal":
-				c.refusal = v
-			case "image_url":
-				c.image = v
-			case "detail":
-				c.detail = v
-			case "file_id":
-				c.fileID = v
-			case "file_data":
-				c.fileData = v
-			case "file_url":
-				c.fileURL = v
-			case "filename":
-				c.filename = v
-			}
-		})
+		convo.Pick(p, nil,
+			convo.Field("type", &c.typ),
+			convo.Field("text", &c.text),
+			convo.Field("refusal", &c.refusal),
+			convo.Field("image_url", &c.image),
+			convo.Field("detail", &c.detail),
+			convo.Field("file_id", &c.fileID),
+			convo.Field("file_data", &c.fileData),
+			convo.Field("file_url", &c.fileURL),
+			convo.Field("filename", &c.filename))
 		if !convo.Is(c.typ, '"') || !convo.Is(c.text, '"') || !convo.Is(c.detail, '"') {
 			ok = false
 			return
@@ -655,10 +545,7 @@ func (rd *reader) parts(raw string, set partSet) []convo.Part {
 			}
 			out = append(out, p)
 		case c.typ == "input_file" && set != textParts:
-			p := convo.Part{Kind: convo.PartDocument}
-			if convo.Kind(c.filename) == '"' {
-				p.Title = convo.StrAt(c.filename)
-			}
+			p := convo.Part{Kind: convo.PartDocument, Title: convo.Str(c.filename)}
 			switch {
 			case convo.Kind(c.fileData) == '"' && c.fileData != `""`:
 				d := convo.StrAt(c.fileData)

@@ -57,30 +57,17 @@ func (r *StreamReader) Read(evs []convo.Event, sse []byte) []convo.Event {
 		return evs
 	}
 	var e event
-	convo.FieldsOf(s, func(k, v string) {
-		switch k {
-		case "type":
-			e.typ = v
-		case "response":
-			e.response = v
-		case "item":
-			e.item = v
-		case "output_index":
-			e.output = v
-		case "delta":
-			e.delta = v
-		case "summary_index":
-			e.summary = v
-		case "code":
-			e.code = v
-		case "message":
-			e.message = v
-		case "param":
-			e.param = v
-		case "error":
-			e.err = v
-		}
-	})
+	convo.Pick(s, nil,
+		convo.Field("type", &e.typ),
+		convo.Field("response", &e.response),
+		convo.Field("item", &e.item),
+		convo.Field("output_index", &e.output),
+		convo.Field("delta", &e.delta),
+		convo.Field("summary_index", &e.summary),
+		convo.Field("code", &e.code),
+		convo.Field("message", &e.message),
+		convo.Field("param", &e.param),
+		convo.Field("error", &e.err))
 	typ := name
 	if convo.Kind(e.typ) == '"' {
 		typ = convo.StrAt(e.typ)

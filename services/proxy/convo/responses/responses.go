@@ -11,7 +11,6 @@ package responses
 
 import (
 	"errors"
-	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -27,7 +26,7 @@ var (
 
 // typeError is the error for a field whose value has the wrong type (the words translate gave).
 func typeError(field, want string) error {
-	return fmt.Errorf("not a Responses request: %s must be %s", field, want)
+	return errors.New("not a Responses request: " + field + " must be " + want)
 }
 
 var (
