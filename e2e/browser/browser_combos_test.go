@@ -1,7 +1,6 @@
 package browser
 
 import (
-	"context"
 	"net/http"
 	"strconv"
 	"strings"
@@ -31,28 +30,23 @@ func TestCombosInBrowser(t *testing.T) {
 	key := e.NewKey()
 	e.WaitModels(key, "ok/gpt-test")
 	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0}}, 200)
-	if r := e.Chat(context.Background(), key, testenv.ChatBody); r.StatusCode != 429 {
-		t.Fatalf("chat: %d", r.StatusCode)
-	} else {
-		testenv.ReadAll(t, r)
-	}
+	chatWants(t, e, key, testenv.ChatBody, 429)
 
-	b := newStateBrowser(t)
+	b := newDashBrowser(t)
 	step := b.step
 	const card = "#combo-resilient-chat"
 	rows := func() string {
 		return b.eval(`[...document.querySelectorAll('` + card + ` tr.combo-target')].map(r => r.dataset.target).join(',')`)
 	}
 	var id string
+	// save saves the combo form and waits for the list.
+	save := func() { b.do(clickLoad("#save-combo"), chromedp.WaitVisible(chromedp.CSS(card))) }
 
 	step("log in and open the empty Combos page", func(t *testing.T) {
 		b.do(
-			chromedp.Navigate(e.Base+"/login"),
-			chromedp.WaitVisible(chromedp.CSS("#password")),
-			chromedp.SendKeys(chromedp.CSS("#password"), e.Vars["SWITCHYARD_ADMIN_PASSWORD"]),
-			b.clickLoad(`.login button[type="submit"]`),
+			logInTo(e),
 			chromedp.WaitVisible(chromedp.CSS("#nav-combos")),
-			b.clickLoad("#nav-combos"),
+			clickLoad("#nav-combos"),
 			chromedp.WaitVisible(chromedp.CSS("#add-combo")),
 		)
 		if got := b.text(".card.empty p"); got != i18n.TL(i18n.EN, "combos.empty") {
@@ -62,7 +56,7 @@ func TestCombosInBrowser(t *testing.T) {
 
 	step("create a combo with two targets", func(t *testing.T) {
 		b.do(
-			b.clickLoad("#add-combo"),
+			clickLoad("#add-combo"),
 			chromedp.WaitVisible(chromedp.CSS("#combo-form")),
 			chromedp.SendKeys(chromedp.CSS("#combo-name"), "resilient-chat"),
 			chromedp.SendKeys(chromedp.CSS("#target-0"), "up/gpt-test"),
@@ -73,10 +67,7 @@ func TestCombosInBrowser(t *testing.T) {
 			t.Fatalf("%s strategies explained, want 9", got)
 		}
 		b.shot("combos-form")
-		b.do(
-			b.clickLoad("#save-combo"),
-			chromedp.WaitVisible(chromedp.CSS(card)),
-		)
+		save()
 		if got := rows(); got != "up/gpt-test,ok/gpt-test" {
 			t.Fatalf("targets %q", got)
 		}
@@ -165,10 +156,7 @@ func TestCombosInBrowser(t *testing.T) {
 		if b.eval(`String(window.__form === true)`) != "true" {
 			t.Fatal("the row buttons reloaded the page")
 		}
-		b.do(
-			b.clickLoad("#save-combo"),
-			chromedp.WaitVisible(chromedp.CSS(card)),
-		)
+		save()
 		if got := rows(); got != "ok/gpt-test,up/gpt-test" {
 			t.Fatalf("after saving the form: %q", got)
 		}
