@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+	"go.uber.org/goleak"
 
 	"switchyard/app"
 )
@@ -67,6 +68,28 @@ func New(t testing.TB, args ...string) *Env {
 		Vars: map[string]string{"SWITCHYARD_ADMIN_TOKEN": AdminToken, "SWITCHYARD_ADMIN_PASSWORD": Password}}
 	e.Start()
 	return e
+}
+
+// RunCheckingLeaks runs a test package's tests and fails it when any test leaves a goroutine
+// behind (ignore names goroutines a package knows to outlive its tests): every app a test
+// starts must stop its background work, and every proxied request and stream must end its
+// goroutines.
+func RunCheckingLeaks(m *testing.M, ignore ...goleak.Option) {
+	goleak.VerifyTestMain(closingIdle{m}, append([]goleak.Option{
+		// Idle keep-alive connections of test HTTP clients belong to the clients, not the gateway.
+		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+	}, ignore...)...)
+}
+
+// closingIdle closes the test clients' idle connections after the tests, before the check.
+type closingIdle struct{ m *testing.M }
+
+func (c closingIdle) Run() int {
+	code := c.m.Run()
+	http.DefaultClient.CloseIdleConnections()
+	ChatClient.CloseIdleConnections()
+	return code
 }
 
 // LookupEnv is the environment the gateway sees.
