@@ -23,12 +23,8 @@ type FakeAnthropic struct {
 // NewFakeAnthropic starts an Anthropic upstream answering messages with handler and listing the
 // models (claude-test when none are given); it stops with the test.
 func NewFakeAnthropic(t testing.TB, handler http.HandlerFunc, models ...string) *FakeAnthropic {
-	f := &FakeAnthropic{models: models, messages: handler}
-	if len(f.models) == 0 {
-		f.models = []string{"claude-test"}
-	}
-	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
-	t.Cleanup(f.Close)
+	f := &FakeAnthropic{models: modelsOr(models, "claude-test"), messages: handler}
+	f.Server = startServer(t, f.serve)
 	return f
 }
 

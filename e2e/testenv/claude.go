@@ -98,8 +98,7 @@ func NewFakeClaude(t testing.TB, messages http.HandlerFunc) *FakeClaude {
 		plans: map[string]string{}, Messages: messages}
 	f.ExpiresIn.Store(8 * 3600)
 	f.Reset.Store("reset")
-	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
-	t.Cleanup(f.Close)
+	f.Server = startServer(t, f.serve)
 	return f
 }
 

@@ -88,9 +88,8 @@ func NewFakeOpenAIAuth(t testing.TB) *FakeOpenAIAuth {
 		burned: map[string]bool{}, revoked: map[string]bool{}, accounts: map[string]codexIdent{}, devices: map[string]*codexDevice{}}
 	f.ExpiresIn.Store(3600)
 	f.DeviceInterval.Store("5")
-	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
+	f.Server = startServer(t, f.serve)
 	f.DeviceRedirectURI = f.URL + "/deviceauth/callback"
-	t.Cleanup(f.Close)
 	return f
 }
 

@@ -74,8 +74,7 @@ type CodexLimit struct {
 // It stops with the test.
 func NewFakeCodex(t testing.TB, tokens func(token string) string) *FakeCodex {
 	f := &FakeCodex{t: t, tokens: tokens, usage: map[string]CodexUsage{}, walls: map[string]*CodexLimit{}, Text: CodexText}
-	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
-	t.Cleanup(f.Close)
+	f.Server = startServer(t, f.serve)
 	return f
 }
 

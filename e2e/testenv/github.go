@@ -68,8 +68,7 @@ func NewFakeGitHub(t testing.TB) *FakeGitHub {
 		ids: map[string]int64{}, copilot: map[string]string{}, revoked: map[string]bool{}, refused: map[string]bool{},
 		models: []string{"gpt-4.1", "claude-sonnet-4"}}
 	f.RefreshIn.Store(1500)
-	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
-	t.Cleanup(f.Close)
+	f.Server = startServer(t, f.serve)
 	return f
 }
 

@@ -79,13 +79,24 @@ func (l *requestLog) at(path string) []Recorded {
 // NewFakeUpstream starts an upstream answering chat completions with chat and listing models
 // (gpt-test when none are given); it stops with the test.
 func NewFakeUpstream(t testing.TB, chat http.HandlerFunc, models ...string) *FakeUpstream {
-	f := &FakeUpstream{models: models, chat: chat}
-	if len(f.models) == 0 {
-		f.models = []string{"gpt-test"}
-	}
-	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
-	t.Cleanup(f.Close)
+	f := &FakeUpstream{models: modelsOr(models, "gpt-test"), chat: chat}
+	f.Server = startServer(t, f.serve)
 	return f
+}
+
+// startServer starts a test server answering with h; it stops with the test.
+func startServer(t testing.TB, h http.HandlerFunc) *httptest.Server {
+	s := httptest.NewServer(h)
+	t.Cleanup(s.Close)
+	return s
+}
+
+// modelsOr is models, or the one model def when there are none.
+func modelsOr(models []string, def string) []string {
+	if len(models) == 0 {
+		return []string{def}
+	}
+	return models
 }
 
 func (f *FakeUpstream) serve(w http.ResponseWriter, r *http.Request) {
