@@ -18,10 +18,7 @@ import (
 // provider does not list is refused from then on (forwarded again once the box is cleared). The
 // box explains itself in English and German.
 func TestListedModelsOnlyOnTheProviderEditPage(t *testing.T) {
-	up := testenv.NewFakeUpstream(t, testenv.JSONAnswer(testenv.CompletionJSON), "gpt-test")
-	e := testenv.New(t)
-	pid := e.AddProvider("up", up.URL+"/v1")
-	e.AddConnection("up", "main", "sk-up", 0)
+	e, pid := oneConnection(t)
 	key := e.NewKey()
 	e.WaitModels(key, "up/gpt-test")
 	id := strconv.FormatInt(pid, 10)

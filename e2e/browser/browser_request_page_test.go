@@ -55,10 +55,7 @@ func chatWants(t *testing.T, e *testenv.Env, key, body string, want int) {
 // lines and scroll inside themselves, so the page never scrolls sideways, at 390 and 1440 px in
 // both languages.
 func TestRequestBodiesInBrowser(t *testing.T) {
-	up := testenv.NewFakeUpstream(t, testenv.JSONAnswer(testenv.CompletionJSON))
-	e := testenv.New(t, "--request-log-body-kib", "16")
-	e.AddProvider("up", up.URL+"/v1")
-	e.AddConnection("up", "main", "sk-upstream-secret-1", 0)
+	e, _ := oneConnection(t, "--request-log-body-kib", "16")
 	key := e.NewKey()
 	e.WaitModels(key, "up/gpt-test")
 	content := strings.Repeat("x", 6000) + " " + strings.Repeat(`line\n`, 400)

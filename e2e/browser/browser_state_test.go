@@ -167,6 +167,18 @@ func TestLiveStateInBrowser(t *testing.T) {
 	}
 }
 
+// oneConnection starts a gateway (flags: args) whose provider up reaches a fake upstream that
+// answers every chat with a completion through one connection, main; it returns the gateway and
+// up's id.
+func oneConnection(t *testing.T, args ...string) (*testenv.Env, int64) {
+	t.Helper()
+	up := testenv.NewFakeUpstream(t, testenv.JSONAnswer(testenv.CompletionJSON))
+	e := testenv.New(t, args...)
+	id := e.AddProvider("up", up.URL+"/v1")
+	e.AddConnection("up", "main", "sk-main", 0)
+	return e, id
+}
+
 // twoConnections starts a gateway whose provider up reaches upstream through the connections a
 // (key sk-a, tried first) and b (sk-b); it returns the gateway, a client key that sees
 // up/gpt-test, and a's id.

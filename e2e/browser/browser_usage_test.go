@@ -20,10 +20,7 @@ import (
 // each key's use against its limits as bars that turn amber from 80 % and red from 100 % with
 // the numbers in words, and sets, refuses and clears limits in the key forms.
 func TestUsageAndKeyLimitsInBrowser(t *testing.T) {
-	up := testenv.NewFakeUpstream(t, testenv.JSONAnswer(testenv.CompletionJSON))
-	e := testenv.New(t)
-	e.AddProvider("up", up.URL+"/v1")
-	e.AddConnection("up", "main", "sk-main", 0)
+	e, _ := oneConnection(t)
 	mk := func(body map[string]any) (string, string) {
 		out := e.MustAPI("POST", "/api/keys", body, 201)
 		return out["key"].(string), strconv.FormatInt(int64(out["id"].(float64)), 10)
