@@ -321,9 +321,7 @@ func TestCockpitInBrowser(t *testing.T) {
 					}
 					// Nothing spills out of a card (a button across its border) and no table
 					// needs sideways scrolling.
-					spill := ck.eval(`[...document.querySelectorAll('.card, .table-wrap')].filter(el => el.scrollWidth > el.clientWidth + 1)
-						.map(el => (el.id || el.className) + ' ' + (el.scrollWidth - el.clientWidth) + 'px').join(', ')`)
-					if spill != "" {
+					if spill := ck.spilling(".card, .table-wrap"); spill != "" {
 						t.Errorf("%s %d px %s: content wider than its box: %s", l, w, p.path, spill)
 					}
 					if w == 390 && (p.path == "/" || p.path == "/providers" || p.path == "/model-cooldowns") {

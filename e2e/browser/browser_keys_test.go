@@ -132,7 +132,7 @@ func TestKeyAccessFormInBrowser(t *testing.T) {
 		b.fitsPhone("/keys with the new key")
 		b.shot("keys-created-390-de")
 		b.do(chromedp.EmulateViewport(1440, 900), chromedp.Navigate(e.Base+"/keys"), chromedp.WaitVisible(chromedp.CSS("#keys-table")))
-		if spill := b.eval(`[...document.querySelectorAll('.card')].filter(el => el.scrollWidth > el.clientWidth + 1).map(el => el.id || el.className).join(', ')`); spill != "" {
+		if spill := b.spilling(".card"); spill != "" {
 			t.Errorf("at 1440 px, content wider than its card: %s", spill)
 		}
 		b.shot("keys-1440-de")

@@ -263,12 +263,12 @@ func TestUsageAndKeyLimitsInBrowser(t *testing.T) {
 		}
 		br.fitsPhone("/keys with the new key")
 		br.do(chromedp.EmulateViewport(1440, 900), chromedp.Navigate(e.Base+"/keys"), chromedp.WaitVisible(chromedp.CSS("#keys-table")))
-		if spill := br.eval(`[...document.querySelectorAll('.card, .nav')].filter(el => el.scrollWidth > el.clientWidth + 1).map(el => el.id || el.className).join(', ')`); spill != "" {
+		if spill := br.spilling(".card, .nav"); spill != "" {
 			t.Errorf("at 1440 px, content wider than its box: %s", spill)
 		}
 		br.shot("keys-limits-1440-de")
 		br.do(chromedp.Navigate(e.Base+"/usage"), chromedp.WaitVisible(chromedp.CSS("#usage-by-key")))
-		if spill := br.eval(`[...document.querySelectorAll('.card, .nav')].filter(el => el.scrollWidth > el.clientWidth + 1).map(el => el.id || el.className).join(', ')`); spill != "" {
+		if spill := br.spilling(".card, .nav"); spill != "" {
 			t.Errorf("/usage at 1440 px, content wider than its box: %s", spill)
 		}
 		br.shot("usage-1440-de")

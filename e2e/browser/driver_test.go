@@ -145,6 +145,14 @@ func (b *dashBrowser) fitsPhone(where string) {
 	}
 }
 
+// spilling names the elements matching sel whose content is wider than they are, and by how
+// much ("" when none is).
+func (b *dashBrowser) spilling(sel string) string {
+	b.t.Helper()
+	return b.eval(`[...document.querySelectorAll('` + sel + `')].filter(el => el.scrollWidth > el.clientWidth + 1)
+		.map(el => (el.id || el.className) + ' ' + (el.scrollWidth - el.clientWidth) + 'px').join(', ')`)
+}
+
 // loads runs a, which navigates, and waits until the new page has loaded.
 func loads(a chromedp.Action[chromedp.Void]) chromedp.Action[chromedp.Void] {
 	return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
