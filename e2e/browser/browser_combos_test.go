@@ -1,7 +1,6 @@
 package browser
 
 import (
-	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,19 +17,7 @@ import (
 // the browser; the second ready), moves the targets in place, watches the state refresh by
 // itself when the cooldown is cleared, and reads it all in German on a 390 px phone.
 func TestCombosInBrowser(t *testing.T) {
-	up := testenv.NewFakeUpstream(t, testenv.ByKey(map[string]http.HandlerFunc{
-		"sk-cool": testenv.Status(429, map[string]string{"Retry-After": "600"}, `{"error":{"message":"Rate limit reached","type":"requests"}}`),
-		"sk-ok":   testenv.JSONAnswer(testenv.CompletionJSON),
-	}))
-	e := testenv.New(t)
-	e.AddProvider("up", up.URL+"/v1")
-	cool := e.AddConnection("up", "cool", "sk-cool", 0)
-	e.AddProvider("ok", up.URL+"/v1")
-	e.AddConnection("ok", "fine", "sk-ok", 0)
-	key := e.NewKey()
-	e.WaitModels(key, "ok/gpt-test")
-	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0}}, 200)
-	chatWants(t, e, key, testenv.ChatBody, 429)
+	e, cool := testenv.NewWithCooledProvider(t)
 
 	b := newDashBrowser(t)
 	step := b.step

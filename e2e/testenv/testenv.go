@@ -194,6 +194,30 @@ func (e *Env) AddConnection(provider, name, key string, priority int) int64 {
 	return int64(out["id"].(float64))
 }
 
+// NewWithCooledProvider starts a gateway whose providers up and ok share one fake upstream: the
+// only connection of up, cool, has just been answered 429 with a ten-minute Retry-After (retries
+// are off), and ok's connection, fine, serves. It returns the gateway and cool's id.
+func NewWithCooledProvider(t testing.TB) (*Env, int64) {
+	t.Helper()
+	up := NewFakeUpstream(t, ByKey(map[string]http.HandlerFunc{
+		"sk-cool": Status(429, map[string]string{"Retry-After": "600"}, `{"error":{"message":"Rate limit reached","type":"requests"}}`),
+		"sk-ok":   JSONAnswer(CompletionJSON),
+	}))
+	e := New(t)
+	e.AddProvider("up", up.URL+"/v1")
+	cool := e.AddConnection("up", "cool", "sk-cool", 0)
+	e.AddProvider("ok", up.URL+"/v1")
+	e.AddConnection("ok", "fine", "sk-ok", 0)
+	key := e.NewKey()
+	e.WaitModels(key, "ok/gpt-test")
+	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0}}, 200)
+	r := e.Chat(context.Background(), key, ChatBody)
+	if body := ReadAll(t, r); r.StatusCode != 429 {
+		t.Fatalf("chat: %d %s, want 429", r.StatusCode, body)
+	}
+	return e, cool
+}
+
 // NewKey creates a client key and returns it.
 func (e *Env) NewKey() string {
 	e.T.Helper()
