@@ -309,39 +309,29 @@ func benchLoadConfig(t *testing.T) benchConfig {
 }
 
 func benchEnvInt(t *testing.T, k string, def, lo, hi int) int {
-	v := os.Getenv(k)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < lo || n > hi {
-		t.Fatalf("%s=%q: want an integer in %d..%d", k, v, lo, hi)
-	}
-	return n
+	return benchEnv(t, k, def, lo, hi, "an integer", strconv.Atoi)
 }
 
 func benchEnvFloat(t *testing.T, k string, def, lo, hi float64) float64 {
-	v := os.Getenv(k)
-	if v == "" {
-		return def
-	}
-	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || f < lo || f > hi {
-		t.Fatalf("%s=%q: want a number in %g..%g", k, v, lo, hi)
-	}
-	return f
+	return benchEnv(t, k, def, lo, hi, "a number", func(v string) (float64, error) { return strconv.ParseFloat(v, 64) })
 }
 
 func benchEnvDur(t *testing.T, k string, def, lo, hi time.Duration) time.Duration {
+	return benchEnv(t, k, def, lo, hi, "a duration", time.ParseDuration)
+}
+
+// benchEnv reads the environment variable k with parse (def when it is unset); a value that does
+// not parse or lies outside lo..hi fails the run, saying it wants what (a number, a duration).
+func benchEnv[T int | float64 | time.Duration](t *testing.T, k string, def, lo, hi T, what string, parse func(string) (T, error)) T {
 	v := os.Getenv(k)
 	if v == "" {
 		return def
 	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < lo || d > hi {
-		t.Fatalf("%s=%q: want a duration in %s..%s", k, v, lo, hi)
+	n, err := parse(v)
+	if err != nil || n < lo || n > hi {
+		t.Fatalf("%s=%q: want %s in %v..%v", k, v, what, lo, hi)
 	}
-	return d
+	return n
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -54,24 +53,8 @@ var liveStatus = regexp.MustCompile(`class="target-live" id="(tlive-[0-9]+-[0-9a
 // JavaScript posts) and as htmx requests: the list with each target's live state, moving targets,
 // the form's row buttons, validation on the form, deleting, and the poll.
 func TestCombosPageWithoutJavaScript(t *testing.T) {
-	up := testenv.NewFakeUpstream(t, testenv.ByKey(map[string]http.HandlerFunc{
-		"sk-cool": testenv.Status(429, map[string]string{"Retry-After": "600"}, `{"error":{"message":"Rate limit reached","type":"requests"}}`),
-		"sk-ok":   testenv.JSONAnswer(testenv.CompletionJSON),
-	}))
-	e := testenv.New(t)
-	e.AddProvider("up", up.URL+"/v1")
-	e.AddConnection("up", "cool", "sk-cool", 0)
-	e.AddProvider("ok", up.URL+"/v1")
-	e.AddConnection("ok", "fine", "sk-ok", 0)
-	key := e.NewKey()
-	e.WaitModels(key, "ok/gpt-test")
-	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0}}, 200)
 	// The only connection of "up" cools down for ten minutes.
-	if r := e.Chat(context.Background(), key, testenv.ChatBody); r.StatusCode != 429 {
-		t.Fatalf("chat: %d", r.StatusCode)
-	} else {
-		testenv.ReadAll(t, r)
-	}
+	e, _ := testenv.NewWithCooledProvider(t)
 	inner := comboID(t, e.MustAPI("POST", "/api/combos", map[string]any{"name": "inner", "strategy": "round-robin",
 		"targets": []any{map[string]any{"provider": "ok", "model": "gpt-test"}}}, 201))
 	outer := comboID(t, e.MustAPI("POST", "/api/combos", map[string]any{"name": "outer", "targets": []any{

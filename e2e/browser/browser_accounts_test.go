@@ -4,15 +4,16 @@ import (
 	"context"
 	"fmt"
 	"html"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/PuerkitoBio/goquery"
-	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"switchyard/e2e/testenv"
@@ -37,20 +38,14 @@ func TestAccountCardsInBrowser(t *testing.T) {
 	backend := testenv.NewFakeCodex(t, openai.AccountOf)
 	e.MustAPI("PATCH", "/api/settings/oauth", map[string]any{"codex": map[string]any{"api_base_url": backend.BaseURL()}}, 200)
 
-	b := newStateBrowser(t)
-	shown := func(sel string) bool {
-		return b.eval(fmt.Sprintf(`getComputedStyle(document.querySelector('%s')).display`, sel)) != "none"
-	}
+	b := newDashBrowser(t)
 	// approvedLoad runs approve (the person approving at the upstream, and the time the
 	// sign-in's next poll waits for) and waits for the page the card then sends the browser to.
 	approvedLoad := func(approve func()) chromedp.Action[chromedp.Void] {
-		return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
-			_, err := chromedp.WaitEvent(page.LoadEventFired, nil, func(context.Context, *chromedp.Target) (chromedp.Void, error) {
-				approve()
-				return chromedp.Void{}, nil
-			})(ctx, tg)
-			return chromedp.Void{}, err
-		}
+		return loads(func(context.Context, *chromedp.Target) (chromedp.Void, error) {
+			approve()
+			return chromedp.Void{}, nil
+		})
 	}
 	noTokens := func(t *testing.T, tokens []string) {
 		t.Helper()
@@ -71,10 +66,7 @@ func TestAccountCardsInBrowser(t *testing.T) {
 
 	b.step("add a codex provider without a base URL", func(t *testing.T) {
 		b.do(
-			chromedp.Navigate(e.Base+"/login"),
-			chromedp.WaitVisible(chromedp.CSS("#password")),
-			chromedp.SendKeys(chromedp.CSS("#password"), e.Vars["SWITCHYARD_ADMIN_PASSWORD"]),
-			b.clickLoad(`.login button[type="submit"]`),
+			logInTo(e),
 			chromedp.Navigate(e.Base+"/providers#add-provider"),
 			chromedp.WaitVisible(chromedp.CSS("#provider-name")),
 		)
@@ -88,10 +80,10 @@ func TestAccountCardsInBrowser(t *testing.T) {
 			{"codex", true, true, false},
 		} {
 			b.do(chromedp.SetValue(chromedp.CSS("#provider-type"), c.typ))
-			if shown("#provider-base-url-accounts") != c.accounts || shown("#provider-upstream-format-codex-field") != c.codex ||
-				shown("#provider-upstream-format-field") != c.fmt {
+			if b.shown("#provider-base-url-accounts") != c.accounts || b.shown("#provider-upstream-format-codex-field") != c.codex ||
+				b.shown("#provider-upstream-format-field") != c.fmt {
 				t.Fatalf("type %s: base URL note %v, fixed responses %v, format select %v", c.typ,
-					shown("#provider-base-url-accounts"), shown("#provider-upstream-format-codex-field"), shown("#provider-upstream-format-field"))
+					b.shown("#provider-base-url-accounts"), b.shown("#provider-upstream-format-codex-field"), b.shown("#provider-upstream-format-field"))
 			}
 		}
 		if got := b.text("#provider-base-url-accounts"); got != i18n.TL(i18n.EN, "accounts.base_url_hint") {
@@ -104,7 +96,7 @@ func TestAccountCardsInBrowser(t *testing.T) {
 		b.shot("accounts-codex-provider-form")
 		b.do(
 			chromedp.SendKeys(chromedp.CSS("#provider-name"), "codex"),
-			b.clickLoad("#add-provider-submit"),
+			clickLoad("#add-provider-submit"),
 			chromedp.WaitVisible(chromedp.CSS("#provider-codex")),
 			chromedp.WaitVisible(chromedp.CSS(".flash-success")),
 		)
@@ -127,7 +119,7 @@ func TestAccountCardsInBrowser(t *testing.T) {
 		b.do(
 			chromedp.Navigate(e.Base+"/providers#add-codex"),
 			chromedp.WaitVisible(chromedp.CSS("#codex-device-start")),
-			b.clickLoad("#codex-device-start"),
+			clickLoad("#codex-device-start"),
 			chromedp.WaitVisible(chromedp.CSS("#codex-user-code")),
 		)
 		code := b.text("#codex-user-code")
@@ -217,7 +209,7 @@ func TestAccountCardsInBrowser(t *testing.T) {
 		}
 		b.shot("accounts-codex-expired")
 		b.do(
-			b.clickLoad("#signin-again-"+codexID),
+			clickLoad("#signin-again-"+codexID),
 			chromedp.WaitVisible(chromedp.CSS("#codex-auth-link")),
 		)
 		if got := b.text("#codex-again"); got != i18n.TL(i18n.EN, "accounts.again", "chatgpt-1") {
@@ -228,20 +220,12 @@ func TestAccountCardsInBrowser(t *testing.T) {
 			t.Fatalf("sign-in link %q", href)
 		}
 		// A paste that is no callback address: the card asks again with the server's sign-in.
-		b.do(
-			chromedp.SendKeys(chromedp.CSS("#codex-code"), "not an address"),
-			b.clickLoad("#codex-complete"),
-			chromedp.WaitVisible(chromedp.CSS("#codex-code-error")),
-		)
+		b.do(paste("codex", "not an address"), chromedp.WaitVisible(chromedp.CSS("#codex-code-error")))
 		if again := b.eval(`document.querySelector('#codex-auth-link').href`); again != href {
 			t.Fatalf("after a refused paste the card links to %q, want %q", again, href)
 		}
 		openai.RefreshFail.Store(nil)
-		b.do(
-			chromedp.SendKeys(chromedp.CSS("#codex-code"), openai.Authorize(href, "acct-ada", "ada@example.com", "pro")),
-			b.clickLoad("#codex-complete"),
-			chromedp.WaitVisible(chromedp.CSS(".flash-success")),
-		)
+		b.do(paste("codex", openai.Authorize(href, "acct-ada", "ada@example.com", "pro")), chromedp.WaitVisible(chromedp.CSS(".flash-success")))
 		if got := b.text(".flash-success"); got != i18n.TL(i18n.EN, "codex.updated", "chatgpt-1", "codex") {
 			t.Fatalf("flash %q", got)
 		}
@@ -264,7 +248,7 @@ func TestAccountCardsInBrowser(t *testing.T) {
 		b.do(
 			chromedp.Navigate(e.Base+"/providers?provider=copilot#add-copilot"), // a new page: the card now has its provider
 			chromedp.WaitVisible(chromedp.CSS("#copilot-device-start")),
-			b.clickLoad("#copilot-device-start"),
+			clickLoad("#copilot-device-start"),
 			chromedp.WaitVisible(chromedp.CSS("#copilot-user-code")),
 		)
 		code := b.text("#copilot-user-code")
@@ -283,12 +267,12 @@ func TestAccountCardsInBrowser(t *testing.T) {
 		if b.eval(`String(document.querySelector('#copilot-device-status').hasAttribute('hx-post'))`) != "false" {
 			t.Fatal("an ended sign-in still polls")
 		}
-		if shown("#add-copilot .device-steps") {
+		if b.shown("#add-copilot .device-steps") {
 			t.Fatal("an ended sign-in still shows its code")
 		}
 		b.shot("accounts-copilot-denied")
 		b.do(
-			b.clickLoad("#copilot-device-restart"),
+			clickLoad("#copilot-device-restart"),
 			chromedp.WaitVisible(chromedp.CSS("#copilot-user-code")),
 		)
 		again := b.text("#copilot-user-code")
@@ -339,6 +323,12 @@ func TestAccountCardsInBrowser(t *testing.T) {
 		b.shot("accounts-cards-de")
 		b.do(chromedp.Navigate(e.Base + "/lang/en?next=/providers"))
 	})
+}
+
+// paste sends what a person pastes into the sign-in card of kind (claude, codex) from the
+// provider's page.
+func paste(kind, text string) chromedp.Action[chromedp.Void] {
+	return chromedp.Steps(chromedp.SendKeys(chromedp.CSS("#"+kind+"-code"), text), clickLoad("#"+kind+"-complete"))
 }
 
 // TestDeviceSignInWithoutJavaScript: a device sign-in works with plain forms too. The start shows
@@ -404,4 +394,152 @@ func TestDeviceSignInWithoutJavaScript(t *testing.T) {
 		!strings.Contains(body, `href="/providers?provider=copilot#add-copilot"`) {
 		t.Fatal("the Copilot account's edit page offers Claude's fields or no way to sign in again")
 	}
+}
+
+// TestClaudeAccountInBrowser adds a Claude account the way a person does: "Sign in with Claude",
+// open the sign-in page (played here by the fake), paste the code Claude shows (a wrong paste
+// first: the card keeps linking to the server's sign-in); the account becomes claude-1, its row
+// shows the account's e-mail to the operator; then the
+// account's row shows its 5-hour and weekly use and, once it hits its wall with the lane on, the
+// lane — in English and in German.
+func TestClaudeAccountInBrowser(t *testing.T) {
+	var wall atomic.Bool
+	var now atomic.Int64
+	f := testenv.NewFakeClaude(t, nil)
+	f.Messages = func(w http.ResponseWriter, r *http.Request) {
+		reset := strconv.FormatInt(time.Unix(now.Load(), 0).Add(time.Hour).Unix(), 10)
+		h := w.Header()
+		h.Set("anthropic-ratelimit-unified-5h-reset", reset)
+		if wall.Load() && r.Header.Get("anthropic-usage-limit") != "slow" {
+			h.Set("anthropic-ratelimit-unified-status", "rejected")
+			h.Set("anthropic-ratelimit-unified-reset", reset)
+			h.Set("anthropic-ratelimit-unified-representative-claim", "five_hour")
+			h.Set("anthropic-ratelimit-unified-slow-offer", "treatment")
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(429)
+			io.WriteString(w, `{"type":"error","error":{"type":"rate_limit_error","message":"usage limit"}}`)
+			return
+		}
+		h.Set("anthropic-ratelimit-unified-status", "allowed")
+		h.Set("anthropic-ratelimit-unified-slow-status", "active")
+		testenv.MessagesAnswer()(w, r)
+	}
+	e := testenv.New(t)
+	now.Store(e.Clock.Now().Unix())
+	e.UseFakeClaude(f)
+	e.MustAPI("PATCH", "/api/settings/oauth", map[string]any{"claude": map[string]any{"authorize_url": f.URL + "/oauth/authorize"}}, 200)
+	f.SetUsage("ada@example.com", testenv.UsageJSON(63, e.Clock.Now().Add(2*time.Hour), 20, e.Clock.Now().Add(90*time.Hour)))
+	key := e.NewKey()
+
+	b := newDashBrowser(t)
+	step := b.step
+	var id string
+	cell := func() string { return "#cstate-" + id }
+
+	step("sign in with Claude by pasting the code", func(t *testing.T) {
+		b.do(
+			logInTo(e),
+			chromedp.Navigate(e.Base+"/providers#add-claude"),
+			chromedp.WaitVisible(chromedp.CSS("#claude-start")),
+			clickLoad("#claude-start"),
+			chromedp.WaitVisible(chromedp.CSS("#claude-auth-link")),
+		)
+		href := b.eval(`document.querySelector('#claude-auth-link').href`)
+		if !strings.HasPrefix(href, f.URL+"/oauth/authorize?") || b.eval(`document.querySelector('#claude-auth-link').target`) != "_blank" {
+			t.Fatalf("sign-in link %q", href)
+		}
+		b.shot("claude-paste")
+		// A paste that is no code, sent with a forged address in the form: the card asks again
+		// and links to the sign-in the server keeps, never to what the form carried.
+		b.eval(`(() => { const form = document.querySelector('#claude-complete-form');
+			let i = form.querySelector('input[name=auth_url]');
+			if (!i) { i = document.createElement('input'); i.type = 'hidden'; i.name = 'auth_url'; form.appendChild(i); }
+			i.value = 'javascript:alert(1)'; return 'ok'; })()`)
+		b.do(paste("claude", "not a code"), chromedp.WaitVisible(chromedp.CSS("#claude-auth-link")))
+		if again := b.eval(`document.querySelector('#claude-auth-link').href`); again != href {
+			t.Fatalf("after a refused paste the card links to %q, want the server's %q", again, href)
+		}
+		if html := b.eval(`document.documentElement.outerHTML`); strings.Contains(html, "javascript:alert") {
+			t.Fatal("the page renders the forged address")
+		}
+		pasted := f.Authorize(href, "ada@example.com") // what Claude's page shows after signing in
+		b.do(paste("claude", pasted), chromedp.WaitVisible(chromedp.CSS(".flash-success")))
+		if got := b.text(".flash-success"); !strings.Contains(got, "claude-1") || strings.Contains(got, "@") {
+			t.Fatalf("flash %q", got)
+		}
+		id = strconv.FormatInt(e.ConnectionID("claude-1"), 10)
+		if got := b.text("#conn-" + id + " .conn-account"); got != "ada@example.com" {
+			t.Fatalf("the row shows the account as %q", got)
+		}
+		if html := b.eval(`document.documentElement.outerHTML`); strings.Contains(html, "sk-ant-oat01-ada") || strings.Contains(html, "sk-ant-ort01") {
+			t.Fatal("the page shows a token")
+		}
+	})
+
+	step("the row shows the usage windows", func(t *testing.T) {
+		b.do(chromedp.WaitVisible(chromedp.CSS(cell() + ` .usage-five_hour .usage-pct`)))
+		b.do(chromedp.Poll[chromedp.Void](`document.querySelector('`+cell()+` .usage-five_hour .usage-pct').textContent.trim() === '63 %'`,
+			chromedp.WithPollingTimeout(10*time.Second)))
+		if got := b.text(cell() + " .usage-seven_day .usage-pct"); got != "20 %" {
+			t.Fatalf("weekly %q", got)
+		}
+		if got := b.text(cell() + " .usage-five_hour .usage-label"); got != i18n.TL(i18n.EN, "claude.window.five_hour") {
+			t.Fatalf("label %q", got)
+		}
+		if got := b.text(cell() + " .claude-lane .chip"); got != i18n.TL(i18n.EN, "claude.lane.off") {
+			t.Fatalf("lane %q", got)
+		}
+		b.shot("claude-row")
+	})
+
+	step("turn the lane on; at the wall the row shows it accepted", func(t *testing.T) {
+		b.do(
+			chromedp.Navigate(e.Base+"/connections/"+id+"/edit"),
+			chromedp.WaitVisible(chromedp.CSS("#conn-lane")),
+			chromedp.Click(chromedp.CSS("#conn-lane")),
+			clickLoad("#save-connection"),
+			chromedp.WaitVisible(chromedp.CSS(cell())),
+		)
+		if got := e.MustAPI("GET", "/api/connections/"+id, nil, 200); got["low_priority_lane"] != true {
+			t.Fatalf("connection %v", got)
+		}
+		wall.Store(true)
+		resp := e.PostAnthropic("/v1/messages", key, `{"model":"anthropic/claude-test","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`, nil)
+		if body := testenv.ReadAll(t, resp); resp.StatusCode != 200 {
+			t.Fatalf("in the lane: %d %s", resp.StatusCode, body)
+		}
+		b.do(chromedp.WaitVisible(chromedp.CSS(cell() + ` .claude-lane[data-lane="accepted"]`)))
+		if got := b.text(cell() + " .claude-lane .chip"); got != i18n.TL(i18n.EN, "claude.lane.accepted") {
+			t.Fatalf("lane %q", got)
+		}
+		if got := b.text(cell() + " .usage-five_hour .usage-pct"); got != "100 %" {
+			t.Fatalf("five hour at the wall %q", got)
+		}
+		if !clockText.MatchString(b.text(cell()+" .lane-until .countdown")) && !strings.Contains(b.text(cell()+" .lane-until .countdown"), ":") {
+			t.Fatalf("lane countdown %q", b.text(cell()+" .lane-until .countdown"))
+		}
+		b.shot("claude-lane")
+	})
+
+	step("the same in German", func(t *testing.T) {
+		b.do(
+			chromedp.Navigate(e.Base+"/lang/de?next=/providers"),
+			chromedp.WaitVisible(chromedp.CSS(cell()+` .claude-lane[data-lane="accepted"]`)),
+		)
+		for sel, key := range map[string]string{
+			cell() + " .claude-lane .chip":            "claude.lane.accepted",
+			cell() + " .usage-five_hour .usage-label": "claude.window.five_hour",
+			cell() + " .usage-seven_day .usage-label": "claude.window.seven_day",
+			cell() + " .claude-skipped .badge":        "claude.deferred",
+			"#add-claude h2":                          "claude.add",
+		} {
+			if got := b.text(sel); got != i18n.TL(i18n.DE, key) {
+				t.Errorf("%s: %q, want %q", sel, got, i18n.TL(i18n.DE, key))
+			}
+		}
+		if got := b.text(cell() + " .claude-token"); !strings.Contains(got, i18n.TL(i18n.DE, "claude.token_expires")) {
+			t.Errorf("token %q", got)
+		}
+		b.shot("claude-lane-de")
+	})
 }

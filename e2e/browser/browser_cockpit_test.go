@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/cdp"
-	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"switchyard/e2e/testenv"
@@ -29,7 +27,7 @@ import (
 //   - down: its model list fails (503);
 //   - claude: an anthropic provider with a connection.
 type cockpit struct {
-	*stateBrowser
+	*dashBrowser
 	e        *testenv.Env
 	key      string
 	ids      map[string]int64 // connection ids by name
@@ -112,7 +110,7 @@ func newCockpit(t *testing.T) *cockpit {
 		t.Fatalf("the failed-over request is not logged as such: %+v", list.Items)
 	}
 	ck.failover = list.Items[0].ID
-	ck.stateBrowser = newStateBrowser(t)
+	ck.dashBrowser = newDashBrowser(t)
 	return ck
 }
 
@@ -128,30 +126,14 @@ func (ck *cockpit) chat(t *testing.T, model string, want int) {
 
 func (ck *cockpit) login(t *testing.T) {
 	t.Helper()
-	ck.do(
-		chromedp.Navigate(ck.e.Base+"/login"),
-		chromedp.WaitVisible(chromedp.CSS("#password")),
-		chromedp.SendKeys(chromedp.CSS("#password"), ck.e.Vars["SWITCHYARD_ADMIN_PASSWORD"]),
-		ck.clickLoad(`.login button[type="submit"]`),
-		chromedp.WaitVisible(chromedp.CSS("#health")),
-	)
+	ck.do(logInTo(ck.e), chromedp.WaitVisible(chromedp.CSS("#health")))
 }
 
-// confirmClick clicks a button that asks first (hx-confirm) and accepts the question. The click
-// runs from a timer: confirm() blocks the page, and with it any command that waits for it.
-func (ck *cockpit) confirmClick(t *testing.T, sel string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(ck.ctx, 20*time.Second)
-	defer cancel()
-	_, err := chromedp.Run(ctx, chromedp.WaitEvent(page.JavascriptDialogOpening, nil,
-		chromedp.Evaluate[chromedp.Void](`setTimeout(() => document.querySelector('`+sel+`').click(), 0)`)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ck.do(func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
-		_, err := cdp.Call(ctx, tg, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
-		return chromedp.Void{}, err
-	})
+// confirmClick clicks a button that asks first (hx-confirm) and accepts the question.
+func (ck *cockpit) confirmClick(sel string) {
+	ck.t.Helper()
+	ck.dialogFor(sel)
+	ck.do(acceptDialog)
 }
 
 // lang switches the session's language (and shows the overview).
@@ -210,7 +192,7 @@ func TestCockpitInBrowser(t *testing.T) {
 			{"model_lockout", "#lockouts tr.lockout"},
 		} {
 			href := ck.eval(`document.querySelector('#health li[data-kind="` + c.kind + `"] a').getAttribute('href')`)
-			ck.do(ck.clickLoad(`#health li[data-kind="`+c.kind+`"] a`), chromedp.WaitVisible(chromedp.CSS(c.target)))
+			ck.do(clickLoad(`#health li[data-kind="`+c.kind+`"] a`), chromedp.WaitVisible(chromedp.CSS(c.target)))
 			if loc := ck.eval(`location.pathname + location.hash`); loc != href {
 				t.Errorf("%s: landed on %s, want %s", c.kind, loc, href)
 			}
@@ -259,7 +241,7 @@ func TestCockpitInBrowser(t *testing.T) {
 			t.Fatalf("row %q", got)
 		}
 		ck.shot("cockpit-requests")
-		ck.do(ck.clickLoad(row+" a"), chromedp.WaitVisible(chromedp.CSS("#attempts-table")))
+		ck.do(clickLoad(row+" a"), chromedp.WaitVisible(chromedp.CSS("#attempts-table")))
 		rows := ck.eval(`[...document.querySelectorAll('#attempts-table tr.attempt')].map(r => [...r.cells].map(c => c.textContent.trim()).join('|')).join('\n')`)
 		lines := strings.Split(rows, "\n")
 		if len(lines) != 3 || !strings.Contains(lines[0], "a|first|429|rate limit") ||
@@ -270,7 +252,7 @@ func TestCockpitInBrowser(t *testing.T) {
 		// A later request skipped the cooling and the expired connection.
 		ck.chat(t, "up/gpt-test", 200)
 		ck.do(chromedp.Navigate(e.Base+"/requests?provider=up"), chromedp.WaitVisible(chromedp.CSS("#requests-table")),
-			ck.clickLoad("#requests-table tbody tr:first-child a"), chromedp.WaitVisible(chromedp.CSS("#skipped")))
+			clickLoad("#requests-table tbody tr:first-child a"), chromedp.WaitVisible(chromedp.CSS("#skipped")))
 		if got := ck.text("#skipped"); !strings.Contains(got, "a") || !strings.Contains(got, "dead") ||
 			!strings.Contains(got, i18n.TL(i18n.EN, "state.conn.expired")) {
 			t.Fatalf("skipped connections: %q", got)
@@ -313,7 +295,7 @@ func TestCockpitInBrowser(t *testing.T) {
 		}
 		// htmx wires the swapped-in form once the swap has settled.
 		ck.do(chromedp.Poll[chromedp.Void](`!document.querySelector('.htmx-settling, .htmx-added')`, chromedp.WithPollingTimeout(5*time.Second)))
-		ck.confirmClick(t, "#test-reset-"+dead)
+		ck.confirmClick("#test-reset-" + dead)
 		ck.do(chromedp.WaitVisible(chromedp.CSS(cell + `[data-status="active"]`)))
 		if st := e.State(ck.ids["dead"]); st.Status != "active" {
 			t.Fatalf("after the reset: %+v", st)
@@ -339,9 +321,7 @@ func TestCockpitInBrowser(t *testing.T) {
 					}
 					// Nothing spills out of a card (a button across its border) and no table
 					// needs sideways scrolling.
-					spill := ck.eval(`[...document.querySelectorAll('.card, .table-wrap')].filter(el => el.scrollWidth > el.clientWidth + 1)
-						.map(el => (el.id || el.className) + ' ' + (el.scrollWidth - el.clientWidth) + 'px').join(', ')`)
-					if spill != "" {
+					if spill := ck.spilling(".card, .table-wrap"); spill != "" {
 						t.Errorf("%s %d px %s: content wider than its box: %s", l, w, p.path, spill)
 					}
 					if w == 390 && (p.path == "/" || p.path == "/providers" || p.path == "/model-cooldowns") {

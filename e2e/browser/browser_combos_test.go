@@ -1,8 +1,6 @@
 package browser
 
 import (
-	"context"
-	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,40 +17,23 @@ import (
 // the browser; the second ready), moves the targets in place, watches the state refresh by
 // itself when the cooldown is cleared, and reads it all in German on a 390 px phone.
 func TestCombosInBrowser(t *testing.T) {
-	up := testenv.NewFakeUpstream(t, testenv.ByKey(map[string]http.HandlerFunc{
-		"sk-cool": testenv.Status(429, map[string]string{"Retry-After": "600"}, `{"error":{"message":"Rate limit reached","type":"requests"}}`),
-		"sk-ok":   testenv.JSONAnswer(testenv.CompletionJSON),
-	}))
-	e := testenv.New(t)
-	e.AddProvider("up", up.URL+"/v1")
-	cool := e.AddConnection("up", "cool", "sk-cool", 0)
-	e.AddProvider("ok", up.URL+"/v1")
-	e.AddConnection("ok", "fine", "sk-ok", 0)
-	key := e.NewKey()
-	e.WaitModels(key, "ok/gpt-test")
-	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0}}, 200)
-	if r := e.Chat(context.Background(), key, testenv.ChatBody); r.StatusCode != 429 {
-		t.Fatalf("chat: %d", r.StatusCode)
-	} else {
-		testenv.ReadAll(t, r)
-	}
+	e, cool := testenv.NewWithCooledProvider(t)
 
-	b := newStateBrowser(t)
+	b := newDashBrowser(t)
 	step := b.step
 	const card = "#combo-resilient-chat"
 	rows := func() string {
 		return b.eval(`[...document.querySelectorAll('` + card + ` tr.combo-target')].map(r => r.dataset.target).join(',')`)
 	}
 	var id string
+	// save saves the combo form and waits for the list.
+	save := func() { b.do(clickLoad("#save-combo"), chromedp.WaitVisible(chromedp.CSS(card))) }
 
 	step("log in and open the empty Combos page", func(t *testing.T) {
 		b.do(
-			chromedp.Navigate(e.Base+"/login"),
-			chromedp.WaitVisible(chromedp.CSS("#password")),
-			chromedp.SendKeys(chromedp.CSS("#password"), e.Vars["SWITCHYARD_ADMIN_PASSWORD"]),
-			b.clickLoad(`.login button[type="submit"]`),
+			logInTo(e),
 			chromedp.WaitVisible(chromedp.CSS("#nav-combos")),
-			b.clickLoad("#nav-combos"),
+			clickLoad("#nav-combos"),
 			chromedp.WaitVisible(chromedp.CSS("#add-combo")),
 		)
 		if got := b.text(".card.empty p"); got != i18n.TL(i18n.EN, "combos.empty") {
@@ -62,7 +43,7 @@ func TestCombosInBrowser(t *testing.T) {
 
 	step("create a combo with two targets", func(t *testing.T) {
 		b.do(
-			b.clickLoad("#add-combo"),
+			clickLoad("#add-combo"),
 			chromedp.WaitVisible(chromedp.CSS("#combo-form")),
 			chromedp.SendKeys(chromedp.CSS("#combo-name"), "resilient-chat"),
 			chromedp.SendKeys(chromedp.CSS("#target-0"), "up/gpt-test"),
@@ -73,10 +54,7 @@ func TestCombosInBrowser(t *testing.T) {
 			t.Fatalf("%s strategies explained, want 9", got)
 		}
 		b.shot("combos-form")
-		b.do(
-			b.clickLoad("#save-combo"),
-			chromedp.WaitVisible(chromedp.CSS(card)),
-		)
+		save()
 		if got := rows(); got != "up/gpt-test,ok/gpt-test" {
 			t.Fatalf("targets %q", got)
 		}
@@ -165,10 +143,7 @@ func TestCombosInBrowser(t *testing.T) {
 		if b.eval(`String(window.__form === true)`) != "true" {
 			t.Fatal("the row buttons reloaded the page")
 		}
-		b.do(
-			b.clickLoad("#save-combo"),
-			chromedp.WaitVisible(chromedp.CSS(card)),
-		)
+		save()
 		if got := rows(); got != "ok/gpt-test,up/gpt-test" {
 			t.Fatalf("after saving the form: %q", got)
 		}

@@ -3,8 +3,6 @@ package browser
 import (
 	"context"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -77,102 +75,64 @@ func TestDashboardPagesCauseNoCSPViolation(t *testing.T) {
 	pages := []string{"/", "/providers", "/providers/3/edit", "/connections/1/edit", "/keys", "/model-cooldowns",
 		"/settings", "/requests", "/requests/" + logged, "/no-such-page"}
 
-	browser := startBrowser(t)
-	run := func(t *testing.T, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(browser, 20*time.Second)
-		defer cancel()
-		if err := chromedp.Do(ctx, steps...); err != nil {
-			t.Fatal(err)
-		}
-	}
-	eval := func(t *testing.T, expr string) string {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(browser, 20*time.Second)
-		defer cancel()
-		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](expr, chromedp.EvalAwaitPromise))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	run(t, chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+	b := newDashBrowser(t)
+	b.do(chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
 		_, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: cspRecorder})
 		return err
 	}))
-	shot := func(t *testing.T, name string) {
+	check := func(where string) {
 		t.Helper()
-		if dir := os.Getenv("SWITCHYARD_SCREENSHOTS"); dir != "" {
-			ctx, cancel := context.WithTimeout(browser, 20*time.Second)
-			defer cancel()
-			png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	check := func(t *testing.T, where string) {
-		t.Helper()
-		if v := eval(t, cspViolations); v != "[]" {
+		if v := b.eval(cspViolations); v != "[]" {
 			t.Errorf("%s: CSP violations %s", where, v)
 		}
-		if got := eval(t, `typeof htmx === "object" ? "htmx" : "no htmx"`); got != "htmx" {
+		if got := b.eval(`typeof htmx === "object" ? "htmx" : "no htmx"`); got != "htmx" {
 			t.Errorf("%s: htmx did not load", where)
 		}
 	}
 
-	run(t, chromedp.Navigate(base+"/login"), chromedp.WaitVisible(chromedp.CSS("#password")))
-	check(t, "/login")
-	run(t,
+	b.do(chromedp.Navigate(base+"/login"), chromedp.WaitVisible(chromedp.CSS("#password")))
+	check("/login")
+	b.do(
 		chromedp.SendKeys(chromedp.CSS("#password"), dashPassword),
-		func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
-			_, err := chromedp.WaitEvent(page.LoadEventFired, nil, chromedp.Click(chromedp.CSS(`.login button[type="submit"]`)))(ctx, tg)
-			return chromedp.Void{}, err
-		},
+		clickLoad(`.login button[type="submit"]`),
 	)
-	if got := eval(t, "location.pathname"); got != "/" {
+	if got := b.eval("location.pathname"); got != "/" {
 		t.Fatalf("after logging in the browser is at %s", got)
 	}
 	for _, p := range pages {
-		run(t, chromedp.Navigate(base+p), chromedp.WaitVisible(chromedp.CSS("body")))
-		check(t, p)
+		b.do(chromedp.Navigate(base+p), chromedp.WaitVisible(chromedp.CSS("body")))
+		check(p)
 	}
 	// The live state page loads the dashboard's own script from static/.
-	run(t, chromedp.Navigate(base+"/providers"), chromedp.WaitReady(chromedp.CSS("#state-poll")))
-	if got := eval(t, `document.querySelector('script[src^="/static/app.js"]') ? "app.js" : "none"`); got != "app.js" {
+	b.do(chromedp.Navigate(base+"/providers"), chromedp.WaitReady(chromedp.CSS("#state-poll")))
+	if got := b.eval(`document.querySelector('script[src^="/static/app.js"]') ? "app.js" : "none"`); got != "app.js" {
 		t.Errorf("/providers does not load app.js: %s", got)
 	}
 	// htmx works under the policy: the providers page polls its live state with it.
-	if got := eval(t, `new Promise(function (resolve) {
+	if got := b.eval(`new Promise(function (resolve) {
 		document.body.addEventListener("htmx:afterRequest", function (e) { resolve(String(e.detail.xhr.status)); }, {once: true});
 	})`); got != "200" && got != "204" { // 204: nothing changed since the page was drawn
 		t.Errorf("htmx poll: %s", got)
 	}
-	check(t, "/providers after an htmx poll")
+	check("/providers after an htmx poll")
 
 	// The session menu in the top bar logs out everywhere: this browser lands on the login
 	// page, and a page asked for afterwards asks for the password again.
-	run(t, chromedp.Navigate(base+"/keys"), chromedp.Click(chromedp.CSS("#session-menu")), chromedp.WaitVisible(chromedp.CSS("#logout-everywhere")))
-	shot(t, "session-menu")
-	run(t, func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
-		_, err := chromedp.WaitEvent(page.LoadEventFired, nil, chromedp.Click(chromedp.CSS("#logout-everywhere")))(ctx, tg)
-		return chromedp.Void{}, err
-	})
-	check(t, "/login after logging out everywhere")
-	run(t, chromedp.Navigate(base+"/keys"))
-	if got := eval(t, "location.pathname"); got != "/login" {
+	b.do(chromedp.Navigate(base+"/keys"), chromedp.Click(chromedp.CSS("#session-menu")), chromedp.WaitVisible(chromedp.CSS("#logout-everywhere")))
+	b.shot("session-menu")
+	b.do(clickLoad("#logout-everywhere"))
+	check("/login after logging out everywhere")
+	b.do(chromedp.Navigate(base + "/keys"))
+	if got := b.eval("location.pathname"); got != "/login" {
 		t.Fatalf("after logging out everywhere /keys opened at %s", got)
 	}
 
 	// The recorder sees a violation when there is one, so an empty list means something.
-	eval(t, `(function () { var s = document.createElement("script"); s.textContent = "window.__ran = 1"; document.head.appendChild(s); return "ok"; })()`)
-	if v := eval(t, cspViolations); !strings.Contains(v, "script-src") {
+	b.eval(`(function () { var s = document.createElement("script"); s.textContent = "window.__ran = 1"; document.head.appendChild(s); return "ok"; })()`)
+	if v := b.eval(cspViolations); !strings.Contains(v, "script-src") {
 		t.Fatalf("an inline script was not reported as a violation: %s", v)
 	}
-	if ran := eval(t, `String(window.__ran)`); ran != "undefined" {
+	if ran := b.eval(`String(window.__ran)`); ran != "undefined" {
 		t.Fatalf("an inline script ran: %s", ran)
 	}
 }

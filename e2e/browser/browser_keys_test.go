@@ -9,7 +9,6 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"switchyard/e2e/testenv"
-	"switchyard/i18n"
 )
 
 // TestKeyAccessFormInBrowser: on a phone (390 px) in German, an operator opens a client key's
@@ -29,24 +28,12 @@ func TestKeyAccessFormInBrowser(t *testing.T) {
 	key, id := created["key"].(string), strconv.FormatInt(int64(created["id"].(float64)), 10)
 	e.WaitModels(key, "up/gpt-test")
 
-	b := newStateBrowser(t)
+	b := newDashBrowser(t)
 	step := b.step
-	fits := func(t *testing.T, where string) {
-		t.Helper()
-		if over := b.eval(`String(document.documentElement.scrollWidth - document.documentElement.clientWidth)`); over != "0" {
-			t.Errorf("%s overflows a 390 px screen by %s px", where, over)
-		}
-	}
-	de := func(key string, args ...any) string { return i18n.TL(i18n.DE, key, args...) }
 
 	step("the list shows what the key may use, in German, on a phone", func(t *testing.T) {
 		b.do(
-			chromedp.EmulateViewport(390, 844),
-			chromedp.Navigate(e.Base+"/login"),
-			chromedp.WaitVisible(chromedp.CSS("#password")),
-			chromedp.SendKeys(chromedp.CSS("#password"), e.Vars["SWITCHYARD_ADMIN_PASSWORD"]),
-			b.clickLoad(`.login button[type="submit"]`),
-			chromedp.Navigate(e.Base+"/lang/de?next=/keys"),
+			onPhoneInGerman(e, "/keys"),
 			chromedp.WaitVisible(chromedp.CSS("#keys-table")),
 		)
 		if got := b.text("#key-" + id + " .key-access"); !strings.Contains(got, de("keys.access.models", "up/*")) {
@@ -55,24 +42,24 @@ func TestKeyAccessFormInBrowser(t *testing.T) {
 		if got := b.text(`label[for="key-allowed-models"]`); got != de("keys.field.allowed_models") {
 			t.Fatalf("create form label %q", got)
 		}
-		fits(t, "/keys")
+		b.fitsPhone("/keys")
 		b.shot("keys-390-de")
 	})
 
 	step("a refused pattern comes back with its German message", func(t *testing.T) {
 		b.do(
-			b.clickLoad("#edit-key-"+id),
+			clickLoad("#edit-key-"+id),
 			chromedp.WaitVisible(chromedp.CSS("#key-allowed-models")),
 		)
 		if got := b.eval(`document.querySelector('#key-allowed-models').value`); got != "up/*" {
 			t.Fatalf("the patterns field shows %q", got)
 		}
-		fits(t, "the edit page")
+		b.fitsPhone("the edit page")
 		b.shot("key-edit-390-de")
 		b.do(
 			chromedp.SetValue(chromedp.CSS("#key-allowed-models"), "up/gpt-test\nup/[oops"),
 			chromedp.Click(chromedp.CSS("#key-lease-exclusive")),
-			b.clickLoad("#save-key"),
+			clickLoad("#save-key"),
 			chromedp.WaitVisible(chromedp.CSS("#key-allowed-models-error")),
 		)
 		if got := b.text("#key-allowed-models-error"); !strings.Contains(got, "up/[oops") || !strings.Contains(got, de("keys.err.pattern_syntax", "up/[oops")) {
@@ -85,7 +72,7 @@ func TestKeyAccessFormInBrowser(t *testing.T) {
 			b.eval(`String(document.querySelector('#key-lease-exclusive').checked)`) != "true" {
 			t.Fatal("the form lost what was typed")
 		}
-		fits(t, "the edit page with errors")
+		b.fitsPhone("the edit page with errors")
 		b.shot("key-edit-errors-390-de")
 		if k := e.MustAPI("GET", "/api/keys/"+id, nil, 200); k["allowed_models"].([]any)[0] != "up/*" {
 			t.Fatalf("a refused form changed the key: %v", k)
@@ -96,7 +83,7 @@ func TestKeyAccessFormInBrowser(t *testing.T) {
 		b.do(
 			chromedp.SetValue(chromedp.CSS("#key-allowed-models"), "up/gpt-test, alt-provider-with-a-long-name/*"),
 			chromedp.Click(chromedp.CSS("#key-conn-"+strconv.FormatInt(spare, 10))),
-			b.clickLoad("#save-key"),
+			clickLoad("#save-key"),
 			chromedp.WaitVisible(chromedp.CSS("#keys-table")),
 		)
 		if got := b.text(".flash-success"); got != de("keys.updated_flash", "laptop") {
@@ -111,7 +98,7 @@ func TestKeyAccessFormInBrowser(t *testing.T) {
 			!sameList(k["allowed_connections"], strconv.FormatInt(spare, 10)) {
 			t.Fatalf("the key after saving: %v", k)
 		}
-		fits(t, "/keys after saving")
+		b.fitsPhone("/keys after saving")
 		r := e.Chat(context.Background(), key, `{"model":"up/gpt-other","messages":[{"role":"user","content":"hi"}]}`)
 		if body := testenv.ReadAll(t, r); r.StatusCode != 403 {
 			t.Fatalf("a model outside the new list: %d %s", r.StatusCode, body)
@@ -130,7 +117,7 @@ func TestKeyAccessFormInBrowser(t *testing.T) {
 			chromedp.WaitVisible(chromedp.CSS("#create-key")),
 			chromedp.SendKeys(chromedp.CSS("#key-name"), "agent"),
 			chromedp.SetValue(chromedp.CSS("#key-allowed-models"), "up/gpt-other"),
-			b.clickLoad("#create-key-submit"),
+			clickLoad("#create-key-submit"),
 			chromedp.WaitVisible(chromedp.CSS("#new-key-value")),
 		)
 		secret := b.text("#new-key-value")
@@ -142,10 +129,10 @@ func TestKeyAccessFormInBrowser(t *testing.T) {
 		if body := testenv.ReadAll(t, r); r.StatusCode != 403 {
 			t.Fatalf("the new key outside its list: %d %s", r.StatusCode, body)
 		}
-		fits(t, "/keys with the new key")
+		b.fitsPhone("/keys with the new key")
 		b.shot("keys-created-390-de")
 		b.do(chromedp.EmulateViewport(1440, 900), chromedp.Navigate(e.Base+"/keys"), chromedp.WaitVisible(chromedp.CSS("#keys-table")))
-		if spill := b.eval(`[...document.querySelectorAll('.card')].filter(el => el.scrollWidth > el.clientWidth + 1).map(el => el.id || el.className).join(', ')`); spill != "" {
+		if spill := b.spilling(".card"); spill != "" {
 			t.Errorf("at 1440 px, content wider than its card: %s", spill)
 		}
 		b.shot("keys-1440-de")

@@ -1,20 +1,15 @@
 package browser
 
 import (
-	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
 	"switchyard/e2e/testenv"
-	"switchyard/i18n"
 )
 
 // TestPricesCardInBrowser: on a phone (390 px) in German, an operator adds a price of their own
@@ -25,15 +20,8 @@ import (
 func TestPricesCardInBrowser(t *testing.T) {
 	e := testenv.New(t)
 	e.MustAPI("POST", "/api/providers", map[string]any{"name": "rp", "type": "openai-compatible", "base_url": "http://127.0.0.1:9/v1"}, 201)
-	b := newStateBrowser(t)
+	b := newDashBrowser(t)
 	step := b.step
-	de := func(key string, args ...any) string { return i18n.TL(i18n.DE, key, args...) }
-	fits := func(t *testing.T, where string) {
-		t.Helper()
-		if over := b.eval(`String(document.documentElement.scrollWidth - document.documentElement.clientWidth)`); over != "0" {
-			t.Errorf("%s overflows a 390 px screen by %s px", where, over)
-		}
-	}
 	models := func(t *testing.T) map[string]map[string]float64 {
 		t.Helper()
 		var doc struct {
@@ -45,32 +33,9 @@ func TestPricesCardInBrowser(t *testing.T) {
 		return doc.Models
 	}
 	const card = "#card-prices"
-	// cardShot saves the card alone when SWITCHYARD_SCREENSHOTS names a directory.
-	cardShot := func(t *testing.T, name string) {
-		t.Helper()
-		dir := os.Getenv("SWITCHYARD_SCREENSHOTS")
-		if dir == "" {
-			return
-		}
-		ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
-		defer cancel()
-		png, err := chromedp.Run(ctx, chromedp.Screenshot(chromedp.CSS(card)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-
 	step("the card in German on a phone", func(t *testing.T) {
 		b.do(
-			chromedp.EmulateViewport(390, 844),
-			chromedp.Navigate(e.Base+"/login"),
-			chromedp.WaitVisible(chromedp.CSS("#password")),
-			chromedp.SendKeys(chromedp.CSS("#password"), e.Vars["SWITCHYARD_ADMIN_PASSWORD"]),
-			b.clickLoad(`.login button[type="submit"]`),
-			chromedp.Navigate(e.Base+"/lang/de?next=/settings"),
+			onPhoneInGerman(e, "/settings"),
 			chromedp.WaitVisible(chromedp.CSS(card)),
 			chromedp.ScrollIntoView(chromedp.CSS(card)),
 		)
@@ -83,8 +48,8 @@ func TestPricesCardInBrowser(t *testing.T) {
 		if got := b.text("#prices-none"); got != de("prices.none") {
 			t.Fatalf("empty list %q", got)
 		}
-		fits(t, "the settings page")
-		cardShot(t, "prices-390-de")
+		b.fitsPhone("the settings page")
+		b.shotOf("prices-390-de", card)
 	})
 
 	step("add a price: saved in place", func(t *testing.T) {
@@ -112,8 +77,8 @@ func TestPricesCardInBrowser(t *testing.T) {
 		if got := b.text(card + " .saved-note"); got != de("settings.saved") {
 			t.Fatalf("saved note %q", got)
 		}
-		fits(t, "the card with a price")
-		cardShot(t, "prices-added-390-de")
+		b.fitsPhone("the card with a price")
+		b.shotOf("prices-added-390-de", card)
 	})
 
 	step("a time zone that does not exist is refused at its field", func(t *testing.T) {
@@ -134,8 +99,8 @@ func TestPricesCardInBrowser(t *testing.T) {
 		if doc["time_zone"] != "UTC" {
 			t.Fatalf("a refused save changed the time zone: %v", doc["time_zone"])
 		}
-		fits(t, "the card with an error")
-		cardShot(t, "prices-error-390-de")
+		b.fitsPhone("the card with an error")
+		b.shotOf("prices-error-390-de", card)
 		b.do(
 			chromedp.SetValue(chromedp.CSS("#s-time_zone"), "Europe/Berlin"),
 			chromedp.Click(chromedp.CSS("#save-prices")),
@@ -181,8 +146,8 @@ func TestPricesCardInBrowser(t *testing.T) {
 		if got := b.text("#prices-lookup-result"); !strings.Contains(got, de("prices.lookup.none")) {
 			t.Fatalf("look-up %q", got)
 		}
-		fits(t, "the card with a look-up")
-		cardShot(t, "prices-lookup-390-de")
+		b.fitsPhone("the card with a look-up")
+		b.shotOf("prices-lookup-390-de", card)
 	})
 
 	step("rotate the webhook secret: asked first, shown once", func(t *testing.T) {
@@ -207,8 +172,8 @@ func TestPricesCardInBrowser(t *testing.T) {
 		if got := b.text("#prices-copy-secret"); got != de("keys.copy") {
 			t.Fatalf("copy button %q", got)
 		}
-		fits(t, "the card with the new secret")
-		cardShot(t, "prices-secret-390-de")
+		b.fitsPhone("the card with the new secret")
+		b.shotOf("prices-secret-390-de", card)
 		raw, _ := json.Marshal(models(t))
 		b.do(chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(card)))
 		if b.eval(`String(document.body.innerHTML.includes('`+secret+`'))`) != "false" {
@@ -231,6 +196,6 @@ func TestPricesCardInBrowser(t *testing.T) {
 			`document.querySelector('#s-models-0-cache_read_per_mtok').getBoundingClientRect().top)`); got != "true" {
 			t.Fatal("a price row is not one line on a wide screen")
 		}
-		cardShot(t, "prices-1280-en")
+		b.shotOf("prices-1280-en", card)
 	})
 }

@@ -3,7 +3,6 @@ package browser
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -11,82 +10,29 @@ import (
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
-	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 )
 
-// settingsBrowser is a headless Chromium logged in to a fresh gateway, with the helpers the
-// settings browser tests share (same flags as TestDashboardInBrowser).
+// settingsBrowser is a browser logged in to a fresh gateway, at its settings page.
 type settingsBrowser struct {
+	*dashBrowser
 	base string
-	ctx  context.Context
 }
 
 func newSettingsBrowser(t *testing.T) *settingsBrowser {
 	t.Helper()
-	browser := startBrowser(t)
+	browser := newDashBrowser(t)
 	app := startDashApp(t)
-	b := &settingsBrowser{base: "http://" + app.Addr, ctx: browser}
-	b.do(t,
-		chromedp.Navigate(b.base+"/settings"),
-		chromedp.WaitVisible(chromedp.CSS("#password")),
-		chromedp.SendKeys(chromedp.CSS("#password"), dashPassword),
-		b.clickLoad(`.login button[type="submit"]`),
+	b := &settingsBrowser{dashBrowser: browser, base: "http://" + app.Addr}
+	b.do(
+		logIn(b.base+"/settings", dashPassword),
 		chromedp.WaitVisible(chromedp.CSS("#card-model-lockout")),
 	)
 	return b
 }
 
-// do runs browser steps with a deadline.
-func (b *settingsBrowser) do(t *testing.T, steps ...chromedp.Action[chromedp.Void]) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
-	defer cancel()
-	if err := chromedp.Do(ctx, steps...); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// text returns the visible text of an element.
-func (b *settingsBrowser) text(t *testing.T, sel string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
-	defer cancel()
-	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-// eval evaluates a JavaScript expression that yields a string.
-func (b *settingsBrowser) eval(t *testing.T, js string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
-	defer cancel()
-	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](js, chromedp.EvalAwaitPromise))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-// clickLoad clicks something that navigates and waits until the new page has loaded.
-func (b *settingsBrowser) clickLoad(sel string) chromedp.Action[chromedp.Void] {
-	return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
-		_, err := chromedp.WaitEvent(page.LoadEventFired, nil, chromedp.Click(chromedp.CSS(sel)))(ctx, tg)
-		return chromedp.Void{}, err
-	}
-}
-
-// settled waits until htmx has finished every request, swap and settle on the page. New content
-// is wired (its hx- attributes processed) only when it loses .htmx-added, one settle delay after
-// the swap: a click before that is the browser's own form submit, a page load.
-var settled = chromedp.Poll[chromedp.Void](`!document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling, .htmx-added')`,
-	chromedp.WithPollingTimeout(15*time.Second))
-
-// lockoutNow reads model_lockout from GET /api/settings/resilience with the browser's session.
+// lockoutDoc is model_lockout of GET /api/settings/resilience.
 type lockoutDoc struct {
 	Values struct {
 		ModelLockout struct {
@@ -99,43 +45,9 @@ type lockoutDoc struct {
 	Sources map[string]string `json:"sources"`
 }
 
-func (b *settingsBrowser) lockoutNow(t *testing.T) lockoutDoc {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
-	defer cancel()
-	doc, err := chromedp.Run(ctx, chromedp.Evaluate[lockoutDoc](
-		`fetch('/api/settings/resilience', {credentials: 'same-origin'}).then(r => r.json())`, chromedp.EvalAwaitPromise))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return doc
-}
-
-// shot saves the whole page (sel "") or one element as dir/name.png when SWITCHYARD_SCREENSHOTS
-// names a directory, for a look at the design; it costs nothing otherwise.
-func (b *settingsBrowser) shot(t *testing.T, name, sel string) {
-	t.Helper()
-	dir := os.Getenv("SWITCHYARD_SCREENSHOTS")
-	if dir == "" {
-		return
-	}
-	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
-	defer cancel()
-	img, err := chromedp.Run(ctx, func(ctx context.Context, tg *chromedp.Target) ([]byte, error) {
-		if sel != "" {
-			return chromedp.Screenshot(chromedp.CSS(sel))(ctx, tg)
-		}
-		if _, err := chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`)(ctx, tg); err != nil {
-			return nil, err
-		}
-		return chromedp.FullScreenshot(90)(ctx, tg)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, name+".png"), img, 0o644); err != nil {
-		t.Fatal(err)
-	}
+func (b *settingsBrowser) lockoutNow() lockoutDoc {
+	b.t.Helper()
+	return evalAs[lockoutDoc](b.dashBrowser, `fetch('/api/settings/resilience', {credentials: 'same-origin'}).then(r => r.json())`)
 }
 
 // TestModelLockoutCardInBrowser edits the "Model lockout" card the way an operator does: bad
@@ -153,7 +65,7 @@ func TestModelLockoutCardInBrowser(t *testing.T) {
 	)
 	untouched := func(t *testing.T) {
 		t.Helper()
-		doc := b.lockoutNow(t)
+		doc := b.lockoutNow()
 		ml := doc.Values.ModelLockout
 		if ml.BaseCooldownMS != 120_000 || ml.MaxCooldownMS != 1_800_000 || !slices.Equal(ml.ErrorCodes, []int{403, 404, 429, 502, 503, 504}) ||
 			doc.Sources["model_lockout.base_cooldown_ms"] != "default" || doc.Sources["model_lockout.error_codes"] != "default" {
@@ -161,8 +73,8 @@ func TestModelLockoutCardInBrowser(t *testing.T) {
 		}
 	}
 
-	t.Run("base below its range", func(t *testing.T) {
-		b.do(t,
+	b.run("base below its range", func(t *testing.T) {
+		b.do(
 			// A marker that survives only if the card is swapped in place, not by a page load.
 			chromedp.Evaluate[chromedp.Void](`window.__stillHere = true`),
 			chromedp.SetValue(chromedp.CSS(base), "1000"),
@@ -170,17 +82,17 @@ func TestModelLockoutCardInBrowser(t *testing.T) {
 			chromedp.WaitVisible(chromedp.CSS(base+"-error")),
 			settled,
 		)
-		if got := b.text(t, base+"-error"); !strings.Contains(got, "5,000") || !strings.Contains(got, "600,000") {
+		if got := b.text(base + "-error"); !strings.Contains(got, "5,000") || !strings.Contains(got, "600,000") {
 			t.Fatalf("base error %q", got)
 		}
-		if b.text(t, card+" .error-note") == "" {
+		if b.text(card+" .error-note") == "" {
 			t.Fatal("the card does not say that nothing was saved")
 		}
 		untouched(t)
 	})
 
-	t.Run("max below base", func(t *testing.T) {
-		b.do(t,
+	b.run("max below base", func(t *testing.T) {
+		b.do(
 			chromedp.SetValue(chromedp.CSS(base), "60000"),
 			chromedp.SetValue(chromedp.CSS(maxCD), "30000"),
 			chromedp.Click(chromedp.CSS(save)),
@@ -188,23 +100,23 @@ func TestModelLockoutCardInBrowser(t *testing.T) {
 			chromedp.WaitNotPresent(chromedp.CSS(base+"-error")),
 			settled,
 		)
-		if got := b.text(t, maxCD+"-error"); !strings.Contains(got, "Base cooldown") || !strings.Contains(got, "60,000") {
+		if got := b.text(maxCD + "-error"); !strings.Contains(got, "Base cooldown") || !strings.Contains(got, "60,000") {
 			t.Fatalf("max error %q, want it to name the base cooldown", got)
 		}
-		b.shot(t, "settings-lockout-error", card)
+		b.shotOf("settings-lockout-error", card)
 		untouched(t)
 	})
 
-	t.Run("chips", func(t *testing.T) {
-		b.do(t,
+	b.run("chips", func(t *testing.T) {
+		b.do(
 			chromedp.SendKeys(chromedp.CSS(addChip), "700"),
 			chromedp.Click(chromedp.CSS(addChip+"-btn")),
 			chromedp.WaitVisible(chromedp.CSS("#s-model_lockout-error_codes-client-error")),
 		)
-		if got := b.text(t, "#s-model_lockout-error_codes-client-error"); !strings.Contains(got, "700") {
+		if got := b.text("#s-model_lockout-error_codes-client-error"); !strings.Contains(got, "700") {
 			t.Fatalf("client error for 700: %q", got)
 		}
-		b.do(t,
+		b.do(
 			chromedp.Evaluate[chromedp.Void](`document.querySelector('`+addChip+`').value = ''`),
 			chromedp.SendKeys(chromedp.CSS(addChip), "418"),
 			chromedp.Click(chromedp.CSS(addChip+"-btn")),
@@ -213,23 +125,23 @@ func TestModelLockoutCardInBrowser(t *testing.T) {
 			chromedp.Click(chromedp.CSS(chips+` .code-chip[data-value="403"] .chip-x`)),
 			chromedp.WaitNotPresent(chromedp.CSS(chips+` .code-chip[data-value="403"]`)),
 		)
-		if got := b.eval(t, `[...document.querySelectorAll('`+chips+` .code-chip')].map(c => c.dataset.value).join(',')`); got != "404,429,502,503,504,418" {
+		if got := b.eval(`[...document.querySelectorAll('` + chips + ` .code-chip')].map(c => c.dataset.value).join(',')`); got != "404,429,502,503,504,418" {
 			t.Fatalf("chips %q", got)
 		}
 	})
 
-	t.Run("good values saved in place", func(t *testing.T) {
-		b.do(t,
+	b.run("good values saved in place", func(t *testing.T) {
+		b.do(
 			chromedp.SetValue(chromedp.CSS(maxCD), "600000"),
 			chromedp.Click(chromedp.CSS("#s-model_lockout-enabled + .switch-track")),
 			chromedp.Click(chromedp.CSS(save)),
 			chromedp.WaitVisible(chromedp.CSS(card+" .saved-note")),
 			settled,
 		)
-		if b.eval(t, `String(window.__stillHere === true)`) != "true" {
+		if b.eval(`String(window.__stillHere === true)`) != "true" {
 			t.Fatal("the card save reloaded the page instead of swapping the card")
 		}
-		doc := b.lockoutNow(t)
+		doc := b.lockoutNow()
 		ml := doc.Values.ModelLockout
 		if !ml.Enabled || ml.BaseCooldownMS != 60_000 || ml.MaxCooldownMS != 600_000 || !slices.Equal(ml.ErrorCodes, []int{404, 429, 502, 503, 504, 418}) {
 			t.Fatalf("saved %+v", ml)
@@ -242,24 +154,24 @@ func TestModelLockoutCardInBrowser(t *testing.T) {
 		if doc.Sources["model_lockout.max_backoff_steps"] != "default" {
 			t.Error("an untouched field was saved too")
 		}
-		b.shot(t, "settings-lockout-saved", card)
+		b.shotOf("settings-lockout-saved", card)
 	})
 
-	t.Run("still there after a reload", func(t *testing.T) {
-		b.do(t,
+	b.run("still there after a reload", func(t *testing.T) {
+		b.do(
 			chromedp.Reload(),
 			chromedp.WaitVisible(chromedp.CSS(card)),
 		)
-		if got := b.eval(t, `[...document.querySelectorAll('`+chips+` .code-chip')].map(c => c.dataset.value).join(',')`); got != "404,429,502,503,504,418" {
+		if got := b.eval(`[...document.querySelectorAll('` + chips + ` .code-chip')].map(c => c.dataset.value).join(',')`); got != "404,429,502,503,504,418" {
 			t.Fatalf("chips after reload %q", got)
 		}
-		if got := b.eval(t, `document.querySelector('`+base+`').value + ' ' + document.querySelector('`+maxCD+`').value`); got != "60000 600000" {
+		if got := b.eval(`document.querySelector('` + base + `').value + ' ' + document.querySelector('` + maxCD + `').value`); got != "60000 600000" {
 			t.Fatalf("values after reload %q", got)
 		}
-		if got := b.text(t, card+` .setting:has(`+base+`) .source`); got != "SAVED" && got != "saved" {
+		if got := b.text(card + ` .setting:has(` + base + `) .source`); got != "SAVED" && got != "saved" {
 			t.Fatalf("base cooldown badge %q", got)
 		}
-		b.shot(t, "settings", "")
+		b.shot("settings")
 	})
 }
 
@@ -270,23 +182,23 @@ func TestRuleAndOverrideCardsInBrowser(t *testing.T) {
 	b := newSettingsBrowser(t)
 	count := func(t *testing.T, list string) string {
 		t.Helper()
-		return b.eval(t, `fetch('/api/settings/resilience').then(r => r.json()).then(d => String(d.values.`+list+`.length))`)
+		return b.eval(`fetch('/api/settings/resilience').then(r => r.json()).then(d => String(d.values.` + list + `.length))`)
 	}
-	t.Run("example, add and delete a restatement", func(t *testing.T) {
-		b.do(t,
+	b.run("example, add and delete a restatement", func(t *testing.T) {
+		b.do(
 			chromedp.Evaluate[chromedp.Void](`window.__stillHere = true`),
 			chromedp.Click(chromedp.CSS("#rules-use-example")),
 			chromedp.WaitVisible(chromedp.CSS(`#s-status_restatements-new details[open] #s-status_restatements-new-name`)),
 			settled,
 		)
-		if v := b.eval(t, `document.querySelector('#s-status_restatements-new-name').value`); v != "gateway-quota-403" {
+		if v := b.eval(`document.querySelector('#s-status_restatements-new-name').value`); v != "gateway-quota-403" {
 			t.Fatalf("the example was not filled in: %q", v)
 		}
 		if count(t, "status_restatements") != "0" {
 			t.Fatal("filling in the example saved it")
 		}
-		b.shot(t, "settings-rules-example", "#card-error-rules")
-		b.do(t,
+		b.shotOf("settings-rules-example", "#card-error-rules")
+		b.do(
 			chromedp.Click(chromedp.CSS("#rules-add-status_restatements")),
 			chromedp.WaitVisible(chromedp.CSS("#card-error-rules .saved-note")),
 			chromedp.WaitVisible(chromedp.CSS("#s-status_restatements-0")),
@@ -295,71 +207,73 @@ func TestRuleAndOverrideCardsInBrowser(t *testing.T) {
 		if count(t, "status_restatements") != "1" {
 			t.Fatal("the restatement was not saved")
 		}
-		if got := b.text(t, "#s-status_restatements-0 .rule-summary"); !strings.Contains(got, "403") || !strings.Contains(got, "→ 429") {
+		if got := b.text("#s-status_restatements-0 .rule-summary"); !strings.Contains(got, "403") || !strings.Contains(got, "→ 429") {
 			t.Fatalf("summary %q", got)
 		}
 		// A rule whose name is taken is refused at its name.
-		b.do(t,
+		b.do(
 			chromedp.Click(chromedp.CSS("#s-error_rules-new summary")),
 			chromedp.SendKeys(chromedp.CSS("#s-error_rules-new-name"), "needs-a-condition"),
 			chromedp.Click(chromedp.CSS("#rules-add-error_rules")),
 			chromedp.WaitVisible(chromedp.CSS("#s-error_rules-new .rule-error")),
 			settled,
 		)
-		b.shot(t, "settings-rules-error", "#card-error-rules")
+		b.shotOf("settings-rules-error", "#card-error-rules")
 		if count(t, "error_rules") != "0" {
 			t.Fatal("an invalid rule was saved")
 		}
-		b.do(t,
+		b.do(
 			chromedp.Evaluate[chromedp.Void](`document.querySelector('#s-error_rules-new-name').value = ''`),
 			chromedp.Click(chromedp.CSS("#s-status_restatements-0-delete")),
 			chromedp.WaitVisible(chromedp.CSS("#card-error-rules .saved-note")),
 			chromedp.WaitNotPresent(chromedp.CSS("#s-status_restatements-0")),
 			settled,
 		)
-		if count(t, "status_restatements") != "0" || b.eval(t, `String(window.__stillHere === true)`) != "true" {
+		if count(t, "status_restatements") != "0" || b.eval(`String(window.__stillHere === true)`) != "true" {
 			t.Fatal("the restatement was not deleted in place")
 		}
 	})
 
-	t.Run("pick a provider and override", func(t *testing.T) {
+	b.run("pick a provider and override", func(t *testing.T) {
 		// The select's options carry ids; choose by name. Choosing (SetValue sends the change
 		// event) loads the provider at once.
-		id := b.eval(t, `[...document.querySelector('#po-provider').options].find(o => o.text === 'openai').value`)
-		b.do(t,
+		id := b.eval(`[...document.querySelector('#po-provider').options].find(o => o.text === 'openai').value`)
+		b.do(
 			chromedp.SetValue(chromedp.CSS("#po-provider"), id),
 			chromedp.Poll[chromedp.Void](`document.querySelector('#card-provider-overrides input[name="editing"][value="`+id+`"]') && `+
 				`document.querySelector('#po-provider').selectedOptions[0].text === 'openai'`, chromedp.WithPollingTimeout(15*time.Second)),
 			settled,
 		)
-		if b.eval(t, `String(window.__stillHere === true)`) != "true" {
+		if b.eval(`String(window.__stillHere === true)`) != "true" {
 			t.Fatal("picking a provider reloaded the page instead of swapping the card")
 		}
-		b.do(t,
+		b.do(
 			chromedp.SendKeys(chromedp.CSS("#po-s-retry-max_retries"), "6"),
 			chromedp.Click(chromedp.CSS("#save-provider-overrides")),
 			chromedp.WaitVisible(chromedp.CSS("#card-provider-overrides .saved-note")),
 			settled,
 		)
-		if got := b.text(t, "#po-row-openai"); !strings.Contains(got, "retry.max_retries = 6") {
+		if got := b.text("#po-row-openai"); !strings.Contains(got, "retry.max_retries = 6") {
 			t.Fatalf("row %q", got)
 		}
-		b.shot(t, "settings-overrides", "#card-provider-overrides")
+		b.shotOf("settings-overrides", "#card-provider-overrides")
 	})
+}
+
+// scripts turns the page's JavaScript on or off.
+func scripts(on bool) chromedp.Action[chromedp.Void] {
+	return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+		_, err := cdp.Call(ctx, tg, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: !on})
+		return chromedp.Void{}, err
+	}
 }
 
 // TestModelLockoutCardWithoutJavaScript saves the card with scripts off: chips are checkboxes
 // (untick to remove), the add input takes a list, and the form posts and redirects.
 func TestModelLockoutCardWithoutJavaScript(t *testing.T) {
 	b := newSettingsBrowser(t)
-	scripts := func(on bool) chromedp.Action[chromedp.Void] {
-		return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
-			_, err := cdp.Call(ctx, tg, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: !on})
-			return chromedp.Void{}, err
-		}
-	}
 	const chips = "#s-model_lockout-error_codes-chips"
-	b.do(t,
+	b.do(
 		scripts(false),
 		chromedp.Navigate(b.base+"/settings?scripts=off"),
 		chromedp.WaitVisible(chromedp.CSS(chips+` .code-chip[data-value="403"] input[type="checkbox"]`)),
@@ -367,13 +281,13 @@ func TestModelLockoutCardWithoutJavaScript(t *testing.T) {
 		chromedp.Click(chromedp.CSS(chips+` .code-chip[data-value="403"] label`)),
 		chromedp.SendKeys(chromedp.CSS("#s-model_lockout-error_codes-add"), "418, 529"),
 	)
-	b.shot(t, "settings-lockout-nojs", "#card-model-lockout")
-	b.do(t,
-		b.clickLoad("#save-model-lockout"),
+	b.shotOf("settings-lockout-nojs", "#card-model-lockout")
+	b.do(
+		clickLoad("#save-model-lockout"),
 		chromedp.WaitVisible(chromedp.CSS("#card-model-lockout .saved-note")),
 		scripts(true),
 	)
-	if got := b.lockoutNow(t).Values.ModelLockout.ErrorCodes; !slices.Equal(got, []int{404, 429, 502, 503, 504, 418, 529}) {
+	if got := b.lockoutNow().Values.ModelLockout.ErrorCodes; !slices.Equal(got, []int{404, 429, 502, 503, 504, 418, 529}) {
 		t.Fatalf("saved codes %v", got)
 	}
 }
@@ -382,40 +296,34 @@ func TestModelLockoutCardWithoutJavaScript(t *testing.T) {
 // opened at the refused card, with every error of the card, and Tab goes on from the card.
 func TestInvalidSaveWithoutJavaScript(t *testing.T) {
 	b := newSettingsBrowser(t)
-	scripts := func(on bool) chromedp.Action[chromedp.Void] {
-		return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
-			_, err := cdp.Call(ctx, tg, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: !on})
-			return chromedp.Void{}, err
-		}
-	}
-	b.do(t,
+	b.do(
 		scripts(false),
 		chromedp.Navigate(b.base+"/settings?scripts=off"),
 		chromedp.WaitVisible(chromedp.CSS("#s-streams-idle_timeout_ms")),
 		chromedp.SetValue(chromedp.CSS("#s-streams-idle_timeout_ms"), "999"),
 		chromedp.SetValue(chromedp.CSS("#s-streams-throughput_watchdog-window_ms"), "soon"),
-		b.clickLoad("#save-streams"),
+		clickLoad("#save-streams"),
 		chromedp.WaitVisible(chromedp.CSS("#card-streams .error-note")),
 		scripts(true),
 	)
 	for _, id := range []string{"#s-streams-idle_timeout_ms-error", "#s-streams-throughput_watchdog-window_ms-error"} {
-		if b.text(t, id) == "" {
+		if b.text(id) == "" {
 			t.Errorf("%s is missing", id)
 		}
 	}
-	if got := b.eval(t, `location.hash`); got != "#card-streams" {
+	if got := b.eval(`location.hash`); got != "#card-streams" {
 		t.Errorf("the page opened at %q, want #card-streams", got)
 	}
 	// The failing field is on screen: the page did not open at its top.
-	if got := b.eval(t, `(() => { const r = document.querySelector('#s-streams-idle_timeout_ms').getBoundingClientRect();
+	if got := b.eval(`(() => { const r = document.querySelector('#s-streams-idle_timeout_ms').getBoundingClientRect();
 		return String(window.scrollY > 0 && r.top >= 0 && r.bottom <= window.innerHeight) })()`); got != "true" {
-		t.Errorf("the failing field is not in view (scrollY %s)", b.eval(t, `String(window.scrollY)`))
+		t.Errorf("the failing field is not in view (scrollY %s)", b.eval(`String(window.scrollY)`))
 	}
-	b.do(t, chromedp.KeyEvent(kb.Tab))
-	if got := b.eval(t, `String(!!document.activeElement.closest('#card-streams'))`); got != "true" {
-		t.Errorf("Tab went to %q, not into the refused card", b.eval(t, `document.activeElement.id || document.activeElement.tagName`))
+	b.do(chromedp.KeyEvent(kb.Tab))
+	if got := b.eval(`String(!!document.activeElement.closest('#card-streams'))`); got != "true" {
+		t.Errorf("Tab went to %q, not into the refused card", b.eval(`document.activeElement.id || document.activeElement.tagName`))
 	}
-	b.shot(t, "settings-nojs-refused", "")
+	b.shot("settings-nojs-refused")
 }
 
 // TestSettingsPageScreenshots saves the German settings page for a look at the design, when
@@ -425,10 +333,10 @@ func TestSettingsPageScreenshots(t *testing.T) {
 		t.Skip("SWITCHYARD_SCREENSHOTS is not set")
 	}
 	b := newSettingsBrowser(t)
-	b.do(t,
-		b.clickLoad("#lang-de"),
+	b.do(
+		clickLoad("#lang-de"),
 		chromedp.WaitReady(chromedp.CSS(`html[lang="de"]`)),
 		chromedp.WaitVisible(chromedp.CSS("#card-model-lockout")),
 	)
-	b.shot(t, "settings-de", "")
+	b.shot("settings-de")
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -12,104 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"switchyard/e2e/testenv"
 	"switchyard/i18n"
 )
-
-// stateBrowser is headless Chromium with the flags of TestDashboardInBrowser.
-type stateBrowser struct {
-	t   *testing.T
-	ctx context.Context
-}
-
-func newStateBrowser(t *testing.T) *stateBrowser {
-	t.Helper()
-	browser := startBrowser(t)
-	return &stateBrowser{t: t, ctx: browser}
-}
-
-// step runs f as a subtest; while it runs, the browser's failures are the subtest's, and a
-// failed step ends the whole test (later steps build on it).
-func (b *stateBrowser) step(name string, f func(t *testing.T)) {
-	parent := b.t
-	parent.Helper()
-	ok := parent.Run(name, func(t *testing.T) {
-		b.t = t
-		defer func() { b.t = parent }()
-		f(t)
-	})
-	if !ok {
-		parent.FailNow()
-	}
-}
-
-// do runs steps with a time limit.
-func (b *stateBrowser) do(steps ...chromedp.Action[chromedp.Void]) {
-	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
-	defer cancel()
-	if err := chromedp.Do(ctx, steps...); err != nil {
-		b.t.Fatal(err)
-	}
-}
-
-// text returns the text of the first element matching sel.
-func (b *stateBrowser) text(sel string) string {
-	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
-	defer cancel()
-	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	return strings.TrimSpace(s)
-}
-
-// eval evaluates a JavaScript expression to a string.
-func (b *stateBrowser) eval(expr string) string {
-	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
-	defer cancel()
-	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](expr))
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	return s
-}
-
-// clickLoad clicks something that navigates and waits until the new page has loaded.
-func (b *stateBrowser) clickLoad(sel string) chromedp.Action[chromedp.Void] {
-	return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
-		_, err := chromedp.WaitEvent(page.LoadEventFired, nil, chromedp.Click(chromedp.CSS(sel)))(ctx, tg)
-		return chromedp.Void{}, err
-	}
-}
-
-// shot saves the page when SWITCHYARD_SCREENSHOTS names a directory.
-func (b *stateBrowser) shot(name string) {
-	b.t.Helper()
-	dir := os.Getenv("SWITCHYARD_SCREENSHOTS")
-	if dir == "" {
-		return
-	}
-	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
-	defer cancel()
-	png, err := chromedp.Run(ctx, func(ctx context.Context, tg *chromedp.Target) ([]byte, error) {
-		if _, err := chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`)(ctx, tg); err != nil {
-			return nil, err
-		}
-		return chromedp.FullScreenshot(100)(ctx, tg)
-	})
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
-		b.t.Fatal(err)
-	}
-}
 
 var clockText = regexp.MustCompile(`^[0-9]+:[0-5][0-9]$`)
 
@@ -133,39 +39,26 @@ func TestLiveStateInBrowser(t *testing.T) {
 		"sk-a": testenv.Status(429, map[string]string{"Retry-After": "600"}, `{"error":{"message":"Rate limit reached","type":"requests"}}`),
 		"sk-b": testenv.JSONAnswer(testenv.CompletionJSON),
 	}))
-	e := testenv.New(t)
-	e.AddProvider("up", up.URL+"/v1")
-	a := strconv.FormatInt(e.AddConnection("up", "a", "sk-a", 0), 10)
-	e.AddConnection("up", "b", "sk-b", 1)
+	e, key, aID := twoConnections(t, up)
+	a := strconv.FormatInt(aID, 10)
 	e.AddProvider("lk", lk.URL+"/v1")
 	e.AddConnection("lk", "main", "sk-main", 0)
-	key := e.NewKey()
-	e.WaitModels(key, "up/gpt-test")
 	e.WaitModels(key, "lk/gpt-a")
 	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0}}, 200)
 
-	b := newStateBrowser(t)
-	step := func(name string, f func(t *testing.T)) {
-		if !t.Run(name, f) {
-			t.FailNow()
-		}
-	}
+	b := newDashBrowser(t)
+	step := b.step
 	cell := "#cstate-" + a
 
 	step("log in", func(t *testing.T) {
 		b.do(
-			chromedp.Navigate(e.Base+"/login"),
-			chromedp.WaitVisible(chromedp.CSS("#password")),
-			chromedp.SendKeys(chromedp.CSS("#password"), e.Vars["SWITCHYARD_ADMIN_PASSWORD"]),
-			b.clickLoad(`.login button[type="submit"]`),
+			logInTo(e),
 			chromedp.WaitVisible(chromedp.CSS("#nav-cooldowns")),
 		)
 	})
 
 	step("a 429 cools the connection with a live countdown", func(t *testing.T) {
-		if r := e.Chat(context.Background(), key, testenv.ChatBody); r.StatusCode != 200 {
-			t.Fatalf("chat: %d", r.StatusCode)
-		}
+		chatWants(t, e, key, testenv.ChatBody, 200)
 		b.do(
 			chromedp.Navigate(e.Base+"/providers"),
 			chromedp.WaitVisible(chromedp.CSS(cell+`[data-status="cooling"] .countdown`)),
@@ -196,7 +89,7 @@ func TestLiveStateInBrowser(t *testing.T) {
 		if b.eval(`String(window.__stillHere === true)`) != "true" {
 			t.Fatal("clearing reloaded the page instead of swapping the state")
 		}
-		if s := e.State(mustInt(t, a)); s.Status != "active" || s.BackoffLevel != 0 {
+		if s := e.State(aID); s.Status != "active" || s.BackoffLevel != 0 {
 			t.Fatalf("state after clearing: %+v", s)
 		}
 		// The next poll still shows it active.
@@ -274,11 +167,67 @@ func TestLiveStateInBrowser(t *testing.T) {
 	}
 }
 
-func mustInt(t *testing.T, s string) int64 {
+// oneConnection starts a gateway (flags: args) whose provider up reaches a fake upstream that
+// answers every chat with a completion through one connection, main; it returns the gateway and
+// up's id.
+func oneConnection(t *testing.T, args ...string) (*testenv.Env, int64) {
 	t.Helper()
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		t.Fatal(err)
+	up := testenv.NewFakeUpstream(t, testenv.JSONAnswer(testenv.CompletionJSON))
+	e := testenv.New(t, args...)
+	id := e.AddProvider("up", up.URL+"/v1")
+	e.AddConnection("up", "main", "sk-main", 0)
+	return e, id
+}
+
+// twoConnections starts a gateway whose provider up reaches upstream through the connections a
+// (key sk-a, tried first) and b (sk-b); it returns the gateway, a client key that sees
+// up/gpt-test, and a's id.
+func twoConnections(t *testing.T, upstream *testenv.FakeUpstream) (*testenv.Env, string, int64) {
+	t.Helper()
+	e := testenv.New(t)
+	e.AddProvider("up", upstream.URL+"/v1")
+	a := e.AddConnection("up", "a", "sk-a", 0)
+	e.AddConnection("up", "b", "sk-b", 1)
+	key := e.NewKey()
+	e.WaitModels(key, "up/gpt-test")
+	return e, key, a
+}
+
+// TestPinnedSessionsInBrowser: a client session pinned to a connection appears on the
+// connection's row of the providers page with the live state's next poll, and the row still fits
+// a phone.
+func TestPinnedSessionsInBrowser(t *testing.T) {
+	e, key, aID := twoConnections(t, testenv.NewFakeUpstream(t, testenv.JSONAnswer(testenv.CompletionJSON)))
+	a := strconv.FormatInt(aID, 10)
+	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"session_affinity_ttl_ms": 600_000}, 200)
+
+	b := newDashBrowser(t)
+	pinned := "#cqueue-" + a + " .q-pinned"
+	b.do(
+		logInTo(e),
+		chromedp.WaitVisible(chromedp.CSS("#nav-cooldowns")),
+		chromedp.Navigate(e.Base+"/providers"),
+		chromedp.WaitVisible(chromedp.CSS("#cqueue-"+a)),
+	)
+	if b.eval(`String(document.querySelector('`+pinned+`') === null)`) != "true" {
+		t.Fatal("pinned sessions are shown before any session was pinned")
 	}
-	return n
+	for _, s := range []string{"one", "two"} {
+		r := e.Post(context.Background(), "/v1/chat/completions", key, testenv.ChatBody, map[string]string{"X-Switchyard-Session": s})
+		if body := testenv.ReadAll(t, r); r.StatusCode != 200 {
+			t.Fatalf("chat: %d %s", r.StatusCode, body)
+		}
+	}
+	b.do(chromedp.WaitVisible(chromedp.CSS(pinned)))
+	if got := b.text(pinned); got != "2" {
+		t.Fatalf("pinned count %q", got)
+	}
+	if got := b.text("#cqueue-" + a + " .q-main"); !strings.Contains(got, i18n.TL(i18n.EN, "state.queue.pinned")) {
+		t.Fatalf("queue cell %q", got)
+	}
+	b.do(chromedp.EmulateViewport(390, 800))
+	defer b.do(chromedp.EmulateViewport(1280, 900))
+	b.do(chromedp.Navigate(e.Base+"/providers"), chromedp.WaitVisible(chromedp.CSS(pinned)))
+	b.fitsPhone("the providers page")
+	b.shot("providers-pinned-390")
 }

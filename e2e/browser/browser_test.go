@@ -3,59 +3,34 @@ package browser
 import (
 	"context"
 	"io"
-	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/cdp"
-	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"switchyard/app"
 	"switchyard/e2e/testenv"
 	"switchyard/i18n"
-	"switchyard/static"
 )
 
 const (
 	dashPassword = "dashboard-test-password-42"
-	chromiumPath = "/usr/bin/chromium"
 	// dashSecret is the upstream API key typed into the connection form; no page may show it.
 	dashSecret = "sk-upstream-SECRET-5f2c9a7e1d"
 )
-
-// dashLog collects the gateway's log, shown only when a test fails.
-type dashLog struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (l *dashLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *dashLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
 
 // startDashApp boots the real gateway exactly as production does, on a fresh data directory
 // and an empty environment.
 func startDashApp(t *testing.T) *app.App {
 	t.Helper()
-	logs := &dashLog{}
+	logs := &testenv.SyncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	noEnv := func(string) (string, bool) { return "", false }
 	a, err := app.Start(context.Background(), app.Config{Addr: "127.0.0.1:0", DataDir: t.TempDir(), AdminPassword: dashPassword,
@@ -278,82 +253,21 @@ func TestDashboardPages(t *testing.T) {
 	})
 }
 
-// startBrowser starts headless Debian Chromium for a test (stopped at cleanup) after checking
-// that it and the built assets exist. Without chromium the test is skipped locally but fails
-// in CI, so a green run cannot hide a missing install.
-func startBrowser(t *testing.T) context.Context {
-	t.Helper()
-	if _, err := os.Stat(chromiumPath); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is missing; the CI image must install Debian's chromium", chromiumPath)
-		}
-		t.Skipf("%s is missing; install chromium to run the browser test", chromiumPath)
-	}
-	if _, err := fs.Stat(static.FS, "dist/js/htmx.min.js"); err != nil { // embedded when the binary was built
-		t.Fatal("static/dist/js/htmx.min.js is missing: run `npm ci && npm run build` (or `make assets`) before the tests")
-	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromiumPath),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 900),
-	)
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancelAlloc)
-	browser, cancelBrowser := chromedp.NewContext(allocCtx)
-	t.Cleanup(cancelBrowser)
-	if err := chromedp.Do(browser); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
-	return browser
-}
-
 // TestDashboardInBrowser drives the dashboard in headless Chromium the way an operator does.
 func TestDashboardInBrowser(t *testing.T) {
 	upstream := dashUpstream(t)
 	app := startDashApp(t)
 	base := "http://" + app.Addr
 
-	browser := startBrowser(t)
+	b := newDashBrowser(t)
 
 	// Every page the browser showed, for the check that the secret never appears.
 	var seen []string
-	snapshot := func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+	b.after = append(b.after, func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
 		h, err := chromedp.Evaluate[string](`document.documentElement.outerHTML`)(ctx, tg)
 		seen = append(seen, h)
 		return chromedp.Void{}, err
-	}
-	// clickLoad clicks something that navigates and waits until the new page has loaded.
-	clickLoad := func(sel string) chromedp.Action[chromedp.Void] {
-		return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
-			_, err := chromedp.WaitEvent(page.LoadEventFired, nil, chromedp.Click(chromedp.CSS(sel)))(ctx, tg)
-			return chromedp.Void{}, err
-		}
-	}
-	do := func(t *testing.T, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(browser, 20*time.Second)
-		defer cancel()
-		if err := chromedp.Do(ctx, append(steps, snapshot)...); err != nil {
-			t.Fatal(err)
-		}
-	}
-	get := func(t *testing.T, a chromedp.Action[string]) string {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(browser, 20*time.Second)
-		defer cancel()
-		s, err := chromedp.Run(ctx, a)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
+	})
 	type cooldownDoc struct {
 		Values struct {
 			ConnectionCooldown struct {
@@ -365,48 +279,19 @@ func TestDashboardInBrowser(t *testing.T) {
 		Sources map[string]string `json:"sources"`
 	}
 	// settingsNow reads GET /api/settings/resilience with the browser's session.
-	settingsNow := func(t *testing.T) cooldownDoc {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(browser, 20*time.Second)
-		defer cancel()
-		doc, err := chromedp.Run(ctx, chromedp.Evaluate[cooldownDoc](
-			`fetch('/api/settings/resilience', {credentials: 'same-origin'}).then(r => r.json())`, chromedp.EvalAwaitPromise))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return doc
+	settingsNow := func() cooldownDoc {
+		return evalAs[cooldownDoc](b, `fetch('/api/settings/resilience', {credentials: 'same-origin'}).then(r => r.json())`)
 	}
-	// shot saves the current page when SWITCHYARD_SCREENSHOTS names a directory (for a look
-	// at the design); it costs nothing otherwise.
-	shot := func(t *testing.T, name string) {
-		t.Helper()
-		if dir := os.Getenv("SWITCHYARD_SCREENSHOTS"); dir != "" {
-			png := get(t, func(ctx context.Context, tg *chromedp.Target) (string, error) {
-				if _, err := chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`)(ctx, tg); err != nil {
-					return "", err
-				}
-				b, err := chromedp.FullScreenshot(100)(ctx, tg)
-				return string(b), err
-			})
-			if err := os.WriteFile(filepath.Join(dir, name+".png"), []byte(png), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	step := func(name string, f func(t *testing.T)) {
-		if !t.Run(name, f) {
-			t.FailNow()
-		}
-	}
+	step := b.step
 	const stepsField = "#s-connection_cooldown-oauth-max_backoff_steps"
 
 	step("log in", func(t *testing.T) {
-		do(t,
+		b.do(
 			chromedp.Navigate(base+"/providers"),
 			chromedp.WaitVisible(chromedp.CSS("#password")),
 		)
-		shot(t, "login")
-		do(t,
+		b.shot("login")
+		b.do(
 			chromedp.SendKeys(chromedp.CSS("#password"), dashPassword),
 			clickLoad(`.login button[type="submit"]`),
 			chromedp.WaitVisible(chromedp.CSS("#add-provider")),
@@ -415,17 +300,17 @@ func TestDashboardInBrowser(t *testing.T) {
 	})
 
 	step("add provider", func(t *testing.T) {
-		do(t,
+		b.do(
 			chromedp.SendKeys(chromedp.CSS("#provider-name"), "Bad Name"),
 			chromedp.SetValue(chromedp.CSS("#provider-type"), "openai-compatible"),
 			chromedp.SendKeys(chromedp.CSS("#provider-base-url"), upstream.URL+"/v1"),
 			clickLoad("#add-provider-submit"),
 			chromedp.WaitVisible(chromedp.CSS("#provider-name-error")),
 		)
-		if v := get(t, chromedp.Value(chromedp.CSS("#provider-base-url"))); v != upstream.URL+"/v1" {
+		if v := b.value("#provider-base-url"); v != upstream.URL+"/v1" {
 			t.Fatalf("typed base URL not kept after the error: %q", v)
 		}
-		do(t,
+		b.do(
 			chromedp.SetValue(chromedp.CSS("#provider-name"), "fake-up"),
 			clickLoad("#add-provider-submit"),
 			chromedp.WaitVisible(chromedp.CSS("#provider-fake-up")),
@@ -434,7 +319,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	})
 
 	step("add connection", func(t *testing.T) {
-		do(t,
+		b.do(
 			chromedp.SetValue(chromedp.CSS("#conn-provider"), "fake-up"),
 			chromedp.SendKeys(chromedp.CSS("#conn-name"), "primary"),
 			chromedp.SendKeys(chromedp.CSS("#conn-api-key"), dashSecret),
@@ -442,13 +327,13 @@ func TestDashboardInBrowser(t *testing.T) {
 			clickLoad("#add-connection-submit"),
 			chromedp.WaitVisible(chromedp.CSS("#conn-priority-error")),
 		)
-		if v := get(t, chromedp.Value(chromedp.CSS("#conn-api-key"))); v != "" {
+		if v := b.value("#conn-api-key"); v != "" {
 			t.Fatal("the API key was rendered back into the form")
 		}
-		if v := get(t, chromedp.Value(chromedp.CSS("#conn-name"))); v != "primary" {
+		if v := b.value("#conn-name"); v != "primary" {
 			t.Fatalf("typed name not kept: %q", v)
 		}
-		do(t,
+		b.do(
 			chromedp.SendKeys(chromedp.CSS("#conn-api-key"), dashSecret),
 			chromedp.SetValue(chromedp.CSS("#conn-priority"), "1"),
 			chromedp.SendKeys(chromedp.CSS("#conn-max-concurrent"), "4"),
@@ -458,40 +343,40 @@ func TestDashboardInBrowser(t *testing.T) {
 	})
 
 	step("test connection", func(t *testing.T) {
-		do(t,
+		b.do(
 			chromedp.Click(chromedp.CSS(`#provider-fake-up form.test-form button`)),
 			chromedp.WaitVisible(chromedp.CSS(`#provider-fake-up .test-result .result`)),
 		)
-		got := get(t, chromedp.Text(chromedp.CSS(`#provider-fake-up .test-result .result`)))
+		got := b.text(`#provider-fake-up .test-result .result`)
 		if want := "Connected: 2 models"; !strings.HasPrefix(got, want) {
 			t.Fatalf("test result %q, want %q…", got, want)
 		}
-		shot(t, "providers")
+		b.shot("providers")
 	})
 
 	step("client key shown once", func(t *testing.T) {
-		do(t,
+		b.do(
 			chromedp.Navigate(base+"/keys"),
 			chromedp.WaitVisible(chromedp.CSS("#key-name")),
 			chromedp.SendKeys(chromedp.CSS("#key-name"), "laptop"),
 			clickLoad("#create-key-submit"),
 			chromedp.WaitVisible(chromedp.CSS("#new-key-value")),
 		)
-		shot(t, "key-created")
-		key := get(t, chromedp.Text(chromedp.CSS("#new-key-value")))
+		b.shot("key-created")
+		key := b.text("#new-key-value")
 		if !strings.HasPrefix(key, "sk-sy-") {
 			t.Fatalf("new key %q", key)
 		}
 		// On a phone the key wraps; its box grows with it instead of spilling over the copy
 		// button or past the page edge.
-		do(t, chromedp.EmulateViewport(390, 800))
-		fit := get(t, chromedp.Evaluate[string](`(() => {
+		b.do(chromedp.EmulateViewport(390, 800))
+		fit := b.eval(`(() => {
 			const v = document.getElementById('new-key-value'), b = document.getElementById('copy-key');
 			const r = v.getBoundingClientRect(), c = b.getBoundingClientRect();
 			const overlap = r.left < c.right && c.left < r.right && r.top < c.bottom && c.top < r.bottom;
 			return [v.scrollHeight <= v.clientHeight + 1, !overlap, document.documentElement.scrollWidth <= 390].join();
-		})()`))
-		do(t, chromedp.EmulateViewport(1280, 900))
+		})()`)
+		b.do(chromedp.EmulateViewport(1280, 900))
 		if fit != "true,true,true" {
 			t.Fatalf("the new key does not fit its box at 390 px (contained, clear of the copy button, no page overflow): %s", fit)
 		}
@@ -505,7 +390,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("the new key does not authenticate: %d", resp.StatusCode)
 		}
-		do(t,
+		b.do(
 			chromedp.Navigate(base+"/keys"),
 			chromedp.WaitVisible(chromedp.CSS("#keys-table")),
 			chromedp.WaitNotPresent(chromedp.CSS("#new-key")),
@@ -516,57 +401,41 @@ func TestDashboardInBrowser(t *testing.T) {
 	})
 
 	step("revoke key after confirming", func(t *testing.T) {
-		// The click runs from a timer: confirm() blocks the page, and with it any command that
-		// waits for the click to finish.
-		ctx, cancel := context.WithTimeout(browser, 20*time.Second)
-		defer cancel()
-		dialog, err := chromedp.Run(ctx, chromedp.WaitEvent(page.JavascriptDialogOpening, nil,
-			chromedp.Evaluate[chromedp.Void](`setTimeout(() => document.querySelector('#keys-table form[action$="/revoke"] button').click(), 0)`)))
-		if err != nil {
-			t.Fatal(err)
+		if q := b.dialogFor(`#keys-table form[action$="/revoke"] button`); !strings.HasPrefix(q, "Revoke key laptop?") {
+			t.Fatalf("confirmation asks %q", q)
 		}
-		if !strings.HasPrefix(dialog.Message, "Revoke key laptop?") {
-			t.Fatalf("confirmation asks %q", dialog.Message)
-		}
-		accept := func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
-			_, err := cdp.Call(ctx, tg, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
-			return chromedp.Void{}, err
-		}
-		do(t,
-			func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
-				_, err := chromedp.WaitEvent(page.LoadEventFired, nil, accept)(ctx, tg)
-				return chromedp.Void{}, err
-			},
+		b.do(
+			loads(acceptDialog),
 			chromedp.WaitVisible(chromedp.CSS("#keys-table tr.revoked")),
 			chromedp.WaitVisible(chromedp.CSS(".flash-success")),
 		)
 	})
 
 	step("switch language", func(t *testing.T) {
-		do(t,
+		b.do(
 			chromedp.Navigate(base+"/providers"),
 			chromedp.WaitVisible(chromedp.CSS("#lang-de")),
 			clickLoad("#lang-de"),
 			chromedp.WaitReady(chromedp.CSS(`html[lang="de"]`)),
 		)
-		if got := get(t, chromedp.Text(chromedp.CSS("#nav-providers"))); got != i18n.TL(i18n.DE, "nav.providers") {
+		if got := b.text("#nav-providers"); got != i18n.TL(i18n.DE, "nav.providers") {
 			t.Fatalf("German navigation shows %q", got)
 		}
-		shot(t, "providers-de")
-		if loc := get(t, chromedp.Location()); !strings.HasSuffix(loc, "/providers") {
+		b.shot("providers-de")
+		if loc := get(b, chromedp.Location()); !strings.HasSuffix(loc, "/providers") {
 			t.Fatalf("language switch did not come back: %s", loc)
 		}
-		do(t,
+		b.do(
 			clickLoad("#lang-en"),
 			chromedp.WaitReady(chromedp.CSS(`html[lang="en"]`)),
 		)
-		if got := get(t, chromedp.Text(chromedp.CSS("#nav-settings"))); got != "Settings" {
+		if got := b.text("#nav-settings"); got != "Settings" {
 			t.Fatalf("English navigation shows %q", got)
 		}
 	})
 
 	step("settings card", func(t *testing.T) {
-		do(t,
+		b.do(
 			chromedp.Navigate(base+"/settings"),
 			chromedp.WaitVisible(chromedp.CSS("#card-connection-cooldown")),
 			// A marker that survives only if the card is swapped in place, not by a page load.
@@ -576,33 +445,33 @@ func TestDashboardInBrowser(t *testing.T) {
 			chromedp.WaitVisible(chromedp.CSS(stepsField+"-error")),
 			settled,
 		)
-		if got := get(t, chromedp.Text(chromedp.CSS(stepsField+"-error"))); !strings.Contains(got, "between 0 and 20") {
+		if got := b.text(stepsField + "-error"); !strings.Contains(got, "between 0 and 20") {
 			t.Fatalf("field error %q", got)
 		}
-		shot(t, "settings-error")
-		doc := settingsNow(t)
+		b.shot("settings-error")
+		doc := settingsNow()
 		if doc.Values.ConnectionCooldown.OAuth.MaxBackoffSteps != 8 ||
 			doc.Sources["connection_cooldown.oauth.max_backoff_steps"] != "default" {
 			t.Fatalf("an invalid value was saved: %+v", doc)
 		}
-		do(t,
+		b.do(
 			chromedp.SetValue(chromedp.CSS(stepsField), "12"),
 			chromedp.Click(chromedp.CSS("#save-connection-cooldown")),
 			chromedp.WaitVisible(chromedp.CSS("#card-connection-cooldown .saved-note")),
 		)
-		if ok := get(t, chromedp.Evaluate[string](`String(window.__stillHere === true)`)); ok != "true" {
+		if ok := b.eval(`String(window.__stillHere === true)`); ok != "true" {
 			t.Fatal("the card save reloaded the page instead of swapping the card")
 		}
-		if doc := settingsNow(t); doc.Values.ConnectionCooldown.OAuth.MaxBackoffSteps != 12 ||
+		if doc := settingsNow(); doc.Values.ConnectionCooldown.OAuth.MaxBackoffSteps != 12 ||
 			doc.Sources["connection_cooldown.oauth.max_backoff_steps"] != "persisted" ||
 			doc.Sources["connection_cooldown.oauth.base_cooldown_ms"] != "default" {
 			t.Fatalf("valid value not saved as the only persisted change: %+v", doc)
 		}
-		do(t,
+		b.do(
 			chromedp.Reload(),
 			chromedp.WaitVisible(chromedp.CSS(stepsField)),
 		)
-		if v := get(t, chromedp.Value(chromedp.CSS(stepsField))); v != "12" {
+		if v := b.value(stepsField); v != "12" {
 			t.Fatalf("after a reload the field shows %q", v)
 		}
 	})
@@ -612,8 +481,8 @@ func TestDashboardInBrowser(t *testing.T) {
 			for _, p := range []struct{ path, waitFor, name string }{
 				{"/settings", "#card-connection-cooldown", "settings"}, {"/", "#quick-start", "overview"}, {"/keys", "#keys-table", "keys"},
 			} {
-				do(t, chromedp.Navigate(base+p.path), chromedp.WaitVisible(chromedp.CSS(p.waitFor)))
-				shot(t, p.name)
+				b.do(chromedp.Navigate(base+p.path), chromedp.WaitVisible(chromedp.CSS(p.waitFor)))
+				b.shot(p.name)
 			}
 		})
 	}

@@ -7,13 +7,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 
 	"switchyard/db"
 	"switchyard/e2e/testenv"
-	"switchyard/i18n"
 )
 
 // TestUsageAndKeyLimitsInBrowser: on a phone (390 px) in German, an operator reads what the
@@ -22,10 +20,7 @@ import (
 // each key's use against its limits as bars that turn amber from 80 % and red from 100 % with
 // the numbers in words, and sets, refuses and clears limits in the key forms.
 func TestUsageAndKeyLimitsInBrowser(t *testing.T) {
-	up := testenv.NewFakeUpstream(t, testenv.JSONAnswer(testenv.CompletionJSON))
-	e := testenv.New(t)
-	e.AddProvider("up", up.URL+"/v1")
-	e.AddConnection("up", "main", "sk-main", 0)
+	e, _ := oneConnection(t)
 	mk := func(body map[string]any) (string, string) {
 		out := e.MustAPI("POST", "/api/keys", body, 201)
 		return out["key"].(string), strconv.FormatInt(int64(out["id"].(float64)), 10)
@@ -60,28 +55,16 @@ func TestUsageAndKeyLimitsInBrowser(t *testing.T) {
 		testenv.ReadAll(t, e.Chat(context.Background(), agentKey, testenv.ChatBody))
 	}
 
-	br := newStateBrowser(t)
+	br := newDashBrowser(t)
 	step := br.step
-	de := func(key string, args ...any) string { return i18n.TL(i18n.DE, key, args...) }
 	// clear empties a field (SetValue refuses the empty string).
 	clear := func(sel string) chromedp.Action[chromedp.Void] {
 		return chromedp.Evaluate[chromedp.Void](`document.querySelector('` + sel + `').value = ''`)
 	}
-	fits := func(t *testing.T, where string) {
-		t.Helper()
-		if over := br.eval(`String(document.documentElement.scrollWidth - document.documentElement.clientWidth)`); over != "0" {
-			t.Errorf("%s overflows a 390 px screen by %s px", where, over)
-		}
-	}
 
 	step("the usage page in German on a phone", func(t *testing.T) {
 		br.do(
-			chromedp.EmulateViewport(390, 844),
-			chromedp.Navigate(e.Base+"/login"),
-			chromedp.WaitVisible(chromedp.CSS("#password")),
-			chromedp.SendKeys(chromedp.CSS("#password"), e.Vars["SWITCHYARD_ADMIN_PASSWORD"]),
-			br.clickLoad(`.login button[type="submit"]`),
-			chromedp.Navigate(e.Base+"/lang/de?next=/usage"),
+			onPhoneInGerman(e, "/usage"),
 			chromedp.WaitVisible(chromedp.CSS("#usage-by-key")),
 		)
 		if got := br.text("#nav-usage.active"); got != de("nav.usage") {
@@ -110,22 +93,16 @@ func TestUsageAndKeyLimitsInBrowser(t *testing.T) {
 			t.Fatalf("by model: %s", model)
 		}
 		// Each table's CSV, with the page's session.
-		ctx, cancel := context.WithTimeout(br.ctx, 20*time.Second)
-		defer cancel()
-		csv, err := chromedp.Run(ctx, chromedp.Evaluate[string](
-			`fetch(document.querySelector('#usage-csv-model').href, {credentials: 'same-origin'}).then(r => r.text())`, chromedp.EvalAwaitPromise))
-		if err != nil {
-			t.Fatal(err)
-		}
+		csv := br.eval(`fetch(document.querySelector('#usage-csv-model').href, {credentials: 'same-origin'}).then(r => r.text())`)
 		if !strings.HasPrefix(csv, "provider,model,requests,") || !strings.Contains(csv, "\nopenai,gpt-5,45,0,129000,31000,90000,0,0,5.7,0\n") {
 			t.Fatalf("CSV by model:\n%s", csv)
 		}
-		fits(t, "/usage")
+		br.fitsPhone("/usage")
 		br.shot("usage-390-de")
 	})
 
 	step("30 days, a point per day", func(t *testing.T) {
-		br.do(br.clickLoad("#usage-range-month"), chromedp.WaitVisible(chromedp.CSS("#usage-range-month.active")))
+		br.do(clickLoad("#usage-range-month"), chromedp.WaitVisible(chromedp.CSS("#usage-range-month.active")))
 		if got := br.eval(`String(document.querySelectorAll('#chart-tokens rect.hit').length)`); got != "30" {
 			t.Fatalf("%s steps, want 30 days", got)
 		}
@@ -136,7 +113,7 @@ func TestUsageAndKeyLimitsInBrowser(t *testing.T) {
 		if got := br.text("#usage-by-provider tbody tr:first-child .cost"); got != "5,70 USD" {
 			t.Fatalf("openai over 30 days %q", got)
 		}
-		fits(t, "/usage?range=month")
+		br.fitsPhone("/usage?range=month")
 	})
 
 	bar := func(key, kind string) (state, text string) {
@@ -183,12 +160,12 @@ func TestUsageAndKeyLimitsInBrowser(t *testing.T) {
 		if label := br.eval(`document.querySelector('#key-` + tight + ` .limit-bar[data-limit="daily"] progress').getAttribute('aria-label')`); label != de("keys.limit.daily") {
 			t.Fatalf("progress label %q", label)
 		}
-		fits(t, "/keys")
+		br.fitsPhone("/keys")
 		br.shot("keys-limits-390-de")
 	})
 
 	step("limits refused in the edit form keep what was typed", func(t *testing.T) {
-		br.do(br.clickLoad("#edit-key-"+agent), chromedp.WaitVisible(chromedp.CSS("#key-rpm-limit")))
+		br.do(clickLoad("#edit-key-"+agent), chromedp.WaitVisible(chromedp.CSS("#key-rpm-limit")))
 		for sel, want := range map[string]string{"#key-rpm-limit": "60", "#key-tpm-limit": "100000", "#key-daily-budget": "5",
 			"#key-monthly-budget": "100", "#key-max-parallel": "4", "#key-budget-webhook": ""} {
 			if got := br.eval(`document.querySelector('` + sel + `').value`); got != want {
@@ -198,19 +175,19 @@ func TestUsageAndKeyLimitsInBrowser(t *testing.T) {
 		if got := br.text(`label[for="key-daily-budget"]`); got != de("keys.field.daily_budget_usd") {
 			t.Fatalf("label %q", got)
 		}
-		fits(t, "the edit page")
+		br.fitsPhone("the edit page")
 		br.do(
 			chromedp.SetValue(chromedp.CSS("#key-rpm-limit"), "viele"),
 			chromedp.SetValue(chromedp.CSS("#key-daily-budget"), "-1"),
 			chromedp.SetValue(chromedp.CSS("#key-budget-webhook"), "ftp://hooks.example.com"),
-			br.clickLoad("#save-key"),
+			clickLoad("#save-key"),
 			chromedp.WaitVisible(chromedp.CSS("#key-rpm-limit-error")),
 		)
 		if got := br.text("#key-rpm-limit-error"); got != de("keys.err.whole_number") {
 			t.Fatalf("rpm error %q", got)
 		}
 		// Refused by the form alone: the service's messages come once the numbers read.
-		br.do(chromedp.SetValue(chromedp.CSS("#key-rpm-limit"), "60"), br.clickLoad("#save-key"),
+		br.do(chromedp.SetValue(chromedp.CSS("#key-rpm-limit"), "60"), clickLoad("#save-key"),
 			chromedp.WaitVisible(chromedp.CSS("#key-daily-budget-error")))
 		if got := br.text("#key-daily-budget-error"); got != de("keys.err.budget_range", "10.000.000") {
 			t.Fatalf("budget error %q", got)
@@ -222,7 +199,7 @@ func TestUsageAndKeyLimitsInBrowser(t *testing.T) {
 			br.eval(`document.querySelector('#key-budget-webhook').value`) != "ftp://hooks.example.com" {
 			t.Fatal("the form lost what was typed")
 		}
-		fits(t, "the edit page with errors")
+		br.fitsPhone("the edit page with errors")
 		br.shot("key-limits-errors-390-de")
 		if k := e.MustAPI("GET", "/api/keys/"+agent, nil, 200); k["daily_budget_usd"] != 5.0 || k["budget_webhook_url"] != nil {
 			t.Fatalf("a refused form changed the key: %v", k)
@@ -234,7 +211,7 @@ func TestUsageAndKeyLimitsInBrowser(t *testing.T) {
 			clear("#key-rpm-limit"),
 			chromedp.SetValue(chromedp.CSS("#key-daily-budget"), "7,50"),
 			chromedp.SetValue(chromedp.CSS("#key-budget-webhook"), "https://hooks.example.com/services/T0/SECRET-TOKEN"),
-			br.clickLoad("#save-key"),
+			clickLoad("#save-key"),
 			chromedp.WaitVisible(chromedp.CSS("#keys-table")),
 		)
 		k := e.MustAPI("GET", "/api/keys/"+agent, nil, 200)
@@ -261,7 +238,7 @@ func TestUsageAndKeyLimitsInBrowser(t *testing.T) {
 			chromedp.SetValue(chromedp.CSS("#key-monthly-budget"), "1.000"),
 			chromedp.SetValue(chromedp.CSS("#key-max-parallel"), "2"),
 			chromedp.SetValue(chromedp.CSS("#key-tpm-limit"), "2.000.000.000"),
-			br.clickLoad("#create-key-submit"),
+			clickLoad("#create-key-submit"),
 			chromedp.WaitVisible(chromedp.CSS("#key-tpm-limit-error")),
 		)
 		if got := br.text("#key-tpm-limit-error"); got != de("keys.err.limit_range", "1.000.000.000") {
@@ -272,7 +249,7 @@ func TestUsageAndKeyLimitsInBrowser(t *testing.T) {
 		}
 		br.do(
 			clear("#key-tpm-limit"),
-			br.clickLoad("#create-key-submit"),
+			clickLoad("#create-key-submit"),
 			chromedp.WaitVisible(chromedp.CSS("#new-key-value")),
 		)
 		var batch map[string]any
@@ -284,14 +261,14 @@ func TestUsageAndKeyLimitsInBrowser(t *testing.T) {
 		if batch == nil || batch["monthly_budget_usd"] != 1000.0 || batch["max_parallel"] != 2.0 || batch["tpm_limit"] != nil {
 			t.Fatalf("new key %v", batch)
 		}
-		fits(t, "/keys with the new key")
+		br.fitsPhone("/keys with the new key")
 		br.do(chromedp.EmulateViewport(1440, 900), chromedp.Navigate(e.Base+"/keys"), chromedp.WaitVisible(chromedp.CSS("#keys-table")))
-		if spill := br.eval(`[...document.querySelectorAll('.card, .nav')].filter(el => el.scrollWidth > el.clientWidth + 1).map(el => el.id || el.className).join(', ')`); spill != "" {
+		if spill := br.spilling(".card, .nav"); spill != "" {
 			t.Errorf("at 1440 px, content wider than its box: %s", spill)
 		}
 		br.shot("keys-limits-1440-de")
 		br.do(chromedp.Navigate(e.Base+"/usage"), chromedp.WaitVisible(chromedp.CSS("#usage-by-key")))
-		if spill := br.eval(`[...document.querySelectorAll('.card, .nav')].filter(el => el.scrollWidth > el.clientWidth + 1).map(el => el.id || el.className).join(', ')`); spill != "" {
+		if spill := br.spilling(".card, .nav"); spill != "" {
 			t.Errorf("/usage at 1440 px, content wider than its box: %s", spill)
 		}
 		br.shot("usage-1440-de")

@@ -2,12 +2,12 @@ package testenv
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 )
 
@@ -15,8 +15,7 @@ import (
 // /v1/messages and /v1/messages/count_tokens. It records what it received.
 type FakeAnthropic struct {
 	*httptest.Server
-	mu       sync.Mutex
-	requests []Recorded
+	log      requestLog
 	models   []string
 	messages http.HandlerFunc
 }
@@ -24,21 +23,13 @@ type FakeAnthropic struct {
 // NewFakeAnthropic starts an Anthropic upstream answering messages with handler and listing the
 // models (claude-test when none are given); it stops with the test.
 func NewFakeAnthropic(t testing.TB, handler http.HandlerFunc, models ...string) *FakeAnthropic {
-	f := &FakeAnthropic{models: models, messages: handler}
-	if len(f.models) == 0 {
-		f.models = []string{"claude-test"}
-	}
-	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
-	t.Cleanup(f.Close)
+	f := &FakeAnthropic{models: modelsOr(models, "claude-test"), messages: handler}
+	f.Server = startServer(t, f.serve)
 	return f
 }
 
 func (f *FakeAnthropic) serve(w http.ResponseWriter, r *http.Request) {
-	b, _ := io.ReadAll(r.Body)
-	f.mu.Lock()
-	f.requests = append(f.requests, Recorded{Path: r.URL.Path, Header: r.Header.Clone(), Body: string(b)})
-	f.mu.Unlock()
-	r.Body = io.NopCloser(bytes.NewReader(b))
+	f.log.record(r)
 	switch r.URL.Path {
 	case "/v1/models":
 		if r.Header.Get("x-api-key") == "" || r.Header.Get("anthropic-version") == "" {
@@ -63,24 +54,10 @@ func (f *FakeAnthropic) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 // MessageRequests returns the POST /v1/messages requests received so far.
-func (f *FakeAnthropic) MessageRequests() []Recorded {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []Recorded
-	for _, r := range f.requests {
-		if r.Path == "/v1/messages" {
-			out = append(out, r)
-		}
-	}
-	return out
-}
+func (f *FakeAnthropic) MessageRequests() []Recorded { return f.log.at("/v1/messages") }
 
 // Requests returns every request received so far.
-func (f *FakeAnthropic) Requests() []Recorded {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]Recorded(nil), f.requests...)
-}
+func (f *FakeAnthropic) Requests() []Recorded { return f.log.all() }
 
 // MessageJSON is a small non-streamed Anthropic answer.
 const MessageJSON = `{"id":"msg_01","type":"message","role":"assistant","model":"claude-test","content":[{"type":"text","text":"Hello there"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":3,"output_tokens":2}}`
@@ -120,18 +97,7 @@ func (e *Env) AddProviderOfType(name, typ, baseURL string) int64 {
 // anthropic-version, plus extra headers.
 func (e *Env) PostAnthropic(path, key, body string, header map[string]string) *http.Response {
 	e.T.Helper()
-	req, _ := http.NewRequest("POST", e.Base+path, strings.NewReader(body))
-	req.Header.Set("x-api-key", key)
-	req.Header.Set("anthropic-version", "2023-06-01")
-	req.Header.Set("Content-Type", "application/json")
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := ChatClient.Do(req)
-	if err != nil {
-		e.T.Fatal(err)
-	}
-	return resp
+	return e.postJSON(context.Background(), path, body, map[string]string{"x-api-key": key, "anthropic-version": "2023-06-01"}, header)
 }
 
 // ByAPIKey answers per connection, by the x-api-key the gateway sent.
@@ -154,12 +120,5 @@ func AnthropicError(status int, typ, message string, header map[string]string) h
 // ProviderID finds a provider's id by name.
 func (e *Env) ProviderID(name string) int64 {
 	e.T.Helper()
-	for _, it := range e.MustAPI("GET", "/api/providers", nil, 200)["items"].([]any) {
-		m := it.(map[string]any)
-		if m["name"] == name {
-			return int64(m["id"].(float64))
-		}
-	}
-	e.T.Fatalf("no provider %s", name)
-	return 0
+	return e.idByName("/api/providers", "provider", name)
 }

@@ -34,16 +34,10 @@ type FakeClaude struct {
 	revoked    map[string]bool   // access tokens the messages API answers 401
 	usage      map[string]string // email → usage API answer
 	plans      map[string]string // email → organization_type
-	requests   []Recorded
+	log        requestLog
 	// ExpiresIn is the lifetime of issued access tokens, in seconds (default 8 h).
 	ExpiresIn atomic.Int64
-	// Refreshes counts refresh calls; BurnedUses counts refresh calls with a token already used.
-	Refreshes  atomic.Int64
-	BurnedUses atomic.Int64
-	// RefreshFail, when set, answers refresh calls instead (status and body).
-	RefreshFail atomic.Pointer[FakeAnswer]
-	// RefreshHold, when set, makes refresh calls wait until it is closed.
-	RefreshHold atomic.Pointer[chan struct{}]
+	refreshScript
 	// Reset answers the limit reset: "reset", "already_used", "not_offered" (the usage check
 	// offers none), "control" or "error".
 	Reset atomic.Value
@@ -61,6 +55,39 @@ type FakeAnswer struct {
 	Header map[string]string
 }
 
+func (a *FakeAnswer) write(w http.ResponseWriter) {
+	for k, v := range a.Header {
+		w.Header().Set(k, v)
+	}
+	w.WriteHeader(a.Status)
+	io.WriteString(w, a.Body)
+}
+
+// refreshScript is what a test scripts of an OAuth fake's refresh calls.
+type refreshScript struct {
+	// Refreshes counts refresh calls; BurnedUses counts refresh calls with a token already used.
+	Refreshes  atomic.Int64
+	BurnedUses atomic.Int64
+	// RefreshFail, when set, answers refresh calls instead (status and body).
+	RefreshFail atomic.Pointer[FakeAnswer]
+	// RefreshHold, when set, makes refresh calls wait until it is closed.
+	RefreshHold atomic.Pointer[chan struct{}]
+}
+
+// answered counts a refresh call, holds it while RefreshHold is set and answers it with
+// RefreshFail when that is set; false leaves the answer to the fake.
+func (s *refreshScript) answered(w http.ResponseWriter) bool {
+	s.Refreshes.Add(1)
+	if h := s.RefreshHold.Load(); h != nil {
+		<-*h
+	}
+	if a := s.RefreshFail.Load(); a != nil {
+		a.write(w)
+		return true
+	}
+	return false
+}
+
 // NewFakeClaude starts the fake; messages answers the messages API (MessagesAnswer when nil).
 func NewFakeClaude(t testing.TB, messages http.HandlerFunc) *FakeClaude {
 	if messages == nil {
@@ -71,8 +98,7 @@ func NewFakeClaude(t testing.TB, messages http.HandlerFunc) *FakeClaude {
 		plans: map[string]string{}, Messages: messages}
 	f.ExpiresIn.Store(8 * 3600)
 	f.Reset.Store("reset")
-	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
-	t.Cleanup(f.Close)
+	f.Server = startServer(t, f.serve)
 	return f
 }
 
@@ -133,37 +159,13 @@ func (f *FakeClaude) AccountOf(r *http.Request) string {
 }
 
 // MessageRequests returns the POST /v1/messages requests received so far.
-func (f *FakeClaude) MessageRequests() []Recorded {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []Recorded
-	for _, r := range f.requests {
-		if r.Path == "/v1/messages" {
-			out = append(out, r)
-		}
-	}
-	return out
-}
+func (f *FakeClaude) MessageRequests() []Recorded { return f.log.at("/v1/messages") }
 
 // Requests returns every request with the path.
-func (f *FakeClaude) Requests(path string) []Recorded {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []Recorded
-	for _, r := range f.requests {
-		if r.Path == path {
-			out = append(out, r)
-		}
-	}
-	return out
-}
+func (f *FakeClaude) Requests(path string) []Recorded { return f.log.at(path) }
 
 func (f *FakeClaude) serve(w http.ResponseWriter, r *http.Request) {
-	b, _ := io.ReadAll(r.Body)
-	f.mu.Lock()
-	f.requests = append(f.requests, Recorded{Path: r.URL.Path, Header: r.Header.Clone(), Body: string(b)})
-	f.mu.Unlock()
-	r.Body = io.NopCloser(strings.NewReader(string(b)))
+	b := f.log.record(r)
 	switch {
 	case r.URL.Path == "/v1/oauth/token":
 		f.token(w, b)
@@ -232,16 +234,7 @@ func (f *FakeClaude) token(w http.ResponseWriter, raw []byte) {
 		delete(f.codes, body["code"])
 		f.issue(w, email)
 	case "refresh_token":
-		f.Refreshes.Add(1)
-		if h := f.RefreshHold.Load(); h != nil {
-			<-*h
-		}
-		if a := f.RefreshFail.Load(); a != nil {
-			for k, v := range a.Header {
-				w.Header().Set(k, v)
-			}
-			w.WriteHeader(a.Status)
-			io.WriteString(w, a.Body)
+		if f.answered(w) {
 			return
 		}
 		f.mu.Lock()

@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -50,15 +52,9 @@ type FakeOpenAIAuth struct {
 
 	// ExpiresIn is the lifetime of issued access tokens, in seconds (default 1 h).
 	ExpiresIn atomic.Int64
-	// Refreshes counts refresh calls; BurnedUses counts refresh calls with a token used before.
-	Refreshes  atomic.Int64
-	BurnedUses atomic.Int64
+	refreshScript
 	// Exchanges counts authorization code exchanges (successful or not).
 	Exchanges atomic.Int64
-	// RefreshFail, when set, answers refresh calls instead (status and body).
-	RefreshFail atomic.Pointer[FakeAnswer]
-	// RefreshHold, when set, makes refresh calls wait until it is closed.
-	RefreshHold atomic.Pointer[chan struct{}]
 	// DevicePolls counts calls of the device token endpoint.
 	DevicePolls atomic.Int64
 	// DeviceAnswer, when set, answers device token polls instead (a 429 slow_down, a 400 …).
@@ -92,9 +88,8 @@ func NewFakeOpenAIAuth(t testing.TB) *FakeOpenAIAuth {
 		burned: map[string]bool{}, revoked: map[string]bool{}, accounts: map[string]codexIdent{}, devices: map[string]*codexDevice{}}
 	f.ExpiresIn.Store(3600)
 	f.DeviceInterval.Store("5")
-	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
+	f.Server = startServer(t, f.serve)
 	f.DeviceRedirectURI = f.URL + "/deviceauth/callback"
-	t.Cleanup(f.Close)
 	return f
 }
 
@@ -178,17 +173,8 @@ func (f *FakeOpenAIAuth) Revoke(token string) {
 func (f *FakeOpenAIAuth) Tokens() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []string
-	for t := range f.access {
-		out = append(out, t)
-	}
-	for t := range f.refresh {
-		out = append(out, t)
-	}
-	for t := range f.burned {
-		out = append(out, t)
-	}
-	return out
+	out := slices.AppendSeq(slices.Collect(maps.Keys(f.access)), maps.Keys(f.refresh))
+	return slices.AppendSeq(out, maps.Keys(f.burned))
 }
 
 // Forms returns the token endpoint's request bodies of a grant type, in order.
@@ -259,16 +245,7 @@ func (f *FakeOpenAIAuth) token(w http.ResponseWriter, r *http.Request) {
 			f.issue(w, c.ident.accountID, true)
 		}
 	case "refresh_token":
-		f.Refreshes.Add(1)
-		if h := f.RefreshHold.Load(); h != nil {
-			<-*h
-		}
-		if a := f.RefreshFail.Load(); a != nil {
-			for k, v := range a.Header {
-				w.Header().Set(k, v)
-			}
-			w.WriteHeader(a.Status)
-			io.WriteString(w, a.Body)
+		if f.answered(w) {
 			return
 		}
 		if form.Has("scope") {
@@ -365,11 +342,7 @@ func (f *FakeOpenAIAuth) deviceToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if a := f.DeviceAnswer.Load(); a != nil {
-		for k, v := range a.Header {
-			w.Header().Set(k, v)
-		}
-		w.WriteHeader(a.Status)
-		io.WriteString(w, a.Body)
+		a.write(w)
 		return
 	}
 	f.mu.Lock()

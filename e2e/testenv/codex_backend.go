@@ -27,10 +27,10 @@ type FakeCodex struct {
 	t      testing.TB
 	tokens func(token string) string
 
-	mu       sync.Mutex
-	usage    map[string]CodexUsage  // account id → the windows its answers report
-	walls    map[string]*CodexLimit // account id → the usage wall it answers
-	requests []Recorded
+	mu    sync.Mutex
+	usage map[string]CodexUsage  // account id → the windows its answers report
+	walls map[string]*CodexLimit // account id → the usage wall it answers
+	log   requestLog
 	// Text is the answer's text.
 	Text string
 }
@@ -74,8 +74,7 @@ type CodexLimit struct {
 // It stops with the test.
 func NewFakeCodex(t testing.TB, tokens func(token string) string) *FakeCodex {
 	f := &FakeCodex{t: t, tokens: tokens, usage: map[string]CodexUsage{}, walls: map[string]*CodexLimit{}, Text: CodexText}
-	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
-	t.Cleanup(f.Close)
+	f.Server = startServer(t, f.serve)
 	return f
 }
 
@@ -105,11 +104,7 @@ func (f *FakeCodex) SetLimit(accountID string, l *CodexLimit) {
 }
 
 // Requests returns the /responses requests received, in order.
-func (f *FakeCodex) Requests() []Recorded {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]Recorded(nil), f.requests...)
-}
+func (f *FakeCodex) Requests() []Recorded { return f.log.all() }
 
 // AccountsCalled lists the chatgpt-account-id of each /responses request, in order.
 func (f *FakeCodex) AccountsCalled() []string {
@@ -145,10 +140,7 @@ func codexDetail(w http.ResponseWriter, status int, detail string) {
 }
 
 func (f *FakeCodex) responses(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	f.mu.Lock()
-	f.requests = append(f.requests, Recorded{Path: r.URL.Path, Header: r.Header.Clone(), Body: string(body)})
-	f.mu.Unlock()
+	body := f.log.record(r)
 
 	account := f.tokens(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
 	if account == "" || !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") {

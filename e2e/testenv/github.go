@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,17 +30,17 @@ type FakeGitHub struct {
 	// Clock dates the Copilot tokens' expires_at (UseFakeGitHub sets the gateway's; nil = real).
 	Clock clockwork.Clock
 
-	mu       sync.Mutex
-	n        int
-	devices  map[string]*fakeDevice // device_code → flow
-	byUser   map[string]string      // user_code → device_code
-	github   map[string]string      // GitHub token → login
-	ids      map[string]int64       // login → id
-	copilot  map[string]string      // Copilot token → login
-	revoked  map[string]bool        // Copilot tokens the Copilot API refuses with 401
-	refused  map[string]bool        // logins without Copilot
-	models   []string
-	requests []Recorded
+	mu      sync.Mutex
+	n       int
+	devices map[string]*fakeDevice // device_code → flow
+	byUser  map[string]string      // user_code → device_code
+	github  map[string]string      // GitHub token → login
+	ids     map[string]int64       // login → id
+	copilot map[string]string      // Copilot token → login
+	revoked map[string]bool        // Copilot tokens the Copilot API refuses with 401
+	refused map[string]bool        // logins without Copilot
+	models  []string
+	log     requestLog
 
 	// SlowDownOn makes the device poll with this number (1 = the first) answer slow_down
 	// (0 = never).
@@ -66,8 +68,7 @@ func NewFakeGitHub(t testing.TB) *FakeGitHub {
 		ids: map[string]int64{}, copilot: map[string]string{}, revoked: map[string]bool{}, refused: map[string]bool{},
 		models: []string{"gpt-4.1", "claude-sonnet-4"}}
 	f.RefreshIn.Store(1500)
-	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
-	t.Cleanup(f.Close)
+	f.Server = startServer(t, f.serve)
 	return f
 }
 
@@ -116,31 +117,14 @@ func (f *FakeGitHub) RevokeCopilot(token string) {
 func (f *FakeGitHub) Tokens() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []string
-	for t := range f.github {
-		out = append(out, t)
-	}
-	for t := range f.copilot {
-		out = append(out, t)
-	}
-	return out
+	return slices.AppendSeq(slices.Collect(maps.Keys(f.github)), maps.Keys(f.copilot))
 }
 
 // ChatRequests returns the POST /copilot/chat/completions requests received so far.
 func (f *FakeGitHub) ChatRequests() []Recorded { return f.Requests("/copilot/chat/completions") }
 
 // Requests returns every request with the path.
-func (f *FakeGitHub) Requests(path string) []Recorded {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []Recorded
-	for _, r := range f.requests {
-		if r.Path == path {
-			out = append(out, r)
-		}
-	}
-	return out
-}
+func (f *FakeGitHub) Requests(path string) []Recorded { return f.log.at(path) }
 
 // CopilotLogin names the account of a Copilot token ("" when it is none of ours).
 func (f *FakeGitHub) CopilotLogin(token string) string {
@@ -157,11 +141,7 @@ func (f *FakeGitHub) now() time.Time {
 }
 
 func (f *FakeGitHub) serve(w http.ResponseWriter, r *http.Request) {
-	b, _ := io.ReadAll(r.Body)
-	f.mu.Lock()
-	f.requests = append(f.requests, Recorded{Path: r.URL.Path, Header: r.Header.Clone(), Body: string(b)})
-	f.mu.Unlock()
-	r.Body = io.NopCloser(strings.NewReader(string(b)))
+	b := f.log.record(r)
 	w.Header().Set("Content-Type", "application/json")
 	switch r.URL.Path {
 	case "/login/device/code":

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+	"go.uber.org/goleak"
 
 	"switchyard/app"
 )
@@ -67,6 +68,28 @@ func New(t testing.TB, args ...string) *Env {
 		Vars: map[string]string{"SWITCHYARD_ADMIN_TOKEN": AdminToken, "SWITCHYARD_ADMIN_PASSWORD": Password}}
 	e.Start()
 	return e
+}
+
+// RunCheckingLeaks runs a test package's tests and fails it when any test leaves a goroutine
+// behind (ignore names goroutines a package knows to outlive its tests): every app a test
+// starts must stop its background work, and every proxied request and stream must end its
+// goroutines.
+func RunCheckingLeaks(m *testing.M, ignore ...goleak.Option) {
+	goleak.VerifyTestMain(closingIdle{m}, append([]goleak.Option{
+		// Idle keep-alive connections of test HTTP clients belong to the clients, not the gateway.
+		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+	}, ignore...)...)
+}
+
+// closingIdle closes the test clients' idle connections after the tests, before the check.
+type closingIdle struct{ m *testing.M }
+
+func (c closingIdle) Run() int {
+	code := c.m.Run()
+	http.DefaultClient.CloseIdleConnections()
+	ChatClient.CloseIdleConnections()
+	return code
 }
 
 // LookupEnv is the environment the gateway sees.
@@ -160,8 +183,7 @@ func (e *Env) MustAPI(method, path string, body any, want int) map[string]any {
 // AddProvider creates an openai-compatible provider.
 func (e *Env) AddProvider(name, baseURL string) int64 {
 	e.T.Helper()
-	out := e.MustAPI("POST", "/api/providers", map[string]any{"name": name, "type": "openai-compatible", "base_url": baseURL}, 201)
-	return int64(out["id"].(float64))
+	return e.AddProviderOfType(name, "openai-compatible", baseURL)
 }
 
 // AddConnection creates an API-key connection.
@@ -170,6 +192,30 @@ func (e *Env) AddConnection(provider, name, key string, priority int) int64 {
 	out := e.MustAPI("POST", "/api/connections", map[string]any{"provider": provider, "name": name,
 		"auth_type": "api_key", "api_key": key, "priority": priority}, 201)
 	return int64(out["id"].(float64))
+}
+
+// NewWithCooledProvider starts a gateway whose providers up and ok share one fake upstream: the
+// only connection of up, cool, has just been answered 429 with a ten-minute Retry-After (retries
+// are off), and ok's connection, fine, serves. It returns the gateway and cool's id.
+func NewWithCooledProvider(t testing.TB) (*Env, int64) {
+	t.Helper()
+	up := NewFakeUpstream(t, ByKey(map[string]http.HandlerFunc{
+		"sk-cool": Status(429, map[string]string{"Retry-After": "600"}, `{"error":{"message":"Rate limit reached","type":"requests"}}`),
+		"sk-ok":   JSONAnswer(CompletionJSON),
+	}))
+	e := New(t)
+	e.AddProvider("up", up.URL+"/v1")
+	cool := e.AddConnection("up", "cool", "sk-cool", 0)
+	e.AddProvider("ok", up.URL+"/v1")
+	e.AddConnection("ok", "fine", "sk-ok", 0)
+	key := e.NewKey()
+	e.WaitModels(key, "ok/gpt-test")
+	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0}}, 200)
+	r := e.Chat(context.Background(), key, ChatBody)
+	if body := ReadAll(t, r); r.StatusCode != 429 {
+		t.Fatalf("chat: %d %s, want 429", r.StatusCode, body)
+	}
+	return e, cool
 }
 
 // NewKey creates a client key and returns it.
@@ -184,9 +230,7 @@ func (e *Env) WaitModels(key string, want string) {
 	e.T.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		req, _ := http.NewRequest("GET", e.Base+"/v1/models", nil)
-		req.Header.Set("Authorization", "Bearer "+key)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := e.get("/v1/models", key)
 		if err == nil {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
@@ -204,9 +248,7 @@ func (e *Env) WaitModels(key string, want string) {
 // ListModels returns the ids of GET /v1/models.
 func (e *Env) ListModels(key string) []string {
 	e.T.Helper()
-	req, _ := http.NewRequest("GET", e.Base+"/v1/models", nil)
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := e.get("/v1/models", key)
 	if err != nil {
 		e.T.Fatal(err)
 	}
@@ -217,6 +259,13 @@ func (e *Env) ListModels(key string) []string {
 		ids = append(ids, d.ID)
 	}
 	return ids
+}
+
+// get sends GET path with a bearer token.
+func (e *Env) get(path, bearer string) (*http.Response, error) {
+	req, _ := http.NewRequest("GET", e.Base+path, nil)
+	req.Header.Set("Authorization", "Bearer "+bearer)
+	return http.DefaultClient.Do(req)
 }
 
 // Eventually polls cond (bounded) while background work catches up.
@@ -240,8 +289,17 @@ func (e *Env) Chat(ctx context.Context, key string, body string) *http.Response 
 // Post posts a JSON body to a proxy surface with a client key and extra headers.
 func (e *Env) Post(ctx context.Context, path, key, body string, header map[string]string) *http.Response {
 	e.T.Helper()
+	return e.postJSON(ctx, path, body, map[string]string{"Authorization": "Bearer " + key}, header)
+}
+
+// postJSON posts a JSON body to a proxy surface with the client's credentials (auth) and extra
+// headers, which win over both.
+func (e *Env) postJSON(ctx context.Context, path, body string, auth, header map[string]string) *http.Response {
+	e.T.Helper()
 	req, _ := http.NewRequestWithContext(ctx, "POST", e.Base+path, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+key)
+	for k, v := range auth {
+		req.Header.Set(k, v)
+	}
 	req.Header.Set("Content-Type", "application/json")
 	for k, v := range header {
 		req.Header.Set(k, v)
@@ -292,9 +350,7 @@ func NoRedirect() *http.Client {
 // Metrics scrapes /metrics with the admin token.
 func (e *Env) Metrics() string {
 	e.T.Helper()
-	req, _ := http.NewRequest("GET", e.Base+"/metrics", nil)
-	req.Header.Set("Authorization", "Bearer "+AdminToken)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := e.get("/metrics", AdminToken)
 	if err != nil {
 		e.T.Fatal(err)
 	}
@@ -359,13 +415,19 @@ func (e *Env) ModelCooldowns() []map[string]any {
 // ConnectionID finds a connection's id by name.
 func (e *Env) ConnectionID(name string) int64 {
 	e.T.Helper()
-	for _, it := range e.MustAPI("GET", "/api/connections", nil, 200)["items"].([]any) {
+	return e.idByName("/api/connections", "connection", name)
+}
+
+// idByName finds the id of the item named name in the admin API's list at path.
+func (e *Env) idByName(path, what, name string) int64 {
+	e.T.Helper()
+	for _, it := range e.MustAPI("GET", path, nil, 200)["items"].([]any) {
 		m := it.(map[string]any)
 		if m["name"] == name {
 			return int64(m["id"].(float64))
 		}
 	}
-	e.T.Fatalf("no connection %s", name)
+	e.T.Fatalf("no %s %s", what, name)
 	return 0
 }
 

@@ -16,10 +16,10 @@ import (
 // FakeUpstream is a scriptable OpenAI-compatible upstream that records what it received.
 type FakeUpstream struct {
 	*httptest.Server
-	mu       sync.Mutex
-	requests []Recorded
-	models   []string
-	chat     http.HandlerFunc
+	log    requestLog
+	mu     sync.Mutex
+	models []string
+	chat   http.HandlerFunc
 	// ModelsDown makes GET /models fail with 503.
 	ModelsDown atomic.Bool
 	responses  http.HandlerFunc
@@ -40,24 +40,67 @@ type Recorded struct {
 	Body   string
 }
 
+// requestLog keeps every request a fake received, for the tests to read back.
+type requestLog struct {
+	mu       sync.Mutex
+	requests []Recorded
+}
+
+// record keeps r and returns its body, put back for the handler to read again.
+func (l *requestLog) record(r *http.Request) []byte {
+	b, _ := io.ReadAll(r.Body)
+	l.mu.Lock()
+	l.requests = append(l.requests, Recorded{Path: r.URL.Path, Header: r.Header.Clone(), Body: string(b)})
+	l.mu.Unlock()
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	return b
+}
+
+// all returns every request received so far.
+func (l *requestLog) all() []Recorded {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]Recorded(nil), l.requests...)
+}
+
+// at returns the requests received so far with the path.
+func (l *requestLog) at(path string) []Recorded {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []Recorded
+	for _, r := range l.requests {
+		if r.Path == path {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // NewFakeUpstream starts an upstream answering chat completions with chat and listing models
 // (gpt-test when none are given); it stops with the test.
 func NewFakeUpstream(t testing.TB, chat http.HandlerFunc, models ...string) *FakeUpstream {
-	f := &FakeUpstream{models: models, chat: chat}
-	if len(f.models) == 0 {
-		f.models = []string{"gpt-test"}
-	}
-	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
-	t.Cleanup(f.Close)
+	f := &FakeUpstream{models: modelsOr(models, "gpt-test"), chat: chat}
+	f.Server = startServer(t, f.serve)
 	return f
 }
 
+// startServer starts a test server answering with h; it stops with the test.
+func startServer(t testing.TB, h http.HandlerFunc) *httptest.Server {
+	s := httptest.NewServer(h)
+	t.Cleanup(s.Close)
+	return s
+}
+
+// modelsOr is models, or the one model def when there are none.
+func modelsOr(models []string, def string) []string {
+	if len(models) == 0 {
+		return []string{def}
+	}
+	return models
+}
+
 func (f *FakeUpstream) serve(w http.ResponseWriter, r *http.Request) {
-	b, _ := io.ReadAll(r.Body)
-	f.mu.Lock()
-	f.requests = append(f.requests, Recorded{Path: r.URL.Path, Header: r.Header.Clone(), Body: string(b)})
-	f.mu.Unlock()
-	r.Body = io.NopCloser(bytes.NewReader(b))
+	f.log.record(r)
 	switch r.URL.Path {
 	case "/v1/models":
 		if f.ModelsDown.Load() {
@@ -97,24 +140,10 @@ func (f *FakeUpstream) SetModels(models ...string) {
 }
 
 // Requests returns every request received so far, model lists included.
-func (f *FakeUpstream) Requests() []Recorded {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]Recorded(nil), f.requests...)
-}
+func (f *FakeUpstream) Requests() []Recorded { return f.log.all() }
 
 // ChatRequests returns the chat completions requests received so far.
-func (f *FakeUpstream) ChatRequests() []Recorded {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []Recorded
-	for _, r := range f.requests {
-		if r.Path == "/v1/chat/completions" {
-			out = append(out, r)
-		}
-	}
-	return out
-}
+func (f *FakeUpstream) ChatRequests() []Recorded { return f.log.at("/v1/chat/completions") }
 
 // CompletionJSON is a small non-streamed chat completion.
 const CompletionJSON = `{"id":"chatcmpl-1","object":"chat.completion","created":1700000000,"model":"gpt-test","choices":[{"index":0,"message":{"role":"assistant","content":"Hello there"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`

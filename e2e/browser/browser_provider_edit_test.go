@@ -1,6 +1,7 @@
 package browser
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -11,6 +12,117 @@ import (
 	"switchyard/e2e/testenv"
 	"switchyard/i18n"
 )
+
+// TestListedModelsOnlyOnTheProviderEditPage: an operator ticks "Only models the provider lists"
+// on a provider's edit page; the provider list marks it, the API reports it, and a model the
+// provider does not list is refused from then on (forwarded again once the box is cleared). The
+// box explains itself in English and German.
+func TestListedModelsOnlyOnTheProviderEditPage(t *testing.T) {
+	e, pid := oneConnection(t)
+	key := e.NewKey()
+	e.WaitModels(key, "up/gpt-test")
+	id := strconv.FormatInt(pid, 10)
+	unlisted := func() int {
+		r := e.Chat(context.Background(), key, `{"model":"up/gpt-unlisted","messages":[]}`)
+		testenv.ReadAll(t, r)
+		return r.StatusCode
+	}
+	if code := unlisted(); code != 200 {
+		t.Fatalf("an unlisted model before the box is ticked: %d, want it forwarded", code)
+	}
+
+	b := newDashBrowser(t)
+	step := b.step
+	const box = "#provider-listed-models-only"
+
+	step("tick the box on the edit page", func(t *testing.T) {
+		b.do(
+			logInTo(e),
+			chromedp.Navigate(e.Base+"/providers/"+id+"/edit"),
+			chromedp.WaitVisible(chromedp.CSS(box)),
+		)
+		if b.eval(`String(document.querySelector('`+box+`').checked)`) != "false" {
+			t.Fatal("the box is ticked on a provider that forwards unlisted models")
+		}
+		if got := b.text(`.field-check:has(` + box + `) .check span`); got != i18n.TL(i18n.EN, "providers.field.listed_models_only") {
+			t.Fatalf("label %q", got)
+		}
+		if got := b.text(box + "-hint"); got != i18n.TL(i18n.EN, "providers.field.listed_models_only_hint") {
+			t.Fatalf("hint %q", got)
+		}
+		if b.eval(`document.querySelector('`+box+`').getAttribute('aria-describedby')`) != "provider-listed-models-only-hint" {
+			t.Fatal("the hint is not tied to the box")
+		}
+		b.shot("provider-edit-listed-only")
+		b.do(
+			chromedp.Click(chromedp.CSS(box)),
+			clickLoad("#save-provider"),
+			chromedp.WaitVisible(chromedp.CSS("#provider-up")),
+			chromedp.WaitVisible(chromedp.CSS("#listed-only-"+id)),
+		)
+		if got := b.text("#listed-only-" + id); got != i18n.TL(i18n.EN, "providers.listed_only") {
+			t.Fatalf("badge %q", got)
+		}
+		if p := e.MustAPI("GET", "/api/providers/"+id, nil, 200); p["listed_models_only"] != true {
+			t.Fatalf("provider %v", p)
+		}
+		if code := unlisted(); code != 404 {
+			t.Fatalf("an unlisted model with the box ticked: %d, want 404", code)
+		}
+		// The edit page shows the stored value.
+		b.do(
+			chromedp.Navigate(e.Base+"/providers/"+id+"/edit"),
+			chromedp.WaitVisible(chromedp.CSS(box)),
+		)
+		if b.eval(`String(document.querySelector('`+box+`').checked)`) != "true" {
+			t.Fatal("the edit page does not show the stored value")
+		}
+	})
+
+	step("the same in German", func(t *testing.T) {
+		b.do(
+			chromedp.Navigate(e.Base+"/lang/de?next=/providers/"+id+"/edit"),
+			chromedp.WaitVisible(chromedp.CSS(box)),
+		)
+		if got := b.text(box + "-hint"); got != i18n.TL(i18n.DE, "providers.field.listed_models_only_hint") {
+			t.Fatalf("German hint %q", got)
+		}
+		b.shot("provider-edit-listed-only-de")
+		b.do(
+			chromedp.Navigate(e.Base+"/providers"),
+			chromedp.WaitVisible(chromedp.CSS("#listed-only-"+id)),
+		)
+		if got := b.text("#listed-only-" + id); got != i18n.TL(i18n.DE, "providers.listed_only") {
+			t.Fatalf("German badge %q", got)
+		}
+	})
+
+	step("both pages fit a phone", func(t *testing.T) {
+		b.do(chromedp.EmulateViewport(390, 800))
+		defer b.do(chromedp.EmulateViewport(1280, 900))
+		for _, path := range []string{"/providers/" + id + "/edit", "/providers"} {
+			b.do(chromedp.Navigate(e.Base+path), chromedp.WaitVisible(chromedp.CSS(box)))
+			b.fitsPhone(path)
+			b.shot("provider-listed-only-390" + strings.ReplaceAll(path, "/", "-"))
+		}
+	})
+
+	step("clear the box", func(t *testing.T) {
+		b.do(
+			chromedp.Navigate(e.Base+"/providers/"+id+"/edit"),
+			chromedp.WaitVisible(chromedp.CSS(box)),
+			chromedp.Click(chromedp.CSS(box)),
+			clickLoad("#save-provider"),
+			chromedp.WaitVisible(chromedp.CSS("#provider-up")),
+		)
+		if n := b.eval(`String(document.querySelectorAll('#listed-only-` + id + `').length)`); n != "0" {
+			t.Fatal("the badge stayed after the box was cleared")
+		}
+		if code := unlisted(); code != 200 {
+			t.Fatalf("an unlisted model after the box was cleared: %d, want it forwarded", code)
+		}
+	})
+}
 
 // TestUpstreamFormatOnTheProviderForm: an operator opens the built-in openai provider, sees the
 // upstream format (chat) and the Responses-only models (the default patterns), sees both fields
@@ -30,19 +142,14 @@ func TestUpstreamFormatOnTheProviderForm(t *testing.T) {
 		modelsField = "#provider-responses-models-field"
 		typeSelect  = "#provider-type"
 		badge       = "#upstream-format-"
-		displayOf   = `getComputedStyle(document.querySelector('%s')).display`
 		valueOf     = `document.querySelector('%s').value`
 		ownPatterns = "gpt-5-pro*\no4-pro"
 	)
-	b := newStateBrowser(t)
-	shown := func(sel string) bool { return b.eval(fmt.Sprintf(displayOf, sel)) != "none" }
+	b := newDashBrowser(t)
 
 	b.step("the edit page shows the defaults", func(t *testing.T) {
 		b.do(
-			chromedp.Navigate(e.Base+"/login"),
-			chromedp.WaitVisible(chromedp.CSS("#password")),
-			chromedp.SendKeys(chromedp.CSS("#password"), e.Vars["SWITCHYARD_ADMIN_PASSWORD"]),
-			b.clickLoad(`.login button[type="submit"]`),
+			logInTo(e),
 			chromedp.Navigate(edit),
 			chromedp.WaitVisible(chromedp.CSS(format)),
 			chromedp.WaitVisible(chromedp.CSS(models)),
@@ -80,8 +187,8 @@ func TestUpstreamFormatOnTheProviderForm(t *testing.T) {
 			{"openai", true, true},
 		} {
 			b.do(chromedp.SetValue(chromedp.CSS(typeSelect), c.typ))
-			if shown(formatField) != c.format || shown(modelsField) != c.model {
-				t.Fatalf("type %s: format shown %v, patterns shown %v", c.typ, shown(formatField), shown(modelsField))
+			if b.shown(formatField) != c.format || b.shown(modelsField) != c.model {
+				t.Fatalf("type %s: format shown %v, patterns shown %v", c.typ, b.shown(formatField), b.shown(modelsField))
 			}
 		}
 	})
@@ -89,7 +196,7 @@ func TestUpstreamFormatOnTheProviderForm(t *testing.T) {
 	b.step("a bad pattern is named under the field", func(t *testing.T) {
 		b.do(
 			chromedp.SetValue(chromedp.CSS(models), "ok*\nbad-[pattern"),
-			b.clickLoad("#save-provider"),
+			clickLoad("#save-provider"),
 			chromedp.WaitVisible(chromedp.CSS(models+"-error")),
 		)
 		if got := b.text(models + "-error"); !strings.Contains(got, "bad-[pattern") {
@@ -110,7 +217,7 @@ func TestUpstreamFormatOnTheProviderForm(t *testing.T) {
 		b.do(
 			chromedp.SetValue(chromedp.CSS(format), "responses"),
 			chromedp.SetValue(chromedp.CSS(models), ownPatterns+"\n\n"),
-			b.clickLoad("#save-provider"),
+			clickLoad("#save-provider"),
 			chromedp.WaitVisible(chromedp.CSS("#provider-openai")),
 			settled,
 			chromedp.WaitVisible(chromedp.CSS(badge+id)),
@@ -163,9 +270,7 @@ func TestUpstreamFormatOnTheProviderForm(t *testing.T) {
 		defer b.do(chromedp.EmulateViewport(1280, 900))
 		for _, path := range []string{"/providers/" + id + "/edit", "/providers"} {
 			b.do(chromedp.Navigate(e.Base+path), chromedp.WaitVisible(chromedp.CSS(format)), settled)
-			if over := b.eval(`String(document.documentElement.scrollWidth - document.documentElement.clientWidth)`); over != "0" {
-				t.Errorf("%s overflows a 390 px screen by %s px", path, over)
-			}
+			b.fitsPhone(path)
 			b.shot("provider-upstream-format-390" + strings.ReplaceAll(path, "/", "-"))
 		}
 	})
