@@ -3,12 +3,12 @@ package clientkeys
 import (
 	"fmt"
 	"path"
-	"regexp"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
 	"switchyard/services/errs"
+	"switchyard/services/glob"
 	"switchyard/services/names"
 )
 
@@ -20,7 +20,8 @@ const MaxPatterns = 200
 
 // ModelPatterns is a key's allowed_models, compiled once when the keys are loaded so the check on
 // the request path is a map lookup, a few prefix comparisons and, for the rare pattern that needs
-// one, a precompiled regular expression. A nil or empty list allows every model.
+// one, a compiled glob (services/glob, the matcher of price patterns and responses_models too). A
+// nil or empty list allows every model.
 //
 // Patterns have path.Match's syntax (`*`, `?`, `[a-z]`, `[^x]`, `\` to escape) and match the
 // whole model string as the client wrote it (provider/model or a combo name), case-sensitively,
@@ -31,7 +32,7 @@ type ModelPatterns struct {
 	all      bool                // some pattern is "*"
 	exact    map[string]struct{} // patterns without wildcards
 	prefixes []string            // patterns whose only wildcard is one trailing "*"
-	globs    []*regexp.Regexp    // everything else
+	globs    []*glob.Pattern     // everything else
 	source   []string
 }
 
@@ -53,11 +54,11 @@ func CompileModelPatterns(list []string) (*ModelPatterns, error) {
 		case strings.IndexAny(s, `*?[\`) == len(s)-1 && s[len(s)-1] == '*':
 			p.prefixes = append(p.prefixes, s[:len(s)-1])
 		default:
-			re, err := regexp.Compile(globRegexp(s))
+			g, err := glob.Compile(s, false)
 			if err != nil {
 				return nil, fmt.Errorf("model pattern %q: %w", s, err)
 			}
-			p.globs = append(p.globs, re)
+			p.globs = append(p.globs, g)
 		}
 	}
 	return p, nil
@@ -76,8 +77,8 @@ func (p *ModelPatterns) Match(model string) bool {
 			return true
 		}
 	}
-	for _, re := range p.globs {
-		if re.MatchString(model) {
+	for _, g := range p.globs {
+		if g.Match(model) {
 			return true
 		}
 	}
@@ -114,54 +115,4 @@ func CheckModelPattern(s string) (errs.Msg, bool) {
 		return errs.M("keys.err.pattern_syntax", s), true
 	}
 	return errs.Msg{}, false
-}
-
-// globRegexp translates a valid path.Match pattern into an anchored regular expression in which
-// `*` and `?` also match `/` and every literal is quoted.
-func globRegexp(p string) string {
-	var b strings.Builder
-	b.WriteString(`^(?s:`)
-	lit := func(r rune) { b.WriteString(fmt.Sprintf(`\x{%x}`, r)) }
-	for i := 0; i < len(p); {
-		switch p[i] {
-		case '*':
-			b.WriteString(`.*`)
-			i++
-		case '?':
-			b.WriteString(`.`)
-			i++
-		case '\\':
-			r, n := utf8.DecodeRuneInString(p[i+1:])
-			lit(r)
-			i += 1 + n
-		case '[':
-			i++
-			b.WriteByte('[')
-			if p[i] == '^' {
-				b.WriteByte('^')
-				i++
-			}
-			for p[i] != ']' {
-				if p[i] == '-' {
-					b.WriteByte('-')
-					i++
-					continue
-				}
-				if p[i] == '\\' {
-					i++
-				}
-				r, n := utf8.DecodeRuneInString(p[i:])
-				lit(r)
-				i += n
-			}
-			b.WriteByte(']')
-			i++
-		default:
-			r, n := utf8.DecodeRuneInString(p[i:])
-			lit(r)
-			i += n
-		}
-	}
-	b.WriteString(`)$`)
-	return b.String()
 }
