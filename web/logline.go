@@ -9,6 +9,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"switchyard/services/jsonstr"
 )
 
 // LogHandler is the process's log handler: slog's text or JSON handler, and beside it the one
@@ -293,52 +295,5 @@ func textNeedsQuoting(s string) bool {
 // characters, the double quote and the backslash (log/slog's safeSet).
 func jsonSafe(c byte) bool { return c >= ' ' && c != '"' && c != '\\' }
 
-// appendJSONString appends s quoted and escaped as slog's JSON handler does (no HTML escaping;
-// invalid UTF-8 becomes U+FFFD; U+2028 and U+2029 are escaped).
-func appendJSONString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if jsonSafe(c) {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '\\', '"':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
+// appendJSONString appends s quoted and escaped as slog's JSON handler does.
+func appendJSONString(b []byte, s string) []byte { return jsonstr.Append(b, s) }

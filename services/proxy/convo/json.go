@@ -3,7 +3,7 @@ package convo
 import (
 	"strconv"
 	"strings"
-	"unicode/utf8"
+	"switchyard/services/jsonstr"
 
 	"github.com/tidwall/gjson"
 )
@@ -102,56 +102,7 @@ func (o *Obj) Close(n *Obj) { o.B = append(n.B, '}') }
 var Null = []byte("null")
 
 // AppendString appends s as a JSON string.
-func AppendString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
-			i++
-			continue
-		}
-		if c >= utf8.RuneSelf {
-			r, size := utf8.DecodeRuneInString(s[i:])
-			if r == utf8.RuneError && size == 1 {
-				dst = append(dst, s[start:i]...)
-				dst = append(dst, `\ufffd`...)
-				i += size
-				start = i
-				continue
-			}
-			if r == '\u2028' || r == '\u2029' {
-				dst = append(dst, s[start:i]...)
-				dst = append(dst, `\u202`...)
-				dst = append(dst, "89"[r-'\u2028'])
-				i += size
-				start = i
-				continue
-			}
-			i += size
-			continue
-		}
-		dst = append(dst, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			dst = append(dst, '\\', c)
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		default:
-			dst = append(dst, '\\', 'u', '0', '0', hexDigit[c>>4], hexDigit[c&0xf])
-		}
-		i++
-		start = i
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
-
-const hexDigit = "0123456789abcdef"
+func AppendString(dst []byte, s string) []byte { return jsonstr.Append(dst, s) }
 
 // StrAt is the string form of a value read by the scanner (as gjson's String gives it): a
 // string's text, a number's digits, "" for null.
