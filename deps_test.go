@@ -30,7 +30,7 @@ var layers = []struct {
 	{"handlers", prefix("handlers"), []string{"services", "views", "i18n"}, false},
 	{"views", prefix("views"), []string{"i18n"}, false},
 	{"services", prefix("services"), []string{"services", "db"}, true},
-	{"db", prefix("db"), []string{"migrations"}, false},
+	{"db", prefix("db"), []string{"db", "migrations"}, false}, // db/dbtest opens the store for other packages' tests
 	{"migrations", prefix("migrations"), nil, false},
 	{"i18n", prefix("i18n"), nil, false},
 	{"static", prefix("static"), nil, false},

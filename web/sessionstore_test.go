@@ -4,8 +4,8 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
+	"switchyard/db/dbtest"
 	"testing"
 	"time"
 
@@ -17,14 +17,7 @@ import (
 
 func newTestStore(t *testing.T, key string) (*serverStore, *db.DB) {
 	t.Helper()
-	d, err := db.Open(filepath.Join(t.TempDir(), "s.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	if _, err := d.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	d := dbtest.Open(t)
 	svc, _, err := sessions.New(context.Background(), d, db.KV{DB: d}, time.Now)
 	if err != nil {
 		t.Fatal(err)

@@ -4,24 +4,16 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"path/filepath"
+	"switchyard/db/dbtest"
 	"testing"
 	"time"
 
-	"switchyard/db"
 	"switchyard/services/errs"
 )
 
 func newService(t *testing.T, conns map[int64]bool) *Service {
 	t.Helper()
-	d, err := db.Open(filepath.Join(t.TempDir(), "t.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	if _, err := d.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	d := dbtest.Open(t)
 	s, err := New(context.Background(), d, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Now,
 		func(id int64) bool { return conns[id] })
 	if err != nil {

@@ -12,9 +12,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"slices"
 	"strings"
+	"switchyard/db/dbtest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -200,14 +200,7 @@ func newHarness(t *testing.T) *harness { return newHarnessWith(t, nil) }
 func newHarnessWith(t *testing.T, other http.Handler) *harness {
 	t.Helper()
 	ctx := context.Background()
-	d, err := db.Open(filepath.Join(t.TempDir(), "t.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	if _, err := d.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	d := dbtest.Open(t)
 	box, err := secrets.NewBox(make([]byte, 32))
 	if err != nil {
 		t.Fatal(err)

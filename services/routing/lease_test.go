@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"switchyard/db/dbtest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -29,7 +30,7 @@ type leaseFixture struct {
 func newLeaseFixture(t *testing.T, n int) *leaseFixture {
 	t.Helper()
 	ctx := context.Background()
-	d := openTestDB(t)
+	d := dbtest.Open(t)
 	f := &leaseFixture{d: d, usable: map[int64]bool{}}
 	start := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	f.now.Store(&start)

@@ -4,34 +4,20 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"slices"
 	"strings"
+	"switchyard/db/dbtest"
 	"testing"
 
 	"switchyard/db"
 	"switchyard/services/errs"
 )
 
-// openTestDB opens a fresh, migrated database in the test's temporary directory.
-func openTestDB(t *testing.T) *db.DB {
-	t.Helper()
-	d, err := db.Open(filepath.Join(t.TempDir(), "t.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	if _, err := d.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
-
 // newService opens a fresh database with provider "a" (connection "main") and the service on it.
 func newService(t *testing.T) (*Service, *db.DB) {
 	t.Helper()
 	ctx := context.Background()
-	d := openTestDB(t)
+	d := dbtest.Open(t)
 	p := db.Provider{Name: "a", Type: "openai-compatible", BaseURL: "http://x/v1"}
 	if err := db.InsertProvider(ctx, d.W, &p); err != nil {
 		t.Fatal(err)

@@ -3,7 +3,7 @@ package sessions
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
+	"switchyard/db/dbtest"
 	"testing"
 	"time"
 
@@ -17,14 +17,7 @@ func (c *testClock) now() time.Time { return c.t }
 
 func newService(t *testing.T) (*Service, *db.DB, *testClock) {
 	t.Helper()
-	d, err := db.Open(filepath.Join(t.TempDir(), "s.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	if _, err := d.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	d := dbtest.Open(t)
 	clk := &testClock{t: time.UnixMilli(1_800_000_000_000)}
 	s, warnings, err := New(context.Background(), d, db.KV{DB: d}, clk.now)
 	if err != nil || len(warnings) > 0 {

@@ -3,6 +3,7 @@ package traffic
 import (
 	"context"
 	"strings"
+	"switchyard/db/dbtest"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -77,7 +78,7 @@ func TestClipRedactsBeforeItTruncates(t *testing.T) {
 // Captured bodies waiting for the runner are bounded: past the bound an entry is kept without
 // its bodies, and what was written no longer counts.
 func TestPendingBodiesAreBounded(t *testing.T) {
-	d := openDB(t)
+	d := dbtest.Open(t)
 	clk := clockwork.NewFakeClockAt(time.Unix(1_800_000_000, 0))
 	s := newService(t, d, clk, Options{Retention: 24 * time.Hour, BodyBytes: 1 << 10})
 	big := make([]byte, 0, maxPendingBodies/3+1) // one buffer, counted by each capture that holds it

@@ -3,6 +3,7 @@ package traffic
 import (
 	"context"
 	"strconv"
+	"switchyard/db/dbtest"
 	"sync"
 	"syscall"
 	"testing"
@@ -19,7 +20,7 @@ import (
 // the runner runs, aggregated and written; it reports the process's CPU time per entry beside
 // the wall time. The buffer holds every entry, so none is dropped.
 func BenchmarkRecord(b *testing.B) {
-	d := openDB(b)
+	d := dbtest.Open(b)
 	clk := clockwork.NewRealClock()
 	s := newService(b, d, clk, Options{Retention: time.Hour, Buffer: b.N})
 	ctx, cancel := context.WithCancel(context.Background())

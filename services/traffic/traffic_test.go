@@ -4,10 +4,10 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"switchyard/db/dbtest"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -17,19 +17,6 @@ import (
 	"switchyard/db"
 	"switchyard/services/errs"
 )
-
-func openDB(t testing.TB) *db.DB {
-	t.Helper()
-	d, err := db.Open(filepath.Join(t.TempDir(), "t.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := d.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	return d
-}
 
 func newService(t testing.TB, d *db.DB, clk clockwork.Clock, opt Options) *Service {
 	t.Helper()
@@ -99,7 +86,7 @@ func TestClassOf(t *testing.T) {
 // TestRecordAggregatesAndPersists: entries land in the series of their minute, per provider and
 // key, and the aggregates and the log are loaded again by a new service on the same database.
 func TestRecordAggregatesAndPersists(t *testing.T) {
-	d := openDB(t)
+	d := dbtest.Open(t)
 	clk := clockwork.NewFakeClockAt(time.Date(2025, 3, 4, 10, 30, 20, 0, time.UTC))
 	s := newService(t, d, clk, Options{Retention: 24 * time.Hour})
 	stop := run(s)
@@ -170,7 +157,7 @@ func TestRecordAggregatesAndPersists(t *testing.T) {
 // TestRecordNeverBlocks: with the runner stopped, Record returns at once and counts what it had
 // to drop.
 func TestRecordNeverBlocks(t *testing.T) {
-	s := newService(t, openDB(t), clockwork.NewFakeClock(), Options{Buffer: 2, Retention: time.Hour})
+	s := newService(t, dbtest.Open(t), clockwork.NewFakeClock(), Options{Buffer: 2, Retention: time.Hour})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -192,7 +179,7 @@ func TestRecordNeverBlocks(t *testing.T) {
 // aggregates (at once, even with the runner stopped and its buffer full) and persisted with them,
 // but never become request-log rows, and they take no id from the logged requests.
 func TestCountOnlyEntries(t *testing.T) {
-	d := openDB(t)
+	d := dbtest.Open(t)
 	clk := clockwork.NewFakeClock()
 	s := newService(t, d, clk, Options{Retention: time.Hour, Buffer: 1})
 	s.Record(Entry{At: clk.Now(), Surface: "/v1/chat/completions", ClientKeyID: 1, Status: 200}) // fills the buffer
@@ -221,7 +208,7 @@ func TestCountOnlyEntries(t *testing.T) {
 }
 
 func TestRedactsStoredMessages(t *testing.T) {
-	d := openDB(t)
+	d := dbtest.Open(t)
 	clk := clockwork.NewFakeClock()
 	s := newService(t, d, clk, Options{Retention: time.Hour,
 		Redact: func(s string) string {
@@ -246,7 +233,7 @@ func TestRedactsStoredMessages(t *testing.T) {
 // come back from the list and the single read, also after a restart; a request that dropped
 // nothing reads back with none. A client's field names are bounded and redacted like its body.
 func TestDroppedRoundTrip(t *testing.T) {
-	d := openDB(t)
+	d := dbtest.Open(t)
 	clk := clockwork.NewFakeClock()
 	s := newService(t, d, clk, Options{Retention: time.Hour})
 	stop := run(s)
