@@ -93,13 +93,9 @@ func (e *Engine) attempt(ctx context.Context, cancel context.CancelFunc, c *call
 	if !c.stream && e.codexAccount(conn) {
 		return e.codexAnswer(c, conn, resp) // the Codex backend answers with a stream only
 	}
-	b, err := readBody(resp, e.opt.MaxResponseBytes+1)
-	resp.Body.Close()
-	if err != nil {
-		return transportFailure(p.Name, err)
-	}
-	if int64(len(b)) > e.opt.MaxResponseBytes {
-		return attemptResult{status: http.StatusBadGateway, err: fail(errs.Upstream, "upstream_response_too_large", "proxy.response_too_large")}
+	b, failed, ok := e.readAnswer(p.Name, resp)
+	if !ok {
+		return failed
 	}
 	if !bytes.Contains(b, errorKey) {
 		// no error object possible: skip the parse
@@ -166,6 +162,20 @@ func protocolFailure(provider string, h http.Header, body []byte, key string) at
 }
 
 var errorKey = []byte(`"error"`)
+
+// readAnswer reads a whole answer of at most MaxResponseBytes and closes its body; a read error or
+// a larger answer is the failed attempt it returns with ok false.
+func (e *Engine) readAnswer(provider string, resp *http.Response) (b []byte, failed attemptResult, ok bool) {
+	b, err := readBody(resp, e.opt.MaxResponseBytes+1)
+	resp.Body.Close()
+	if err != nil {
+		return nil, transportFailure(provider, err), false
+	}
+	if int64(len(b)) > e.opt.MaxResponseBytes {
+		return nil, attemptResult{status: http.StatusBadGateway, err: fail(errs.Upstream, "upstream_response_too_large", "proxy.response_too_large")}, false
+	}
+	return b, attemptResult{}, true
+}
 
 // readBody reads a whole upstream answer, sized from Content-Length when it is given.
 func readBody(resp *http.Response, limit int64) ([]byte, error) {

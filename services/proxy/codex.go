@@ -12,7 +12,6 @@ import (
 	"github.com/tidwall/gjson"
 
 	"switchyard/services/catalog"
-	"switchyard/services/errs"
 	"switchyard/services/proxy/convo"
 	"switchyard/services/resilience"
 )
@@ -234,13 +233,9 @@ func (e *Engine) codexUsage(c *call, conn *catalog.ConnEntry, res *attemptResult
 // attempt like any other: classified, and another connection or target may serve the request.
 func (e *Engine) codexAnswer(c *call, conn *catalog.ConnEntry, resp *http.Response) attemptResult {
 	p := c.t.provider
-	b, err := readBody(resp, e.opt.MaxResponseBytes+1)
-	resp.Body.Close()
-	if err != nil {
-		return transportFailure(p.Name, err)
-	}
-	if int64(len(b)) > e.opt.MaxResponseBytes {
-		return attemptResult{status: http.StatusBadGateway, err: fail(errs.Upstream, "upstream_response_too_large", "proxy.response_too_large")}
+	b, failed, ok := e.readAnswer(p.Name, resp)
+	if !ok {
+		return failed
 	}
 	if !isEventStream(resp.Header) {
 		if _, _, _, embedded, ok := resilience.ExtractError(b); ok {

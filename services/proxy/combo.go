@@ -219,35 +219,34 @@ func (r *comboRun) dispatch() roundResult {
 	var deferred []leafTarget
 	skipSaturated := r.snap.Resilience().ComboRouting.SkipSaturated
 	leaves := r.pinFirst(r.order(r.x, nil, nil))
-	for i, lf := range leaves {
+	// step takes one target and reports whether the round is over; a saturated target is put
+	// back for after the others (unless it is the last, or comes back from there).
+	step := func(lf leafTarget, last, deferredPass bool) bool {
 		if r.tr.Attempts >= r.limit {
-			return res
+			return true
 		}
 		st := r.peek(lf)
 		if st.skip {
 			r.note(lf, RouteStep{Outcome: "skipped", Reason: st.reason, Source: st.source, Until: st.until})
-			r.pinLost(lf)
-			continue
+			if !deferredPass {
+				r.pinLost(lf)
+			}
+			return false
 		}
-		if skipSaturated && st.saturated && i < len(leaves)-1 {
+		if !deferredPass && skipSaturated && st.saturated && !last {
 			deferred = append(deferred, lf)
 			r.note(lf, RouteStep{Outcome: "deferred", Reason: "saturated", Source: st.source})
-			continue
+			return false
 		}
-		if out := r.try(lf, st, &res); out {
+		return r.try(lf, st, &res)
+	}
+	for i, lf := range leaves {
+		if step(lf, i == len(leaves)-1, false) {
 			return res
 		}
 	}
 	for _, lf := range deferred {
-		if r.tr.Attempts >= r.limit {
-			return res
-		}
-		st := r.peek(lf)
-		if st.skip {
-			r.note(lf, RouteStep{Outcome: "skipped", Reason: st.reason, Source: st.source, Until: st.until})
-			continue
-		}
-		if out := r.try(lf, st, &res); out {
+		if step(lf, false, true) {
 			return res
 		}
 	}

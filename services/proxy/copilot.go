@@ -91,25 +91,16 @@ var (
 // hasImages reports whether the request carries an image part (Copilot wants
 // Copilot-Vision-Request then). The substring check spares the parse for text-only requests.
 func hasImages(body []byte, f Format) bool {
+	key, list, image := imageURLKey, "messages", "image_url"
 	if f == FormatResponses {
-		if !bytes.Contains(body, inputImageKey) {
-			return false
-		}
-		for _, item := range gjson.GetBytes(body, "input").Array() {
-			for _, part := range item.Get("content").Array() {
-				if part.Get("type").String() == "input_image" {
-					return true
-				}
-			}
-		}
+		key, list, image = inputImageKey, "input", "input_image"
+	}
+	if !bytes.Contains(body, key) {
 		return false
 	}
-	if !bytes.Contains(body, imageURLKey) {
-		return false
-	}
-	for _, m := range gjson.GetBytes(body, "messages").Array() {
+	for _, m := range gjson.GetBytes(body, list).Array() {
 		for _, part := range m.Get("content").Array() {
-			if part.Get("type").String() == "image_url" {
+			if part.Get("type").String() == image {
 				return true
 			}
 		}

@@ -302,10 +302,8 @@ var (
 // reasoning, as OpenAI-compatible servers name it) or tool calls; anything else (the role
 // chunk, finish_reason, usage, [DONE], comments) is metadata.
 func classifyChat(ev []byte) (eventKind, int) {
-	if i := bytes.Index(ev, markContent); i >= 0 {
-		if n := jsonStringLen(ev[i+len(markContent):]); n > 0 {
-			return evText, n
-		}
+	if n := textAfter(ev, markContent); n > 0 {
+		return evText, n
 	}
 	if bytes.Contains(ev, markToolCalls) {
 		return evTool, 0
@@ -322,10 +320,8 @@ func classifyMessages(ev []byte) (eventKind, int) {
 	switch {
 	case bytes.Contains(ev, []byte("content_block_delta")):
 		if bytes.Contains(ev, markTextDelta) {
-			if i := bytes.Index(ev, markText); i >= 0 {
-				if n := jsonStringLen(ev[i+len(markText):]); n > 0 {
-					return evText, n
-				}
+			if n := textAfter(ev, markText); n > 0 {
+				return evText, n
 			}
 			return evMeta, 0
 		}
@@ -351,10 +347,8 @@ func classifyMessages(ev []byte) (eventKind, int) {
 func classifyResponses(ev []byte) (eventKind, int) {
 	switch {
 	case bytes.Contains(ev, []byte("response.output_text.delta")):
-		if i := bytes.Index(ev, markDelta); i >= 0 {
-			if n := jsonStringLen(ev[i+len(markDelta):]); n > 0 {
-				return evText, n
-			}
+		if n := textAfter(ev, markDelta); n > 0 {
+			return evText, n
 		}
 	case bytes.Contains(ev, []byte("response.reasoning")):
 		return evReasoning, 0
@@ -364,6 +358,15 @@ func classifyResponses(ev []byte) (eventKind, int) {
 		return evTool, 0
 	}
 	return evMeta, 0
+}
+
+// textAfter is the UTF-8 length of the JSON string that begins right after mark in ev (0 without
+// mark).
+func textAfter(ev, mark []byte) int {
+	if i := bytes.Index(ev, mark); i >= 0 {
+		return jsonStringLen(ev[i+len(mark):])
+	}
+	return 0
 }
 
 // jsonStringLen is the UTF-8 length of the JSON string whose text begins at b (after its opening

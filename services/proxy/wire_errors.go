@@ -14,50 +14,40 @@ const reasonInsufficientQuota = "insufficient_quota"
 
 // OpenAIType is an error's "type" in the OpenAI format.
 func OpenAIType(e *errs.Error) string {
-	if e.Reason == reasonInsufficientQuota {
-		return reasonInsufficientQuota
-	}
-	switch e.Code {
-	case errs.Invalid, errs.TooLarge, errs.NotFound, errs.Conflict:
-		return "invalid_request_error"
-	case errs.Unauthorized:
-		return "authentication_error"
-	case errs.Forbidden:
-		return "permission_error"
-	case errs.RateLimited:
-		return "rate_limit_error"
-	case errs.Upstream:
-		return "upstream_error"
-	case errs.Timeout:
-		return "timeout_error"
-	}
-	return "server_error"
+	return wireType(e, reasonInsufficientQuota, openAITypes, "server_error")
 }
 
 // AnthropicType is an error's "error.type" in the Anthropic format.
 func AnthropicType(e *errs.Error) string {
+	return wireType(e, "billing_error", anthropicTypes, "api_error")
+}
+
+// openAITypes and anthropicTypes name each code's error type in the two formats.
+var (
+	openAITypes = map[errs.Code]string{
+		errs.Invalid: "invalid_request_error", errs.TooLarge: "invalid_request_error",
+		errs.NotFound: "invalid_request_error", errs.Conflict: "invalid_request_error",
+		errs.Unauthorized: "authentication_error", errs.Forbidden: "permission_error",
+		errs.RateLimited: "rate_limit_error", errs.Upstream: "upstream_error", errs.Timeout: "timeout_error",
+	}
+	anthropicTypes = map[errs.Code]string{
+		errs.Invalid: "invalid_request_error", errs.Conflict: "invalid_request_error",
+		errs.TooLarge: "request_too_large", errs.NotFound: "not_found_error",
+		errs.Unauthorized: "authentication_error", errs.Forbidden: "permission_error",
+		errs.RateLimited: "rate_limit_error", errs.Unavailable: "overloaded_error", errs.Timeout: "timeout_error",
+	}
+)
+
+// wireType is the type of e in a format: quota (its type for an account out of credits), else
+// the code's entry of types, else other.
+func wireType(e *errs.Error, quota string, types map[errs.Code]string, other string) string {
 	if e.Reason == reasonInsufficientQuota {
-		return "billing_error"
+		return quota
 	}
-	switch e.Code {
-	case errs.Invalid, errs.Conflict:
-		return "invalid_request_error"
-	case errs.TooLarge:
-		return "request_too_large"
-	case errs.NotFound:
-		return "not_found_error"
-	case errs.Unauthorized:
-		return "authentication_error"
-	case errs.Forbidden:
-		return "permission_error"
-	case errs.RateLimited:
-		return "rate_limit_error"
-	case errs.Unavailable:
-		return "overloaded_error"
-	case errs.Timeout:
-		return "timeout_error"
+	if t, ok := types[e.Code]; ok {
+		return t
 	}
-	return "api_error"
+	return other
 }
 
 type openAIError struct {
