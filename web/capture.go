@@ -12,8 +12,8 @@ import (
 // log keeps bodies.
 func captureBodies(c echo.Context, window int) (*captureReader, *captureWriter) {
 	r, res := c.Request(), c.Response()
-	in := &captureReader{ReadCloser: r.Body, window: window}
-	out := &captureWriter{ResponseWriter: res.Writer, window: window}
+	in := &captureReader{ReadCloser: r.Body, captured: captured{window: window}}
+	out := &captureWriter{ResponseWriter: res.Writer, captured: captured{window: window}}
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = in
 	}
@@ -21,20 +21,29 @@ func captureBodies(c echo.Context, window int) (*captureReader, *captureWriter) 
 	return in, out
 }
 
+// captured keeps the first window bytes that pass and counts them all.
+type captured struct {
+	window int
+	buf    []byte // nil until a byte passed
+	n      int64
+}
+
+func (c *captured) keep(p []byte) {
+	c.n += int64(len(p))
+	if room := c.window - len(c.buf); room > 0 && len(p) > 0 {
+		c.buf = append(c.buf, p[:min(len(p), room)]...)
+	}
+}
+
 // captureReader is a request body that keeps the first window bytes read.
 type captureReader struct {
 	io.ReadCloser
-	window int
-	buf    []byte // nil until a byte was read
-	n      int64
+	captured
 }
 
 func (r *captureReader) Read(p []byte) (int, error) {
 	n, err := r.ReadCloser.Read(p)
-	r.n += int64(n)
-	if room := r.window - len(r.buf); room > 0 && n > 0 {
-		r.buf = append(r.buf, p[:min(n, room)]...)
-	}
+	r.keep(p[:n])
 	return n, err
 }
 
@@ -42,17 +51,12 @@ func (r *captureReader) Read(p []byte) (int, error) {
 // deadlines and hijacks reach the writer underneath through Unwrap.
 type captureWriter struct {
 	http.ResponseWriter
-	window int
-	buf    []byte
-	n      int64
+	captured
 }
 
 func (w *captureWriter) Write(p []byte) (int, error) {
 	n, err := w.ResponseWriter.Write(p)
-	w.n += int64(n)
-	if room := w.window - len(w.buf); room > 0 && n > 0 {
-		w.buf = append(w.buf, p[:min(n, room)]...)
-	}
+	w.keep(p[:n])
 	return n, err
 }
 

@@ -143,23 +143,15 @@ func observed(m *metrics.Metrics, route string, c echo.Context, start time.Time)
 // without one, only loopback clients (and admin sessions) may read it, so a gateway listening on
 // a public address does not show its traffic to the world.
 func metricsAuth(a *auth.Service, s *Sessions) echo.MiddlewareFunc {
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
-			if ok, wait := adminCredentials(c, a, s); ok {
-				return next(c)
-			} else if wait > 0 {
-				return tooManyFailures(wait)
-			}
-			if !a.TokenEnabled() {
-				if isLoopback(c.RealIP()) {
-					return next(c)
-				}
-				return errs.New(errs.Forbidden, "err.metrics_loopback")
-			}
-			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="switchyard"`)
-			return errs.New(errs.Unauthorized, "err.admin_auth")
+	return adminOr(a, s, func(c echo.Context) (bool, error) {
+		if a.TokenEnabled() {
+			return false, nil
 		}
-	}
+		if isLoopback(c.RealIP()) {
+			return true, nil
+		}
+		return false, errs.New(errs.Forbidden, "err.metrics_loopback")
+	})
 }
 
 // adminCredentials checks a request's admin bearer token (when one is configured), else its
@@ -272,12 +264,24 @@ func crossOriginReferer(r *http.Request) error {
 
 // adminAPI lets a request through with a logged-in session or the admin bearer token.
 func adminAPI(a *auth.Service, s *Sessions) echo.MiddlewareFunc {
+	return adminOr(a, s, func(echo.Context) (bool, error) { return false, nil })
+}
+
+// adminOr lets a request through with admin credentials (a session or the admin bearer token);
+// without them, other decides: let it through anyway, refuse it with its own error, or (false,
+// nil) ask for the admin token. Failed credentials that are being throttled answer 429.
+func adminOr(a *auth.Service, s *Sessions, other func(echo.Context) (pass bool, refusal error)) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			if ok, wait := adminCredentials(c, a, s); ok {
 				return next(c)
 			} else if wait > 0 {
 				return tooManyFailures(wait)
+			}
+			if pass, refusal := other(c); pass {
+				return next(c)
+			} else if refusal != nil {
+				return refusal
 			}
 			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="switchyard"`)
 			return errs.New(errs.Unauthorized, "err.admin_auth")
