@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/jmoiron/sqlx"
 
@@ -105,12 +104,11 @@ type Service struct {
 	box *secrets.Box
 	log *slog.Logger
 
-	mu        sync.Mutex // serialises writes so registry rebuilds see a consistent order
-	reg       atomic.Pointer[Registry]
-	listeners []func(*Registry)
-	newCreds  []func(ctx context.Context, connectionID int64) error
-	deleted   []func(connectionID int64)
-	guards    []Guard
+	mu       sync.Mutex // serialises writes so registry rebuilds see a consistent order
+	reg      routing.Published[Registry]
+	newCreds []func(ctx context.Context, connectionID int64) error
+	deleted  []func(connectionID int64)
+	guards   []Guard
 }
 
 // Change is a catalog change that can break what names providers and connections (combos): a
@@ -204,11 +202,7 @@ func New(ctx context.Context, d *db.DB, box *secrets.Box, log *slog.Logger) (*Se
 func (s *Service) Registry() *Registry { return s.reg.Load() }
 
 // OnChange registers fn to run after every registry rebuild (and is not called for the current one).
-func (s *Service) OnChange(fn func(*Registry)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.listeners = append(s.listeners, fn)
-}
+func (s *Service) OnChange(fn func(*Registry)) { s.reg.OnChange(fn) }
 
 // rebuild reads every provider and connection and swaps in a new registry.
 func (s *Service) rebuild(ctx context.Context) error {
@@ -220,12 +214,7 @@ func (s *Service) rebuild(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	old := s.reg.Load()
-	reg := buildRegistry(provs, conns, s.open, s.log, old)
-	s.reg.Store(reg)
-	for _, fn := range s.listeners {
-		fn(reg)
-	}
+	s.reg.Store(buildRegistry(provs, conns, s.open, s.log, s.reg.Load()))
 	return nil
 }
 

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/jmoiron/sqlx"
 
@@ -24,9 +23,8 @@ type Service struct {
 	db  *db.DB
 	log *slog.Logger
 
-	mu        sync.Mutex // serialises writes so registry swaps follow commits in order
-	reg       atomic.Pointer[Registry]
-	listeners []func(*Registry)
+	mu  sync.Mutex // serialises writes so registry swaps follow commits in order
+	reg Published[Registry]
 }
 
 // New loads the registry from the database.
@@ -43,11 +41,7 @@ func (s *Service) Registry() *Registry { return s.reg.Load() }
 
 // OnChange registers fn to run after every registry swap (it is not called for the current
 // one). Registering never replaces an earlier fn.
-func (s *Service) OnChange(fn func(*Registry)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.listeners = append(s.listeners, fn)
-}
+func (s *Service) OnChange(fn func(*Registry)) { s.reg.OnChange(fn) }
 
 // rebuild reads every combo and swaps in a new registry; s.mu is held (or the service is new).
 func (s *Service) rebuild(ctx context.Context) error {
@@ -65,11 +59,7 @@ func (s *Service) rebuild(ctx context.Context) error {
 		}
 		list = append(list, c)
 	}
-	reg := NewRegistry(list)
-	s.reg.Store(reg)
-	for _, fn := range s.listeners {
-		fn(reg)
-	}
+	s.reg.Store(NewRegistry(list))
 	return nil
 }
 
