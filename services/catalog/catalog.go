@@ -309,11 +309,8 @@ func (s *Service) ListProviders(ctx context.Context) ([]Provider, error) {
 // GetProvider returns one provider.
 func (s *Service) GetProvider(ctx context.Context, id int64) (Provider, error) {
 	p, err := db.GetProvider(ctx, s.db.R, id)
-	if errors.Is(err, db.ErrNotFound) {
-		return Provider{}, errs.New(errs.NotFound, "err.provider_not_found", id)
-	}
 	if err != nil {
-		return Provider{}, err
+		return Provider{}, notFound(err, "err.provider_not_found", id)
 	}
 	return providerView(p), nil
 }
@@ -346,11 +343,8 @@ func (s *Service) UpdateProvider(ctx context.Context, id int64, in ProviderInput
 	err := s.db.WithTx(ctx, func(tx *sqlx.Tx) error {
 		var err error
 		p, err = db.GetProvider(ctx, tx, id)
-		if errors.Is(err, db.ErrNotFound) {
-			return errs.New(errs.NotFound, "err.provider_not_found", id)
-		}
 		if err != nil {
-			return err
+			return notFound(err, "err.provider_not_found", id)
 		}
 		old := p.Name
 		if err := applyProvider(&p, in, false, validate); err != nil {
@@ -540,6 +534,15 @@ func checkBaseURL(s string) (errs.Msg, bool) {
 		return errs.M("err.base_url_userinfo"), true
 	}
 	return errs.Msg{}, false
+}
+
+// notFound is err, or the not_found error with the message key and args when the row is
+// missing.
+func notFound(err error, key string, args ...any) error {
+	if errors.Is(err, db.ErrNotFound) {
+		return errs.New(errs.NotFound, key, args...)
+	}
+	return err
 }
 
 func mapDBErr(err error, field, conflictKey string) error {

@@ -84,16 +84,7 @@ func toRow(c Combo) db.Combo {
 func (s *Service) List(ctx context.Context) ([]Combo, error) { return readCombos(ctx, s.db.R) }
 
 // Get returns one combo.
-func (s *Service) Get(ctx context.Context, id int64) (Combo, error) {
-	r, err := db.GetCombo(ctx, s.db.R, id)
-	if errors.Is(err, db.ErrNotFound) {
-		return Combo{}, errs.New(errs.NotFound, "err.combo_not_found", id)
-	}
-	if err != nil {
-		return Combo{}, err
-	}
-	return fromRow(r)
-}
+func (s *Service) Get(ctx context.Context, id int64) (Combo, error) { return s.load(ctx, s.db.R, id) }
 
 // Create validates and stores a new combo. Absent fields take their defaults (NewCombo).
 func (s *Service) Create(ctx context.Context, in Input) (Combo, error) {
