@@ -429,24 +429,7 @@ func applyProvider(p *db.Provider, in ProviderInput, create bool, validate Provi
 		}
 	}
 	applyUpstreamFormat(p, in, typeChanged, fields)
-	if len(in.Resilience) > 0 && string(in.Resilience) != "null" {
-		if validate == nil {
-			var obj map[string]json.RawMessage
-			if err := json.Unmarshal(in.Resilience, &obj); err != nil {
-				fields["resilience"] = errs.M("err.json_object")
-			} else {
-				p.Resilience = string(in.Resilience)
-			}
-		} else if canon, ferr := validate(in.Resilience); len(ferr) > 0 {
-			for k, v := range ferr {
-				fields["resilience."+k] = v
-			}
-		} else {
-			p.Resilience = string(canon)
-		}
-	} else if string(in.Resilience) == "null" {
-		p.Resilience = "{}"
-	}
+	applyOverrides(&p.Resilience, in.Resilience, "resilience", validate, fields)
 	if len(fields) > 0 {
 		return errs.Fields(fields)
 	}
@@ -534,6 +517,37 @@ func checkBaseURL(s string) (errs.Msg, bool) {
 		return errs.M("err.base_url_userinfo"), true
 	}
 	return errs.Msg{}, false
+}
+
+// applyOverrides writes an override document of a create or update (raw) to *dst: absent keeps
+// it, null clears it to {}, anything else is checked by validate and stored in its canonical
+// form (without a validator, any JSON object is stored as it came). What is wrong goes to fields
+// under field ("field.key" for the validator's messages).
+func applyOverrides(dst *string, raw json.RawMessage, field string, validate func(raw []byte) ([]byte, map[string]errs.Msg),
+	fields map[string]errs.Msg) {
+	if len(raw) == 0 {
+		return
+	}
+	if string(raw) == "null" {
+		*dst = "{}"
+		return
+	}
+	if validate == nil {
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(raw, &obj) != nil {
+			fields[field] = errs.M("err.json_object")
+		} else {
+			*dst = string(raw)
+		}
+		return
+	}
+	canon, ferr := validate(raw)
+	for k, v := range ferr {
+		fields[field+"."+k] = v
+	}
+	if len(ferr) == 0 {
+		*dst = string(canon)
+	}
 }
 
 // notFound is err, or the not_found error with the message key and args when the row is

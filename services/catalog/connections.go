@@ -345,24 +345,7 @@ func (s *Service) applyConnection(ctx context.Context, q db.Querier, c *db.Conne
 	if in.Enabled != nil {
 		c.Enabled = *in.Enabled
 	}
-	if len(in.Overrides) > 0 {
-		if string(in.Overrides) == "null" {
-			c.Overrides = "{}"
-		} else if validate == nil {
-			var obj map[string]json.RawMessage
-			if json.Unmarshal(in.Overrides, &obj) != nil {
-				fields["overrides"] = errs.M("err.json_object")
-			} else {
-				c.Overrides = string(in.Overrides)
-			}
-		} else if canon, ferr := validate(in.Overrides); len(ferr) > 0 {
-			for k, v := range ferr {
-				fields["overrides."+k] = v
-			}
-		} else {
-			c.Overrides = string(canon)
-		}
-	}
+	applyOverrides(&c.Overrides, in.Overrides, "overrides", validate, fields)
 	if len(fields) > 0 {
 		return prov, nil, errs.Fields(fields)
 	}
