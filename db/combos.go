@@ -35,15 +35,10 @@ func GetCombo(ctx context.Context, q Querier, id int64) (Combo, error) {
 
 // InsertCombo creates a combo and sets its id and timestamps.
 func InsertCombo(ctx context.Context, q Querier, c *Combo) error {
-	now := nowMS()
-	if err := insertRow(ctx, q, &c.ID, "insert combo",
+	return insertStamped(ctx, q, &c.ID, &c.CreatedAt, &c.UpdatedAt, "insert combo",
 		`INSERT INTO combos (name, strategy, targets, max_attempts, target_timeout_ms,
 		wait_until_reset, wait_until_reset_max_ms, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		c.Name, c.Strategy, c.Targets, c.MaxAttempts, c.TargetTimeoutMS, c.WaitUntilReset, c.WaitUntilResetMaxMS, now, now); err != nil {
-		return err
-	}
-	c.CreatedAt, c.UpdatedAt = now, now
-	return nil
+		c.Name, c.Strategy, c.Targets, c.MaxAttempts, c.TargetTimeoutMS, c.WaitUntilReset, c.WaitUntilResetMaxMS)
 }
 
 // UpdateCombo writes every mutable column of c.

@@ -58,6 +58,18 @@ func insertRow(ctx context.Context, q Querier, id *int64, op, query string, args
 	return nil
 }
 
+// insertStamped is insertRow for a table whose created_at and updated_at are the INSERT's last
+// two placeholders: it fills both with the time now and, once the row is in, sets *created and
+// *updated to it.
+func insertStamped(ctx context.Context, q Querier, id, created, updated *int64, op, query string, args ...any) error {
+	now := nowMS()
+	if err := insertRow(ctx, q, id, op, query, append(args, now, now)...); err != nil {
+		return err
+	}
+	*created, *updated = now, now
+	return nil
+}
+
 // execOne runs a statement that must touch one row: ErrNotFound when none matched (what names
 // the row's kind), ErrConflict when it would break a unique column, other errors wrapped with op.
 func execOne(ctx context.Context, q Querier, op, what, query string, args ...any) error {

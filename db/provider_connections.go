@@ -41,21 +41,16 @@ func GetConnection(ctx context.Context, q Querier, id int64) (Connection, error)
 
 // InsertConnection creates a connection and sets its id and timestamps.
 func InsertConnection(ctx context.Context, q Querier, c *Connection) error {
-	now := nowMS()
 	if c.Overrides == "" {
 		c.Overrides = "{}"
 	}
-	if err := insertRow(ctx, q, &c.ID, "insert connection",
+	return insertStamped(ctx, q, &c.ID, &c.CreatedAt, &c.UpdatedAt, "insert connection",
 		`INSERT INTO provider_connections
 		(provider_id, name, auth_type, secret, priority, max_concurrent, overrides, enabled, low_priority_lane, limit_reset,
 		 created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		c.ProviderID, c.Name, c.AuthType, c.Secret, c.Priority, c.MaxConcurrent, c.Overrides, c.Enabled, c.LowPriorityLane,
-		c.LimitReset, now, now); err != nil {
-		return err
-	}
-	c.CreatedAt, c.UpdatedAt = now, now
-	return nil
+		c.LimitReset)
 }
 
 // UpdateConnection writes every mutable column of c.

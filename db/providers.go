@@ -51,7 +51,6 @@ func GetProviderByName(ctx context.Context, q Querier, name string) (Provider, e
 
 // InsertProvider creates a provider and sets its id and timestamps.
 func InsertProvider(ctx context.Context, q Querier, p *Provider) error {
-	now := nowMS()
 	if p.Resilience == "" {
 		p.Resilience = "{}"
 	}
@@ -59,14 +58,10 @@ func InsertProvider(ctx context.Context, q Querier, p *Provider) error {
 		p.Strategy = "priority"
 	}
 	defaultFormat(p)
-	if err := insertRow(ctx, q, &p.ID, "insert provider",
+	return insertStamped(ctx, q, &p.ID, &p.CreatedAt, &p.UpdatedAt, "insert provider",
 		`INSERT INTO providers (name, type, base_url, resilience, responses_api, listed_models_only, strategy,
 		upstream_format, responses_models, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, p.Name, p.Type,
-		p.BaseURL, p.Resilience, p.ResponsesAPI, p.ListedModelsOnly, p.Strategy, p.UpstreamFormat, p.ResponsesModels, now, now); err != nil {
-		return err
-	}
-	p.CreatedAt, p.UpdatedAt = now, now
-	return nil
+		p.BaseURL, p.Resilience, p.ResponsesAPI, p.ListedModelsOnly, p.Strategy, p.UpstreamFormat, p.ResponsesModels)
 }
 
 // UpdateProvider writes every mutable column of p.

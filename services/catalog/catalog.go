@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/jmoiron/sqlx"
 
@@ -105,12 +104,11 @@ type Service struct {
 	box *secrets.Box
 	log *slog.Logger
 
-	mu        sync.Mutex // serialises writes so registry rebuilds see a consistent order
-	reg       atomic.Pointer[Registry]
-	listeners []func(*Registry)
-	newCreds  []func(ctx context.Context, connectionID int64) error
-	deleted   []func(connectionID int64)
-	guards    []Guard
+	mu       sync.Mutex // serialises writes so registry rebuilds see a consistent order
+	reg      routing.Published[Registry]
+	newCreds []func(ctx context.Context, connectionID int64) error
+	deleted  []func(connectionID int64)
+	guards   []Guard
 }
 
 // Change is a catalog change that can break what names providers and connections (combos): a
@@ -204,11 +202,7 @@ func New(ctx context.Context, d *db.DB, box *secrets.Box, log *slog.Logger) (*Se
 func (s *Service) Registry() *Registry { return s.reg.Load() }
 
 // OnChange registers fn to run after every registry rebuild (and is not called for the current one).
-func (s *Service) OnChange(fn func(*Registry)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.listeners = append(s.listeners, fn)
-}
+func (s *Service) OnChange(fn func(*Registry)) { s.reg.OnChange(fn) }
 
 // rebuild reads every provider and connection and swaps in a new registry.
 func (s *Service) rebuild(ctx context.Context) error {
@@ -220,12 +214,7 @@ func (s *Service) rebuild(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	old := s.reg.Load()
-	reg := buildRegistry(provs, conns, s.open, s.log, old)
-	s.reg.Store(reg)
-	for _, fn := range s.listeners {
-		fn(reg)
-	}
+	s.reg.Store(buildRegistry(provs, conns, s.open, s.log, s.reg.Load()))
 	return nil
 }
 
@@ -320,11 +309,8 @@ func (s *Service) ListProviders(ctx context.Context) ([]Provider, error) {
 // GetProvider returns one provider.
 func (s *Service) GetProvider(ctx context.Context, id int64) (Provider, error) {
 	p, err := db.GetProvider(ctx, s.db.R, id)
-	if errors.Is(err, db.ErrNotFound) {
-		return Provider{}, errs.New(errs.NotFound, "err.provider_not_found", id)
-	}
 	if err != nil {
-		return Provider{}, err
+		return Provider{}, notFound(err, "err.provider_not_found", id)
 	}
 	return providerView(p), nil
 }
@@ -357,11 +343,8 @@ func (s *Service) UpdateProvider(ctx context.Context, id int64, in ProviderInput
 	err := s.db.WithTx(ctx, func(tx *sqlx.Tx) error {
 		var err error
 		p, err = db.GetProvider(ctx, tx, id)
-		if errors.Is(err, db.ErrNotFound) {
-			return errs.New(errs.NotFound, "err.provider_not_found", id)
-		}
 		if err != nil {
-			return err
+			return notFound(err, "err.provider_not_found", id)
 		}
 		old := p.Name
 		if err := applyProvider(&p, in, false, validate); err != nil {
@@ -446,24 +429,7 @@ func applyProvider(p *db.Provider, in ProviderInput, create bool, validate Provi
 		}
 	}
 	applyUpstreamFormat(p, in, typeChanged, fields)
-	if len(in.Resilience) > 0 && string(in.Resilience) != "null" {
-		if validate == nil {
-			var obj map[string]json.RawMessage
-			if err := json.Unmarshal(in.Resilience, &obj); err != nil {
-				fields["resilience"] = errs.M("err.json_object")
-			} else {
-				p.Resilience = string(in.Resilience)
-			}
-		} else if canon, ferr := validate(in.Resilience); len(ferr) > 0 {
-			for k, v := range ferr {
-				fields["resilience."+k] = v
-			}
-		} else {
-			p.Resilience = string(canon)
-		}
-	} else if string(in.Resilience) == "null" {
-		p.Resilience = "{}"
-	}
+	applyOverrides(&p.Resilience, in.Resilience, "resilience", validate, fields)
 	if len(fields) > 0 {
 		return errs.Fields(fields)
 	}
@@ -551,6 +517,46 @@ func checkBaseURL(s string) (errs.Msg, bool) {
 		return errs.M("err.base_url_userinfo"), true
 	}
 	return errs.Msg{}, false
+}
+
+// applyOverrides writes an override document of a create or update (raw) to *dst: absent keeps
+// it, null clears it to {}, anything else is checked by validate and stored in its canonical
+// form (without a validator, any JSON object is stored as it came). What is wrong goes to fields
+// under field ("field.key" for the validator's messages).
+func applyOverrides(dst *string, raw json.RawMessage, field string, validate func(raw []byte) ([]byte, map[string]errs.Msg),
+	fields map[string]errs.Msg) {
+	if len(raw) == 0 {
+		return
+	}
+	if string(raw) == "null" {
+		*dst = "{}"
+		return
+	}
+	if validate == nil {
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(raw, &obj) != nil {
+			fields[field] = errs.M("err.json_object")
+		} else {
+			*dst = string(raw)
+		}
+		return
+	}
+	canon, ferr := validate(raw)
+	for k, v := range ferr {
+		fields[field+"."+k] = v
+	}
+	if len(ferr) == 0 {
+		*dst = string(canon)
+	}
+}
+
+// notFound is err, or the not_found error with the message key and args when the row is
+// missing.
+func notFound(err error, key string, args ...any) error {
+	if errors.Is(err, db.ErrNotFound) {
+		return errs.New(errs.NotFound, key, args...)
+	}
+	return err
 }
 
 func mapDBErr(err error, field, conflictKey string) error {

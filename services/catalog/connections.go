@@ -120,11 +120,8 @@ func (s *Service) ListConnections(ctx context.Context) ([]Connection, error) {
 // GetConnection returns one connection.
 func (s *Service) GetConnection(ctx context.Context, id int64) (Connection, error) {
 	c, err := db.GetConnection(ctx, s.db.R, id)
-	if errors.Is(err, db.ErrNotFound) {
-		return Connection{}, errs.New(errs.NotFound, "err.connection_not_found", id)
-	}
 	if err != nil {
-		return Connection{}, err
+		return Connection{}, notFound(err, "err.connection_not_found", id)
 	}
 	p, err := db.GetProvider(ctx, s.db.R, c.ProviderID)
 	if err != nil {
@@ -169,11 +166,8 @@ func (s *Service) UpdateConnection(ctx context.Context, id int64, in ConnectionI
 	newCreds := false
 	err := s.db.WithTx(ctx, func(tx *sqlx.Tx) error {
 		c, err := db.GetConnection(ctx, tx, id)
-		if errors.Is(err, db.ErrNotFound) {
-			return errs.New(errs.NotFound, "err.connection_not_found", id)
-		}
 		if err != nil {
-			return err
+			return notFound(err, "err.connection_not_found", id)
 		}
 		oldName, oldProvider := c.Name, c.ProviderID
 		prov, secret, err := s.applyConnection(ctx, tx, &c, in, false, validate)
@@ -351,24 +345,7 @@ func (s *Service) applyConnection(ctx context.Context, q db.Querier, c *db.Conne
 	if in.Enabled != nil {
 		c.Enabled = *in.Enabled
 	}
-	if len(in.Overrides) > 0 {
-		if string(in.Overrides) == "null" {
-			c.Overrides = "{}"
-		} else if validate == nil {
-			var obj map[string]json.RawMessage
-			if json.Unmarshal(in.Overrides, &obj) != nil {
-				fields["overrides"] = errs.M("err.json_object")
-			} else {
-				c.Overrides = string(in.Overrides)
-			}
-		} else if canon, ferr := validate(in.Overrides); len(ferr) > 0 {
-			for k, v := range ferr {
-				fields["overrides."+k] = v
-			}
-		} else {
-			c.Overrides = string(canon)
-		}
-	}
+	applyOverrides(&c.Overrides, in.Overrides, "overrides", validate, fields)
 	if len(fields) > 0 {
 		return prov, nil, errs.Fields(fields)
 	}

@@ -332,11 +332,8 @@ func (s *Service) StoreRefreshed(ctx context.Context, id, prev int64, cred OAuth
 // registry, which may hold an older pair).
 func (s *Service) OAuthCredential(ctx context.Context, id int64) (OAuthCredential, error) {
 	row, err := db.GetConnection(ctx, s.db.W, id)
-	if errors.Is(err, db.ErrNotFound) {
-		return OAuthCredential{}, errs.New(errs.NotFound, "err.connection_not_found", id)
-	}
 	if err != nil {
-		return OAuthCredential{}, err
+		return OAuthCredential{}, notFound(err, "err.connection_not_found", id)
 	}
 	if row.AuthType != AuthOAuth {
 		return OAuthCredential{}, errs.New(errs.Invalid, "err.not_oauth", id)

@@ -2,7 +2,6 @@ package resilience
 
 import (
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -75,27 +74,18 @@ func (s ConnState) Status(now time.Time) ConnStatus {
 
 // Cooldowns holds every connection's state in memory; changes are handed to a persist hook.
 type Cooldowns struct {
-	clock   clockwork.Clock
-	persist func(ConnState)
-
-	mu     sync.RWMutex
-	states map[int64]*ConnState // only connections with something to remember
+	stateTable[int64, ConnState]
 }
 
 // NewCooldowns builds the table; persist (may be nil) receives every changed state and must not
 // block (hand it to a write-behind queue).
 func NewCooldowns(clock clockwork.Clock, persist func(ConnState)) *Cooldowns {
-	return &Cooldowns{clock: clock, persist: orDrop(persist), states: map[int64]*ConnState{}}
+	return &Cooldowns{newStateTable[int64](clock, persist)}
 }
 
 // Load installs states read at start.
 func (c *Cooldowns) Load(states []ConnState) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, s := range states {
-		s := s
-		c.states[s.ConnectionID] = &s
-	}
+	c.load(states, func(s *ConnState) int64 { return s.ConnectionID })
 }
 
 // Exclusion says why a connection may not be used now.
@@ -126,7 +116,7 @@ func (c *Cooldowns) Peek(id int64) (ok bool, why Exclusion) {
 func (c *Cooldowns) Check(id int64) (ok bool, why Exclusion) {
 	now := c.clock.Now()
 	c.mu.RLock()
-	s, found := c.states[id]
+	s, found := c.m[id]
 	if !found {
 		c.mu.RUnlock()
 		return true, Exclusion{}
@@ -163,10 +153,10 @@ func probeHold(s *ConnState) time.Duration {
 
 // state is the connection's state, created on first use; c.mu is held.
 func (c *Cooldowns) state(id int64) *ConnState {
-	s := c.states[id]
+	s := c.m[id]
 	if s == nil {
 		s = &ConnState{ConnectionID: id}
-		c.states[id] = s
+		c.m[id] = s
 	}
 	return s
 }
@@ -246,17 +236,17 @@ func (c *Cooldowns) RecordFailure(id int64, out Outcome, policy CooldownPolicy) 
 // can only happen on a probe).
 func (c *Cooldowns) RecordSuccess(id int64) {
 	c.mu.RLock()
-	_, found := c.states[id]
+	_, found := c.m[id]
 	c.mu.RUnlock()
 	if !found {
 		return // the common case: nothing to clear, no lock contention
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, found := c.states[id]; !found {
+	if _, found := c.m[id]; !found {
 		return
 	}
-	delete(c.states, id)
+	delete(c.m, id)
 	c.persist(ConnState{ConnectionID: id})
 }
 
@@ -265,12 +255,12 @@ func (c *Cooldowns) RecordSuccess(id int64) {
 func (c *Cooldowns) Clear(id int64, terminal bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s := c.states[id]
+	s := c.m[id]
 	if s == nil {
 		return
 	}
 	if terminal || s.Terminal == TerminalNone {
-		delete(c.states, id)
+		delete(c.m, id)
 		c.persist(ConnState{ConnectionID: id})
 		return
 	}
@@ -281,7 +271,7 @@ func (c *Cooldowns) Clear(id int64, terminal bool) {
 // Forget drops the state of a deleted connection.
 func (c *Cooldowns) Forget(id int64) {
 	c.mu.Lock()
-	delete(c.states, id)
+	delete(c.m, id)
 	c.mu.Unlock()
 }
 
@@ -289,7 +279,7 @@ func (c *Cooldowns) Forget(id int64) {
 func (c *Cooldowns) Get(id int64) ConnState {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	if s, ok := c.states[id]; ok {
+	if s, ok := c.m[id]; ok {
 		return *s
 	}
 	return ConnState{ConnectionID: id}
@@ -298,8 +288,8 @@ func (c *Cooldowns) Get(id int64) ConnState {
 // All returns every remembered state, by connection id.
 func (c *Cooldowns) All() []ConnState {
 	c.mu.RLock()
-	out := make([]ConnState, 0, len(c.states))
-	for _, s := range c.states {
+	out := make([]ConnState, 0, len(c.m))
+	for _, s := range c.m {
 		out = append(out, *s)
 	}
 	c.mu.RUnlock()

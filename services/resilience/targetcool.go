@@ -3,7 +3,6 @@ package resilience
 import (
 	"sort"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -35,19 +34,15 @@ func (t TargetCooldown) Key() string {
 	return t.Provider + "\x00" + t.Model + "\x00" + strconv.FormatInt(t.ConnectionID, 10)
 }
 
-// TargetCooldowns is the table of rested targets.
+// TargetCooldowns is the table of rested targets. Its persist hook receives every change; a zero
+// Until means the rest ended (delete it).
 type TargetCooldowns struct {
-	clock clockwork.Clock
-	// persist receives every change; a zero Until means the rest ended (delete it).
-	persist func(TargetCooldown)
-
-	mu sync.RWMutex
-	m  map[string]*TargetCooldown
+	stateTable[string, TargetCooldown]
 }
 
 // NewTargetCooldowns builds an empty table; persist may be nil.
 func NewTargetCooldowns(clock clockwork.Clock, persist func(TargetCooldown)) *TargetCooldowns {
-	return &TargetCooldowns{clock: clock, persist: orDrop(persist), m: map[string]*TargetCooldown{}}
+	return &TargetCooldowns{newStateTable[string](clock, persist)}
 }
 
 // Load restores saved rests; those already over are dropped.

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -131,25 +130,17 @@ type AccountUsage struct {
 // Usage holds every subscription account's usage windows in memory; changes go to a persist
 // hook (the state store), so a restart still knows which account is at its wall.
 type Usage struct {
-	clock   clockwork.Clock
-	persist func(AccountUsage)
-
-	mu sync.RWMutex
-	m  map[int64]*AccountUsage
+	stateTable[int64, AccountUsage]
 }
 
 // NewUsage builds the table; persist (may be nil) must not block.
 func NewUsage(clock clockwork.Clock, persist func(AccountUsage)) *Usage {
-	return &Usage{clock: clock, persist: orDrop(persist), m: map[int64]*AccountUsage{}}
+	return &Usage{newStateTable[int64](clock, persist)}
 }
 
 // Load installs readings read at start.
 func (u *Usage) Load(list []AccountUsage) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	for _, a := range list {
-		u.m[a.ConnectionID] = &a
-	}
+	u.load(list, func(a *AccountUsage) int64 { return a.ConnectionID })
 }
 
 func (u *Usage) entry(id int64) *AccountUsage {

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/jmoiron/sqlx"
 
@@ -24,9 +23,8 @@ type Service struct {
 	db  *db.DB
 	log *slog.Logger
 
-	mu        sync.Mutex // serialises writes so registry swaps follow commits in order
-	reg       atomic.Pointer[Registry]
-	listeners []func(*Registry)
+	mu  sync.Mutex // serialises writes so registry swaps follow commits in order
+	reg Published[Registry]
 }
 
 // New loads the registry from the database.
@@ -43,11 +41,7 @@ func (s *Service) Registry() *Registry { return s.reg.Load() }
 
 // OnChange registers fn to run after every registry swap (it is not called for the current
 // one). Registering never replaces an earlier fn.
-func (s *Service) OnChange(fn func(*Registry)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.listeners = append(s.listeners, fn)
-}
+func (s *Service) OnChange(fn func(*Registry)) { s.reg.OnChange(fn) }
 
 // rebuild reads every combo and swaps in a new registry; s.mu is held (or the service is new).
 func (s *Service) rebuild(ctx context.Context) error {
@@ -65,11 +59,7 @@ func (s *Service) rebuild(ctx context.Context) error {
 		}
 		list = append(list, c)
 	}
-	reg := NewRegistry(list)
-	s.reg.Store(reg)
-	for _, fn := range s.listeners {
-		fn(reg)
-	}
+	s.reg.Store(NewRegistry(list))
 	return nil
 }
 
@@ -94,16 +84,7 @@ func toRow(c Combo) db.Combo {
 func (s *Service) List(ctx context.Context) ([]Combo, error) { return readCombos(ctx, s.db.R) }
 
 // Get returns one combo.
-func (s *Service) Get(ctx context.Context, id int64) (Combo, error) {
-	r, err := db.GetCombo(ctx, s.db.R, id)
-	if errors.Is(err, db.ErrNotFound) {
-		return Combo{}, errs.New(errs.NotFound, "err.combo_not_found", id)
-	}
-	if err != nil {
-		return Combo{}, err
-	}
-	return fromRow(r)
-}
+func (s *Service) Get(ctx context.Context, id int64) (Combo, error) { return s.load(ctx, s.db.R, id) }
 
 // Create validates and stores a new combo. Absent fields take their defaults (NewCombo).
 func (s *Service) Create(ctx context.Context, in Input) (Combo, error) {
