@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -151,12 +150,8 @@ func (h *harness) log() string {
 // counts it explains are booked).
 func (h *harness) logged(t *testing.T, text string) {
 	t.Helper()
-	limit := time.Now().Add(10 * time.Second)
-	for !strings.Contains(h.log(), text) {
-		if time.Now().After(limit) {
-			t.Fatalf("the log never said %q: %s", text, h.log())
-		}
-		runtime.Gosched()
+	if !servicetest.Eventually(func() bool { return strings.Contains(h.log(), text) }) {
+		t.Fatalf("the log never said %q: %s", text, h.log())
 	}
 }
 
