@@ -1,8 +1,6 @@
 package testenv
 
 import (
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -224,9 +222,8 @@ func (f *FakeClaude) token(w http.ResponseWriter, raw []byte) {
 	case "authorization_code":
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		sum := sha256.Sum256([]byte(body["code_verifier"]))
 		email, ok := f.codes[body["code"]]
-		if !ok || f.challenges[body["code"]] != base64.RawURLEncoding.EncodeToString(sum[:]) {
+		if !ok || f.challenges[body["code"]] != pkceChallenge(body["code_verifier"]) {
 			w.WriteHeader(400)
 			io.WriteString(w, `{"error":"invalid_grant","error_description":"Invalid code or verifier"}`)
 			return

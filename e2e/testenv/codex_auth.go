@@ -233,11 +233,10 @@ func (f *FakeOpenAIAuth) token(w http.ResponseWriter, r *http.Request) {
 		defer f.mu.Unlock()
 		c, ok := f.codes[form.Get("code")]
 		delete(f.codes, form.Get("code")) // used once, whatever happens
-		sum := sha256.Sum256([]byte(form.Get("code_verifier")))
 		switch {
 		case !ok:
 			oauthError(w, 400, "invalid_grant", "unknown or used authorization code")
-		case c.challenge != base64.RawURLEncoding.EncodeToString(sum[:]):
+		case c.challenge != pkceChallenge(form.Get("code_verifier")):
 			oauthError(w, 400, "invalid_grant", "code_verifier does not match the code_challenge")
 		case c.redirect != form.Get("redirect_uri"):
 			oauthError(w, 400, "invalid_grant", "redirect_uri does not match the authorization request")
@@ -307,6 +306,13 @@ func FakeJWT(claims map[string]any) string {
 	return h + "." + base64.RawURLEncoding.EncodeToString(p) + "." + base64.RawURLEncoding.EncodeToString([]byte("not-a-signature"))
 }
 
+// pkceChallenge is the S256 code_challenge of a PKCE code_verifier: base64url (unpadded) of its
+// SHA-256 (RFC 7636).
+func pkceChallenge(verifier string) string {
+	sum := sha256.Sum256([]byte(verifier))
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
 func (f *FakeOpenAIAuth) userCode(w http.ResponseWriter, r *http.Request) {
 	var in struct {
 		ClientID string `json:"client_id"`
@@ -360,8 +366,7 @@ func (f *FakeOpenAIAuth) deviceToken(w http.ResponseWriter, r *http.Request) {
 		f.n++
 		code := fmt.Sprintf("ac_device_%d", f.n)
 		verifier := fmt.Sprintf("device-verifier-%d-%s", f.n, strings.Repeat("v", 43))
-		sum := sha256.Sum256([]byte(verifier))
-		challenge := base64.RawURLEncoding.EncodeToString(sum[:])
+		challenge := pkceChallenge(verifier)
 		f.codes[code] = &codexCode{ident: *d.approved, challenge: challenge, redirect: f.DeviceRedirectURI}
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(map[string]string{"authorization_code": code, "code_challenge": challenge, "code_verifier": verifier})

@@ -19,6 +19,7 @@ import (
 
 	"switchyard/services/catalog"
 	"switchyard/services/errs"
+	"switchyard/services/servicetest"
 )
 
 // fakeGitHub is GitHub for Copilot accounts: the device flow (each poll answers the next
@@ -431,11 +432,8 @@ func TestCopilotTokenCache(t *testing.T) {
 	h.gh.hold = nil
 	h.gh.mu.Unlock()
 	close(hold)
-	deadline := time.Now().Add(5 * time.Second)
 	var second string
-	for second = first; second == first && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		second, _, _ = h.svc.CopilotToken(ctx, entry)
-	}
+	servicetest.Eventually(func() bool { second, _, _ = h.svc.CopilotToken(ctx, entry); return second != first })
 	if second == first || h.gh.exchanges.Load() != 2 {
 		t.Fatalf("after refresh_in: %q, %d exchanges, want 2", second, h.gh.exchanges.Load())
 	}
@@ -499,10 +497,7 @@ func TestCopilotTerminal(t *testing.T) {
 		})
 		h.clock.Advance(1500 * time.Second)
 		h.svc.CopilotToken(ctx, h.entry(conn.ID)) // starts the exchange in the background
-		deadline := time.Now().Add(5 * time.Second)
-		for h.expired.count() == 0 && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
-		}
+		servicetest.Eventually(func() bool { return h.expired.count() > 0 })
 		if h.expired.count() != 1 {
 			t.Fatal("the connection was not made terminal")
 		}

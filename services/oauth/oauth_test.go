@@ -27,6 +27,7 @@ import (
 	"switchyard/services/errs"
 	"switchyard/services/resilience"
 	"switchyard/services/secrets"
+	"switchyard/services/servicetest"
 	"switchyard/services/settings"
 )
 
@@ -436,10 +437,7 @@ func TestConcurrentRequestsShareOneRefresh(t *testing.T) {
 			tokens[i], errsSeen[i] = h.svc.Token(context.Background(), h.entry(conn.ID))
 		}()
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for h.fake.refreshes.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	servicetest.Eventually(func() bool { return h.fake.refreshes.Load() > 0 })
 	close(hold)
 	wg.Wait()
 	if n := h.fake.refreshes.Load(); n != 1 {
@@ -562,10 +560,8 @@ func TestRefresherRunsAheadOfExpiry(t *testing.T) {
 	h := newHarness(t)
 	h.fake.expiresIn = 3600
 	conn, _ := h.signIn("ada@example.com")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { h.svc.RunRefresher(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	ctx, stop := servicetest.Start(t, h.svc.RunRefresher)
+	defer stop()
 	if err := h.clock.BlockUntilContext(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -574,13 +570,9 @@ func TestRefresherRunsAheadOfExpiry(t *testing.T) {
 		t.Fatal("refreshed before the margin")
 	}
 	h.clock.Advance(time.Second)
-	deadline := time.Now().Add(5 * time.Second)
-	for h.stored(conn.ID).Rev != 2 {
-		if time.Now().After(deadline) {
-			st, _ := h.svc.State(conn.ID)
-			t.Fatalf("the refresher never refreshed: refreshes %d, state %+v, now %v", h.fake.refreshes.Load(), st, h.clock.Now())
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !servicetest.Eventually(func() bool { return h.stored(conn.ID).Rev == 2 }) {
+		st, _ := h.svc.State(conn.ID)
+		t.Fatalf("the refresher never refreshed: refreshes %d, state %+v, now %v", h.fake.refreshes.Load(), st, h.clock.Now())
 	}
 }
 
@@ -627,21 +619,9 @@ func TestUsagePollerAndLimitReset(t *testing.T) {
 	h = newHarnessWith(t, mux)
 	conn, _ := h.signIn("ada@example.com")
 
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { h.svc.RunUsagePoller(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("never: %s", what)
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
-	}
-	waitFor("the first poll", func() bool { _, ok := h.usage.Get(conn.ID); return ok })
+	ctx, stop := servicetest.Start(t, h.svc.RunUsagePoller)
+	defer stop()
+	servicetest.WaitUntil(t, "the first poll", func() bool { _, ok := h.usage.Get(conn.ID); return ok })
 	u, _ := h.usage.Get(conn.ID)
 	if u.FiveHour.Utilization != 100 || u.SevenDay.Utilization != 41.5 || !u.FiveHour.ResetsAt.Equal(h.clock.Now().Add(2*time.Hour)) {
 		t.Fatalf("usage %+v %+v", u.FiveHour, u.SevenDay)
@@ -653,11 +633,11 @@ func TestUsagePollerAndLimitReset(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.clock.Advance(5 * time.Minute)
-	waitFor("the second poll", func() bool { return polls.Load() == 2 })
+	servicetest.WaitUntil(t, "the second poll", func() bool { return polls.Load() == 2 })
 	// PollSoon reads at once, but not twice within 30 s.
 	h.clock.Advance(30 * time.Second)
 	h.svc.PollSoon(conn.ID)
-	waitFor("the poll after a 429", func() bool { return polls.Load() == 3 })
+	servicetest.WaitUntil(t, "the poll after a 429", func() bool { return polls.Load() == 3 })
 
 	e := h.entry(conn.ID)
 	for _, tc := range []struct {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+
+	"switchyard/services/servicetest"
 )
 
 // pinLog records what the pin table hands to its persist hook: the newest value per key.
@@ -342,22 +344,13 @@ func TestPinsSweep(t *testing.T) {
 	}
 
 	// RunSweeper sweeps on the clock's ticker.
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { p.RunSweeper(ctx, AffinitySweepInterval); close(done) }()
+	ctx, stop := servicetest.Start(t, func(ctx context.Context) { p.RunSweeper(ctx, AffinitySweepInterval) })
 	if err := clk.BlockUntilContext(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
 	clk.Advance(time.Minute)
-	deadline := time.Now().Add(5 * time.Second)
-	for p.Len() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the sweeper did not run")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	cancel()
-	<-done
+	servicetest.WaitUntil(t, "the sweeper has run", func() bool { return p.Len() == 0 })
+	stop()
 }
 
 func TestForgetConnectionPins(t *testing.T) {

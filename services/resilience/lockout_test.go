@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+
+	"switchyard/services/servicetest"
 )
 
 var lockoutEpoch = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -663,9 +665,7 @@ func TestLockoutSweep(t *testing.T) {
 		}
 	})
 	fail(t, l2, "openai", 1, "gpt-4o", 429)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { l2.RunSweeper(ctx, LockoutSweepInterval); close(done) }()
+	ctx, stop := servicetest.Start(t, func(ctx context.Context) { l2.RunSweeper(ctx, LockoutSweepInterval) })
 	if err := clk.BlockUntilContext(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -678,8 +678,7 @@ func TestLockoutSweep(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the sweeper did not run")
 	}
-	cancel()
-	<-done
+	stop()
 }
 
 func TestForgetConnection(t *testing.T) {

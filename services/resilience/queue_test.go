@@ -11,20 +11,9 @@ import (
 
 	"github.com/jonboulle/clockwork"
 	"go.uber.org/goleak"
-)
 
-// qWaitUntil yields until cond holds; it never sleeps, and gives up (failing the test) only
-// after a generous real-time bound so that a bug shows as a failure, not a hang.
-func qWaitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	limit := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(limit) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		runtime.Gosched()
-	}
-}
+	"switchyard/services/servicetest"
+)
 
 // qResult is what an Acquire in a goroutine returned.
 type qResult struct {
@@ -135,7 +124,7 @@ func TestQueueFIFO(t *testing.T) {
 		}
 		return s.Release, true
 	}, func(i int) {
-		qWaitUntil(t, "the waiter is in line", func() bool { return qs.Stats(1).Waiting == i+1 })
+		servicetest.WaitUntil(t, "the waiter is in line", func() bool { return qs.Stats(1).Waiting == i+1 })
 	}, holder.Release)
 	if st := qs.Stats(1); st.Executing != 0 || st.Waiting != 0 {
 		t.Fatalf("stats = %+v, want all zero", st)
@@ -217,9 +206,9 @@ func TestQueueDepthRejectsAtOnce(t *testing.T) {
 	cfg.MaxDepth = 2
 	holder := qAcq(t, qs, 1, cfg)
 	a := qAsync(t.Context(), qs, 1, cfg, AcquireHooks{})
-	qWaitUntil(t, "one waits", func() bool { return qs.Stats(1).Waiting == 1 })
+	servicetest.WaitUntil(t, "one waits", func() bool { return qs.Stats(1).Waiting == 1 })
 	b := qAsync(t.Context(), qs, 1, cfg, AcquireHooks{})
-	qWaitUntil(t, "two wait", func() bool { return qs.Stats(1).Waiting == 2 })
+	servicetest.WaitUntil(t, "two wait", func() bool { return qs.Stats(1).Waiting == 2 })
 
 	s, err := qs.Acquire(t.Context(), 1, cfg, AcquireHooks{}) // returns without any clock advance
 	if err == nil || err.Code != CodeQueueFull || err.Status != 429 || err.RetryAfter != time.Minute {
@@ -260,7 +249,7 @@ func TestQueueMaxWaitTimesOut(t *testing.T) {
 	holder := qAcq(t, qs, 1, cfg)
 	defer holder.Release()
 	ch := qAsync(t.Context(), qs, 1, cfg, AcquireHooks{})
-	qWaitUntil(t, "the waiter is in line", func() bool { return qs.Stats(1).Waiting == 1 })
+	servicetest.WaitUntil(t, "the waiter is in line", func() bool { return qs.Stats(1).Waiting == 1 })
 
 	clock.Advance(5 * time.Second)
 	r := qRecv(t, ch)
@@ -284,9 +273,9 @@ func TestQueueCancelLeavesLine(t *testing.T) {
 	holder := qAcq(t, qs, 1, qOneAtATime)
 	ctx, cancel := context.WithCancel(t.Context())
 	first := qAsync(ctx, qs, 1, qOneAtATime, AcquireHooks{})
-	qWaitUntil(t, "first in line", func() bool { return qs.Stats(1).Waiting == 1 })
+	servicetest.WaitUntil(t, "first in line", func() bool { return qs.Stats(1).Waiting == 1 })
 	second := qAsync(t.Context(), qs, 1, qOneAtATime, AcquireHooks{})
-	qWaitUntil(t, "second in line", func() bool { return qs.Stats(1).Waiting == 2 })
+	servicetest.WaitUntil(t, "second in line", func() bool { return qs.Stats(1).Waiting == 2 })
 
 	cancel()
 	r := qRecv(t, first)
@@ -323,7 +312,7 @@ func TestQueueAcquireCancelCyclesLeaveNothingBehind(t *testing.T) {
 	for i := range 1000 {
 		ctx, cancel := context.WithCancel(t.Context())
 		ch := qAsync(ctx, qs, 1, cfg, AcquireHooks{Heartbeat: func() {}})
-		qWaitUntil(t, "the waiter is in line", func() bool { return qs.Stats(1).Waiting == 1 })
+		servicetest.WaitUntil(t, "the waiter is in line", func() bool { return qs.Stats(1).Waiting == 1 })
 		cancel()
 		if r := qRecv(t, ch); r.err == nil || r.err.Code != CodeClientClosed {
 			t.Fatalf("cycle %d: err = %v", i, r.err)
@@ -383,7 +372,7 @@ func TestQueueHeartbeatWhileWaiting(t *testing.T) {
 			t.Fatal("heartbeat without waiting")
 		}
 		ch := qAsync(t.Context(), qs, 1, cfg, hooks)
-		qWaitUntil(t, "the waiter is in line", func() bool { return qs.Stats(1).Waiting == 1 })
+		servicetest.WaitUntil(t, "the waiter is in line", func() bool { return qs.Stats(1).Waiting == 1 })
 		for i := range 3 {
 			clock.Advance(interval - time.Millisecond)
 			if len(beats) != 0 {
@@ -422,7 +411,7 @@ func TestQueuePacing(t *testing.T) {
 				qAcq(t, qs, 1, c.cfg).Release()
 			}
 			ch := qAsync(t.Context(), qs, 1, c.cfg, AcquireHooks{})
-			qWaitUntil(t, "the waiter is in line", func() bool { return qs.Stats(1).Waiting == 1 })
+			servicetest.WaitUntil(t, "the waiter is in line", func() bool { return qs.Stats(1).Waiting == 1 })
 			clock.Advance(c.gap - time.Millisecond)
 			if st := qs.Stats(1); st.Executing != 0 || st.Waiting != 1 {
 				t.Fatalf("started before its pacing time: %+v", st)
@@ -442,7 +431,7 @@ func TestQueueRPMSustainedRate(t *testing.T) {
 	}
 	for i := range 3 { // then one every 10 s, in order
 		ch := qAsync(t.Context(), qs, 1, cfg, AcquireHooks{})
-		qWaitUntil(t, "the waiter is in line", func() bool { return qs.Stats(1).Waiting == 1 })
+		servicetest.WaitUntil(t, "the waiter is in line", func() bool { return qs.Stats(1).Waiting == 1 })
 		clock.Advance(10*time.Second + time.Microsecond)
 		if r := qRecv(t, ch); r.err != nil {
 			t.Fatalf("start %d: %v", i, r.err)
@@ -458,7 +447,7 @@ func TestQueuePacingTimeoutReturnsToken(t *testing.T) {
 	cfg := QueueConfig{MaxWait: 10 * time.Second, RPM: 1}
 	qAcq(t, qs, 1, cfg).Release()
 	ch := qAsync(t.Context(), qs, 1, cfg, AcquireHooks{})
-	qWaitUntil(t, "the waiter is in line", func() bool { return qs.Stats(1).Waiting == 1 })
+	servicetest.WaitUntil(t, "the waiter is in line", func() bool { return qs.Stats(1).Waiting == 1 })
 	clock.Advance(10 * time.Second)
 	if r := qRecv(t, ch); r.err == nil || r.err.Code != CodeQueueTimeout {
 		t.Fatalf("err = %v, want timeout", r.err)
@@ -478,7 +467,7 @@ func TestQueueRemovingLimitsReleasesLine(t *testing.T) {
 	holder := qAcq(t, qs, 1, qOneAtATime)
 	defer holder.Release()
 	waiter := qAsync(t.Context(), qs, 1, qOneAtATime, AcquireHooks{})
-	qWaitUntil(t, "the waiter is in line", func() bool { return qs.Stats(1).Waiting == 1 })
+	servicetest.WaitUntil(t, "the waiter is in line", func() bool { return qs.Stats(1).Waiting == 1 })
 
 	// The operator removes the cap: the next request applies it, the waiter goes first.
 	s := qAcq(t, qs, 1, QueueConfig{})
@@ -494,7 +483,7 @@ func TestQueueRaisingCapLetsWaitersIn(t *testing.T) {
 	holder := qAcq(t, qs, 1, qOneAtATime)
 	defer holder.Release()
 	a := qAsync(t.Context(), qs, 1, qOneAtATime, AcquireHooks{})
-	qWaitUntil(t, "in line", func() bool { return qs.Stats(1).Waiting == 1 })
+	servicetest.WaitUntil(t, "in line", func() bool { return qs.Stats(1).Waiting == 1 })
 	three := QueueConfig{MaxWait: time.Minute, MaxConcurrentExecutions: 3}
 	b := qAcq(t, qs, 1, three)
 	defer b.Release()
@@ -607,9 +596,9 @@ func TestQueueHeartbeatPanicLeavesLine(t *testing.T) {
 		defer func() { panicked <- recover() }()
 		qs.Acquire(t.Context(), 1, qOneAtATime, AcquireHooks{Heartbeat: func() { panic("write failed") }})
 	}()
-	qWaitUntil(t, "the waiter is in line", func() bool { return qs.Stats(1).Waiting == 1 })
+	servicetest.WaitUntil(t, "the waiter is in line", func() bool { return qs.Stats(1).Waiting == 1 })
 	next := qAsync(t.Context(), qs, 1, qOneAtATime, AcquireHooks{})
-	qWaitUntil(t, "two in line", func() bool { return qs.Stats(1).Waiting == 2 })
+	servicetest.WaitUntil(t, "two in line", func() bool { return qs.Stats(1).Waiting == 2 })
 	clock.Advance(DefaultHeartbeatEvery)
 	if p := qRecv(t, panicked); p == nil {
 		t.Fatal("the heartbeat's panic was swallowed")

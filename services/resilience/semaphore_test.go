@@ -9,6 +9,8 @@ import (
 
 	"github.com/jonboulle/clockwork"
 	"go.uber.org/goleak"
+
+	"switchyard/services/servicetest"
 )
 
 // semResult is what a Semaphores.Acquire in a goroutine returned.
@@ -38,7 +40,7 @@ func semHold(t *testing.T, s *Semaphores, id int64, max int) func() {
 
 func semWaitFor(t *testing.T, s *Semaphores, id int64, waiting int) {
 	t.Helper()
-	qWaitUntil(t, "the line has its waiters", func() bool { return s.Stats(id).Waiting == waiting })
+	servicetest.WaitUntil(t, "the line has its waiters", func() bool { return s.Stats(id).Waiting == waiting })
 }
 
 func TestSemaphoreUnlimitedIsFree(t *testing.T) {

@@ -60,23 +60,28 @@ func checkInvalidKeys(t *testing.T, err error, want []string) {
 	}
 }
 
-func TestProviderOverridesValidate(t *testing.T) {
-	i := func(v int) *int { return &v }
-	i64 := func(v int64) *int64 { return &v }
-	f := func(v float64) *float64 { return &v }
-	str := func(v string) *string { return &v }
+// TestOverridesValidate checks the bounds of a provider's and a connection's overrides: every
+// field out of range is named by its key.
+func TestOverridesValidate(t *testing.T) {
 	tests := []struct {
 		name     string
-		o        ProviderOverrides
+		o        interface{ Validate() error }
 		wantKeys []string
 	}{
-		{"empty", ProviderOverrides{}, nil},
-		{"at bounds", ProviderOverrides{Retry: RetryOverrides{MaxRetries: i(10), Jitter: f(1), BackoffFactor: f(1)},
-			CircuitBreaker: BreakerOverrides{TimeoutMS: i64(1000), SuccessThreshold: i(100)}}, nil},
-		{"out of range", ProviderOverrides{Retry: RetryOverrides{MaxRetries: i(11), Jitter: f(-0.1), RetryOnStatuses: &[]string{"6xx"}},
-			CircuitBreaker: BreakerOverrides{Scope: str("global"), TimeoutMS: i64(999), FailureOnStatuses: &[]string{"abc"}}},
+		{"provider empty", ProviderOverrides{}, nil},
+		{"provider at bounds", ProviderOverrides{Retry: RetryOverrides{MaxRetries: new(10), Jitter: new(1.0), BackoffFactor: new(1.0)},
+			CircuitBreaker: BreakerOverrides{TimeoutMS: new(int64(1000)), SuccessThreshold: new(100)}}, nil},
+		{"provider out of range", ProviderOverrides{Retry: RetryOverrides{MaxRetries: new(11), Jitter: new(-0.1), RetryOnStatuses: &[]string{"6xx"}},
+			CircuitBreaker: BreakerOverrides{Scope: new("global"), TimeoutMS: new(int64(999)), FailureOnStatuses: &[]string{"abc"}}},
 			[]string{"circuit_breaker.failure_on_statuses", "circuit_breaker.scope", "circuit_breaker.timeout_ms", "retry.jitter", "retry.max_retries", "retry.retry_on_statuses"}},
-		{"initial above max", ProviderOverrides{Retry: RetryOverrides{InitialBackoffMS: i64(5000), MaxBackoffMS: i64(4000)}}, []string{"retry.max_backoff_ms"}},
+		{"provider initial above max", ProviderOverrides{Retry: RetryOverrides{InitialBackoffMS: new(int64(5000)), MaxBackoffMS: new(int64(4000))}}, []string{"retry.max_backoff_ms"}},
+		{"connection empty", ConnectionOverrides{}, nil},
+		{"connection valid", ConnectionOverrides{MaxConcurrent: new(1), RequestQueue: QueueOverrides{MaxWaitMS: new(int64(1)), MaxQueueDepth: new(0),
+			RequestsPerMinute: new(60), MinGapMS: new(int64(0)), MaxConcurrentExecutions: new(10_000)}}, nil},
+		{"connection invalid", ConnectionOverrides{MaxConcurrent: new(0), RequestQueue: QueueOverrides{MaxWaitMS: new(int64(0)), ExecutionMaxWaitMS: new(int64(86_400_001)),
+			MaxQueueDepth: new(-1), RequestsPerMinute: new(0), MinGapMS: new(int64(-1)), MaxConcurrentExecutions: new(10_001)}},
+			[]string{"max_concurrent", "request_queue.execution_max_wait_ms", "request_queue.max_concurrent_executions", "request_queue.max_queue_depth",
+				"request_queue.max_wait_ms", "request_queue.min_gap_ms", "request_queue.requests_per_minute"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { checkInvalidKeys(t, tt.o.Validate(), tt.wantKeys) })
@@ -109,27 +114,6 @@ func TestOverridesJSONIsStrict(t *testing.T) {
 	b, _ := json.Marshal(in)
 	if string(b) != `{"circuit_breaker":{"enabled":false}}` {
 		t.Errorf("marshal = %s", b)
-	}
-}
-
-func TestConnectionOverridesValidate(t *testing.T) {
-	i := func(v int) *int { return &v }
-	i64 := func(v int64) *int64 { return &v }
-	tests := []struct {
-		name     string
-		o        ConnectionOverrides
-		wantKeys []string
-	}{
-		{"empty", ConnectionOverrides{}, nil},
-		{"valid", ConnectionOverrides{MaxConcurrent: i(1), RequestQueue: QueueOverrides{MaxWaitMS: i64(1), MaxQueueDepth: i(0),
-			RequestsPerMinute: i(60), MinGapMS: i64(0), MaxConcurrentExecutions: i(10_000)}}, nil},
-		{"invalid", ConnectionOverrides{MaxConcurrent: i(0), RequestQueue: QueueOverrides{MaxWaitMS: i64(0), ExecutionMaxWaitMS: i64(86_400_001),
-			MaxQueueDepth: i(-1), RequestsPerMinute: i(0), MinGapMS: i64(-1), MaxConcurrentExecutions: i(10_001)}},
-			[]string{"max_concurrent", "request_queue.execution_max_wait_ms", "request_queue.max_concurrent_executions", "request_queue.max_queue_depth",
-				"request_queue.max_wait_ms", "request_queue.min_gap_ms", "request_queue.requests_per_minute"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) { checkInvalidKeys(t, tt.o.Validate(), tt.wantKeys) })
 	}
 }
 

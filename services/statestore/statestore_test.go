@@ -14,6 +14,7 @@ import (
 
 	"switchyard/db"
 	"switchyard/services/resilience"
+	"switchyard/services/servicetest"
 )
 
 // testDB opens a migrated database in a temp dir with two connections of the built-in
@@ -111,12 +112,10 @@ func TestRecordsRoundTripAndFollowWhatTheyBelongTo(t *testing.T) {
 }
 
 func TestSyncWaitsForTheBatchInFlight(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
 	d, ids := testDB(t, -1)
 	s := NewSQLite(d, quiet)
-	done := make(chan struct{})
-	go func() { s.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	ctx, stop := servicetest.Start(t, s.Run)
+	defer stop()
 	for i := range 200 {
 		s.Put(ConnRecord(resilience.ConnState{ConnectionID: ids[0], Level: i + 1, LastError: "x"}))
 		if err := s.Sync(ctx); err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"switchyard/services/redact"
+	"switchyard/services/servicetest"
 )
 
 func TestClipTruncatesOnUTF8Boundaries(t *testing.T) {
@@ -89,7 +90,7 @@ func TestPendingBodiesAreBounded(t *testing.T) {
 	if held := s.bodies.Load(); held > maxPendingBodies {
 		t.Fatalf("%d bytes held, bound %d", held, maxPendingBodies)
 	}
-	stop := run(s)
+	_, stop := servicetest.Start(t, s.Run)
 	defer stop()
 	if err := s.Sync(context.Background()); err != nil {
 		t.Fatal(err)

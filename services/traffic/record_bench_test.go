@@ -12,6 +12,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"switchyard/db"
+	"switchyard/services/servicetest"
 )
 
 // BenchmarkRecord is the request log's whole cost per request as the gateway pays it: entries
@@ -23,10 +24,8 @@ func BenchmarkRecord(b *testing.B) {
 	d := dbtest.Open(b)
 	clk := clockwork.NewRealClock()
 	s := newService(b, d, clk, Options{Retention: time.Hour, Buffer: b.N})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); s.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	_, stop := servicetest.Start(b, s.Run)
+	defer stop()
 	ids := make([]string, 1024)
 	for i := range ids {
 		ids[i] = "7f3a9c0d2e1b" + strconv.Itoa(100000+i)

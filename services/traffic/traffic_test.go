@@ -16,6 +16,7 @@ import (
 
 	"switchyard/db"
 	"switchyard/services/errs"
+	"switchyard/services/servicetest"
 )
 
 func newService(t testing.TB, d *db.DB, clk clockwork.Clock, opt Options) *Service {
@@ -26,14 +27,6 @@ func newService(t testing.TB, d *db.DB, clk clockwork.Clock, opt Options) *Servi
 		t.Fatal(err)
 	}
 	return s
-}
-
-// run starts the runner and returns a stop function that waits for it.
-func run(s *Service) func() {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); s.Run(ctx) }()
-	return func() { cancel(); <-done }
 }
 
 func TestHistogramQuantiles(t *testing.T) {
@@ -89,7 +82,7 @@ func TestRecordAggregatesAndPersists(t *testing.T) {
 	d := dbtest.Open(t)
 	clk := clockwork.NewFakeClockAt(time.Date(2025, 3, 4, 10, 30, 20, 0, time.UTC))
 	s := newService(t, d, clk, Options{Retention: 24 * time.Hour})
-	stop := run(s)
+	_, stop := servicetest.Start(t, s.Run)
 	at := clk.Now()
 	s.Record(Entry{At: at.Add(-10 * time.Minute), Surface: "/v1/chat/completions", Provider: "a", ClientKeyID: 1, Status: 200,
 		Latency: 100 * time.Millisecond, InputTokens: 10, OutputTokens: 5})
@@ -139,7 +132,7 @@ func TestRecordAggregatesAndPersists(t *testing.T) {
 	if got := again.Series(LastHour, nil); got[59].Requests != 2 || got[49].Requests != 1 {
 		t.Fatal("the aggregates did not survive a restart")
 	}
-	stop = run(again)
+	_, stop = servicetest.Start(t, again.Run)
 	defer stop()
 	list, err := again.List(context.Background(), Filter{})
 	if err != nil || len(list) != 3 || list[0].ID != 3 {
@@ -192,7 +185,7 @@ func TestCountOnlyEntries(t *testing.T) {
 	if tot := s.Total(LastHour); tot.Requests != 50 || tot.Errors[ClassClient] != 50 {
 		t.Fatalf("aggregates %+v, want the 50 refused requests counted before the runner ran", tot)
 	}
-	stop := run(s)
+	_, stop := servicetest.Start(t, s.Run)
 	list, err := s.List(context.Background(), Filter{})
 	if err != nil || len(list) != 1 || list[0].ID != 1 || list[0].Status != 200 {
 		t.Fatalf("the log has %d rows, want only the authenticated one: %v %+v", len(list), err, list)
@@ -217,7 +210,7 @@ func TestRedactsStoredMessages(t *testing.T) {
 			}
 			return s
 		}})
-	stop := run(s)
+	_, stop := servicetest.Start(t, s.Run)
 	defer stop()
 	s.Record(Entry{At: clk.Now(), Status: 502, Error: errs.M("proxy.unreachable", "p", errs.M("proxy.transport_op", "dial", "key sk-SECRET"))})
 	list, err := s.List(context.Background(), Filter{})
@@ -236,7 +229,7 @@ func TestDroppedRoundTrip(t *testing.T) {
 	d := dbtest.Open(t)
 	clk := clockwork.NewFakeClock()
 	s := newService(t, d, clk, Options{Retention: time.Hour})
-	stop := run(s)
+	_, stop := servicetest.Start(t, s.Run)
 	many := []string{"sk-ant-api03-" + strings.Repeat("A", 40), strings.Repeat("é", 80)}
 	for i := range 40 {
 		many = append(many, "field"+strconv.Itoa(i))
@@ -278,6 +271,7 @@ func TestDroppedRoundTrip(t *testing.T) {
 	check(s)
 	stop()
 	again := newService(t, d, clk, Options{Retention: time.Hour})
-	defer run(again)()
+	_, stop = servicetest.Start(t, again.Run)
+	defer stop()
 	check(again)
 }

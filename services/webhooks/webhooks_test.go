@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -19,25 +18,14 @@ import (
 
 	"github.com/jonboulle/clockwork"
 	"go.uber.org/goleak"
+
+	"switchyard/services/servicetest"
 )
 
 const secret = "whsec_test"
 
 // t0 is a whole second, so HTTP dates (second resolution) land exactly on the fake clock.
 var t0 = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
-
-// waitUntil yields until cond holds; it never sleeps, and gives up (failing the test) only after
-// a generous real-time bound so that a bug shows as a failure, not a hang.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	limit := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(limit) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		runtime.Gosched()
-	}
-}
 
 // hit is one POST a receiver got.
 type hit struct {
@@ -162,30 +150,15 @@ func (h *harness) log() string {
 // counts it explains are booked).
 func (h *harness) logged(t *testing.T, text string) {
 	t.Helper()
-	limit := time.Now().Add(10 * time.Second)
-	for !strings.Contains(h.log(), text) {
-		if time.Now().After(limit) {
-			t.Fatalf("the log never said %q: %s", text, h.log())
-		}
-		runtime.Gosched()
+	if !servicetest.Eventually(func() bool { return strings.Contains(h.log(), text) }) {
+		t.Fatalf("the log never said %q: %s", text, h.log())
 	}
 }
 
 // run starts Run; the returned stop cancels it and waits until it has returned (also at cleanup).
 func (h *harness) run(t *testing.T) (stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { h.s.Run(ctx); close(done) }()
-	stop = func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Fatal("Run did not return after its context ended")
-		}
-	}
-	t.Cleanup(stop)
+	_, stop = servicetest.Start(t, h.s.Run)
 	return stop
 }
 
@@ -214,7 +187,7 @@ func (h *harness) notBefore(t *testing.T, rc *receiver, d time.Duration) {
 func (h *harness) stats(t *testing.T, what string, cond func(Stats) bool) Stats {
 	t.Helper()
 	var st Stats
-	waitUntil(t, what, func() bool { st = h.s.Stats(); return cond(st) })
+	servicetest.WaitUntil(t, what, func() bool { st = h.s.Stats(); return cond(st) })
 	return st
 }
 

@@ -1,0 +1,58 @@
+// Package servicetest runs the background loops of services in their tests and waits for what
+// they do, without sleeping on the fake clock's timers.
+package servicetest
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// Patience is how long in real time a wait goes on before it fails the test: generous, so that
+// a bug shows as a failure, not a hang, and a slow machine is no bug.
+const Patience = 10 * time.Second
+
+// Eventually yields until cond holds or Patience has passed, and reports whether cond holds;
+// it never sleeps.
+func Eventually(cond func() bool) bool {
+	limit := time.Now().Add(Patience)
+	for !cond() {
+		if time.Now().After(limit) {
+			return false
+		}
+		runtime.Gosched()
+	}
+	return true
+}
+
+// WaitUntil waits as Eventually does and fails the test with what when cond still does not hold.
+func WaitUntil(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	if !Eventually(cond) {
+		tb.Fatalf("timed out waiting until %s", what)
+	}
+}
+
+// Start runs loop in a goroutine on a context of its own and returns that context and stop,
+// which cancels it and waits until loop has returned, failing the test when it has not within
+// Patience. stop runs again when the test ends; a second call does nothing more.
+func Start(tb testing.TB, loop func(ctx context.Context)) (ctx context.Context, stop func()) {
+	tb.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		loop(ctx)
+	}()
+	stop = func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(Patience):
+			tb.Fatal("the loop did not return after its context ended")
+		}
+	}
+	tb.Cleanup(stop)
+	return ctx, stop
+}
