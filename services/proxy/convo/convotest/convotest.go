@@ -145,6 +145,24 @@ func Reread(t *testing.T, read func([]byte) (*convo.Request, error), body, out [
 	}
 }
 
+// FuzzRequests fuzzes a format's request reader, seeded with testdata/request and the seeds: a
+// body is refused, or it reads into a request that write writes as valid JSON the reader takes
+// again (write may ask more of the request it gets). Nothing panics.
+func FuzzRequests(f *testing.F, read func([]byte) (*convo.Request, error), write func(t *testing.T, body []byte, r *convo.Request) ([]byte, error), seeds ...string) {
+	Seed(f, "request", ".json")
+	for _, s := range seeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r, err := read(body)
+		if err != nil {
+			return
+		}
+		out, err := write(t, body, r)
+		Reread(t, read, body, out, err)
+	})
+}
+
 // Through reads a request and writes it again with a writer (of the same format, for a round
 // trip), failing the test on an error of either.
 func Through(t testing.TB, read func([]byte) (*convo.Request, error), write func([]byte, *convo.Request, convo.Target) ([]byte, error), in []byte) (*convo.Request, []byte) {

@@ -12,19 +12,13 @@ import (
 // reads again. Nothing panics. The Claude Code seeds are 17 KB: each new input the engine finds
 // is minimized for up to a minute by default, so run it with -fuzzminimizetime 3s.
 func FuzzReadRequest(f *testing.F) {
-	convotest.Seed(f, "request", ".json")
-	f.Add([]byte(`{"system":[{"type":"image"}],"messages":[{"role":"user","content":[{"type":"tool_result","content":{"x":1}}]}]}`))
-	f.Add([]byte(`{"messages":[{"role":"system","content":[{"type":"text","text":"\u2028\"x"}]},{"role":"user","content":[{"type":"text","text":"a"},{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":""}]}]}],"thinking":{"type":"enabled"}}`))
-	f.Add([]byte(`{"messages":[{"role":"assistant","content":[{"type":"tool_use","input":[1]},{"type":"redacted_thinking","data":"x"}]}],"output_format":{"type":"json_schema","schema":{}},"tools":[{"type":"bash_20250124"},null]}`))
-	f.Add([]byte(`{"temperature":1e999,"top_p":-1e400,"thinking":{"type":"enabled","budget_tokens":99999999999999999999}}`))
-	f.Fuzz(func(t *testing.T, body []byte) {
-		r, err := ReadRequest(body)
-		if err != nil {
-			return
-		}
-		out, err := AppendRequest(nil, r, convo.Target{DefaultMaxTokens: len(body) % 3})
-		convotest.Reread(t, ReadRequest, body, out, err)
-	})
+	convotest.FuzzRequests(f, ReadRequest, func(_ *testing.T, body []byte, r *convo.Request) ([]byte, error) {
+		return AppendRequest(nil, r, convo.Target{DefaultMaxTokens: len(body) % 3})
+	},
+		`{"system":[{"type":"image"}],"messages":[{"role":"user","content":[{"type":"tool_result","content":{"x":1}}]}]}`,
+		`{"messages":[{"role":"system","content":[{"type":"text","text":"\u2028\"x"}]},{"role":"user","content":[{"type":"text","text":"a"},{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":""}]}]}],"thinking":{"type":"enabled"}}`,
+		`{"messages":[{"role":"assistant","content":[{"type":"tool_use","input":[1]},{"type":"redacted_thinking","data":"x"}]}],"output_format":{"type":"json_schema","schema":{}},"tools":[{"type":"bash_20250124"},null]}`,
+		`{"temperature":1e999,"top_p":-1e400,"thinking":{"type":"enabled","budget_tokens":99999999999999999999}}`)
 }
 
 // FuzzReadAnswer: any body is refused or read; its events make a valid answer and a stream of
