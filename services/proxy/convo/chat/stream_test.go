@@ -13,7 +13,7 @@ import (
 // The stream fixtures: the events read, and the stream written from them for a client that
 // asked for the usage chunk.
 func TestStreamGolden(t *testing.T) {
-	cases(t, "stream", ".sse", func(t *testing.T, in []byte) []byte {
+	convotest.Goldens(t, "stream", ".sse", ".golden", func(t *testing.T, in []byte) []byte {
 		evs := convotest.ReadStream(NewStreamReader(), in)
 		out := writeStream(&convo.Request{IncludeUsage: true}, evs)
 		return append(append(dump(evs), "---\n"...), out...)

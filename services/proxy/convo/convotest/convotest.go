@@ -8,6 +8,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"switchyard/services/proxy/convo"
@@ -33,6 +34,23 @@ func Golden(t *testing.T, path string, got []byte) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Fatalf("%s differs (run go test -update to accept)\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+// Goldens runs fn on every file of testdata/dir ending in ext, each in a subtest named for the
+// file, and compares what fn returns with the golden file beside it: the same name, ending in
+// golden instead of ext.
+func Goldens(t *testing.T, dir, ext, golden string, fn func(t *testing.T, in []byte) []byte) {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join("testdata", dir, "*"+ext))
+	if err != nil || len(names) == 0 {
+		t.Fatalf("no cases in testdata/%s", dir)
+	}
+	for _, name := range names {
+		base := strings.TrimSuffix(name, ext)
+		t.Run(filepath.Base(base), func(t *testing.T) {
+			Golden(t, base+golden, fn(t, Read(t, name)))
+		})
 	}
 }
 

@@ -19,19 +19,6 @@ import (
 // the multi_agent_v1 namespace; long prompt texts cut to their first line), and two that use
 // every field the model carries or drops.
 
-// Each fixture reads into the model as its golden says (texts unescaped, dropped fields named).
-func TestReadRequestGoldens(t *testing.T) {
-	for _, f := range files(t, "request", ".json") {
-		t.Run(strings.TrimSuffix(f[len("testdata/request/"):], ".json"), func(t *testing.T) {
-			r, err := ReadRequest(convotest.Read(t, f))
-			if err != nil {
-				t.Fatal(err)
-			}
-			convotest.Golden(t, strings.TrimSuffix(f, ".json")+".model.golden", dumpRequest(t, r))
-		})
-	}
-}
-
 // A Responses request read into the model and written back is the request it was: every item,
 // text, image, file, call, output, reasoning (with its encrypted content), tool, namespace and
 // setting comes back, up to what the format allows to be written differently (normalize), and
