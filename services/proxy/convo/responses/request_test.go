@@ -49,6 +49,18 @@ func TestRequestRoundTrip(t *testing.T) {
 	}
 }
 
+// listOf is a field that holds a list or a string standing for a list of one: the string as
+// one makes it an element.
+func listOf(v any, one func(s string) any) []any {
+	switch v := v.(type) {
+	case string:
+		return []any{one(v)}
+	case []any:
+		return v
+	}
+	return nil
+}
+
 // normalize reads a Responses request into plain values, writing what the format lets a request
 // say in several ways in one way (a string content as its one part, the instructions and the
 // developer messages that open the input as one list of system texts, a call's arguments as the
@@ -72,13 +84,7 @@ func normalize(t *testing.T, body []byte) map[string]any {
 	if s, ok := m["instructions"].(string); ok && s != "" {
 		system = append(system, s)
 	}
-	var input []any
-	switch in := m["input"].(type) {
-	case string:
-		input = []any{map[string]any{"role": "user", "content": in}}
-	case []any:
-		input = in
-	}
+	input := listOf(m["input"], func(s string) any { return map[string]any{"role": "user", "content": s} })
 	var items []any
 	leading := true
 	for _, x := range input {
@@ -93,13 +99,7 @@ func normalize(t *testing.T, body []byte) map[string]any {
 			if role == "system" {
 				role = "developer"
 			}
-			var parts []any
-			switch c := it["content"].(type) {
-			case string:
-				parts = []any{map[string]any{"type": "input_text", "text": c}}
-			case []any:
-				parts = c
-			}
+			parts := listOf(it["content"], func(s string) any { return map[string]any{"type": "input_text", "text": s} })
 			var content []any
 			for _, p := range parts {
 				p, _ := p.(map[string]any)
