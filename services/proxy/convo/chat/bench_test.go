@@ -132,9 +132,6 @@ func BenchmarkStreamFirstChunk(b *testing.B) {
 	for b.Loop() {
 		r, w := NewStreamReader(), NewStreamWriter(req, 1)
 		evs = r.Read(evs[:0], textChunk)
-		out = out[:0]
-		for i := range evs {
-			out = w.Write(out, &evs[i])
-		}
+		out = convotest.Write(w, out[:0], evs)
 	}
 }

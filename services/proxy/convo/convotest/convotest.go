@@ -105,6 +105,25 @@ func ReadStream(r convo.StreamReader, doc []byte) []convo.Event {
 	return evs
 }
 
+// Write appends what w writes for each of evs to out.
+func Write(w convo.StreamWriter, out []byte, evs []convo.Event) []byte {
+	for i := range evs {
+		out = w.Write(out, &evs[i])
+	}
+	return out
+}
+
+// Relay runs an SSE document, event by event, through a stream reader and the events of each
+// through w, appending what w writes to out: a stream as the engine relays it.
+func Relay(r convo.StreamReader, w convo.StreamWriter, out, doc []byte) []byte {
+	var evs []convo.Event
+	for _, ev := range SplitEvents(doc) {
+		evs = r.Read(evs[:0], ev)
+		out = Write(w, out, evs)
+	}
+	return out
+}
+
 // NamedEvents parses the output of a writer of named SSE events (Anthropic's, Responses'): each
 // event's name and data, failing unless every event ends with its blank line, has a name and
 // carries JSON.

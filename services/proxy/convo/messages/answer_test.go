@@ -70,29 +70,6 @@ func sdkAccumulate(t *testing.T, doc []byte) (m anthropic.Message, errData any) 
 	return m, errData
 }
 
-// streamThrough reads an SSE document with the reader and writes its events with the writer.
-func streamThrough(doc []byte, w *StreamWriter) []byte {
-	rd := NewStreamReader()
-	var out []byte
-	var evs []convo.Event
-	for _, ev := range convotest.SplitEvents(doc) {
-		evs = rd.Read(evs[:0], ev)
-		for i := range evs {
-			out = w.Write(out, &evs[i])
-		}
-	}
-	return out
-}
-
-// writeEvents writes model events as a stream.
-func writeEvents(w *StreamWriter, evs []convo.Event) []byte {
-	var out []byte
-	for i := range evs {
-		out = w.Write(out, &evs[i])
-	}
-	return out
-}
-
 // A message read into events and written back is the message it was.
 func TestAnswerRoundTrip(t *testing.T) {
 	for name, in := range files(t, "testdata/answer", ".json") {
@@ -178,7 +155,7 @@ func TestReadAnswerError(t *testing.T) {
 func TestStreamRoundTrip(t *testing.T) {
 	for name, in := range files(t, "testdata/stream", ".sse") {
 		t.Run(name, func(t *testing.T) {
-			out := streamThrough(in, NewStreamWriter(nil, 0))
+			out := convotest.Relay(NewStreamReader(), NewStreamWriter(nil, 0), nil, in)
 			wantMsg, wantErr := accumulate(t, in)
 			gotMsg, gotErr := accumulate(t, out)
 			sameJSON(t, wantMsg, gotMsg)
@@ -439,7 +416,7 @@ func TestWriters(t *testing.T) {
 	client := &convo.Request{Model: "client-model"}
 	for _, c := range writerCases {
 		t.Run(c.name, func(t *testing.T) {
-			stream := writeEvents(NewStreamWriter(client, 0), c.evs)
+			stream := convotest.Write(NewStreamWriter(client, 0), nil, c.evs)
 			convotest.Golden(t, filepath.Join("testdata", "writer", c.name+".sse"), stream)
 			answer, err := AppendAnswer(nil, client, c.evs, 0)
 			if err != nil {

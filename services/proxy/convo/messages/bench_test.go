@@ -121,9 +121,6 @@ func BenchmarkStreamDelta(b *testing.B) {
 	var evs []convo.Event
 	for b.Loop() {
 		evs = s.Read(evs[:0], deltaEvent)
-		out = out[:0]
-		for i := range evs {
-			out = w.Write(out, &evs[i])
-		}
+		out = convotest.Write(w, out[:0], evs)
 	}
 }

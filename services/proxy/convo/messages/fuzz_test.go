@@ -37,7 +37,7 @@ func FuzzReadAnswer(f *testing.F) {
 			t.Fatalf("invalid answer for %q: %v %s", body, err, out)
 		}
 		w := NewStreamWriter(nil, 0)
-		convotest.NamedEvents(t, writeEvents(w, evs))
+		convotest.NamedEvents(t, convotest.Write(w, nil, evs))
 		convotest.NamedEvents(t, w.Abort(nil, "c", "m"))
 	})
 }
@@ -50,16 +50,8 @@ func FuzzStreamReader(f *testing.F) {
 	f.Add([]byte("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":9,\"delta\":{\"type\":\"input_json_delta\"}}\n\n"))
 	f.Add([]byte("data: {\"type\":\"content_block_start\",\"index\":-1,\"content_block\":{\"type\":\"tool_use\",\"input\":{\"a\":1}}}\n\ndata: {\"type\":\"message_delta\",\"usage\":{\"input_tokens\":-5}}\n\n"))
 	f.Fuzz(func(t *testing.T, doc []byte) {
-		rd := NewStreamReader()
 		w := NewStreamWriter(&convo.Request{Model: "m"}, 0)
-		var evs []convo.Event
-		var out []byte
-		for _, ev := range convotest.SplitEvents(doc) {
-			evs = rd.Read(evs[:0], ev)
-			for i := range evs {
-				out = w.Write(out, &evs[i])
-			}
-		}
+		out := convotest.Relay(NewStreamReader(), w, nil, doc)
 		convotest.NamedEvents(t, w.Abort(out, "stream_incomplete", "the upstream stream ended before it was complete"))
 	})
 }
@@ -190,7 +182,7 @@ func FuzzWriters(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		evs := eventsOf(b)
 		w := NewStreamWriter(&convo.Request{Model: "m"}, 0)
-		out := w.Abort(writeEvents(w, evs), "stream_incomplete", "cut")
+		out := w.Abort(convotest.Write(w, nil, evs), "stream_incomplete", "cut")
 		convotest.NamedEvents(t, out)
 		sdkAccumulate(t, out)
 		answer, err := AppendAnswer(nil, nil, evs, 0)

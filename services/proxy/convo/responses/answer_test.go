@@ -148,11 +148,7 @@ func TestAnswerAndStreamRoundTrip(t *testing.T) {
 			upstream := convotest.Read(t, f)
 			evs := convotest.ReadStream(NewStreamReader(), upstream)
 			w := NewStreamWriter(r, 1)
-			var out []byte
-			for i := range evs {
-				out = w.Write(out, &evs[i])
-			}
-			out = w.Abort(out, "stream_incomplete", "the upstream stream ended before it was complete")
+			out := w.Abort(convotest.Write(w, nil, evs), "stream_incomplete", "the upstream stream ended before it was complete")
 			names, datas := convotest.NamedEvents(t, out)
 			for i, d := range datas {
 				if n := gjson.GetBytes(d, "sequence_number"); n.Int() != int64(i) || gjson.GetBytes(d, "type").String() != names[i] {

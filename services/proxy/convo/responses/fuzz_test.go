@@ -58,15 +58,7 @@ func FuzzStreamReader(f *testing.F) {
 		reader := NewStreamReader()
 		r := &convo.Request{Include: []string{"reasoning.encrypted_content"}}
 		w := NewStreamWriter(r, 1)
-		var evs []convo.Event
-		var out []byte
-		for _, ev := range convotest.SplitEvents(doc) {
-			evs = reader.Read(evs[:0], ev)
-			for i := range evs {
-				out = w.Write(out, &evs[i])
-			}
-		}
-		out = w.Abort(out, "stream_incomplete", "cut")
+		out := w.Abort(convotest.Relay(reader, w, nil, doc), "stream_incomplete", "cut")
 		convotest.NamedEvents(t, out)
 		back := NewStreamReader()
 		for _, ev := range convotest.SplitEvents(out) {
