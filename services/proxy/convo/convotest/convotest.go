@@ -170,6 +170,40 @@ func BenchReadAnswer(b *testing.B, read func([]convo.Event, []byte) ([]convo.Eve
 	}
 }
 
+// AnswerWriter is a format's AppendAnswer: the answer for request r, written from evs.
+type AnswerWriter func(dst []byte, r *convo.Request, evs []convo.Event, created int64) ([]byte, error)
+
+// BenchAppendAnswer measures an answer writer on events, reusing its buffer.
+func BenchAppendAnswer(b *testing.B, write AnswerWriter, r *convo.Request, evs []convo.Event) {
+	out, err := write(nil, r, evs, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(out)))
+	b.ReportAllocs()
+	for b.Loop() {
+		out, _ = write(out[:0], r, evs, 1)
+	}
+}
+
+// BenchAnswerThrough measures an answer read into events and written again for request r,
+// reusing the event slice and the buffer: one side of a translated answer.
+func BenchAnswerThrough(b *testing.B, read func([]convo.Event, []byte) ([]convo.Event, error), write AnswerWriter, r *convo.Request, body []byte) {
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	var evs []convo.Event
+	var out []byte
+	for b.Loop() {
+		var err error
+		if evs, err = read(evs[:0], body); err != nil {
+			b.Fatal(err)
+		}
+		if out, err = write(out[:0], r, evs, 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // Reread fails unless a request a writer wrote from body (out, or the writer's err) is valid
 // JSON that read takes again: what a fuzz target asks of every request it gets through.
 func Reread(t *testing.T, read func([]byte) (*convo.Request, error), body, out []byte, err error) {

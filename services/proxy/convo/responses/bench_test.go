@@ -61,26 +61,13 @@ func BenchmarkReadAnswer(b *testing.B) { convotest.BenchReadAnswer(b, ReadAnswer
 func BenchmarkAppendAnswer(b *testing.B) {
 	evs := []convo.Event{start("chatcmpl-1", "gpt-x"), blockStart(0, convo.BlockText), delta(0, convo.Text(bigText)), blockStop(0),
 		usage(10, 2000, 0), stop(convo.StopEnd), end}
-	r := &convo.Request{}
-	var out []byte
-	b.ReportAllocs()
-	for b.Loop() {
-		out, _ = AppendAnswer(out[:0], r, evs, 1)
-	}
+	convotest.BenchAppendAnswer(b, AppendAnswer, &convo.Request{}, evs)
 }
 
 // BenchmarkAnswerResponsesToResponses reads an upstream's 10 KB answer and writes it for a
 // client.
 func BenchmarkAnswerResponsesToResponses(b *testing.B) {
-	r := &convo.Request{}
-	var evs []convo.Event
-	var out []byte
-	b.SetBytes(int64(len(bigAnswer)))
-	b.ReportAllocs()
-	for b.Loop() {
-		evs, _ = ReadAnswer(evs[:0], bigAnswer)
-		out, _ = AppendAnswer(out[:0], r, evs, 1)
-	}
+	convotest.BenchAnswerThrough(b, ReadAnswer, AppendAnswer, &convo.Request{}, bigAnswer)
 }
 
 func BenchmarkStreamWriterFirstChunk(b *testing.B) {
