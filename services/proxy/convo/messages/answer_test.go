@@ -6,7 +6,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
@@ -95,19 +94,12 @@ func TestReadAnswerEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var kinds []convo.EventKind
-	for _, e := range evs[1:] {
-		kinds = append(kinds, e.Kind)
-	}
-	want := []convo.EventKind{convo.EvStart,
+	sameKinds(t, evs[1:], convo.EvStart,
 		convo.EvBlockStart, convo.EvDelta, convo.EvSignature, convo.EvBlockStop,
 		convo.EvBlockStart, convo.EvDelta, convo.EvBlockStop,
 		convo.EvBlockStart, convo.EvDelta, convo.EvBlockStop,
 		convo.EvBlockStart, convo.EvDelta, convo.EvBlockStop,
-		convo.EvUsage, convo.EvStop, convo.EvEnd}
-	if !slices.Equal(kinds, want) {
-		t.Fatalf("events %v, want %v", kinds, want)
-	}
+		convo.EvUsage, convo.EvStop, convo.EvEnd)
 	if s := evs[1]; s.ID != "msg_01ABC" || s.Model != "claude-sonnet-4-5" {
 		t.Errorf("start %+v", s)
 	}
@@ -186,12 +178,7 @@ func TestStreamRoundTrip(t *testing.T) {
 // from the stream: stream and whole answers agree.
 func TestStreamEventsMakeTheAnswer(t *testing.T) {
 	in := files(t, "testdata/stream", ".sse")["thinking_text_tools"]
-	rd := NewStreamReader()
-	var evs []convo.Event
-	for _, ev := range convotest.SplitEvents(in) {
-		evs = rd.Read(evs, ev)
-	}
-	out, err := AppendAnswer(nil, nil, evs, 0)
+	out, err := AppendAnswer(nil, nil, convotest.ReadStream(NewStreamReader(), in), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,20 +241,9 @@ data: {"type":"message_stop"}
 event: message_stop
 data: {"type":"message_stop"}
 `)
-	rd := NewStreamReader()
-	var evs []convo.Event
-	for _, ev := range convotest.SplitEvents(doc) {
-		evs = rd.Read(evs, ev)
-	}
-	var kinds []convo.EventKind
-	for _, e := range evs {
-		kinds = append(kinds, e.Kind)
-	}
-	want := []convo.EventKind{convo.EvStart, convo.EvUsage, convo.EvBlockStart, convo.EvSignature, convo.EvBlockStop,
-		convo.EvBlockStart, convo.EvDelta, convo.EvBlockStop, convo.EvUsage, convo.EvStop, convo.EvEnd}
-	if !slices.Equal(kinds, want) {
-		t.Fatalf("events %v, want %v", kinds, want)
-	}
+	evs := convotest.ReadStream(NewStreamReader(), doc)
+	sameKinds(t, evs, convo.EvStart, convo.EvUsage, convo.EvBlockStart, convo.EvSignature, convo.EvBlockStop,
+		convo.EvBlockStart, convo.EvDelta, convo.EvBlockStop, convo.EvUsage, convo.EvStop, convo.EvEnd)
 	if u := evs[1].Usage; u.Input != 100 || u.CacheRead != 90 || u.CacheWrite != 0 || u.Output != 1 ||
 		u.Has != convo.HasInput|convo.HasOutput|convo.HasCacheRead|convo.HasCacheWrite {
 		t.Errorf("start usage %+v", u)
