@@ -22,20 +22,20 @@ import (
 	"switchyard/services/settings"
 )
 
-// codexStore is an in-memory settings store.
-type codexStore struct {
+// memSettings is an in-memory settings store.
+type memSettings struct {
 	mu sync.Mutex
 	m  map[string]string
 }
 
-func (s *codexStore) GetValue(_ context.Context, k string) (string, bool, error) {
+func (s *memSettings) GetValue(_ context.Context, k string) (string, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	v, ok := s.m[k]
 	return v, ok, nil
 }
 
-func (s *codexStore) SaveRevision(_ context.Context, k, v string) (int64, error) {
+func (s *memSettings) SaveRevision(_ context.Context, k, v string) (int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.m[k] = v
@@ -112,13 +112,13 @@ func newCodexHarness(t *testing.T) *codexHarness {
 	env := map[string]string{"SWITCHYARD_CODEX_API_BASE_URL": h.srv.URL + "/backend-api/codex/"}
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 	var err error
-	if h.settings, err = settings.New(ctx, &codexStore{m: map[string]string{}}, lookup, nil); err != nil {
+	if h.settings, err = settings.New(ctx, &memSettings{m: map[string]string{}}, lookup, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err = h.settings.Patch(ctx, []byte(`{"provider_cooldown":{"enabled":true,"oauth":{"failure_threshold":1}}}`)); err != nil {
 		t.Fatal(err)
 	}
-	if h.oauth, err = settings.NewOAuth(ctx, &codexStore{m: map[string]string{}}, lookup, nil); err != nil {
+	if h.oauth, err = settings.NewOAuth(ctx, &memSettings{m: map[string]string{}}, lookup, nil); err != nil {
 		t.Fatal(err)
 	}
 	h.usage = resilience.NewUsage(h.clk, nil)

@@ -65,18 +65,6 @@ func (f *copilotAccounts) CopilotRejected(context.Context, *catalog.ConnEntry, s
 	return f.copilot, f.base, f.err
 }
 
-type memSettings struct{ m map[string]string }
-
-func (m *memSettings) GetValue(_ context.Context, k string) (string, bool, error) {
-	v, ok := m.m[k]
-	return v, ok, nil
-}
-
-func (m *memSettings) SaveRevision(_ context.Context, k, v string) (int64, error) {
-	m.m[k] = v
-	return 1, nil
-}
-
 // Copilot's and the Codex backend's model lists are read with the account's own token, headers
 // and address; their failures never carry a token, and a redirect is not followed.
 func TestFetchModelsOfAccounts(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 
 // The answer fixtures: the events read, and the answer written from them.
 func TestAnswerGolden(t *testing.T) {
-	cases(t, "answer", ".json", func(t *testing.T, in []byte) []byte {
+	convotest.Goldens(t, "answer", ".json", ".golden", func(t *testing.T, in []byte) []byte {
 		evs, err := ReadAnswer(nil, in)
 		if err != nil {
 			t.Fatal(err)

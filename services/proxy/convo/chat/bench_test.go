@@ -75,28 +75,13 @@ func BenchmarkReadAnswer(b *testing.B) { convotest.BenchReadAnswer(b, ReadAnswer
 
 func BenchmarkAppendAnswer(b *testing.B) {
 	evs, _ := ReadAnswer(nil, bigChat)
-	r := &convo.Request{}
-	b.SetBytes(int64(len(bigChat)))
-	b.ReportAllocs()
-	var out []byte
-	for b.Loop() {
-		out, _ = AppendAnswer(out[:0], r, evs, 1)
-	}
+	convotest.BenchAppendAnswer(b, AppendAnswer, &convo.Request{}, evs)
 }
 
 // BenchmarkAnswerRoundTrip is a 10 KB answer read and written (the answer path of a translated
 // request, one side of it).
 func BenchmarkAnswerRoundTrip(b *testing.B) {
-	r := &convo.Request{}
-	b.SetBytes(int64(len(bigChat)))
-	b.ReportAllocs()
-	var evs []convo.Event
-	for b.Loop() {
-		evs, _ = ReadAnswer(evs[:0], bigChat)
-		if _, err := AppendAnswer(nil, r, evs, 1); err != nil {
-			b.Fatal(err)
-		}
-	}
+	convotest.BenchAnswerThrough(b, ReadAnswer, AppendAnswer, &convo.Request{}, bigChat)
 }
 
 var textChunk = []byte(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-x","choices":[{"index":0,"delta":{"content":"Hello there, "},"finish_reason":null}]}` + "\n\n")
@@ -132,9 +117,6 @@ func BenchmarkStreamFirstChunk(b *testing.B) {
 	for b.Loop() {
 		r, w := NewStreamReader(), NewStreamWriter(req, 1)
 		evs = r.Read(evs[:0], textChunk)
-		out = out[:0]
-		for i := range evs {
-			out = w.Write(out, &evs[i])
-		}
+		out = convotest.Write(w, out[:0], evs)
 	}
 }

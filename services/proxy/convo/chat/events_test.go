@@ -62,12 +62,7 @@ func dump(evs []convo.Event) []byte {
 
 // writeStream writes events with a fresh writer for request r.
 func writeStream(r *convo.Request, evs []convo.Event) []byte {
-	w := NewStreamWriter(r, 1700000000)
-	var out []byte
-	for i := range evs {
-		out = w.Write(out, &evs[i])
-	}
-	return out
+	return convotest.Write(NewStreamWriter(r, 1700000000), nil, evs)
 }
 
 // accumulated is what a chat client builds from a stream (as the OpenAI SDKs' accumulators do)

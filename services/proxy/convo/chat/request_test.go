@@ -26,7 +26,7 @@ func requestGolden(t *testing.T, out []byte, dropped []string) []byte {
 // The request fixtures through the model and back: what is written, as a golden a reviewer
 // reads.
 func TestRequestGolden(t *testing.T) {
-	cases(t, "request", ".json", func(t *testing.T, in []byte) []byte {
+	convotest.Goldens(t, "request", ".json", ".golden", func(t *testing.T, in []byte) []byte {
 		r, out := convotest.Through(t, ReadRequest, AppendRequest, in)
 		return requestGolden(t, out, r.Dropped)
 	})

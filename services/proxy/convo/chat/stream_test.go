@@ -13,7 +13,7 @@ import (
 // The stream fixtures: the events read, and the stream written from them for a client that
 // asked for the usage chunk.
 func TestStreamGolden(t *testing.T) {
-	cases(t, "stream", ".sse", func(t *testing.T, in []byte) []byte {
+	convotest.Goldens(t, "stream", ".sse", ".golden", func(t *testing.T, in []byte) []byte {
 		evs := convotest.ReadStream(NewStreamReader(), in)
 		out := writeStream(&convo.Request{IncludeUsage: true}, evs)
 		return append(append(dump(evs), "---\n"...), out...)
@@ -115,10 +115,7 @@ func TestStreamErrorMidStream(t *testing.T) {
 		t.Fatalf("last event %+v (%+v)", last, last.Err)
 	}
 	w := NewStreamWriter(&convo.Request{IncludeUsage: true}, 1)
-	var out []byte
-	for i := range evs {
-		out = w.Write(out, &evs[i])
-	}
+	out := convotest.Write(w, nil, evs)
 	wantEnd := `data: {"error":{"message":"upstream overloaded","type":"server_error","code":"overloaded","param":null}}` + "\n\n"
 	if !strings.HasSuffix(string(out), wantEnd) || strings.Contains(string(out), "[DONE]") {
 		t.Fatalf("wrote\n%s", out)

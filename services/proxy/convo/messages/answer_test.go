@@ -6,7 +6,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
 
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
@@ -70,29 +69,6 @@ func sdkAccumulate(t *testing.T, doc []byte) (m anthropic.Message, errData any) 
 	return m, errData
 }
 
-// streamThrough reads an SSE document with the reader and writes its events with the writer.
-func streamThrough(doc []byte, w *StreamWriter) []byte {
-	rd := NewStreamReader()
-	var out []byte
-	var evs []convo.Event
-	for _, ev := range convotest.SplitEvents(doc) {
-		evs = rd.Read(evs[:0], ev)
-		for i := range evs {
-			out = w.Write(out, &evs[i])
-		}
-	}
-	return out
-}
-
-// writeEvents writes model events as a stream.
-func writeEvents(w *StreamWriter, evs []convo.Event) []byte {
-	var out []byte
-	for i := range evs {
-		out = w.Write(out, &evs[i])
-	}
-	return out
-}
-
 // A message read into events and written back is the message it was.
 func TestAnswerRoundTrip(t *testing.T) {
 	for name, in := range files(t, "testdata/answer", ".json") {
@@ -118,19 +94,12 @@ func TestReadAnswerEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var kinds []convo.EventKind
-	for _, e := range evs[1:] {
-		kinds = append(kinds, e.Kind)
-	}
-	want := []convo.EventKind{convo.EvStart,
+	sameKinds(t, evs[1:], convo.EvStart,
 		convo.EvBlockStart, convo.EvDelta, convo.EvSignature, convo.EvBlockStop,
 		convo.EvBlockStart, convo.EvDelta, convo.EvBlockStop,
 		convo.EvBlockStart, convo.EvDelta, convo.EvBlockStop,
 		convo.EvBlockStart, convo.EvDelta, convo.EvBlockStop,
-		convo.EvUsage, convo.EvStop, convo.EvEnd}
-	if !slices.Equal(kinds, want) {
-		t.Fatalf("events %v, want %v", kinds, want)
-	}
+		convo.EvUsage, convo.EvStop, convo.EvEnd)
 	if s := evs[1]; s.ID != "msg_01ABC" || s.Model != "claude-sonnet-4-5" {
 		t.Errorf("start %+v", s)
 	}
@@ -178,7 +147,7 @@ func TestReadAnswerError(t *testing.T) {
 func TestStreamRoundTrip(t *testing.T) {
 	for name, in := range files(t, "testdata/stream", ".sse") {
 		t.Run(name, func(t *testing.T) {
-			out := streamThrough(in, NewStreamWriter(nil, 0))
+			out := convotest.Relay(NewStreamReader(), NewStreamWriter(nil, 0), nil, in)
 			wantMsg, wantErr := accumulate(t, in)
 			gotMsg, gotErr := accumulate(t, out)
 			sameJSON(t, wantMsg, gotMsg)
@@ -209,12 +178,7 @@ func TestStreamRoundTrip(t *testing.T) {
 // from the stream: stream and whole answers agree.
 func TestStreamEventsMakeTheAnswer(t *testing.T) {
 	in := files(t, "testdata/stream", ".sse")["thinking_text_tools"]
-	rd := NewStreamReader()
-	var evs []convo.Event
-	for _, ev := range convotest.SplitEvents(in) {
-		evs = rd.Read(evs, ev)
-	}
-	out, err := AppendAnswer(nil, nil, evs, 0)
+	out, err := AppendAnswer(nil, nil, convotest.ReadStream(NewStreamReader(), in), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,20 +241,9 @@ data: {"type":"message_stop"}
 event: message_stop
 data: {"type":"message_stop"}
 `)
-	rd := NewStreamReader()
-	var evs []convo.Event
-	for _, ev := range convotest.SplitEvents(doc) {
-		evs = rd.Read(evs, ev)
-	}
-	var kinds []convo.EventKind
-	for _, e := range evs {
-		kinds = append(kinds, e.Kind)
-	}
-	want := []convo.EventKind{convo.EvStart, convo.EvUsage, convo.EvBlockStart, convo.EvSignature, convo.EvBlockStop,
-		convo.EvBlockStart, convo.EvDelta, convo.EvBlockStop, convo.EvUsage, convo.EvStop, convo.EvEnd}
-	if !slices.Equal(kinds, want) {
-		t.Fatalf("events %v, want %v", kinds, want)
-	}
+	evs := convotest.ReadStream(NewStreamReader(), doc)
+	sameKinds(t, evs, convo.EvStart, convo.EvUsage, convo.EvBlockStart, convo.EvSignature, convo.EvBlockStop,
+		convo.EvBlockStart, convo.EvDelta, convo.EvBlockStop, convo.EvUsage, convo.EvStop, convo.EvEnd)
 	if u := evs[1].Usage; u.Input != 100 || u.CacheRead != 90 || u.CacheWrite != 0 || u.Output != 1 ||
 		u.Has != convo.HasInput|convo.HasOutput|convo.HasCacheRead|convo.HasCacheWrite {
 		t.Errorf("start usage %+v", u)
@@ -439,7 +392,7 @@ func TestWriters(t *testing.T) {
 	client := &convo.Request{Model: "client-model"}
 	for _, c := range writerCases {
 		t.Run(c.name, func(t *testing.T) {
-			stream := writeEvents(NewStreamWriter(client, 0), c.evs)
+			stream := convotest.Write(NewStreamWriter(client, 0), nil, c.evs)
 			convotest.Golden(t, filepath.Join("testdata", "writer", c.name+".sse"), stream)
 			answer, err := AppendAnswer(nil, client, c.evs, 0)
 			if err != nil {

@@ -70,24 +70,13 @@ func BenchmarkAppendAnswer(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.ReportAllocs()
-	var out []byte
-	for b.Loop() {
-		out, _ = AppendAnswer(out[:0], nil, evs, 1)
-	}
+	convotest.BenchAppendAnswer(b, AppendAnswer, nil, evs)
 }
 
 // BenchmarkAnswerThrough is a 10 KB answer read and written, what a translated answer costs on
 // the messages side (translate's BenchmarkMessagesResponseToChat does it in one piece).
 func BenchmarkAnswerThrough(b *testing.B) {
-	b.SetBytes(int64(len(bigMessage)))
-	b.ReportAllocs()
-	var evs []convo.Event
-	var out []byte
-	for b.Loop() {
-		evs, _ = ReadAnswer(evs[:0], bigMessage)
-		out, _ = AppendAnswer(out[:0], nil, evs, 1)
-	}
+	convotest.BenchAnswerThrough(b, ReadAnswer, AppendAnswer, nil, bigMessage)
 }
 
 var deltaEvent = []byte("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hello there\"}}\n\n")
@@ -121,9 +110,6 @@ func BenchmarkStreamDelta(b *testing.B) {
 	var evs []convo.Event
 	for b.Loop() {
 		evs = s.Read(evs[:0], deltaEvent)
-		out = out[:0]
-		for i := range evs {
-			out = w.Write(out, &evs[i])
-		}
+		out = convotest.Write(w, out[:0], evs)
 	}
 }

@@ -12,19 +12,13 @@ import (
 // reads again. Nothing panics. The Claude Code seeds are 17 KB: each new input the engine finds
 // is minimized for up to a minute by default, so run it with -fuzzminimizetime 3s.
 func FuzzReadRequest(f *testing.F) {
-	convotest.Seed(f, "request", ".json")
-	f.Add([]byte(`{"system":[{"type":"image"}],"messages":[{"role":"user","content":[{"type":"tool_result","content":{"x":1}}]}]}`))
-	f.Add([]byte(`{"messages":[{"role":"system","content":[{"type":"text","text":"\u2028\"x"}]},{"role":"user","content":[{"type":"text","text":"a"},{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":""}]}]}],"thinking":{"type":"enabled"}}`))
-	f.Add([]byte(`{"messages":[{"role":"assistant","content":[{"type":"tool_use","input":[1]},{"type":"redacted_thinking","data":"x"}]}],"output_format":{"type":"json_schema","schema":{}},"tools":[{"type":"bash_20250124"},null]}`))
-	f.Add([]byte(`{"temperature":1e999,"top_p":-1e400,"thinking":{"type":"enabled","budget_tokens":99999999999999999999}}`))
-	f.Fuzz(func(t *testing.T, body []byte) {
-		r, err := ReadRequest(body)
-		if err != nil {
-			return
-		}
-		out, err := AppendRequest(nil, r, convo.Target{DefaultMaxTokens: len(body) % 3})
-		convotest.Reread(t, ReadRequest, body, out, err)
-	})
+	convotest.FuzzRequests(f, ReadRequest, func(_ *testing.T, body []byte, r *convo.Request) ([]byte, error) {
+		return AppendRequest(nil, r, convo.Target{DefaultMaxTokens: len(body) % 3})
+	},
+		`{"system":[{"type":"image"}],"messages":[{"role":"user","content":[{"type":"tool_result","content":{"x":1}}]}]}`,
+		`{"messages":[{"role":"system","content":[{"type":"text","text":"\u2028\"x"}]},{"role":"user","content":[{"type":"text","text":"a"},{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":""}]}]}],"thinking":{"type":"enabled"}}`,
+		`{"messages":[{"role":"assistant","content":[{"type":"tool_use","input":[1]},{"type":"redacted_thinking","data":"x"}]}],"output_format":{"type":"json_schema","schema":{}},"tools":[{"type":"bash_20250124"},null]}`,
+		`{"temperature":1e999,"top_p":-1e400,"thinking":{"type":"enabled","budget_tokens":99999999999999999999}}`)
 }
 
 // FuzzReadAnswer: any body is refused or read; its events make a valid answer and a stream of
@@ -43,7 +37,7 @@ func FuzzReadAnswer(f *testing.F) {
 			t.Fatalf("invalid answer for %q: %v %s", body, err, out)
 		}
 		w := NewStreamWriter(nil, 0)
-		convotest.NamedEvents(t, writeEvents(w, evs))
+		convotest.NamedEvents(t, convotest.Write(w, nil, evs))
 		convotest.NamedEvents(t, w.Abort(nil, "c", "m"))
 	})
 }
@@ -56,16 +50,8 @@ func FuzzStreamReader(f *testing.F) {
 	f.Add([]byte("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":9,\"delta\":{\"type\":\"input_json_delta\"}}\n\n"))
 	f.Add([]byte("data: {\"type\":\"content_block_start\",\"index\":-1,\"content_block\":{\"type\":\"tool_use\",\"input\":{\"a\":1}}}\n\ndata: {\"type\":\"message_delta\",\"usage\":{\"input_tokens\":-5}}\n\n"))
 	f.Fuzz(func(t *testing.T, doc []byte) {
-		rd := NewStreamReader()
 		w := NewStreamWriter(&convo.Request{Model: "m"}, 0)
-		var evs []convo.Event
-		var out []byte
-		for _, ev := range convotest.SplitEvents(doc) {
-			evs = rd.Read(evs[:0], ev)
-			for i := range evs {
-				out = w.Write(out, &evs[i])
-			}
-		}
+		out := convotest.Relay(NewStreamReader(), w, nil, doc)
 		convotest.NamedEvents(t, w.Abort(out, "stream_incomplete", "the upstream stream ended before it was complete"))
 	})
 }
@@ -196,7 +182,7 @@ func FuzzWriters(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		evs := eventsOf(b)
 		w := NewStreamWriter(&convo.Request{Model: "m"}, 0)
-		out := w.Abort(writeEvents(w, evs), "stream_incomplete", "cut")
+		out := w.Abort(convotest.Write(w, nil, evs), "stream_incomplete", "cut")
 		convotest.NamedEvents(t, out)
 		sdkAccumulate(t, out)
 		answer, err := AppendAnswer(nil, nil, evs, 0)

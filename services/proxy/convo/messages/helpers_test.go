@@ -5,8 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+
+	"switchyard/services/proxy/convo"
 )
 
 // files are the inputs of a testdata directory.
@@ -35,6 +38,18 @@ func decode(t testing.TB, b []byte) any {
 		t.Fatalf("not JSON: %v\n%s", err, b)
 	}
 	return v
+}
+
+// sameKinds fails unless evs are events of the kinds want, in that order.
+func sameKinds(t *testing.T, evs []convo.Event, want ...convo.EventKind) {
+	t.Helper()
+	var kinds []convo.EventKind
+	for _, e := range evs {
+		kinds = append(kinds, e.Kind)
+	}
+	if !slices.Equal(kinds, want) {
+		t.Fatalf("events %v, want %v", kinds, want)
+	}
 }
 
 func mustJSON(v any) string {

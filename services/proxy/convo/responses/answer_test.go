@@ -22,23 +22,20 @@ import (
 // by the content filter, a failed one, an error event mid-stream, and a hosted tool's call. Each
 // .json is the answer its .sse ends with.
 
-func TestReadAnswerGoldens(t *testing.T) {
-	for _, f := range files(t, "upstream", ".json") {
-		t.Run(strings.TrimSuffix(f[len("testdata/upstream/"):], ".json"), func(t *testing.T) {
-			evs, err := ReadAnswer(nil, convotest.Read(t, f))
-			if err != nil {
-				t.Fatal(err)
-			}
-			convotest.Golden(t, strings.TrimSuffix(f, ".json")+".answer.golden", dumpEvents(evs))
-		})
-	}
-}
-
-func TestStreamReaderGoldens(t *testing.T) {
-	for _, f := range files(t, "upstream", ".sse") {
-		t.Run(strings.TrimSuffix(f[len("testdata/upstream/"):], ".sse"), func(t *testing.T) {
-			convotest.Golden(t, strings.TrimSuffix(f, ".sse")+".stream.golden", dumpEvents(convotest.ReadStream(NewStreamReader(), convotest.Read(t, f))))
-		})
+// Each fixture reads into the model as its golden says: a request of testdata/request (texts
+// unescaped, dropped fields named), an upstream's answer and its stream as their events.
+func TestReadGoldens(t *testing.T) {
+	for _, c := range []struct {
+		name, dir, ext string
+		dump           func(t *testing.T, in []byte) []byte
+	}{
+		{"model", "request", ".json", func(t *testing.T, in []byte) []byte { return dumpRequest(t, mustRead(t, string(in))) }},
+		{"answer", "upstream", ".json", func(t *testing.T, in []byte) []byte { return dumpEvents(mustReadAnswer(t, in)) }},
+		{"stream", "upstream", ".sse", func(t *testing.T, in []byte) []byte {
+			return dumpEvents(convotest.ReadStream(NewStreamReader(), in))
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) { convotest.Goldens(t, c.dir, c.ext, "."+c.name+".golden", c.dump) })
 	}
 }
 
@@ -68,11 +65,7 @@ func TestStreamAndAnswerReadAlike(t *testing.T) {
 		}
 		t.Run(name[len("testdata/upstream/"):], func(t *testing.T) {
 			stream := collapse(convotest.ReadStream(NewStreamReader(), convotest.Read(t, f)))
-			answer, err := ReadAnswer(nil, body)
-			if err != nil {
-				t.Fatal(err)
-			}
-			answer = collapse(answer)
+			answer := collapse(mustReadAnswer(t, body))
 			if last := stream[len(stream)-1]; last.Kind == convo.EvError {
 				// A failed stream's partial items are not in its failed answer: the error is.
 				if !reflect.DeepEqual(last, answer[len(answer)-1]) {
@@ -143,11 +136,7 @@ func TestAnswerAndStreamRoundTrip(t *testing.T) {
 		name := strings.TrimSuffix(f, ".sse")
 		t.Run(name[len("testdata/upstream/"):], func(t *testing.T) {
 			if body, _ := readIfExists(name + ".json"); body != nil {
-				evs, err := ReadAnswer(nil, body)
-				if err != nil {
-					t.Fatal(err)
-				}
-				out, err := AppendAnswer(nil, r, evs, 1)
+				out, err := AppendAnswer(nil, r, mustReadAnswer(t, body), 1)
 				if err != nil || !json.Valid(out) {
 					t.Fatalf("%v %s", err, out)
 				}
@@ -159,11 +148,7 @@ func TestAnswerAndStreamRoundTrip(t *testing.T) {
 			upstream := convotest.Read(t, f)
 			evs := convotest.ReadStream(NewStreamReader(), upstream)
 			w := NewStreamWriter(r, 1)
-			var out []byte
-			for i := range evs {
-				out = w.Write(out, &evs[i])
-			}
-			out = w.Abort(out, "stream_incomplete", "the upstream stream ended before it was complete")
+			out := w.Abort(convotest.Write(w, nil, evs), "stream_incomplete", "the upstream stream ended before it was complete")
 			names, datas := convotest.NamedEvents(t, out)
 			for i, d := range datas {
 				if n := gjson.GetBytes(d, "sequence_number"); n.Int() != int64(i) || gjson.GetBytes(d, "type").String() != names[i] {

@@ -61,26 +61,13 @@ func BenchmarkReadAnswer(b *testing.B) { convotest.BenchReadAnswer(b, ReadAnswer
 func BenchmarkAppendAnswer(b *testing.B) {
 	evs := []convo.Event{start("chatcmpl-1", "gpt-x"), blockStart(0, convo.BlockText), delta(0, convo.Text(bigText)), blockStop(0),
 		usage(10, 2000, 0), stop(convo.StopEnd), end}
-	r := &convo.Request{}
-	var out []byte
-	b.ReportAllocs()
-	for b.Loop() {
-		out, _ = AppendAnswer(out[:0], r, evs, 1)
-	}
+	convotest.BenchAppendAnswer(b, AppendAnswer, &convo.Request{}, evs)
 }
 
 // BenchmarkAnswerResponsesToResponses reads an upstream's 10 KB answer and writes it for a
 // client.
 func BenchmarkAnswerResponsesToResponses(b *testing.B) {
-	r := &convo.Request{}
-	var evs []convo.Event
-	var out []byte
-	b.SetBytes(int64(len(bigAnswer)))
-	b.ReportAllocs()
-	for b.Loop() {
-		evs, _ = ReadAnswer(evs[:0], bigAnswer)
-		out, _ = AppendAnswer(out[:0], r, evs, 1)
-	}
+	convotest.BenchAnswerThrough(b, ReadAnswer, AppendAnswer, &convo.Request{}, bigAnswer)
 }
 
 func BenchmarkStreamWriterFirstChunk(b *testing.B) {
@@ -89,11 +76,7 @@ func BenchmarkStreamWriterFirstChunk(b *testing.B) {
 	var out []byte
 	b.ReportAllocs()
 	for b.Loop() {
-		w := NewStreamWriter(r, 1)
-		out = out[:0]
-		for i := range evs {
-			out = w.Write(out, &evs[i])
-		}
+		out = convotest.Write(NewStreamWriter(r, 1), out[:0], evs)
 	}
 }
 
@@ -110,17 +93,20 @@ func BenchmarkStreamWriterDelta(b *testing.B) {
 	}
 }
 
+// streamOpening is an upstream stream's first events, up to the message its deltas go into;
+// textDelta is one delta of that message.
+var (
+	streamOpening = []byte("event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_1\",\"model\":\"m\"},\"sequence_number\":0}\n\n" +
+		"event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"output_index\":0,\"item\":{\"id\":\"msg_1\",\"type\":\"message\",\"status\":\"in_progress\",\"content\":[],\"role\":\"assistant\"},\"sequence_number\":1}\n\n")
+	textDelta = []byte("event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":0,\"delta\":\"c07 lorem ipsum \",\"logprobs\":[],\"obfuscation\":\"Xq\",\"sequence_number\":7}\n\n")
+)
+
 func BenchmarkStreamReaderDelta(b *testing.B) {
 	r := NewStreamReader()
-	var evs []convo.Event
-	for _, ev := range convotest.SplitEvents([]byte("event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_1\",\"model\":\"m\"},\"sequence_number\":0}\n\n" +
-		"event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"output_index\":0,\"item\":{\"id\":\"msg_1\",\"type\":\"message\",\"status\":\"in_progress\",\"content\":[],\"role\":\"assistant\"},\"sequence_number\":1}\n\n")) {
-		evs = r.Read(evs, ev)
-	}
-	ev := []byte("event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":0,\"delta\":\"c07 lorem ipsum \",\"logprobs\":[],\"obfuscation\":\"Xq\",\"sequence_number\":7}\n\n")
+	evs := convotest.ReadStream(r, streamOpening)
 	b.ReportAllocs()
 	for b.Loop() {
-		evs = r.Read(evs[:0], ev)
+		evs = r.Read(evs[:0], textDelta)
 	}
 }
 
@@ -128,22 +114,11 @@ func BenchmarkStreamReaderDelta(b *testing.B) {
 func BenchmarkStreamResponsesToResponsesDelta(b *testing.B) {
 	r := NewStreamReader()
 	w := NewStreamWriter(&convo.Request{}, 1)
+	out := convotest.Relay(r, w, nil, streamOpening)
 	var evs []convo.Event
-	var out []byte
-	for _, ev := range convotest.SplitEvents([]byte("event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_1\",\"model\":\"m\"},\"sequence_number\":0}\n\n" +
-		"event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"output_index\":0,\"item\":{\"id\":\"msg_1\",\"type\":\"message\",\"status\":\"in_progress\",\"content\":[],\"role\":\"assistant\"},\"sequence_number\":1}\n\n")) {
-		evs = r.Read(evs[:0], ev)
-		for i := range evs {
-			out = w.Write(out, &evs[i])
-		}
-	}
-	ev := []byte("event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":0,\"delta\":\"c07 lorem ipsum \",\"logprobs\":[],\"obfuscation\":\"Xq\",\"sequence_number\":7}\n\n")
 	b.ReportAllocs()
 	for b.Loop() {
-		evs = r.Read(evs[:0], ev)
-		out = out[:0]
-		for i := range evs {
-			out = w.Write(out, &evs[i])
-		}
+		evs = r.Read(evs[:0], textDelta)
+		out = convotest.Write(w, out[:0], evs)
 	}
 }

@@ -12,17 +12,7 @@ import (
 // this package writes as valid JSON (the upstream request, and an answer echoing it), and that
 // reads back.
 func FuzzReadRequest(f *testing.F) {
-	convotest.Seed(f, "request", ".json")
-	f.Add([]byte(`{"input":[{"type":"function_call_output","output":[{"type":"input_text","text":"x"}]},{"role":"assistant","content":7}]}`))
-	f.Add([]byte(`{"input":[{"type":"reasoning","summary":[{"text":"\u2028"}],"encrypted_content":"gAAAA\"x"}],"tools":[{"type":"namespace","name":"n","tools":[{"type":"function","name":"f","parameters":{"a" : [1, 2]}}]}]}`))
-	f.Add([]byte(`{"metadata":{"a":"b"},"text":{"format":{"type":"json_schema","schema":{ "x" :1 }}},"tool_choice":{"type":"function","name":"x"}}`))
-	f.Fuzz(func(t *testing.T, body []byte) {
-		r, err := ReadRequest(body)
-		if err != nil {
-			return
-		}
-		out, err := AppendRequest(nil, r, convo.Target{})
-		convotest.Reread(t, ReadRequest, body, out, err)
+	convotest.FuzzRequests(f, ReadRequest, func(t *testing.T, body []byte, r *convo.Request) ([]byte, error) {
 		answer, _ := AppendAnswer(nil, r, nil, 1)
 		if !json.Valid(answer) {
 			t.Fatalf("invalid answer for %q: %s", body, answer)
@@ -31,7 +21,11 @@ func FuzzReadRequest(f *testing.F) {
 		stream := w.Write(nil, &convo.Event{Kind: convo.EvStart})
 		stream = w.Write(stream, &convo.Event{Kind: convo.EvEnd})
 		convotest.NamedEvents(t, stream)
-	})
+		return AppendRequest(nil, r, convo.Target{})
+	},
+		`{"input":[{"type":"function_call_output","output":[{"type":"input_text","text":"x"}]},{"role":"assistant","content":7}]}`,
+		`{"input":[{"type":"reasoning","summary":[{"text":"\u2028"}],"encrypted_content":"gAAAA\"x"}],"tools":[{"type":"namespace","name":"n","tools":[{"type":"function","name":"f","parameters":{"a" : [1, 2]}}]}]}`,
+		`{"metadata":{"a":"b"},"text":{"format":{"type":"json_schema","schema":{ "x" :1 }}},"tool_choice":{"type":"function","name":"x"}}`)
 }
 
 // FuzzReadAnswer: any body either is refused or reads into events that the writer turns into a
@@ -64,15 +58,7 @@ func FuzzStreamReader(f *testing.F) {
 		reader := NewStreamReader()
 		r := &convo.Request{Include: []string{"reasoning.encrypted_content"}}
 		w := NewStreamWriter(r, 1)
-		var evs []convo.Event
-		var out []byte
-		for _, ev := range convotest.SplitEvents(doc) {
-			evs = reader.Read(evs[:0], ev)
-			for i := range evs {
-				out = w.Write(out, &evs[i])
-			}
-		}
-		out = w.Abort(out, "stream_incomplete", "cut")
+		out := w.Abort(convotest.Relay(reader, w, nil, doc), "stream_incomplete", "cut")
 		convotest.NamedEvents(t, out)
 		back := NewStreamReader()
 		for _, ev := range convotest.SplitEvents(out) {

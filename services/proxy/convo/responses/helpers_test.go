@@ -31,6 +31,16 @@ func mustRead(t testing.TB, body string) *convo.Request {
 	return r
 }
 
+// mustReadAnswer reads an answer that must read.
+func mustReadAnswer(t testing.TB, body []byte) []convo.Event {
+	t.Helper()
+	evs, err := ReadAnswer(nil, body)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, body)
+	}
+	return evs
+}
+
 // dumpEvents writes events one a line, texts unescaped, for golden files and messages.
 func dumpEvents(evs []convo.Event) []byte {
 	var b bytes.Buffer

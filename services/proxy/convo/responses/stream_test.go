@@ -113,10 +113,7 @@ func TestReadAnswerFailures(t *testing.T) {
 		`{"status":"cancelled"}`: "server_error|cancelled|the upstream cancelled the response",
 		`{"status":"completed","error":{"code":"invalid_prompt","message":"flagged"}}`: "invalid_request_error|invalid_prompt|flagged",
 	} {
-		evs, err := ReadAnswer(nil, []byte(body))
-		if err != nil {
-			t.Fatal(err)
-		}
+		evs := mustReadAnswer(t, []byte(body))
 		last := evs[len(evs)-1]
 		if last.Kind != convo.EvError || last.Err.Type+"|"+last.Err.Code+"|"+last.Err.Message != want {
 			t.Errorf("%s: %s", body, dumpEvents(evs))

@@ -45,11 +45,7 @@ var end = convo.Event{Kind: convo.EvEnd}
 // upstream's stream ends (Abort, a no-op after the terminal event).
 func writeStream(r *convo.Request, evs []convo.Event) []byte {
 	w := NewStreamWriter(r, 1700000000)
-	var out []byte
-	for i := range evs {
-		out = w.Write(out, &evs[i])
-	}
-	return w.Abort(out, "stream_incomplete", "the upstream stream ended before it was complete")
+	return w.Abort(convotest.Write(w, nil, evs), "stream_incomplete", "the upstream stream ended before it was complete")
 }
 
 func TestAppendAnswerWritesTodaysAnswers(t *testing.T) {
