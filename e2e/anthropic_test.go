@@ -234,10 +234,7 @@ type capacityCase struct {
 
 var capacityCases = []capacityCase{
 	{name: "openai 503 overloaded", setup: func(t *testing.T) (*testenv.Env, string, int64, int64, func() int) {
-		e, up, key, a, b := twoKeys(t, testenv.ByKey(map[string]http.HandlerFunc{
-			"sk-a": testenv.Status(503, nil, `{"error":{"message":"The engine is currently overloaded, please try again later","type":"server_error"}}`),
-			"sk-b": testenv.JSONAnswer(testenv.CompletionJSON),
-		}))
+		e, up, key, a, b := twoKeysBAnswers(t, testenv.Status(503, nil, `{"error":{"message":"The engine is currently overloaded, please try again later","type":"server_error"}}`))
 		return e, key, a, b, func() int { return len(up.ChatRequests()) }
 	}, post: func(e *testenv.Env, key string) *http.Response {
 		return e.Chat(context.Background(), key, testenv.ChatBody)

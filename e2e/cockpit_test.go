@@ -16,10 +16,7 @@ import (
 // shows and gets 204 (nothing to swap) while that state is unchanged — also while countdowns
 // run — and the new state with its new version once something happened.
 func TestLivePollsAnswerOnlyChanges(t *testing.T) {
-	e, _, key, _, _ := twoKeys(t, testenv.ByKey(map[string]http.HandlerFunc{
-		"sk-a": testenv.Status(429, map[string]string{"Retry-After": "600"}, `{"error":{"message":"Rate limit reached"}}`),
-		"sk-b": testenv.JSONAnswer(testenv.CompletionJSON),
-	}))
+	e, _, key, _, _ := twoKeysBAnswers(t, testenv.Status(429, map[string]string{"Retry-After": "600"}, `{"error":{"message":"Rate limit reached"}}`))
 	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0},
 		"model_lockout": map[string]any{"enabled": true}}, 200)
 	d := newStateDash(t, e)

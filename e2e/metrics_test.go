@@ -9,10 +9,7 @@ import (
 )
 
 func TestMetricsEndpoint(t *testing.T) {
-	e, _, key, _, _ := twoKeys(t, testenv.ByKey(map[string]http.HandlerFunc{
-		"sk-a": testenv.Status(429, map[string]string{"Retry-After": "9"}, `{"error":{"message":"rate limited"}}`),
-		"sk-b": testenv.JSONAnswer(testenv.CompletionJSON),
-	}))
+	e, _, key, _, _ := twoKeysBAnswers(t, testenv.Status(429, map[string]string{"Retry-After": "9"}, `{"error":{"message":"rate limited"}}`))
 	resp, _ := http.Get(e.Base + "/metrics")
 	testenv.ReadAll(t, resp)
 	if resp.StatusCode != 401 {

@@ -130,18 +130,11 @@ func TestBaseURLWithUserInfoIsRefused(t *testing.T) {
 	e := testenv.New(t)
 	want := i18n.TL(i18n.EN, "err.base_url_userinfo")
 	for _, u := range []string{"https://user:secret@api.example.com/v1", "https://token@api.example.com/v1", "http://@127.0.0.1:8000/v1"} {
-		var out struct {
-			Error struct {
-				Fields map[string]string `json:"fields"`
-			} `json:"error"`
+		if fields := apiFields(t, e, "POST", "/api/providers", map[string]any{"name": "p", "type": "openai-compatible", "base_url": u}); fields["base_url"] != want {
+			t.Fatalf("create with %s: %v", u, fields)
 		}
-		if st := e.API("POST", "/api/providers", map[string]any{"name": "p", "type": "openai-compatible", "base_url": u}, &out); st != 422 ||
-			out.Error.Fields["base_url"] != want {
-			t.Fatalf("create with %s: %d %v", u, st, out.Error.Fields)
-		}
-		if st := e.API("PATCH", fmt.Sprintf("/api/providers/%d", e.ProviderID("openai")), map[string]any{"base_url": u}, &out); st != 422 ||
-			out.Error.Fields["base_url"] != want {
-			t.Fatalf("update with %s: %d %v", u, st, out.Error.Fields)
+		if fields := apiFields(t, e, "PATCH", fmt.Sprintf("/api/providers/%d", e.ProviderID("openai")), map[string]any{"base_url": u}); fields["base_url"] != want {
+			t.Fatalf("update with %s: %v", u, fields)
 		}
 	}
 	if got := e.MustAPI("GET", fmt.Sprintf("/api/providers/%d", e.ProviderID("openai")), nil, 200)["base_url"]; got != "https://api.openai.com/v1" {
@@ -154,5 +147,50 @@ func TestBaseURLWithUserInfoIsRefused(t *testing.T) {
 		if st != 422 || !strings.Contains(page, html.EscapeString(i18n.TL(lang, "err.base_url_userinfo"))) {
 			t.Fatalf("form (%s): %d", lang, st)
 		}
+	}
+}
+
+// An API key with control characters (NUL, other C0 controls, DEL) is refused on create and on
+// update, with its own message; an empty key is "required", a key with spaces says so; a key
+// pasted with a trailing line break is trimmed and accepted.
+func TestConnectionKeysRefuseControlCharacters(t *testing.T) {
+	e := testenv.New(t)
+	e.AddProvider("up", "http://127.0.0.1:9/v1")
+	control, required, spaces := i18n.TL(i18n.EN, "err.api_key_control"), i18n.TL(i18n.EN, "err.required"), i18n.TL(i18n.EN, "err.api_key")
+	cases := []struct {
+		name, key, want string
+	}{
+		{"NUL", "sk-abc\x00def", control},
+		{"leading NUL", "\x00sk-abcdef", control},
+		{"SOH", "sk-\x01abcdef", control},
+		{"escape", "sk-abc\x1b[0mdef", control},
+		{"DEL", "sk-abc\x7fdef", control},
+		{"line break inside", "sk-abc\r\nX-Injected: 1", control},
+		{"tab inside", "sk-abc\tdef", control},
+		{"C1 control", "sk-abc\u0085def", control},
+		{"empty", "", required},
+		{"only spaces", "   ", required},
+		{"space inside", "sk-abc def", spaces},
+	}
+	id := e.AddConnection("up", "good", "sk-good-key", 0)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if fields := apiFields(t, e, "POST", "/api/connections", map[string]any{"provider": "up", "name": "c", "auth_type": "api_key", "api_key": c.key}); fields["api_key"] != c.want {
+				t.Fatalf("create: %v, want %q", fields, c.want)
+			}
+			if fields := apiFields(t, e, "PATCH", "/api/connections/"+itoa(id), map[string]any{"api_key": c.key}); fields["api_key"] != c.want {
+				t.Fatalf("update: %v, want %q", fields, c.want)
+			}
+		})
+	}
+	if items := e.MustAPI("GET", "/api/connections", nil, 200)["items"].([]any); len(items) != 1 {
+		t.Fatalf("connections: %v", items)
+	}
+	e.MustAPI("PATCH", "/api/connections/"+itoa(id), map[string]any{"api_key": "sk-new-key\n"}, 200)
+
+	// The dashboard form says the same, in the operator's language.
+	st, page := postForm(t, e.Login(), e.Base+"/connections", url.Values{"provider": {"up"}, "name": {"d"}, "api_key": {"sk-abc\x00def"}}, i18n.DE)
+	if st != http.StatusUnprocessableEntity || !strings.Contains(page, html.EscapeString(i18n.TL(i18n.DE, "err.api_key_control"))) {
+		t.Fatalf("dashboard form: %d", st)
 	}
 }

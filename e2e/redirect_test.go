@@ -168,10 +168,7 @@ func TestUpstreamRedirectFailsOverAndOpensTheBreaker(t *testing.T) {
 	tr := newTrap(t)
 	var status atomic.Int64
 	status.Store(307)
-	e, up, key, a, b := twoKeys(t, testenv.ByKey(map[string]http.HandlerFunc{
-		"sk-a": tr.redirect(&status),
-		"sk-b": testenv.JSONAnswer(testenv.CompletionJSON),
-	}))
+	e, up, key, a, b := twoKeysBAnswers(t, tr.redirect(&status))
 	r := e.Chat(context.Background(), key, testenv.ChatBody)
 	if body := testenv.ReadAll(t, r); r.StatusCode != 200 || body != testenv.CompletionJSON {
 		t.Fatalf("the sibling must serve the request: %d %s", r.StatusCode, body)

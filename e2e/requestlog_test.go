@@ -400,7 +400,7 @@ func TestRequestLogCountsMatchTheChain(t *testing.T) {
 	// A connection at its execution cap is passed over: the request that spills to b makes one
 	// attempt, the first, and counts no move.
 	g := newGated()
-	e2, _, key2, a2, _ := twoKeys(t, testenv.ByKey(map[string]http.HandlerFunc{"sk-a": g.handler, "sk-b": testenv.JSONAnswer(testenv.CompletionJSON)}))
+	e2, _, key2, a2, _ := twoKeysBAnswers(t, g.handler)
 	e2.MustAPI("PATCH", fmt.Sprintf("/api/connections/%d", a2), map[string]any{"overrides": map[string]any{
 		"request_queue": map[string]any{"max_concurrent_executions": 1}}}, 200)
 	held := make(chan struct{})
@@ -468,13 +468,8 @@ func TestRequestLogKeepsWhatRefusedRequestsAskedFor(t *testing.T) {
 // TestRequestLogNamesUpstreamFailuresInWords: a request an upstream refused is listed with its
 // reason in the reader's language (Ratenlimit, not rate_limit), on the list and on its page.
 func TestRequestLogNamesUpstreamFailuresInWords(t *testing.T) {
-	up := testenv.NewFakeUpstream(t, testenv.Status(429, map[string]string{"Retry-After": "60"},
+	e, _, key := setupOne(t, testenv.Status(429, map[string]string{"Retry-After": "60"},
 		`{"error":{"message":"Rate limit reached","type":"requests"}}`))
-	e := testenv.New(t)
-	e.AddProvider("up", up.URL+"/v1")
-	e.AddConnection("up", "main", "sk-up", 0)
-	key := e.NewKey()
-	e.WaitModels(key, "up/gpt-test")
 	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0}}, 200)
 	r := e.Chat(context.Background(), key, testenv.ChatBody)
 	if got := testenv.ReadAll(t, r); r.StatusCode != 429 {

@@ -20,11 +20,14 @@ func twoKeys(t *testing.T, chat http.HandlerFunc) (*testenv.Env, *testenv.FakeUp
 	return e, up, key, ids[0], ids[1]
 }
 
+// twoKeysBAnswers is twoKeys whose connection a is answered by a and b with a completion.
+func twoKeysBAnswers(t *testing.T, a http.HandlerFunc) (*testenv.Env, *testenv.FakeUpstream, string, int64, int64) {
+	t.Helper()
+	return twoKeys(t, testenv.ByKey(map[string]http.HandlerFunc{"sk-a": a, "sk-b": testenv.JSONAnswer(testenv.CompletionJSON)}))
+}
+
 func TestRetryAfterCoolsExactlyThatConnection(t *testing.T) {
-	e, up, key, a, b := twoKeys(t, testenv.ByKey(map[string]http.HandlerFunc{
-		"sk-a": testenv.Status(429, map[string]string{"Retry-After": "7"}, `{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}`),
-		"sk-b": testenv.JSONAnswer(testenv.CompletionJSON),
-	}))
+	e, up, key, a, b := twoKeysBAnswers(t, testenv.Status(429, map[string]string{"Retry-After": "7"}, `{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}`))
 	resp := e.Chat(context.Background(), key, testenv.ChatBody)
 	if body := testenv.ReadAll(t, resp); resp.StatusCode != 200 || body != testenv.CompletionJSON {
 		t.Fatalf("the sibling must serve the request: %d %s", resp.StatusCode, body)
@@ -201,10 +204,7 @@ func TestNoRetryAfterFirstStreamedByte(t *testing.T) {
 }
 
 func TestHiddenErrorIn200FailsOver(t *testing.T) {
-	e, _, key, a, _ := twoKeys(t, testenv.ByKey(map[string]http.HandlerFunc{
-		"sk-a": testenv.Status(200, nil, `{"error":{"message":"The server had an error while processing your request","type":"server_error","code":503}}`),
-		"sk-b": testenv.JSONAnswer(testenv.CompletionJSON),
-	}))
+	e, _, key, a, _ := twoKeysBAnswers(t, testenv.Status(200, nil, `{"error":{"message":"The server had an error while processing your request","type":"server_error","code":503}}`))
 	r := e.Chat(context.Background(), key, testenv.ChatBody)
 	if body := testenv.ReadAll(t, r); r.StatusCode != 200 || body != testenv.CompletionJSON {
 		t.Fatalf("%d %s", r.StatusCode, body)
@@ -239,10 +239,7 @@ func TestPlainBadRequestDoesNotFailOver(t *testing.T) {
 }
 
 func TestContextOverflowFailsOverWithoutCooldown(t *testing.T) {
-	e, up, key, a, _ := twoKeys(t, testenv.ByKey(map[string]http.HandlerFunc{
-		"sk-a": testenv.Status(400, nil, `{"error":{"message":"This model's maximum context length is 8192 tokens","code":"context_length_exceeded"}}`),
-		"sk-b": testenv.JSONAnswer(testenv.CompletionJSON),
-	}))
+	e, up, key, a, _ := twoKeysBAnswers(t, testenv.Status(400, nil, `{"error":{"message":"This model's maximum context length is 8192 tokens","code":"context_length_exceeded"}}`))
 	r := e.Chat(context.Background(), key, testenv.ChatBody)
 	testenv.ReadAll(t, r)
 	if r.StatusCode != 200 || len(up.ChatRequests()) != 2 {

@@ -226,12 +226,7 @@ func TestPreviousResponseID(t *testing.T) {
 // A translated Responses stream that breaks ends with an error event that continues the
 // sequence, never silently.
 func TestBrokenResponsesStreamEndsWithError(t *testing.T) {
-	up := testenv.NewFakeUpstream(t, testenv.SSEAnswer(testenv.SSEChunks, 2))
-	e := testenv.New(t)
-	e.AddProvider("up", up.URL+"/v1")
-	e.AddConnection("up", "main", "sk-up", 0)
-	key := e.NewKey()
-	e.WaitModels(key, "up/gpt-test")
+	e, _, key := setupOne(t, testenv.SSEAnswer(testenv.SSEChunks, 2))
 	r := e.Post(context.Background(), "/v1/responses", key, `{"model":"up/gpt-test","input":"hi","stream":true}`, nil)
 	names, data := sseEvents(t, r)
 	last := data[len(data)-1]
