@@ -32,8 +32,8 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 	slots := [...]convo.FieldSlot{
 		convo.Field("model", &f.model).Want('"', "a string"),
 		convo.Field("messages", &f.messages).Want('[', "a list"),
-		convo.Field("max_tokens", &f.maxTokens).Want('0', "an integer"),
-		convo.Field("max_completion_tokens", &f.maxCompletionTokens).Want('0', "an integer"),
+		convo.Field("max_tokens", &f.maxTokens).WantInt(),
+		convo.Field("max_completion_tokens", &f.maxCompletionTokens).WantInt(),
 		convo.Field("temperature", &f.temperature).Want('0', "a number"),
 		convo.Field("top_p", &f.topP).Want('0', "a number"),
 		convo.Field("stop", &f.stop),
@@ -49,14 +49,8 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 		convo.Field("service_tier", &f.serviceTier).Want('"', "a string"),
 		convo.Field("store", &f.store).Want('t', "a boolean"),
 	}
-	convo.Pick(s, func(k, _ string) { r.Drop(k) }, slots[:]...)
-	if name, what, bad := convo.BadKind(slots[:]); bad {
+	if name, what, bad := convo.PickRequest(r, s, slots[:]); bad {
 		return nil, notChat(name, what)
-	}
-	for _, c := range [...][2]string{{f.maxTokens, "max_tokens"}, {f.maxCompletionTokens, "max_completion_tokens"}} {
-		if convo.NotInt(c[0]) {
-			return nil, notChat(c[1], "an integer")
-		}
 	}
 	if convo.Kind(f.streamOptions) == '{' {
 		bad := false

@@ -33,10 +33,10 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 		convo.Field("model", &f.model).Want('"', "a string"),
 		convo.Field("messages", &f.messages).Want('[', "a list"),
 		convo.Field("system", &f.system),
-		convo.Field("max_tokens", &f.maxTokens).Want('0', "an integer"),
+		convo.Field("max_tokens", &f.maxTokens).WantInt(),
 		convo.Field("temperature", &f.temperature).Want('0', "a number"),
 		convo.Field("top_p", &f.topP).Want('0', "a number"),
-		convo.Field("top_k", &f.topK).Want('0', "an integer"),
+		convo.Field("top_k", &f.topK).WantInt(),
 		convo.Field("stop_sequences", &f.stop).Want('[', "a list of strings"),
 		convo.Field("stream", &f.stream).Want('t', "a boolean"),
 		convo.Field("tools", &f.tools).Want('[', "a list"),
@@ -46,14 +46,8 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 		convo.Field("output_config", &f.outputConfig).Want('{', "an object"),
 		convo.Field("output_format", &f.outputFormat).Want('{', "an object"),
 	}
-	convo.Pick(s, func(k, _ string) { r.Drop(k) }, slots[:]...)
-	if name, what, bad := convo.BadKind(slots[:]); bad {
+	if name, what, bad := convo.PickRequest(r, s, slots[:]); bad {
 		return nil, notMessages(name, what)
-	}
-	for _, c := range [...][2]string{{f.maxTokens, "max_tokens"}, {f.topK, "top_k"}} {
-		if convo.NotInt(c[0]) {
-			return nil, notMessages(c[1], "an integer")
-		}
 	}
 	r.Model = convo.StrAt(f.model)
 	if convo.Kind(f.maxTokens) == '0' {

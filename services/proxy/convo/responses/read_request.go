@@ -15,7 +15,8 @@ import (
 // absent).
 type fields struct {
 	model, input, instructions, tools, toolChoice, parallel, maxOut, temperature, topP,
-	reasoning, stream, text, user, metadata, store, include, previous, truncation, serviceTier string
+	reasoning, stream, text, user, metadata, store, include, previous, truncation, serviceTier,
+	promptCacheKey string
 }
 
 // ReadRequest reads a Responses request. A field of the wrong type is an error in translate's
@@ -35,7 +36,7 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 		convo.Field("tools", &f.tools).Want('[', "a list"),
 		convo.Field("tool_choice", &f.toolChoice),
 		convo.Field("parallel_tool_calls", &f.parallel).Want('t', "a boolean"),
-		convo.Field("max_output_tokens", &f.maxOut).Want('0', "an integer"),
+		convo.Field("max_output_tokens", &f.maxOut).WantInt(),
 		convo.Field("temperature", &f.temperature).Want('0', "a number"),
 		convo.Field("top_p", &f.topP).Want('0', "a number"),
 		convo.Field("reasoning", &f.reasoning).Want('{', "an object"),
@@ -48,19 +49,12 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 		convo.Field("previous_response_id", &f.previous),
 		convo.Field("truncation", &f.truncation),
 		convo.Field("service_tier", &f.serviceTier),
-	}
-	convo.Pick(s, func(k, _ string) {
 		// prompt_cache_key has nothing to carry: it only steers a provider's prompt cache, which
 		// the gateway's routing already keeps warm.
-		if k != "prompt_cache_key" {
-			r.Drop(k)
-		}
-	}, slots[:]...)
-	if name, what, bad := convo.BadKind(slots[:]); bad {
-		return nil, typeError(name, what)
+		convo.Field("prompt_cache_key", &f.promptCacheKey),
 	}
-	if convo.NotInt(f.maxOut) {
-		return nil, typeError("max_output_tokens", "an integer")
+	if name, what, bad := convo.PickRequest(r, s, slots[:]); bad {
+		return nil, typeError(name, what)
 	}
 	if convo.Kind(f.maxOut) == '0' {
 		r.MaxTokens, _ = strconv.Atoi(f.maxOut)
