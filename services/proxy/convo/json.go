@@ -34,6 +34,9 @@ func (o *Obj) Str(k, v string) *Obj { o.Key(k); o.B = AppendString(o.B, v); retu
 
 func (o *Obj) Int(k string, v int64) *Obj { o.Key(k); o.B = strconv.AppendInt(o.B, v, 10); return o }
 
+// Bool writes true or false.
+func (o *Obj) Bool(k string, v bool) *Obj { o.Key(k); o.B = strconv.AppendBool(o.B, v); return o }
+
 // raw writes a value that is already JSON.
 func (o *Obj) Raw(k string, v []byte) *Obj { o.Key(k); o.B = append(o.B, v...); return o }
 

@@ -230,7 +230,7 @@ func appendEcho(dst []byte, r *convo.Request) []byte {
 	} else {
 		o.Raw("max_output_tokens", convo.Null)
 	}
-	o.Raw("parallel_tool_calls", boolJSON(r.ParallelToolCalls == nil || *r.ParallelToolCalls))
+	o.Bool("parallel_tool_calls", r.ParallelToolCalls == nil || *r.ParallelToolCalls)
 	for _, f := range []struct {
 		k string
 		v *float64
@@ -265,7 +265,7 @@ func appendEcho(dst []byte, r *convo.Request) []byte {
 	}
 	// A translated answer is stored nowhere, whatever the request asked for: saying store: true
 	// would promise a previous_response_id that no later request can use.
-	o.Raw("store", boolJSON(false))
+	o.Bool("store", false)
 	return o.B
 }
 
