@@ -104,6 +104,9 @@ func (o *Obj) Close(n *Obj) { o.B = append(n.B, '}') }
 
 var Null = []byte("null")
 
+// EmptyObject is {}, what a call without arguments takes. Read-only.
+var EmptyObject = []byte("{}")
+
 // AppendString appends s as a JSON string.
 func AppendString(dst []byte, s string) []byte { return jsonstr.Append(dst, s) }
 

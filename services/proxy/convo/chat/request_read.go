@@ -375,32 +375,13 @@ func readToolCalls(raw string) ([]convo.Part, error) {
 			return notChat("messages[].tool_calls[].index", "an integer")
 		}
 		out = append(out, convo.Part{Kind: convo.PartToolCall, ID: convo.StrAt(id), Name: convo.StrAt(name),
-			Args: argsObject(args)})
+			Args: convo.ArgsObject(args)})
 		return nil
 	})
 	if err == convo.ErrNotObject {
 		err = notChat("messages[].tool_calls[]", "objects")
 	}
 	return out, err
-}
-
-// emptyObject is the arguments of a call whose arguments are not a JSON object.
-var emptyObject = []byte("{}")
-
-// argsObject is a call's arguments string as a JSON object, {} when it holds none.
-func argsObject(raw string) []byte {
-	if convo.Kind(raw) != '"' {
-		return emptyObject
-	}
-	a := convo.StrAt(raw)
-	i := 0
-	for i < len(a) && (a[i] == ' ' || a[i] == '\t' || a[i] == '\n' || a[i] == '\r') {
-		i++
-	}
-	if i == len(a) || a[i] != '{' || !convo.Document(a, nil) {
-		return emptyObject
-	}
-	return convo.BytesOf(a)
 }
 
 // part is one part of a content list, its fields as they stand in the JSON.

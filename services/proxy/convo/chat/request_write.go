@@ -467,7 +467,7 @@ func (w *msgWriter) assistant(m *convo.Message) {
 			}
 			args := p.Args
 			if len(args) == 0 {
-				args = emptyObject
+				args = convo.EmptyObject
 			}
 			fn.Key("arguments")
 			fn.B = convo.AppendString(fn.B, convo.View(args))

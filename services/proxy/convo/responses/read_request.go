@@ -364,7 +364,7 @@ func (rd *reader) item(it string) bool {
 			}
 		}
 	case "function_call":
-		p := convo.Part{Kind: convo.PartToolCall, ID: convo.StrAt(callID), Name: convo.StrAt(name), Args: arguments(args),
+		p := convo.Part{Kind: convo.PartToolCall, ID: convo.StrAt(callID), Name: convo.StrAt(name), Args: convo.ArgsObject(args),
 			Namespace: convo.Str(namespace)}
 		m := rd.turn(false)
 		m.Parts = append(m.Parts, p)
@@ -391,19 +391,6 @@ func (rd *reader) item(it string) bool {
 		r.Drop("input[].type=" + t)
 	}
 	return true
-}
-
-// arguments is a function call's arguments string as the JSON object it holds; anything else
-// reads as {} (the model's tool calls carry objects).
-func arguments(raw string) []byte {
-	if convo.Kind(raw) != '"' {
-		return []byte("{}")
-	}
-	a := convo.StrAt(raw)
-	if !convo.Document(a, nil) {
-		return []byte("{}")
-	}
-	return []byte(a)
 }
 
 // reasoningText joins the texts of a reasoning item's summary (or content) parts, a blank line
