@@ -88,15 +88,11 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 // floatOf reads a number; one beyond a float64 (1e999) is dropped rather than written as
 // infinity, which is no JSON.
 func floatOf(r *convo.Request, raw, field string) *float64 {
-	if convo.Kind(raw) != '0' {
-		return nil
-	}
-	v, err := strconv.ParseFloat(raw, 64)
-	if err != nil {
+	v := convo.Float(raw)
+	if v == nil && convo.Kind(raw) == '0' {
 		r.Drop(field)
-		return nil
 	}
-	return &v
+	return v
 }
 
 // readStop reads stop_sequences (a null in the list is the empty string, as encoding/json had it).
