@@ -1,5 +1,7 @@
 package convo
 
+import "strconv"
+
 // An answer is a stream of events, whole answers included: an answer reader emits the same
 // events a stream reader of its format emits for the same answer, and an answer writer collects
 // them into one body. The order is:
@@ -158,6 +160,10 @@ type Event struct {
 
 	Err *Error
 }
+
+// CallID names a tool call the upstream gave no id, the same way in a whole answer and in a
+// stream: call_<base>_<n>, base the answer's id without its prefix and n the call's number.
+func CallID(base string, n int) string { return "call_" + base + "_" + strconv.Itoa(n) }
 
 // StreamReader reads one upstream format's stream: each SSE event yields zero or more model
 // events, appended to evs.

@@ -2,7 +2,6 @@ package chat
 
 import (
 	"slices"
-	"strconv"
 	"strings"
 
 	"switchyard/services/proxy/convo"
@@ -81,7 +80,7 @@ func AppendAnswer(dst []byte, r *convo.Request, evs []convo.Event, created int64
 			c := convo.NewObj(msg.B)
 			callID := e.ID
 			if callID == "" {
-				callID = "call_" + strings.TrimPrefix(cid, "chatcmpl-") + "_" + strconv.Itoa(n-1)
+				callID = convo.CallID(strings.TrimPrefix(cid, "chatcmpl-"), n-1)
 			}
 			c.Str("id", callID).Str("type", "function")
 			fn := c.Open("function").Str("name", convo.FlatName(e.Namespace, e.Name))

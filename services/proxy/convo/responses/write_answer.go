@@ -112,7 +112,7 @@ scan:
 			}
 			callID := b.id
 			if callID == "" {
-				callID = "call_" + base + "_" + strconv.Itoa(b.index)
+				callID = convo.CallID(base, b.index)
 			}
 			name, ns := b.name, b.ns
 			if ns == "" {
