@@ -161,6 +161,30 @@ type Event struct {
 	Err *Error
 }
 
+// AnswerInfo is what the events of a whole answer say besides its blocks, as an answer writer
+// collects them: the upstream's id and model, the usage, the stop reason.
+type AnswerInfo struct {
+	ID, Model    string
+	Usage        Usage
+	Stop         StopReason
+	StopSequence string
+}
+
+// Take takes in a Start, Usage or Stop event, and reports whether e was one.
+func (a *AnswerInfo) Take(e *Event) bool {
+	switch e.Kind {
+	case EvStart:
+		a.ID, a.Model = e.ID, e.Model
+	case EvUsage:
+		a.Usage.Merge(e.Usage)
+	case EvStop:
+		a.Stop, a.StopSequence = e.Stop, e.StopSequence
+	default:
+		return false
+	}
+	return true
+}
+
 // CallID names a tool call the upstream gave no id, the same way in a whole answer and in a
 // stream: call_<base>_<n>, base the answer's id without its prefix and n the call's number.
 func CallID(base string, n int) string { return "call_" + base + "_" + strconv.Itoa(n) }

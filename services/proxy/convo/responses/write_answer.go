@@ -23,10 +23,8 @@ func AppendAnswer(dst []byte, r *convo.Request, evs []convo.Event, created int64
 		sig     convo.Text
 		hasText bool
 	}
-	var id, model string
+	var a convo.AnswerInfo
 	var blocks []block
-	var usage convo.Usage
-	var stop convo.StopReason
 	var failure *convo.Error
 	size := 0
 	find := func(index int) *block {
@@ -40,9 +38,10 @@ func AppendAnswer(dst []byte, r *convo.Request, evs []convo.Event, created int64
 scan:
 	for i := range evs {
 		e := &evs[i]
+		if a.Take(e) {
+			continue
+		}
 		switch e.Kind {
-		case convo.EvStart:
-			id, model = e.ID, e.Model
 		case convo.EvBlockStart:
 			blocks = append(blocks, block{kind: e.Block, index: e.Index, id: e.ID, name: e.Name, ns: e.Namespace})
 		case convo.EvDelta:
@@ -56,24 +55,20 @@ scan:
 				b.sig = e.Text
 				size += len(e.Text)
 			}
-		case convo.EvUsage:
-			usage.Merge(e.Usage)
-		case convo.EvStop:
-			stop = e.Stop
 		case convo.EvError:
 			failure = e.Err
 			break scan
 		}
 	}
-	rid := responseID(id)
+	rid := responseID(a.ID)
 	base := strings.TrimPrefix(rid, "resp_")
-	status, details := statusOf(stop)
+	status, details := statusOf(a.Stop)
 	if failure != nil {
 		status, details = "failed", nil
 	}
 	include := encrypted(r)
 	// Written front to back into one buffer the size of the whole answer, items in place.
-	out := responseHead(slices.Grow(dst, size+len(blocks)*160+1536), rid, created, status, model)
+	out := responseHead(slices.Grow(dst, size+len(blocks)*160+1536), rid, created, status, a.Model)
 	n := 0
 	counts := [4]int{} // items written of each block kind, for unique ids
 	itemID := func(prefix string, k convo.BlockKind) string {
@@ -125,8 +120,8 @@ scan:
 	if failure != nil {
 		errObj = appendError(nil, failure)
 	}
-	u := &usage
-	if usage.Has == 0 {
+	u := &a.Usage
+	if a.Usage.Has == 0 {
 		u = nil
 	}
 	out = responseTail(out, u, errObj, details, appendEcho(nil, r))
