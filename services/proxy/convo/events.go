@@ -1,6 +1,9 @@
 package convo
 
-import "strconv"
+import (
+	"iter"
+	"strconv"
+)
 
 // An answer is a stream of events, whole answers included: an answer reader emits the same
 // events a stream reader of its format emits for the same answer, and an answer writer collects
@@ -183,6 +186,18 @@ func (a *AnswerInfo) Take(e *Event) bool {
 		return false
 	}
 	return true
+}
+
+// Rest goes through the events of a whole answer in order: a takes in its start, usage and stop
+// events, and the writer gets the others (blocks, deltas, signatures, errors, the end).
+func (a *AnswerInfo) Rest(evs []Event) iter.Seq[*Event] {
+	return func(yield func(*Event) bool) {
+		for i := range evs {
+			if e := &evs[i]; !a.Take(e) && !yield(e) {
+				return
+			}
+		}
+	}
 }
 
 // CallID names a tool call the upstream gave no id, the same way in a whole answer and in a

@@ -18,11 +18,7 @@ func AppendAnswer(dst []byte, r *convo.Request, evs []convo.Event, created int64
 	var a convo.AnswerInfo
 	var blocks []writerBlock
 	size, texts, thinking, calls := 0, 0, 0, 0
-	for i := range evs {
-		e := &evs[i]
-		if a.Take(e) {
-			continue
-		}
+	for e := range a.Rest(evs) {
 		switch e.Kind {
 		case convo.EvBlockStart:
 			blocks = append(blocks, writerBlock{index: e.Index, kind: e.Block, call: -1})

@@ -76,11 +76,7 @@ func AppendAnswer(dst []byte, r *convo.Request, evs []convo.Event, created int64
 		}
 		return nil
 	}
-	for i := range evs {
-		e := &evs[i]
-		if a.Take(e) {
-			continue
-		}
+	for e := range a.Rest(evs) {
 		switch e.Kind {
 		case convo.EvBlockStart:
 			// A start for an index already begun is the same block again; after its stop, a

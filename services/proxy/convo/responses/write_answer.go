@@ -36,11 +36,7 @@ func AppendAnswer(dst []byte, r *convo.Request, evs []convo.Event, created int64
 		return nil
 	}
 scan:
-	for i := range evs {
-		e := &evs[i]
-		if a.Take(e) {
-			continue
-		}
+	for e := range a.Rest(evs) {
 		switch e.Kind {
 		case convo.EvBlockStart:
 			blocks = append(blocks, block{kind: e.Block, index: e.Index, id: e.ID, name: e.Name, ns: e.Namespace})
