@@ -201,7 +201,8 @@ func (a *AnswerInfo) Rest(evs []Event) iter.Seq[*Event] {
 }
 
 // CallID names a tool call the upstream gave no id, the same way in a whole answer and in a
-// stream: call_<base>_<n>, base the answer's id without its prefix and n the call's number.
+// stream: call_<base>_<n>, base the answer's id without its prefix and n the call's number
+// (chat's) or its block's index (Responses').
 func CallID(base string, n int) string { return "call_" + base + "_" + strconv.Itoa(n) }
 
 // StreamReader reads one upstream format's stream: each SSE event yields zero or more model
