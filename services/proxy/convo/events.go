@@ -1,5 +1,10 @@
 package convo
 
+import (
+	"iter"
+	"strconv"
+)
+
 // An answer is a stream of events, whole answers included: an answer reader emits the same
 // events a stream reader of its format emits for the same answer, and an answer writer collects
 // them into one body. The order is:
@@ -158,6 +163,47 @@ type Event struct {
 
 	Err *Error
 }
+
+// AnswerInfo is what the events of a whole answer say besides its blocks, as an answer writer
+// collects them: the upstream's id and model, the usage, the stop reason.
+type AnswerInfo struct {
+	ID, Model    string
+	Usage        Usage
+	Stop         StopReason
+	StopSequence string
+}
+
+// Take takes in a Start, Usage or Stop event, and reports whether e was one.
+func (a *AnswerInfo) Take(e *Event) bool {
+	switch e.Kind {
+	case EvStart:
+		a.ID, a.Model = e.ID, e.Model
+	case EvUsage:
+		a.Usage.Merge(e.Usage)
+	case EvStop:
+		a.Stop, a.StopSequence = e.Stop, e.StopSequence
+	default:
+		return false
+	}
+	return true
+}
+
+// Rest goes through the events of a whole answer in order: a takes in its start, usage and stop
+// events, and the writer gets the others (blocks, deltas, signatures, errors, the end).
+func (a *AnswerInfo) Rest(evs []Event) iter.Seq[*Event] {
+	return func(yield func(*Event) bool) {
+		for i := range evs {
+			if e := &evs[i]; !a.Take(e) && !yield(e) {
+				return
+			}
+		}
+	}
+}
+
+// CallID names a tool call the upstream gave no id, the same way in a whole answer and in a
+// stream: call_<base>_<n>, base the answer's id without its prefix and n the call's number
+// (chat's) or its block's index (Responses').
+func CallID(base string, n int) string { return "call_" + base + "_" + strconv.Itoa(n) }
 
 // StreamReader reads one upstream format's stream: each SSE event yields zero or more model
 // events, appended to evs.

@@ -34,6 +34,9 @@ func (o *Obj) Str(k, v string) *Obj { o.Key(k); o.B = AppendString(o.B, v); retu
 
 func (o *Obj) Int(k string, v int64) *Obj { o.Key(k); o.B = strconv.AppendInt(o.B, v, 10); return o }
 
+// Bool writes true or false.
+func (o *Obj) Bool(k string, v bool) *Obj { o.Key(k); o.B = strconv.AppendBool(o.B, v); return o }
+
 // raw writes a value that is already JSON.
 func (o *Obj) Raw(k string, v []byte) *Obj { o.Key(k); o.B = append(o.B, v...); return o }
 
@@ -100,6 +103,9 @@ func (o *Obj) Open(k string) *Obj {
 func (o *Obj) Close(n *Obj) { o.B = append(n.B, '}') }
 
 var Null = []byte("null")
+
+// EmptyObject is {}, what a call without arguments takes. Read-only.
+var EmptyObject = []byte("{}")
 
 // AppendString appends s as a JSON string.
 func AppendString(dst []byte, s string) []byte { return jsonstr.Append(dst, s) }

@@ -374,10 +374,11 @@ func FieldsOf(raw string, f func(k, v string)) {
 // A FieldSlot is one field of an object that Pick reads: its name, where its value goes and,
 // for a request's field, the kind it must have.
 type FieldSlot struct {
-	name string
-	to   *string
-	kind byte   // 0: any
-	what string // the words for kind in an error: "a string", "a list"
+	name    string
+	to      *string
+	kind    byte   // 0: any
+	integer bool   // a number must be an integer an int holds
+	what    string // the words for kind in an error: "a string", "a list"
 }
 
 // Field is the slot for the field name, whose value goes to *to.
@@ -390,15 +391,36 @@ func (f FieldSlot) Want(k byte, what string) FieldSlot {
 	return f
 }
 
+// WantInt is the slot wanting an integer: a value of another kind is refused as Want refuses
+// it, and a number with a fraction, an exponent or beyond an int after every kind is checked.
+func (f FieldSlot) WantInt() FieldSlot {
+	f.kind, f.what, f.integer = '0', "an integer", true
+	return f
+}
+
 // BadKind is the first of fields, in their order, whose picked value has another kind than its
-// slot wants: its name and the words for the kind wanted.
+// slot wants, else the first whose number is not the integer its slot wants: its name and the
+// words for what it must be.
 func BadKind(fields []FieldSlot) (name, what string, bad bool) {
 	for _, f := range fields {
 		if f.kind != 0 && !Is(*f.to, f.kind) {
 			return f.name, f.what, true
 		}
 	}
+	for _, f := range fields {
+		if f.integer && NotInt(*f.to) {
+			return f.name, f.what, true
+		}
+	}
 	return "", "", false
+}
+
+// PickRequest reads the top-level fields of a request (s, a validated object) into their
+// slots, names every field without one in r.Dropped, and says which field, if any, BadKind
+// refuses.
+func PickRequest(r *Request, s string, slots []FieldSlot) (name, what string, bad bool) {
+	Pick(s, func(k, _ string) { r.Drop(k) }, slots...)
+	return BadKind(slots)
 }
 
 // Pick reads an object's fields by name: each field's value as it stands goes where its Field

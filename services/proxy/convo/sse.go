@@ -34,6 +34,16 @@ func ParseEvent(ev []byte) (name string, data []byte) {
 	return name, bytes.Join(parts, []byte("\n"))
 }
 
+// EventObject is one SSE event as a stream reader takes it: its name and its data read in place
+// (View: valid while sse is), and whether the data is a JSON object. An event without data (a
+// comment, a keep-alive) or with data of another kind says nothing to a reader, except chat's
+// [DONE].
+func EventObject(sse []byte) (name, data string, ok bool) {
+	name, d := ParseEvent(sse)
+	data = View(d)
+	return name, data, Document(data, nil)
+}
+
 // appendEvent appends a named SSE event (Anthropic style: the name is mandatory there).
 func AppendEvent(dst []byte, name string, data []byte) []byte {
 	dst = append(dst, "event: "...)

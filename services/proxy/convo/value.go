@@ -54,6 +54,18 @@ func ObjectBytes(raw string) []byte {
 	return BytesOf(raw)
 }
 
+// ArgsObject is a function call's arguments string (OpenAI's "arguments") as the JSON object it
+// holds, and {} for anything else: the model's tool calls carry objects. Like BytesOf it is no
+// copy of its own, and read-only.
+func ArgsObject(raw string) []byte {
+	if Kind(raw) == '"' {
+		if a := StrAt(raw); Document(a, nil) {
+			return BytesOf(a)
+		}
+	}
+	return EmptyObject
+}
+
 // Bool is a JSON boolean's value, nil when raw is none.
 func Bool(raw string) *bool {
 	if Kind(raw) != 't' {

@@ -2,7 +2,6 @@ package chat
 
 import (
 	"slices"
-	"strconv"
 	"strings"
 
 	"switchyard/services/proxy/convo"
@@ -16,16 +15,11 @@ import (
 // the upstream cut short (Responses' response.incomplete at the token limit or by a content
 // filter) is an answer with finish_reason length or content_filter.
 func AppendAnswer(dst []byte, r *convo.Request, evs []convo.Event, created int64) ([]byte, error) {
-	var id, model string
-	var usage convo.Usage
-	stop := convo.StopUnset
+	var a convo.AnswerInfo
 	var blocks []writerBlock
 	size, texts, thinking, calls := 0, 0, 0, 0
-	for i := range evs {
-		e := &evs[i]
+	for e := range a.Rest(evs) {
 		switch e.Kind {
-		case convo.EvStart:
-			id, model = e.ID, e.Model
 		case convo.EvBlockStart:
 			blocks = append(blocks, writerBlock{index: e.Index, kind: e.Block, call: -1})
 			if e.Block == convo.BlockToolCall {
@@ -41,22 +35,18 @@ func AppendAnswer(dst []byte, r *convo.Request, evs []convo.Event, created int64
 			case convo.BlockThinking:
 				thinking++
 			}
-		case convo.EvUsage:
-			usage.Merge(e.Usage)
-		case convo.EvStop:
-			stop = e.Stop
 		case convo.EvError:
 			if f := cutShort(e.Err); f != "" {
-				stop = stopOf(f) // an answer cut short is an answer, as chat says it
+				a.Stop = stopOf(f) // an answer cut short is an answer, as chat says it
 				continue
 			}
 			return appendError(dst, e.Err), nil
 		}
 	}
-	cid := chatID(id)
+	cid := chatID(a.ID)
 	// Written front to back into one buffer the size of the whole answer.
-	out := convo.NewObj(slices.Grow(dst, size+len(cid)+len(model)+384)).Str("id", cid).
-		Str("object", "chat.completion").Int("created", created).Str("model", model)
+	out := convo.NewObj(slices.Grow(dst, size+len(cid)+len(a.Model)+384)).Str("id", cid).
+		Str("object", "chat.completion").Int("created", created).Str("model", a.Model)
 	out.Key("choices")
 	choice := convo.NewObj(append(out.B, '[')).Int("index", 0)
 	msg := choice.Open("message").Str("role", "assistant")
@@ -81,7 +71,7 @@ func AppendAnswer(dst []byte, r *convo.Request, evs []convo.Event, created int64
 			c := convo.NewObj(msg.B)
 			callID := e.ID
 			if callID == "" {
-				callID = "call_" + strings.TrimPrefix(cid, "chatcmpl-") + "_" + strconv.Itoa(n-1)
+				callID = convo.CallID(strings.TrimPrefix(cid, "chatcmpl-"), n-1)
 			}
 			c.Str("id", callID).Str("type", "function")
 			fn := c.Open("function").Str("name", convo.FlatName(e.Namespace, e.Name))
@@ -106,13 +96,13 @@ func AppendAnswer(dst []byte, r *convo.Request, evs []convo.Event, created int64
 	}
 	choice.Close(msg)
 	finish := "stop"
-	if stop != convo.StopUnset {
-		finish = finishOf(stop)
+	if a.Stop != convo.StopUnset {
+		finish = finishOf(a.Stop)
 	}
 	choice.Str("finish_reason", finish)
 	out.B = append(choice.End(), ']')
 	out.Key("usage")
-	out.B = appendUsage(out.B, usage)
+	out.B = appendUsage(out.B, a.Usage)
 	return out.End(), nil
 }
 

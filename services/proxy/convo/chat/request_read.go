@@ -32,8 +32,8 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 	slots := [...]convo.FieldSlot{
 		convo.Field("model", &f.model).Want('"', "a string"),
 		convo.Field("messages", &f.messages).Want('[', "a list"),
-		convo.Field("max_tokens", &f.maxTokens).Want('0', "an integer"),
-		convo.Field("max_completion_tokens", &f.maxCompletionTokens).Want('0', "an integer"),
+		convo.Field("max_tokens", &f.maxTokens).WantInt(),
+		convo.Field("max_completion_tokens", &f.maxCompletionTokens).WantInt(),
 		convo.Field("temperature", &f.temperature).Want('0', "a number"),
 		convo.Field("top_p", &f.topP).Want('0', "a number"),
 		convo.Field("stop", &f.stop),
@@ -49,14 +49,8 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 		convo.Field("service_tier", &f.serviceTier).Want('"', "a string"),
 		convo.Field("store", &f.store).Want('t', "a boolean"),
 	}
-	convo.Pick(s, func(k, _ string) { r.Drop(k) }, slots[:]...)
-	if name, what, bad := convo.BadKind(slots[:]); bad {
+	if name, what, bad := convo.PickRequest(r, s, slots[:]); bad {
 		return nil, notChat(name, what)
-	}
-	for _, c := range [...][2]string{{f.maxTokens, "max_tokens"}, {f.maxCompletionTokens, "max_completion_tokens"}} {
-		if convo.NotInt(c[0]) {
-			return nil, notChat(c[1], "an integer")
-		}
 	}
 	if convo.Kind(f.streamOptions) == '{' {
 		bad := false
@@ -381,32 +375,13 @@ func readToolCalls(raw string) ([]convo.Part, error) {
 			return notChat("messages[].tool_calls[].index", "an integer")
 		}
 		out = append(out, convo.Part{Kind: convo.PartToolCall, ID: convo.StrAt(id), Name: convo.StrAt(name),
-			Args: argsObject(args)})
+			Args: convo.ArgsObject(args)})
 		return nil
 	})
 	if err == convo.ErrNotObject {
 		err = notChat("messages[].tool_calls[]", "objects")
 	}
 	return out, err
-}
-
-// emptyObject is the arguments of a call whose arguments are not a JSON object.
-var emptyObject = []byte("{}")
-
-// argsObject is a call's arguments string as a JSON object, {} when it holds none.
-func argsObject(raw string) []byte {
-	if convo.Kind(raw) != '"' {
-		return emptyObject
-	}
-	a := convo.StrAt(raw)
-	i := 0
-	for i < len(a) && (a[i] == ' ' || a[i] == '\t' || a[i] == '\n' || a[i] == '\r') {
-		i++
-	}
-	if i == len(a) || a[i] != '{' || !convo.Document(a, nil) {
-		return emptyObject
-	}
-	return convo.BytesOf(a)
 }
 
 // part is one part of a content list, its fields as they stand in the JSON.

@@ -59,7 +59,7 @@ func AppendRequest(dst []byte, r *convo.Request, t convo.Target) ([]byte, error)
 		o.Strs("stop", r.Stop)
 	}
 	if r.Stream {
-		o.Raw("stream", []byte("true")).Raw("stream_options", []byte(`{"include_usage":true}`))
+		o.Bool("stream", true).Raw("stream_options", []byte(`{"include_usage":true}`))
 	}
 	appendTools(o, r)
 	switch {
@@ -132,7 +132,7 @@ func appendTools(o *convo.Obj, r *convo.Request) {
 			f.Raw("parameters", emptySchema)
 		}
 		if t.Strict != nil {
-			f.Raw("strict", boolJSON(*t.Strict))
+			f.Bool("strict", *t.Strict)
 		}
 		tool.Close(f)
 		o.B = tool.End()
@@ -171,7 +171,7 @@ func appendTools(o *convo.Obj, r *convo.Request) {
 		o.Close(tc)
 	}
 	if r.ParallelToolCalls != nil {
-		o.Raw("parallel_tool_calls", boolJSON(*r.ParallelToolCalls))
+		o.Bool("parallel_tool_calls", *r.ParallelToolCalls)
 	}
 }
 
@@ -192,13 +192,6 @@ func hasFunction(tools []convo.Tool, name string) bool {
 		}
 	}
 	return false
-}
-
-func boolJSON(b bool) []byte {
-	if b {
-		return []byte("true")
-	}
-	return []byte("false")
 }
 
 // appendFormat writes response_format: a JSON object, or a JSON schema (chat completions require
@@ -225,7 +218,7 @@ func appendFormat(o *convo.Obj, f *convo.ResponseFormat) {
 			js.Raw("schema", f.Schema)
 		}
 		if f.Strict != nil {
-			js.Raw("strict", boolJSON(*f.Strict))
+			js.Bool("strict", *f.Strict)
 		}
 		rf.Close(js)
 		o.Close(rf)
@@ -474,7 +467,7 @@ func (w *msgWriter) assistant(m *convo.Message) {
 			}
 			args := p.Args
 			if len(args) == 0 {
-				args = emptyObject
+				args = convo.EmptyObject
 			}
 			fn.Key("arguments")
 			fn.B = convo.AppendString(fn.B, convo.View(args))

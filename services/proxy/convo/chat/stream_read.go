@@ -1,7 +1,7 @@
 package chat
 
 import (
-	"bytes"
+	"strings"
 
 	"switchyard/services/proxy/convo"
 )
@@ -33,19 +33,16 @@ type streamCall struct {
 // NewStreamReader starts reading a stream.
 func NewStreamReader() *StreamReader { return &StreamReader{open: -1} }
 
-var doneData = []byte("[DONE]")
-
 // Read reads one SSE event and appends the events it implies to evs. Texts point into sse.
 func (r *StreamReader) Read(evs []convo.Event, sse []byte) []convo.Event {
-	_, data := convo.ParseEvent(sse)
-	if len(data) == 0 || r.done {
+	if r.done {
 		return evs
 	}
-	if bytes.HasPrefix(data, doneData) {
-		return r.finish(evs)
-	}
-	c := convo.View(data)
-	if !convo.Document(c, nil) {
+	_, c, ok := convo.EventObject(sse)
+	if !ok {
+		if strings.HasPrefix(c, "[DONE]") {
+			return r.finish(evs)
+		}
 		return evs // a comment, a keep-alive or something unreadable: nothing to say
 	}
 	var id, model, usage, errRaw, choices string

@@ -1,7 +1,6 @@
 package chat
 
 import (
-	"strconv"
 	"strings"
 
 	"switchyard/services/proxy/convo"
@@ -126,7 +125,7 @@ func (w *StreamWriter) Write(dst []byte, e *convo.Event) []byte {
 		c := convo.NewObj(append(d.B, '[')).Int("index", int64(b.call))
 		id := e.ID
 		if id == "" { // chat clients answer a call by its id: one it can use
-			id = "call_" + strings.TrimPrefix(w.id, "chatcmpl-") + "_" + strconv.Itoa(b.call)
+			id = convo.CallID(strings.TrimPrefix(w.id, "chatcmpl-"), b.call)
 		}
 		c.Str("id", id).Str("type", "function")
 		c.Close(c.Open("function").Str("name", convo.FlatName(e.Namespace, e.Name)).Str("arguments", ""))

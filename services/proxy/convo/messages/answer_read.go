@@ -136,12 +136,11 @@ type streamEvent struct {
 // Read appends the events one SSE event of the stream implies; texts point into sse. Pings,
 // comments and events that are not JSON objects imply none.
 func (s *StreamReader) Read(evs []convo.Event, sse []byte) []convo.Event {
-	name, data := convo.ParseEvent(sse)
-	if len(data) == 0 || s.done {
+	if s.done {
 		return evs
 	}
-	c := convo.View(data)
-	if !convo.Document(c, nil) {
+	name, c, ok := convo.EventObject(sse)
+	if !ok {
 		return evs
 	}
 	var e streamEvent

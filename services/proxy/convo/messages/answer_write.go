@@ -66,10 +66,8 @@ func (b *collected) args() []byte {
 // ({"type":"error","error":{…}}), one cut short by its token limit or a filter as a message that
 // says so in its stop reason.
 func AppendAnswer(dst []byte, r *convo.Request, evs []convo.Event, created int64) ([]byte, error) {
-	var id, model string
+	var a convo.AnswerInfo
 	var blocks []collected
-	var usage convo.Usage
-	stop, stopSeq := convo.StopUnset, ""
 	find := func(index int) *collected {
 		for i := len(blocks) - 1; i >= 0; i-- {
 			if blocks[i].index == index {
@@ -78,11 +76,8 @@ func AppendAnswer(dst []byte, r *convo.Request, evs []convo.Event, created int64
 		}
 		return nil
 	}
-	for i := range evs {
-		e := &evs[i]
+	for e := range a.Rest(evs) {
 		switch e.Kind {
-		case convo.EvStart:
-			id, model = e.ID, e.Model
 		case convo.EvBlockStart:
 			// A start for an index already begun is the same block again; after its stop, a
 			// new block that reuses the index.
@@ -101,26 +96,22 @@ func AppendAnswer(dst []byte, r *convo.Request, evs []convo.Event, created int64
 			if b := find(e.Index); b != nil {
 				b.signature = e.Text
 			}
-		case convo.EvUsage:
-			usage.Merge(e.Usage)
-		case convo.EvStop:
-			stop, stopSeq = e.Stop, e.StopSequence
 		case convo.EvError:
 			s, ok := incompleteStop(e.Err)
 			if !ok {
 				return appendError(dst, e.Err), nil
 			}
-			stop = s
+			a.Stop = s
 		}
 	}
-	if model == "" && r != nil {
-		model = r.Model
+	if a.Model == "" && r != nil {
+		a.Model = r.Model
 	}
-	size := len(id) + len(model) + 384
+	size := len(a.ID) + len(a.Model) + 384
 	for i := range blocks {
 		size += blocks[i].size() + len(blocks[i].signature) + len(blocks[i].id) + len(blocks[i].name) + 64
 	}
-	out := convo.NewObj(slices.Grow(dst, size)).Str("id", msgID(id)).Str("type", "message").Str("role", "assistant").Str("model", model)
+	out := convo.NewObj(slices.Grow(dst, size)).Str("id", msgID(a.ID)).Str("type", "message").Str("role", "assistant").Str("model", a.Model)
 	out.Key("content")
 	out.B = append(out.B, '[')
 	n := 0
@@ -152,10 +143,10 @@ func AppendAnswer(dst []byte, r *convo.Request, evs []convo.Event, created int64
 		out.B = o.End()
 	}
 	out.B = append(out.B, ']')
-	out.Str("stop_reason", stopWord(stop))
-	out.StrElseNull("stop_sequence", stopSeq)
+	out.Str("stop_reason", stopWord(a.Stop))
+	out.StrElseNull("stop_sequence", a.StopSequence)
 	u := out.Open("usage")
-	appendUsage(u, usage, true)
+	appendUsage(u, a.Usage, true)
 	out.Close(u)
 	return out.End(), nil
 }

@@ -33,10 +33,10 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 		convo.Field("model", &f.model).Want('"', "a string"),
 		convo.Field("messages", &f.messages).Want('[', "a list"),
 		convo.Field("system", &f.system),
-		convo.Field("max_tokens", &f.maxTokens).Want('0', "an integer"),
+		convo.Field("max_tokens", &f.maxTokens).WantInt(),
 		convo.Field("temperature", &f.temperature).Want('0', "a number"),
 		convo.Field("top_p", &f.topP).Want('0', "a number"),
-		convo.Field("top_k", &f.topK).Want('0', "an integer"),
+		convo.Field("top_k", &f.topK).WantInt(),
 		convo.Field("stop_sequences", &f.stop).Want('[', "a list of strings"),
 		convo.Field("stream", &f.stream).Want('t', "a boolean"),
 		convo.Field("tools", &f.tools).Want('[', "a list"),
@@ -46,14 +46,8 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 		convo.Field("output_config", &f.outputConfig).Want('{', "an object"),
 		convo.Field("output_format", &f.outputFormat).Want('{', "an object"),
 	}
-	convo.Pick(s, func(k, _ string) { r.Drop(k) }, slots[:]...)
-	if name, what, bad := convo.BadKind(slots[:]); bad {
+	if name, what, bad := convo.PickRequest(r, s, slots[:]); bad {
 		return nil, notMessages(name, what)
-	}
-	for _, c := range [...][2]string{{f.maxTokens, "max_tokens"}, {f.topK, "top_k"}} {
-		if convo.NotInt(c[0]) {
-			return nil, notMessages(c[1], "an integer")
-		}
 	}
 	r.Model = convo.StrAt(f.model)
 	if convo.Kind(f.maxTokens) == '0' {
@@ -94,15 +88,11 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 // floatOf reads a number; one beyond a float64 (1e999) is dropped rather than written as
 // infinity, which is no JSON.
 func floatOf(r *convo.Request, raw, field string) *float64 {
-	if convo.Kind(raw) != '0' {
-		return nil
-	}
-	v, err := strconv.ParseFloat(raw, 64)
-	if err != nil {
+	v := convo.Float(raw)
+	if v == nil && convo.Kind(raw) == '0' {
 		r.Drop(field)
-		return nil
 	}
-	return &v
+	return v
 }
 
 // readStop reads stop_sequences (a null in the list is the empty string, as encoding/json had it).
@@ -124,49 +114,37 @@ func readStop(r *convo.Request, raw string) error {
 	return err
 }
 
-// kindName names the kinds the fields of a messages request have.
-func kindName(k byte) string {
-	switch k {
-	case '"':
-		return "a string"
-	case '0':
-		return "a number"
-	case 't':
-		return "a boolean"
-	case '{':
-		return "an object"
-	}
-	return "a list"
-}
-
-// subFields picks the members of an object field, checking the kind of those named in kinds;
-// rest, when not nil, gets the members fields has no slot for.
-func subFields(raw, name string, kinds map[string]byte, rest func(k, v string), fields ...convo.FieldSlot) error {
+// subFields picks the members of an object field into fields, refusing the first member, in the
+// order they stand, whose value has another kind than its slot wants; rest, when not nil, gets
+// the members fields has no slot for.
+func subFields(raw, name string, rest func(k, v string), fields ...convo.FieldSlot) error {
 	if convo.Kind(raw) != '{' {
 		return nil
 	}
 	var err error
 	convo.FieldsOf(raw, func(k, v string) {
-		if want, ok := kinds[k]; ok && err == nil && !convo.Is(v, want) {
-			err = notMessages(name+"."+k, kindName(want))
+		if !convo.Put(fields, k, v) {
+			if rest != nil {
+				rest(k, v)
+			}
+			return
 		}
-		if !convo.Put(fields, k, v) && rest != nil {
-			rest(k, v)
+		// Every slot held a value of its kind before this one: a bad kind now is k's.
+		if _, what, bad := convo.BadKind(fields); bad && err == nil {
+			err = notMessages(name+"."+k, what)
 		}
 	})
 	return err
 }
 
-var thinkingKinds = map[string]byte{"type": '"', "budget_tokens": '0', "display": '"'}
-
 // readThinking reads thinking: enabled with a budget, or adaptive (the model decides; the effort
 // in output_config guides it).
 func readThinking(r *convo.Request, raw string) error {
 	var typ, budget, display string
-	err := subFields(raw, "thinking", thinkingKinds, nil,
-		convo.Field("type", &typ),
-		convo.Field("budget_tokens", &budget),
-		convo.Field("display", &display))
+	err := subFields(raw, "thinking", nil,
+		convo.Field("type", &typ).Want('"', "a string"),
+		convo.Field("budget_tokens", &budget).Want('0', "a number"),
+		convo.Field("display", &display).Want('"', "a string"))
 	if err != nil {
 		return err
 	}
@@ -195,14 +173,12 @@ func readThinking(r *convo.Request, raw string) error {
 	return nil
 }
 
-var outputKinds = map[string]byte{"effort": '"', "format": '{'}
-
 // readOutput reads output_config (the effort, the output format) and the older output_format.
 func readOutput(r *convo.Request, config, format string) error {
 	var effort string
-	err := subFields(config, "output_config", outputKinds, func(k, _ string) { r.Drop("output_config." + k) },
-		convo.Field("effort", &effort),
-		convo.Field("format", &format))
+	err := subFields(config, "output_config", func(k, _ string) { r.Drop("output_config." + k) },
+		convo.Field("effort", &effort).Want('"', "a string"),
+		convo.Field("format", &format).Want('{', "an object"))
 	if err != nil {
 		return err
 	}
@@ -220,9 +196,9 @@ func readOutput(r *convo.Request, config, format string) error {
 		return nil
 	}
 	var typ, schema string
-	err = subFields(format, "output_config.format", map[string]byte{"type": '"', "schema": '{'}, nil,
-		convo.Field("type", &typ),
-		convo.Field("schema", &schema))
+	err = subFields(format, "output_config.format", nil,
+		convo.Field("type", &typ).Want('"', "a string"),
+		convo.Field("schema", &schema).Want('{', "an object"))
 	if err != nil {
 		return err
 	}
@@ -237,7 +213,7 @@ func readOutput(r *convo.Request, config, format string) error {
 // readMetadata keeps the metadata object and reads its user_id as the request's user.
 func readMetadata(r *convo.Request, raw string) error {
 	var userID string
-	err := subFields(raw, "metadata", map[string]byte{"user_id": '"'}, nil, convo.Field("user_id", &userID))
+	err := subFields(raw, "metadata", nil, convo.Field("user_id", &userID).Want('"', "a string"))
 	if err != nil || convo.Kind(raw) != '{' {
 		return err
 	}
@@ -246,16 +222,14 @@ func readMetadata(r *convo.Request, raw string) error {
 	return nil
 }
 
-var choiceKinds = map[string]byte{"type": '"', "name": '"', "disable_parallel_tool_use": 't'}
-
 // readToolChoice reads tool_choice: auto, any, tool (by name) or none, and
 // disable_parallel_tool_use, which is parallel_tool_calls: false.
 func readToolChoice(r *convo.Request, raw string) error {
 	var typ, name, disable string
-	err := subFields(raw, "tool_choice", choiceKinds, nil,
-		convo.Field("type", &typ),
-		convo.Field("name", &name),
-		convo.Field("disable_parallel_tool_use", &disable))
+	err := subFields(raw, "tool_choice", nil,
+		convo.Field("type", &typ).Want('"', "a string"),
+		convo.Field("name", &name).Want('"', "a string"),
+		convo.Field("disable_parallel_tool_use", &disable).Want('t', "a boolean"))
 	if err != nil || convo.Kind(raw) != '{' {
 		return err
 	}

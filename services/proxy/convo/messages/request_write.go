@@ -106,7 +106,7 @@ func AppendRequest(dst []byte, r *convo.Request, t convo.Target) ([]byte, error)
 		out.Strs("stop_sequences", r.Stop)
 	}
 	if r.Stream {
-		out.Raw("stream", []byte("true"))
+		out.Bool("stream", true)
 	}
 	tools := appendTools(out, r)
 	appendToolChoice(out, r, tools)
@@ -467,7 +467,7 @@ func appendToolResult(dst []byte, p *convo.Part, r *convo.Request) []byte {
 		}
 	}
 	if p.IsError {
-		o.Raw("is_error", []byte("true"))
+		o.Bool("is_error", true)
 	}
 	if p.Cache != nil {
 		o.Raw("cache_control", p.Cache)
@@ -556,9 +556,9 @@ func appendToolChoice(out *convo.Obj, r *convo.Request, tools int) {
 	if mode != convo.ChoiceNone {
 		switch {
 		case disable:
-			tc.Raw("disable_parallel_tool_use", []byte("true"))
+			tc.Bool("disable_parallel_tool_use", true)
 		case r.ParallelToolCalls != nil && *r.ParallelToolCalls && r.ToolChoice.Mode != convo.ChoiceUnset:
-			tc.Raw("disable_parallel_tool_use", []byte("false"))
+			tc.Bool("disable_parallel_tool_use", false)
 		}
 	}
 	out.Close(tc)

@@ -15,7 +15,8 @@ import (
 // absent).
 type fields struct {
 	model, input, instructions, tools, toolChoice, parallel, maxOut, temperature, topP,
-	reasoning, stream, text, user, metadata, store, include, previous, truncation, serviceTier string
+	reasoning, stream, text, user, metadata, store, include, previous, truncation, serviceTier,
+	promptCacheKey string
 }
 
 // ReadRequest reads a Responses request. A field of the wrong type is an error in translate's
@@ -35,7 +36,7 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 		convo.Field("tools", &f.tools).Want('[', "a list"),
 		convo.Field("tool_choice", &f.toolChoice),
 		convo.Field("parallel_tool_calls", &f.parallel).Want('t', "a boolean"),
-		convo.Field("max_output_tokens", &f.maxOut).Want('0', "an integer"),
+		convo.Field("max_output_tokens", &f.maxOut).WantInt(),
 		convo.Field("temperature", &f.temperature).Want('0', "a number"),
 		convo.Field("top_p", &f.topP).Want('0', "a number"),
 		convo.Field("reasoning", &f.reasoning).Want('{', "an object"),
@@ -48,19 +49,12 @@ func ReadRequest(body []byte) (*convo.Request, error) {
 		convo.Field("previous_response_id", &f.previous),
 		convo.Field("truncation", &f.truncation),
 		convo.Field("service_tier", &f.serviceTier),
-	}
-	convo.Pick(s, func(k, _ string) {
 		// prompt_cache_key has nothing to carry: it only steers a provider's prompt cache, which
 		// the gateway's routing already keeps warm.
-		if k != "prompt_cache_key" {
-			r.Drop(k)
-		}
-	}, slots[:]...)
-	if name, what, bad := convo.BadKind(slots[:]); bad {
-		return nil, typeError(name, what)
+		convo.Field("prompt_cache_key", &f.promptCacheKey),
 	}
-	if convo.NotInt(f.maxOut) {
-		return nil, typeError("max_output_tokens", "an integer")
+	if name, what, bad := convo.PickRequest(r, s, slots[:]); bad {
+		return nil, typeError(name, what)
 	}
 	if convo.Kind(f.maxOut) == '0' {
 		r.MaxTokens, _ = strconv.Atoi(f.maxOut)
@@ -370,7 +364,7 @@ func (rd *reader) item(it string) bool {
 			}
 		}
 	case "function_call":
-		p := convo.Part{Kind: convo.PartToolCall, ID: convo.StrAt(callID), Name: convo.StrAt(name), Args: arguments(args),
+		p := convo.Part{Kind: convo.PartToolCall, ID: convo.StrAt(callID), Name: convo.StrAt(name), Args: convo.ArgsObject(args),
 			Namespace: convo.Str(namespace)}
 		m := rd.turn(false)
 		m.Parts = append(m.Parts, p)
@@ -397,19 +391,6 @@ func (rd *reader) item(it string) bool {
 		r.Drop("input[].type=" + t)
 	}
 	return true
-}
-
-// arguments is a function call's arguments string as the JSON object it holds; anything else
-// reads as {} (the model's tool calls carry objects).
-func arguments(raw string) []byte {
-	if convo.Kind(raw) != '"' {
-		return []byte("{}")
-	}
-	a := convo.StrAt(raw)
-	if !convo.Document(a, nil) {
-		return []byte("{}")
-	}
-	return []byte(a)
 }
 
 // reasoningText joins the texts of a reasoning item's summary (or content) parts, a blank line

@@ -48,12 +48,11 @@ type event struct {
 
 // Read reads one SSE event, appending the model's events to evs. Their texts point into sse.
 func (r *StreamReader) Read(evs []convo.Event, sse []byte) []convo.Event {
-	name, data := convo.ParseEvent(sse)
-	if len(data) == 0 || r.done {
+	if r.done {
 		return evs
 	}
-	s := convo.View(data)
-	if !convo.Document(s, nil) {
+	name, s, ok := convo.EventObject(sse)
+	if !ok {
 		return evs
 	}
 	var e event

@@ -23,10 +23,8 @@ func AppendAnswer(dst []byte, r *convo.Request, evs []convo.Event, created int64
 		sig     convo.Text
 		hasText bool
 	}
-	var id, model string
+	var a convo.AnswerInfo
 	var blocks []block
-	var usage convo.Usage
-	var stop convo.StopReason
 	var failure *convo.Error
 	size := 0
 	find := func(index int) *block {
@@ -38,11 +36,8 @@ func AppendAnswer(dst []byte, r *convo.Request, evs []convo.Event, created int64
 		return nil
 	}
 scan:
-	for i := range evs {
-		e := &evs[i]
+	for e := range a.Rest(evs) {
 		switch e.Kind {
-		case convo.EvStart:
-			id, model = e.ID, e.Model
 		case convo.EvBlockStart:
 			blocks = append(blocks, block{kind: e.Block, index: e.Index, id: e.ID, name: e.Name, ns: e.Namespace})
 		case convo.EvDelta:
@@ -56,24 +51,20 @@ scan:
 				b.sig = e.Text
 				size += len(e.Text)
 			}
-		case convo.EvUsage:
-			usage.Merge(e.Usage)
-		case convo.EvStop:
-			stop = e.Stop
 		case convo.EvError:
 			failure = e.Err
 			break scan
 		}
 	}
-	rid := responseID(id)
+	rid := responseID(a.ID)
 	base := strings.TrimPrefix(rid, "resp_")
-	status, details := statusOf(stop)
+	status, details := statusOf(a.Stop)
 	if failure != nil {
 		status, details = "failed", nil
 	}
 	include := encrypted(r)
 	// Written front to back into one buffer the size of the whole answer, items in place.
-	out := responseHead(slices.Grow(dst, size+len(blocks)*160+1536), rid, created, status, model)
+	out := responseHead(slices.Grow(dst, size+len(blocks)*160+1536), rid, created, status, a.Model)
 	n := 0
 	counts := [4]int{} // items written of each block kind, for unique ids
 	itemID := func(prefix string, k convo.BlockKind) string {
@@ -112,7 +103,7 @@ scan:
 			}
 			callID := b.id
 			if callID == "" {
-				callID = "call_" + base + "_" + strconv.Itoa(b.index)
+				callID = convo.CallID(base, b.index)
 			}
 			name, ns := b.name, b.ns
 			if ns == "" {
@@ -125,8 +116,8 @@ scan:
 	if failure != nil {
 		errObj = appendError(nil, failure)
 	}
-	u := &usage
-	if usage.Has == 0 {
+	u := &a.Usage
+	if a.Usage.Has == 0 {
 		u = nil
 	}
 	out = responseTail(out, u, errObj, details, appendEcho(nil, r))
@@ -230,7 +221,7 @@ func appendEcho(dst []byte, r *convo.Request) []byte {
 	} else {
 		o.Raw("max_output_tokens", convo.Null)
 	}
-	o.Raw("parallel_tool_calls", boolJSON(r.ParallelToolCalls == nil || *r.ParallelToolCalls))
+	o.Bool("parallel_tool_calls", r.ParallelToolCalls == nil || *r.ParallelToolCalls)
 	for _, f := range []struct {
 		k string
 		v *float64
@@ -265,7 +256,7 @@ func appendEcho(dst []byte, r *convo.Request) []byte {
 	}
 	// A translated answer is stored nowhere, whatever the request asked for: saying store: true
 	// would promise a previous_response_id that no later request can use.
-	o.Raw("store", boolJSON(false))
+	o.Bool("store", false)
 	return o.B
 }
 

@@ -46,7 +46,7 @@ func AppendRequest(dst []byte, r *convo.Request, t convo.Target) ([]byte, error)
 		o.B, _ = appendTools(o.B, r, false)
 		appendToolChoice(o, r.ToolChoice, false)
 		if r.ParallelToolCalls != nil {
-			o.Raw("parallel_tool_calls", boolJSON(*r.ParallelToolCalls))
+			o.Bool("parallel_tool_calls", *r.ParallelToolCalls)
 		}
 	}
 	if r.MaxTokens > 0 {
@@ -105,7 +105,7 @@ func AppendRequest(dst []byte, r *convo.Request, t convo.Target) ([]byte, error)
 	// Nothing is stored upstream: the conversation is sent whole with every turn, reasoning
 	// included as encrypted content, which only reasoning models return (asking another model
 	// for it is an error).
-	o.Raw("store", boolJSON(false))
+	o.Bool("store", false)
 	include := r.Include
 	if reasoning || reasoningModel(r.Model) {
 		if !slices.Contains(include, "reasoning.encrypted_content") {
@@ -135,16 +135,9 @@ func AppendRequest(dst []byte, r *convo.Request, t convo.Target) ([]byte, error)
 		}
 	}
 	if r.Stream {
-		o.Raw("stream", boolJSON(true))
+		o.Bool("stream", true)
 	}
 	return o.End(), nil
-}
-
-func boolJSON(b bool) []byte {
-	if b {
-		return []byte("true")
-	}
-	return []byte("false")
 }
 
 // stringMap reports whether raw is an object of at most 16 string values, what OpenAI takes as
@@ -216,12 +209,12 @@ func appendTool(dst []byte, t *convo.Tool, echo bool) []byte {
 	}
 	switch {
 	case t.Strict != nil:
-		o.Raw("strict", boolJSON(*t.Strict))
+		o.Bool("strict", *t.Strict)
 	case !echo:
 		// A Responses function is strict unless it says otherwise, and strict mode refuses
 		// the schemas other formats' clients write (optional properties, no
 		// additionalProperties: false).
-		o.Raw("strict", boolJSON(false))
+		o.Bool("strict", false)
 	}
 	return o.End()
 }
@@ -249,7 +242,7 @@ func appendFormat(dst []byte, f *convo.ResponseFormat, echo bool) []byte {
 			o.Raw("schema", []byte(`{"type":"object"}`))
 		}
 		if f.Strict != nil {
-			o.Raw("strict", boolJSON(*f.Strict))
+			o.Bool("strict", *f.Strict)
 		}
 		return o.End()
 	}

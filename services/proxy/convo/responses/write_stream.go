@@ -217,7 +217,7 @@ func (s *StreamWriter) openItem(dst []byte, b *streamBlock) []byte {
 		return finish(o)
 	case convo.BlockToolCall:
 		if b.callID == "" {
-			b.callID = "call_" + s.base + "_" + strconv.Itoa(b.index)
+			b.callID = convo.CallID(s.base, b.index)
 		}
 		if b.ns == "" {
 			b.name, b.ns = lookup(s.r, b.name)
