@@ -13,15 +13,21 @@ import (
 // a bug shows as a failure, not a hang, and a slow machine is no bug.
 const Patience = 10 * time.Second
 
-// Eventually yields until cond holds or Patience has passed, and reports whether cond holds;
-// it never sleeps.
+// Eventually checks cond until it holds or Patience has passed, and reports whether cond holds.
+// It yields between the first checks, which is all a goroutine on the fake clock needs; what
+// waits for real work (a write to SQLite, a server) is then polled every millisecond, so that a
+// long wait does not hold a core the work itself needs.
 func Eventually(cond func() bool) bool {
 	limit := time.Now().Add(Patience)
-	for !cond() {
+	for i := 0; !cond(); i++ {
 		if time.Now().After(limit) {
 			return false
 		}
-		runtime.Gosched()
+		if i < 64 {
+			runtime.Gosched()
+		} else {
+			time.Sleep(time.Millisecond)
+		}
 	}
 	return true
 }
