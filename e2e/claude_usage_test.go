@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -51,6 +52,17 @@ func TestClaudeUsagePollingAndWindowSkipping(t *testing.T) {
 	metrics := e.Metrics()
 	for _, want := range []string{`switchyard_claude_usage_utilization{connection="claude-1",provider="anthropic",window="five_hour"} 100`,
 		`switchyard_claude_usage_utilization{connection="claude-2",provider="anthropic",window="seven_day"} 10`} {
+		if !strings.Contains(metrics, want) {
+			t.Fatalf("metrics lack %s", want)
+		}
+	}
+	// The reset of each window as a Unix time, and whether each account's lane is active.
+	resetSeries := `switchyard_claude_usage_resets_at_seconds{connection="claude-1",provider="anthropic",window="five_hour"} `
+	if v, ok := metricValue(metrics, resetSeries); !ok || int64(v) != now.Add(2*time.Hour).Unix() {
+		t.Fatalf("%s = %v (%v), want %d", resetSeries, v, ok, now.Add(2*time.Hour).Unix())
+	}
+	for _, want := range []string{`switchyard_claude_lane_active{connection="claude-1",provider="anthropic"} 0`,
+		`switchyard_claude_lane_active{connection="claude-2",provider="anthropic"} 0`} {
 		if !strings.Contains(metrics, want) {
 			t.Fatalf("metrics lack %s", want)
 		}
@@ -139,3 +151,15 @@ func TestClaudeUnifiedHeadersUpdateUsage(t *testing.T) {
 }
 
 func epochS(t time.Time) string { return itoa(t.Unix()) }
+
+// metricValue is the value of the series whose line starts with prefix (name, labels and the
+// space), in the Prometheus text format.
+func metricValue(metrics, prefix string) (float64, bool) {
+	for line := range strings.Lines(metrics) {
+		if rest, ok := strings.CutPrefix(line, prefix); ok {
+			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			return v, err == nil
+		}
+	}
+	return 0, false
+}
