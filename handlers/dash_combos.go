@@ -436,15 +436,8 @@ func idPath(prefix string, id int64, suffix string) string {
 
 // Delete answers POST /combos/:id/delete; a combo another combo names stays, with a message.
 func (p *CombosPage) Delete(c echo.Context) error {
-	cb, id, ok, err := itemAt(c, p.Sessions, "/combos", p.Combos.Get)
-	if !ok {
-		return err
-	}
-	if err := p.Combos.Delete(ctx(c), id); err != nil {
-		return p.missing(c, err)
-	}
-	p.flash(c, "success", i18n.T(ctx(c), "combos.deleted", cb.Name))
-	return seeOther(c, "/combos")
+	return deleteAt(c, p.Sessions, "/combos", p.Combos.Get, p.Combos.Delete,
+		func(cb routing.Combo) string { return i18n.T(ctx(c), "combos.deleted", cb.Name) })
 }
 
 // Move answers POST /combos/:id/move (index, key, dir up|down): the target moves one place and

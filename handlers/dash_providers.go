@@ -295,13 +295,21 @@ func (d *Dashboard) ResetBreaker(c echo.Context) error {
 
 // ProvidersPage answers GET /providers; ?provider=<name> preselects the add-connection form.
 func (d *Dashboard) ProvidersPage(c echo.Context) error {
+	return d.renderProviders(c, http.StatusOK, func(m *views.ProvidersModel) {
+		m.ConnectionForm.Provider = c.QueryParam("provider")
+		m.Claude.Provider = c.QueryParam("provider")
+	})
+}
+
+// renderProviders answers with the providers page; show puts onto it what this answer shows
+// besides the lists (a form as it was posted, a card at its next step).
+func (d *Dashboard) renderProviders(c echo.Context, status int, show func(m *views.ProvidersModel)) error {
 	m, err := d.providersModel(c)
 	if err != nil {
 		return err
 	}
-	m.ConnectionForm.Provider = c.QueryParam("provider")
-	m.Claude.Provider = c.QueryParam("provider")
-	return Render(c, http.StatusOK, views.ProvidersPage(m))
+	show(&m)
+	return Render(c, status, views.ProvidersPage(m))
 }
 
 // CreateProvider answers POST /providers.
@@ -318,13 +326,8 @@ func (d *Dashboard) CreateProvider(c echo.Context) error {
 		if !ok {
 			return err
 		}
-		m, err := d.providersModel(c)
-		if err != nil {
-			return err
-		}
 		f.Errors, f.Error = fields, form
-		m.ProviderForm = f
-		return Render(c, http.StatusUnprocessableEntity, views.ProvidersPage(m))
+		return d.renderProviders(c, http.StatusUnprocessableEntity, func(m *views.ProvidersModel) { m.ProviderForm = f })
 	}
 	d.flash(c, "success", i18n.T(ctx(c), "providers.created", p.Name))
 	return seeOther(c, "/providers#provider-"+p.Name)
@@ -390,15 +393,8 @@ func patternsOf(in catalog.ProviderInput) []string {
 
 // DeleteProvider answers POST /providers/:id/delete; its connections go with it.
 func (d *Dashboard) DeleteProvider(c echo.Context) error {
-	p, id, ok, err := itemAt(c, d.Sessions, "/providers", d.Catalog.GetProvider)
-	if !ok {
-		return err
-	}
-	if err := d.Catalog.DeleteProvider(ctx(c), id); err != nil {
-		return d.missing(c, err, "/providers")
-	}
-	d.flash(c, "success", i18n.T(ctx(c), "providers.deleted", p.Name))
-	return seeOther(c, "/providers")
+	return deleteAt(c, d.Sessions, "/providers", d.Catalog.GetProvider, d.Catalog.DeleteProvider,
+		func(p catalog.Provider) string { return i18n.T(ctx(c), "providers.deleted", p.Name) })
 }
 
 // missing answers err on the list at back (listMissing); any other error is returned.
