@@ -116,8 +116,7 @@ func targetLive(ctx context.Context, v *views.TargetLive, st ops.TargetState, no
 	if st.PassedOver != "" {
 		v.PassedOver = reasonLabel(ctx, st.PassedOver)
 	}
-	v.Conns = views.ConnCounts{Total: st.Connections.Total, Usable: st.Connections.Usable, Cooling: st.Connections.Cooling,
-		Terminal: st.Connections.Terminal, Disabled: st.Connections.Disabled}
+	v.Conns = connCounts(st.Connections)
 	nowMS := now.UnixMilli()
 	switch {
 	case st.Usable:
@@ -403,11 +402,7 @@ func (p *CombosPage) formModel(c echo.Context, f views.ComboForm) views.ComboFor
 	if f.ID != 0 {
 		title, path = i18n.T(ctx(c), "combos.edit_title", f.Name), idPath("/combos/", f.ID, "/edit")
 	}
-	m := views.ComboFormModel{Shell: p.shell(c, title, path), Form: f}
-	for _, s := range routing.Strategies {
-		m.Strategies = append(m.Strategies, views.StrategyOption{Value: string(s),
-			Label: i18n.T(ctx(c), "strategy."+string(s)), Help: i18n.T(ctx(c), "strategy."+string(s)+".help")})
-	}
+	m := views.ComboFormModel{Shell: p.shell(c, title, path), Form: f, Strategies: strategyOptions(ctx(c), "strategy")}
 	for _, md := range p.Inventory.List() {
 		m.Suggestions = append(m.Suggestions, md.ID)
 	}

@@ -240,9 +240,7 @@ func liveVersion(provs []views.ProviderState, conns []views.ConnectionState) str
 
 // providerState turns a provider's status into its view.
 func providerState(ctx context.Context, reg *catalog.Registry, p *catalog.ProviderEntry, st ops.ProviderStatus, now time.Time) views.ProviderState {
-	v := views.ProviderState{ID: p.ID, Name: p.Name, Status: string(st.Status), Breaker: st.Breaker,
-		Conns: views.ConnCounts{Total: st.Connections.Total, Usable: st.Connections.Usable, Cooling: st.Connections.Cooling,
-			Terminal: st.Connections.Terminal, Disabled: st.Connections.Disabled}}
+	v := views.ProviderState{ID: p.ID, Name: p.Name, Status: string(st.Status), Breaker: st.Breaker, Conns: connCounts(st.Connections)}
 	if st.NextProbeAt != nil && st.Breaker != string(resilience.CircuitClosed) {
 		v.ProbeAt = *st.NextProbeAt
 		v.ProbeInMS = max(st.NextProbeAt.Sub(now).Milliseconds(), 0)
@@ -263,6 +261,22 @@ func providerState(ctx context.Context, reg *catalog.Registry, p *catalog.Provid
 		v.Failures = append(v.Failures, views.Failure{At: f.At, Model: f.Model, Status: f.Status, Problem: msgProblem(ctx, reg, f.Msg)})
 	}
 	return v
+}
+
+// connCounts is how many of a provider's connections are in which state, for the views.
+func connCounts(n ops.ConnSummary) views.ConnCounts {
+	return views.ConnCounts{Total: n.Total, Usable: n.Usable, Cooling: n.Cooling, Terminal: n.Terminal, Disabled: n.Disabled}
+}
+
+// strategyOptions are the routing strategies for a select, each with its help text
+// (<helpPrefix>.<strategy>.help).
+func strategyOptions(cx context.Context, helpPrefix string) []views.StrategyOption {
+	var opts []views.StrategyOption
+	for _, s := range routing.Strategies {
+		opts = append(opts, views.StrategyOption{Value: string(s),
+			Label: i18n.T(cx, "strategy."+string(s)), Help: i18n.T(cx, helpPrefix+"."+string(s)+".help")})
+	}
+	return opts
 }
 
 // ProvidersState answers GET /providers/state, the providers page's poll: every provider's and
@@ -346,13 +360,8 @@ func (d *Dashboard) EditProviderPage(c echo.Context) error {
 
 func (d *Dashboard) providerEditModel(c echo.Context, p catalog.Provider, f views.ProviderForm) views.ProviderEditModel {
 	path := "/providers/" + c.Param("id") + "/edit"
-	m := views.ProviderEditModel{Shell: d.shell(c, "providers", i18n.T(ctx(c), "providers.edit_title", p.Name), path),
-		ID: p.ID, Name: p.Name, Types: providerTypes(ctx(c)), Form: f}
-	for _, s := range routing.Strategies {
-		m.Strategies = append(m.Strategies, views.StrategyOption{Value: string(s),
-			Label: i18n.T(ctx(c), "strategy."+string(s)), Help: i18n.T(ctx(c), "provider_strategy."+string(s)+".help")})
-	}
-	return m
+	return views.ProviderEditModel{Shell: d.shell(c, "providers", i18n.T(ctx(c), "providers.edit_title", p.Name), path),
+		ID: p.ID, Name: p.Name, Types: providerTypes(ctx(c)), Form: f, Strategies: strategyOptions(ctx(c), "provider_strategy")}
 }
 
 // UpdateProvider answers POST /providers/:id/edit: type, base URL, the two switches, the
