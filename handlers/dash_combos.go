@@ -166,12 +166,7 @@ func nestedLive(v *views.TargetLive, reg *routing.Registry, name string, state f
 // down itself), so the version changes when something happens, not every second.
 func liveShape(v views.TargetLive) views.TargetLive {
 	v.UsableInMS, v.ProbeInMS = min(v.UsableInMS, 1), min(v.ProbeInMS, 1)
-	ls := make([]views.TargetLockout, len(v.Lockouts))
-	for i, l := range v.Lockouts {
-		l.RemainingMS = 0
-		ls[i] = l
-	}
-	v.Lockouts = ls
+	v.Lockouts = copyEach(v.Lockouts, func(l *views.TargetLockout) { l.RemainingMS = 0 })
 	return v
 }
 

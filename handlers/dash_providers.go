@@ -212,26 +212,15 @@ func liveVersion(provs []views.ProviderState, conns []views.ConnectionState) str
 		views.ConnectionState
 		Lockouts []views.ConnLockout
 	}
-	ps := make([]views.ProviderState, len(provs))
-	for i, p := range provs {
+	ps := copyEach(provs, func(p *views.ProviderState) {
 		p.ProbeInMS = min(p.ProbeInMS, 1) // only whether a probe is still ahead
-		mbs := make([]views.ModelBreaker, len(p.ModelBreakers))
-		for j, b := range p.ModelBreakers {
-			b.ProbeInMS = min(b.ProbeInMS, 1)
-			mbs[j] = b
-		}
-		p.ModelBreakers = mbs
-		ps[i] = p
-	}
+		p.ModelBreakers = copyEach(p.ModelBreakers, func(b *views.ModelBreaker) { b.ProbeInMS = min(b.ProbeInMS, 1) })
+	})
 	cs := make([]connShape, len(conns))
 	for i, c := range conns {
 		c.RemainingMS = min(c.RemainingMS, 1)
 		c.Account = countdownShape(c.Account) // only whether a countdown is still ahead
-		ls := make([]views.ConnLockout, len(c.Lockouts))
-		for j, l := range c.Lockouts {
-			l.RemainingMS = 0
-			ls[j] = l
-		}
+		ls := copyEach(c.Lockouts, func(l *views.ConnLockout) { l.RemainingMS = 0 })
 		c.Lockouts = nil
 		cs[i] = connShape{ConnectionState: c, Lockouts: ls}
 	}

@@ -203,26 +203,16 @@ func blankRule(texts ...string) bool {
 // normalRules gives every list and map of the rules a non-nil value, so that equal rule lists
 // encode alike and the saved document has [] and {} rather than null.
 func normalRules(rules []settings.ErrorRule) []settings.ErrorRule {
-	return normalEach(rules, func(r *settings.ErrorRule) {
+	return copyEach(rules, func(r *settings.ErrorRule) {
 		r.Statuses = nonNil(r.Statuses)
 		r.BodyMarkers, r.ExcludeMarkers, r.HeaderMatches = nonNil(r.BodyMarkers), nonNil(r.ExcludeMarkers), nonNilMap(r.HeaderMatches)
 	})
 }
 
 func normalRestatements(rules []settings.StatusRestatement) []settings.StatusRestatement {
-	return normalEach(rules, func(r *settings.StatusRestatement) {
+	return copyEach(rules, func(r *settings.StatusRestatement) {
 		r.BodyMarkers, r.ExcludeMarkers, r.HeaderMatches = nonNil(r.BodyMarkers), nonNil(r.ExcludeMarkers), nonNilMap(r.HeaderMatches)
 	})
-}
-
-// normalEach is a copy of rules, never nil, with normal applied to each.
-func normalEach[R any](rules []R, normal func(*R)) []R {
-	out := make([]R, len(rules))
-	for i, r := range rules {
-		normal(&r)
-		out[i] = r
-	}
-	return out
 }
 
 func nonNil[T any](s []T) []T {
