@@ -8,9 +8,6 @@ import (
 )
 
 func TestParseConfig(t *testing.T) {
-	env := func(m map[string]string) func(string) (string, bool) {
-		return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
-	}
 	cases := []struct {
 		name    string
 		args    []string
@@ -31,7 +28,7 @@ func TestParseConfig(t *testing.T) {
 		{"zero read timeout", []string{"--read-timeout", "0s"}, nil, "serve", "", 0, true},
 	}
 	for _, c := range cases {
-		cfg, cmd, err := ParseConfig(c.args, env(c.env), &bytes.Buffer{})
+		cfg, cmd, err := ParseConfig(c.args, envOf(c.env), &bytes.Buffer{})
 		if (err != nil) != c.wantErr {
 			t.Errorf("%s: err %v", c.name, err)
 			continue
@@ -72,82 +69,82 @@ func TestShutdownGraceHasAnEnvironmentTwin(t *testing.T) {
 	}
 }
 
-func TestTrustedProxies(t *testing.T) {
-	env := func(k string) (string, bool) {
-		return map[string]string{"SWITCHYARD_TRUSTED_PROXIES": "10.0.0.0/8"}[k], k == "SWITCHYARD_TRUSTED_PROXIES"
+// The list settings take a comma-separated list and have an environment twin that the flag
+// replaces as a whole; --public-host is repeatable too, and its names are kept in lower case
+// without port.
+func TestListSettings(t *testing.T) {
+	cases := []struct {
+		name           string
+		envKey, envVal string
+		envWant        string // the list the environment gives, joined by spaces
+		args           []string
+		argsWant       string
+		flag           string   // the flag that refuses bad
+		bad            []string // values the flag refuses
+		get            func(Config) []string
+	}{
+		{name: "trusted proxies", envKey: "SWITCHYARD_TRUSTED_PROXIES", envVal: "10.0.0.0/8", envWant: "10.0.0.0/8",
+			args: []string{"--trusted-proxies", " 192.168.1.5, fd00::/8 ,::1"}, argsWant: "192.168.1.5/32 fd00::/8 ::1/128",
+			flag: "--trusted-proxies", bad: []string{"10.0.0.0/33", "proxy.local", "10.0.0.0/8;10.1.0.0/16"},
+			get: func(c Config) []string {
+				var nets []string
+				for _, n := range c.TrustedProxies {
+					nets = append(nets, n.String())
+				}
+				return nets
+			}},
+		{name: "public hosts", envKey: "SWITCHYARD_PUBLIC_HOSTS", envVal: "Gateway.Example.com, gw.internal:8443",
+			envWant:  "gateway.example.com gw.internal",
+			args:     []string{"--public-host", "a.example", "--public-host", "[2001:DB8::1]:443,b.example."},
+			argsWant: "a.example 2001:db8::1 b.example",
+			flag:     "--public-host", bad: []string{"https://gw.example", "gw.example/v1", "-gw.example", "gw..example", "gw.example:http"},
+			get: func(c Config) []string { return c.PublicHosts }},
 	}
-	none := func(string) (string, bool) { return "", false }
-	cfg, _, err := ParseConfig(nil, none, &bytes.Buffer{})
-	if err != nil || len(cfg.TrustedProxies) != 0 {
-		t.Fatalf("default: %v %v", cfg.TrustedProxies, err)
-	}
-	cfg, _, err = ParseConfig(nil, env, &bytes.Buffer{})
-	if err != nil || len(cfg.TrustedProxies) != 1 || cfg.TrustedProxies[0].String() != "10.0.0.0/8" {
-		t.Fatalf("env: %v %v", cfg.TrustedProxies, err)
-	}
-	cfg, _, err = ParseConfig([]string{"--trusted-proxies", " 192.168.1.5, fd00::/8 ,::1"}, env, &bytes.Buffer{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, n := range cfg.TrustedProxies {
-		got = append(got, n.String())
-	}
-	if strings.Join(got, " ") != "192.168.1.5/32 fd00::/8 ::1/128" {
-		t.Fatalf("flag: %v", got)
-	}
-	for _, bad := range []string{"10.0.0.0/33", "proxy.local", "10.0.0.0/8;10.1.0.0/16"} {
-		if _, _, err := ParseConfig([]string{"--trusted-proxies", bad}, none, &bytes.Buffer{}); err == nil {
-			t.Errorf("%q accepted", bad)
-		}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			env := envOf(map[string]string{tc.envKey: tc.envVal})
+			cfg, _, err := ParseConfig(nil, envOf(nil), &bytes.Buffer{})
+			if err != nil || len(tc.get(cfg)) != 0 {
+				t.Fatalf("default: %v %v", tc.get(cfg), err)
+			}
+			cfg, _, err = ParseConfig(nil, env, &bytes.Buffer{})
+			if err != nil || strings.Join(tc.get(cfg), " ") != tc.envWant {
+				t.Fatalf("env: %v %v", tc.get(cfg), err)
+			}
+			cfg, _, err = ParseConfig(tc.args, env, &bytes.Buffer{})
+			if err != nil || strings.Join(tc.get(cfg), " ") != tc.argsWant {
+				t.Fatalf("flags: %v %v", tc.get(cfg), err)
+			}
+			for _, bad := range tc.bad {
+				if _, _, err := ParseConfig([]string{tc.flag, bad}, envOf(nil), &bytes.Buffer{}); err == nil {
+					t.Errorf("%q accepted", bad)
+				}
+			}
+			var help bytes.Buffer
+			ParseConfig([]string{"--help"}, envOf(nil), &help)
+			if !strings.Contains(help.String(), strings.TrimPrefix(tc.flag, "-")) || !strings.Contains(help.String(), tc.envKey) {
+				t.Errorf("--help lacks %s: %s", tc.flag, help.String())
+			}
+		})
 	}
 }
 
-// --public-host is repeatable and takes a comma-separated list too; SWITCHYARD_PUBLIC_HOSTS is
-// its twin, replaced as a whole by the flag. Names are kept in lower case without port.
-func TestPublicHosts(t *testing.T) {
-	env := func(k string) (string, bool) {
-		return map[string]string{"SWITCHYARD_PUBLIC_HOSTS": "Gateway.Example.com, gw.internal:8443"}[k], k == "SWITCHYARD_PUBLIC_HOSTS"
-	}
-	none := func(string) (string, bool) { return "", false }
-	cfg, _, err := ParseConfig(nil, none, &bytes.Buffer{})
-	if err != nil || len(cfg.PublicHosts) != 0 {
-		t.Fatalf("default: %v %v", cfg.PublicHosts, err)
-	}
-	cfg, _, err = ParseConfig(nil, env, &bytes.Buffer{})
-	if err != nil || strings.Join(cfg.PublicHosts, " ") != "gateway.example.com gw.internal" {
-		t.Fatalf("env: %v %v", cfg.PublicHosts, err)
-	}
-	cfg, _, err = ParseConfig([]string{"--public-host", "a.example", "--public-host", "[2001:DB8::1]:443,b.example."}, env, &bytes.Buffer{})
-	if err != nil || strings.Join(cfg.PublicHosts, " ") != "a.example 2001:db8::1 b.example" {
-		t.Fatalf("flags: %v %v", cfg.PublicHosts, err)
-	}
-	for _, bad := range []string{"https://gw.example", "gw.example/v1", "-gw.example", "gw..example", "gw.example:http"} {
-		if _, _, err := ParseConfig([]string{"--public-host", bad}, none, &bytes.Buffer{}); err == nil {
-			t.Errorf("%q accepted", bad)
-		}
-	}
-	var help bytes.Buffer
-	ParseConfig([]string{"--help"}, none, &help)
-	if !strings.Contains(help.String(), "-public-host") || !strings.Contains(help.String(), "SWITCHYARD_PUBLIC_HOSTS") {
-		t.Errorf("--help lacks --public-host: %s", help.String())
-	}
+// envOf looks names up in m, as os.LookupEnv does in the environment.
+func envOf(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
 }
 
 func TestConnectionLimits(t *testing.T) {
-	env := func(m map[string]string) func(string) (string, bool) {
-		return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
-	}
-	cfg, _, err := ParseConfig(nil, env(nil), &bytes.Buffer{})
+	cfg, _, err := ParseConfig(nil, envOf(nil), &bytes.Buffer{})
 	if err != nil || cfg.MaxConnsPerClient != DefaultMaxConnsPerClient || cfg.AnonymousIdleTimeout != DefaultAnonymousIdleTimeout {
 		t.Fatalf("defaults: %d %v %v", cfg.MaxConnsPerClient, cfg.AnonymousIdleTimeout, err)
 	}
-	cfg, _, err = ParseConfig(nil, env(map[string]string{"SWITCHYARD_MAX_CONNS_PER_CLIENT": "0", "SWITCHYARD_ANONYMOUS_IDLE_TIMEOUT": "2s"}), &bytes.Buffer{})
+	cfg, _, err = ParseConfig(nil, envOf(map[string]string{"SWITCHYARD_MAX_CONNS_PER_CLIENT": "0", "SWITCHYARD_ANONYMOUS_IDLE_TIMEOUT": "2s"}), &bytes.Buffer{})
 	if err != nil || cfg.MaxConnsPerClient != 0 || cfg.AnonymousIdleTimeout != 2*time.Second {
 		t.Fatalf("env: %d %v %v", cfg.MaxConnsPerClient, cfg.AnonymousIdleTimeout, err)
 	}
 	cfg, _, err = ParseConfig([]string{"--max-conns-per-client", "16", "--anonymous-idle-timeout", "750ms"},
-		env(map[string]string{"SWITCHYARD_MAX_CONNS_PER_CLIENT": "0"}), &bytes.Buffer{})
+		envOf(map[string]string{"SWITCHYARD_MAX_CONNS_PER_CLIENT": "0"}), &bytes.Buffer{})
 	if err != nil || cfg.MaxConnsPerClient != 16 || cfg.AnonymousIdleTimeout != 750*time.Millisecond {
 		t.Fatalf("flags: %d %v %v", cfg.MaxConnsPerClient, cfg.AnonymousIdleTimeout, err)
 	}
@@ -157,12 +154,12 @@ func TestConnectionLimits(t *testing.T) {
 		"zero idle timeout": {"SWITCHYARD_ANONYMOUS_IDLE_TIMEOUT": "0s"},
 		"bad idle timeout":  {"SWITCHYARD_ANONYMOUS_IDLE_TIMEOUT": "soon"},
 	} {
-		if _, _, err := ParseConfig(nil, env(m), &bytes.Buffer{}); err == nil {
+		if _, _, err := ParseConfig(nil, envOf(m), &bytes.Buffer{}); err == nil {
 			t.Errorf("%s accepted", name)
 		}
 	}
 	var help bytes.Buffer
-	ParseConfig([]string{"--help"}, env(nil), &help)
+	ParseConfig([]string{"--help"}, envOf(nil), &help)
 	for _, want := range []string{"-max-conns-per-client", "SWITCHYARD_MAX_CONNS_PER_CLIENT", "-anonymous-idle-timeout",
 		"SWITCHYARD_ANONYMOUS_IDLE_TIMEOUT"} {
 		if !strings.Contains(help.String(), want) {

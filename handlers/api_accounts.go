@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"io"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -22,6 +23,14 @@ type CodexSignIn interface {
 type CopilotSignIn interface {
 	StartCopilotDevice(ctx context.Context, provider, name, owner string) (oauth.DeviceFlow, error)
 	PollCopilotDevice(ctx context.Context, flow, owner string) (oauth.DevicePoll, error)
+}
+
+// ClaudeSignIn runs the Claude sign-in (oauth.Service).
+type ClaudeSignIn interface {
+	Start(provider, name string) (oauth.SignIn, error)
+	Complete(ctx context.Context, pasted string) (catalog.Connection, bool, error)
+	// Pending is a started sign-in still waiting for its code, by its state.
+	Pending(state string) (oauth.SignIn, bool)
 }
 
 // AccountSignIns serves the admin API's sign-ins of ChatGPT/Codex and Copilot accounts.
@@ -45,6 +54,21 @@ func bindTarget(c echo.Context) (signInTarget, error) {
 		}
 	}
 	return in, nil
+}
+
+// isEmptyBody reports whether a bind failed only because the body was empty.
+func isEmptyBody(err error) bool {
+	for e := err; e != nil; {
+		if e == io.EOF {
+			return true
+		}
+		u, ok := e.(interface{ Unwrap() error })
+		if !ok {
+			return false
+		}
+		e = u.Unwrap()
+	}
+	return false
 }
 
 // pasteStart starts a paste-back sign-in for the optional target: its address and state (200).
@@ -89,6 +113,21 @@ func deviceStart(c echo.Context, start func(ctx context.Context, provider, name,
 	}
 	return c.JSON(http.StatusOK, f)
 }
+
+// ClaudeAccounts serves the Claude sign-in of the admin API.
+type ClaudeAccounts struct {
+	Svc ClaudeSignIn
+}
+
+// Start answers POST /api/oauth/claude/start ({"provider": NAME, "name": NAME}, both optional:
+// provider anthropic, and a new account's connection named claude-1, claude-2, …): the address to
+// sign in at and the state the pasted code must carry.
+func (a *ClaudeAccounts) Start(c echo.Context) error { return pasteStart(c, a.Svc.Start) }
+
+// Complete answers POST /api/oauth/claude/complete ({"code": "CODE#STATE" or the callback
+// address}): 201 with the new connection, or 200 with the account's existing connection, now
+// holding the new tokens. Never a token in the answer.
+func (a *ClaudeAccounts) Complete(c echo.Context) error { return pasteComplete(c, a.Svc.Complete) }
 
 // CodexStart answers POST /api/oauth/codex/start: the address to sign in at (authorization code
 // with PKCE) and the state the pasted callback address must carry.

@@ -83,16 +83,13 @@ func (d *Dashboard) againName(c echo.Context, kind string) string {
 // renderAccountCard answers an account card's form that needs the page again: the providers page
 // with the card as given.
 func (d *Dashboard) renderAccountCard(c echo.Context, status int, f views.AccountCard) error {
-	m, err := d.providersModel(c)
-	if err != nil {
-		return err
-	}
-	if f.Kind == catalog.TypeCodex {
-		m.Codex = f
-	} else {
-		m.Copilot = f
-	}
-	return Render(c, status, views.ProvidersPage(m))
+	return d.renderProviders(c, status, func(m *views.ProvidersModel) {
+		if f.Kind == catalog.TypeCodex {
+			m.Codex = f
+		} else {
+			m.Copilot = f
+		}
+	})
 }
 
 // refuseAccount shows a refused sign-in on its card (422), or returns an internal error.
@@ -120,7 +117,7 @@ func (d *Dashboard) accountAdded(c echo.Context, kind string, conn catalog.Conne
 		key = "copilot.updated"
 	}
 	d.flash(c, "success", i18n.T(ctx(c), key, conn.Name, conn.Provider))
-	return seeOther(c, "/providers#conn-"+strconv.FormatInt(conn.ID, 10))
+	return seeOther(c, connAnchor(conn.ID))
 }
 
 // codeAbove moves the code field's message above the card, for a card back at its first step

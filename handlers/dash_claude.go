@@ -3,7 +3,6 @@ package handlers
 import (
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -31,13 +30,8 @@ func (d *Dashboard) providersOfType(kind string) []string {
 // renderClaude answers a Claude account form that needs the page again: the providers page
 // with the Claude card as given (422 when something was refused).
 func (d *Dashboard) renderClaude(c echo.Context, status int, f views.ClaudeForm) error {
-	m, err := d.providersModel(c)
-	if err != nil {
-		return err
-	}
 	f.HTTPLinks = httpLinks(d.oauthText("claude.authorize_url"))
-	m.Claude = f
-	return Render(c, status, views.ProvidersPage(m))
+	return d.renderProviders(c, status, func(m *views.ProvidersModel) { m.Claude = f })
 }
 
 // httpLinks reports whether an http sign-in address may be a link: only when the configured
@@ -99,7 +93,7 @@ func (d *Dashboard) CompleteClaudeSignIn(c echo.Context) error {
 		key = "claude.updated"
 	}
 	d.flash(c, "success", i18n.T(ctx(c), key, conn.Name, conn.Provider))
-	return seeOther(c, "/providers#conn-"+strconv.FormatInt(conn.ID, 10))
+	return seeOther(c, connAnchor(conn.ID))
 }
 
 // AddClaudeSetupToken answers POST /oauth/claude/setup-token: a Claude account from a pasted
@@ -121,5 +115,5 @@ func (d *Dashboard) AddClaudeSetupToken(c echo.Context) error {
 		return d.renderClaude(c, http.StatusUnprocessableEntity, f)
 	}
 	d.flash(c, "success", i18n.T(ctx(c), "claude.added", conn.Name, conn.Provider))
-	return seeOther(c, "/providers#conn-"+strconv.FormatInt(conn.ID, 10))
+	return seeOther(c, connAnchor(conn.ID))
 }

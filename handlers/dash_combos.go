@@ -116,8 +116,7 @@ func targetLive(ctx context.Context, v *views.TargetLive, st ops.TargetState, no
 	if st.PassedOver != "" {
 		v.PassedOver = reasonLabel(ctx, st.PassedOver)
 	}
-	v.Conns = views.ConnCounts{Total: st.Connections.Total, Usable: st.Connections.Usable, Cooling: st.Connections.Cooling,
-		Terminal: st.Connections.Terminal, Disabled: st.Connections.Disabled}
+	v.Conns = connCounts(st.Connections)
 	nowMS := now.UnixMilli()
 	switch {
 	case st.Usable:
@@ -167,12 +166,7 @@ func nestedLive(v *views.TargetLive, reg *routing.Registry, name string, state f
 // down itself), so the version changes when something happens, not every second.
 func liveShape(v views.TargetLive) views.TargetLive {
 	v.UsableInMS, v.ProbeInMS = min(v.UsableInMS, 1), min(v.ProbeInMS, 1)
-	ls := make([]views.TargetLockout, len(v.Lockouts))
-	for i, l := range v.Lockouts {
-		l.RemainingMS = 0
-		ls[i] = l
-	}
-	v.Lockouts = ls
+	v.Lockouts = copyEach(v.Lockouts, func(l *views.TargetLockout) { l.RemainingMS = 0 })
 	return v
 }
 
@@ -403,11 +397,7 @@ func (p *CombosPage) formModel(c echo.Context, f views.ComboForm) views.ComboFor
 	if f.ID != 0 {
 		title, path = i18n.T(ctx(c), "combos.edit_title", f.Name), idPath("/combos/", f.ID, "/edit")
 	}
-	m := views.ComboFormModel{Shell: p.shell(c, title, path), Form: f}
-	for _, s := range routing.Strategies {
-		m.Strategies = append(m.Strategies, views.StrategyOption{Value: string(s),
-			Label: i18n.T(ctx(c), "strategy."+string(s)), Help: i18n.T(ctx(c), "strategy."+string(s)+".help")})
-	}
+	m := views.ComboFormModel{Shell: p.shell(c, title, path), Form: f, Strategies: strategyOptions(ctx(c), "strategy")}
 	for _, md := range p.Inventory.List() {
 		m.Suggestions = append(m.Suggestions, md.ID)
 	}
@@ -436,15 +426,8 @@ func idPath(prefix string, id int64, suffix string) string {
 
 // Delete answers POST /combos/:id/delete; a combo another combo names stays, with a message.
 func (p *CombosPage) Delete(c echo.Context) error {
-	cb, id, ok, err := itemAt(c, p.Sessions, "/combos", p.Combos.Get)
-	if !ok {
-		return err
-	}
-	if err := p.Combos.Delete(ctx(c), id); err != nil {
-		return p.missing(c, err)
-	}
-	p.flash(c, "success", i18n.T(ctx(c), "combos.deleted", cb.Name))
-	return seeOther(c, "/combos")
+	return deleteAt(c, p.Sessions, "/combos", p.Combos.Get, p.Combos.Delete,
+		func(cb routing.Combo) string { return i18n.T(ctx(c), "combos.deleted", cb.Name) })
 }
 
 // Move answers POST /combos/:id/move (index, key, dir up|down): the target moves one place and

@@ -70,7 +70,7 @@ func (d *Dashboard) CreateConnection(c echo.Context) error {
 		conn, err := d.Catalog.CreateConnection(ctx(c), in, nil)
 		if err == nil {
 			d.flash(c, "success", i18n.T(ctx(c), "connections.created", conn.Name, conn.Provider))
-			return seeOther(c, "/providers#conn-"+strconv.FormatInt(conn.ID, 10))
+			return seeOther(c, connAnchor(conn.ID))
 		}
 		fields, form, ok := formErrors(ctx(c), err, connectionFields...)
 		if !ok {
@@ -78,12 +78,7 @@ func (d *Dashboard) CreateConnection(c echo.Context) error {
 		}
 		f.Errors, f.Error = fields, form
 	}
-	m, err := d.providersModel(c)
-	if err != nil {
-		return err
-	}
-	m.ConnectionForm = f
-	return Render(c, http.StatusUnprocessableEntity, views.ProvidersPage(m))
+	return d.renderProviders(c, http.StatusUnprocessableEntity, func(m *views.ProvidersModel) { m.ConnectionForm = f })
 }
 
 // EditConnectionPage answers GET /connections/:id/edit.
@@ -262,7 +257,7 @@ func (d *Dashboard) UpdateConnection(c echo.Context) error {
 		conn, err := d.Catalog.UpdateConnection(ctx(c), id, in, d.ValidateConnectionOverrides)
 		if err == nil {
 			d.flash(c, "success", i18n.T(ctx(c), "connections.updated", conn.Name))
-			return seeOther(c, "/providers#conn-"+strconv.FormatInt(conn.ID, 10))
+			return seeOther(c, connAnchor(conn.ID))
 		}
 		shown := slices.Clone(connectionFields)
 		for _, q := range queueOverrides {
@@ -288,15 +283,8 @@ const overridePrefix = "overrides.request_queue."
 
 // DeleteConnection answers POST /connections/:id/delete.
 func (d *Dashboard) DeleteConnection(c echo.Context) error {
-	conn, id, ok, err := itemAt(c, d.Sessions, "/providers", d.Catalog.GetConnection)
-	if !ok {
-		return err
-	}
-	if err := d.Catalog.DeleteConnection(ctx(c), id); err != nil {
-		return d.missing(c, err, "/providers")
-	}
-	d.flash(c, "success", i18n.T(ctx(c), "connections.deleted", conn.Name))
-	return seeOther(c, "/providers")
+	return deleteAt(c, d.Sessions, "/providers", d.Catalog.GetConnection, d.Catalog.DeleteConnection,
+		func(conn catalog.Connection) string { return i18n.T(ctx(c), "connections.deleted", conn.Name) })
 }
 
 // TestConnection answers POST /connections/:id/test: a real upstream call. htmx gets the
@@ -343,7 +331,7 @@ func (d *Dashboard) TestConnection(c echo.Context) error {
 		text += " «" + m.Problem.Excerpt + "»"
 	}
 	d.flash(c, kind, text)
-	return c.Redirect(http.StatusSeeOther, "/providers#conn-"+strconv.FormatInt(id, 10))
+	return c.Redirect(http.StatusSeeOther, connAnchor(id))
 }
 
 // isTerminal reports whether a connection status only an operator or new credentials end.
@@ -387,7 +375,7 @@ func (d *Dashboard) clearConnection(c echo.Context, terminal bool) error {
 	if !ok {
 		return err
 	}
-	back := "/providers#conn-" + strconv.FormatInt(id, 10)
+	back := connAnchor(id)
 	if terminal && c.FormValue("confirmed") != "true" {
 		path := "/connections/" + strconv.FormatInt(id, 10) + "/reset"
 		return Render(c, http.StatusOK, views.ConfirmPage(views.ConfirmModel{

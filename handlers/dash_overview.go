@@ -62,8 +62,6 @@ func (d *Dashboard) healthModel(c echo.Context) views.HealthModel {
 	return m
 }
 
-func connAnchor(id int64) string { return "/providers#conn-" + strconv.FormatInt(id, 10) }
-
 // reasonLabel names a classified failure reason in the reader's language (the code itself when
 // the catalog does not know it).
 func reasonLabel(ctx context.Context, reason string) string {

@@ -212,26 +212,15 @@ func liveVersion(provs []views.ProviderState, conns []views.ConnectionState) str
 		views.ConnectionState
 		Lockouts []views.ConnLockout
 	}
-	ps := make([]views.ProviderState, len(provs))
-	for i, p := range provs {
+	ps := copyEach(provs, func(p *views.ProviderState) {
 		p.ProbeInMS = min(p.ProbeInMS, 1) // only whether a probe is still ahead
-		mbs := make([]views.ModelBreaker, len(p.ModelBreakers))
-		for j, b := range p.ModelBreakers {
-			b.ProbeInMS = min(b.ProbeInMS, 1)
-			mbs[j] = b
-		}
-		p.ModelBreakers = mbs
-		ps[i] = p
-	}
+		p.ModelBreakers = copyEach(p.ModelBreakers, func(b *views.ModelBreaker) { b.ProbeInMS = min(b.ProbeInMS, 1) })
+	})
 	cs := make([]connShape, len(conns))
 	for i, c := range conns {
 		c.RemainingMS = min(c.RemainingMS, 1)
 		c.Account = countdownShape(c.Account) // only whether a countdown is still ahead
-		ls := make([]views.ConnLockout, len(c.Lockouts))
-		for j, l := range c.Lockouts {
-			l.RemainingMS = 0
-			ls[j] = l
-		}
+		ls := copyEach(c.Lockouts, func(l *views.ConnLockout) { l.RemainingMS = 0 })
 		c.Lockouts = nil
 		cs[i] = connShape{ConnectionState: c, Lockouts: ls}
 	}
@@ -240,9 +229,7 @@ func liveVersion(provs []views.ProviderState, conns []views.ConnectionState) str
 
 // providerState turns a provider's status into its view.
 func providerState(ctx context.Context, reg *catalog.Registry, p *catalog.ProviderEntry, st ops.ProviderStatus, now time.Time) views.ProviderState {
-	v := views.ProviderState{ID: p.ID, Name: p.Name, Status: string(st.Status), Breaker: st.Breaker,
-		Conns: views.ConnCounts{Total: st.Connections.Total, Usable: st.Connections.Usable, Cooling: st.Connections.Cooling,
-			Terminal: st.Connections.Terminal, Disabled: st.Connections.Disabled}}
+	v := views.ProviderState{ID: p.ID, Name: p.Name, Status: string(st.Status), Breaker: st.Breaker, Conns: connCounts(st.Connections)}
 	if st.NextProbeAt != nil && st.Breaker != string(resilience.CircuitClosed) {
 		v.ProbeAt = *st.NextProbeAt
 		v.ProbeInMS = max(st.NextProbeAt.Sub(now).Milliseconds(), 0)
@@ -263,6 +250,22 @@ func providerState(ctx context.Context, reg *catalog.Registry, p *catalog.Provid
 		v.Failures = append(v.Failures, views.Failure{At: f.At, Model: f.Model, Status: f.Status, Problem: msgProblem(ctx, reg, f.Msg)})
 	}
 	return v
+}
+
+// connCounts is how many of a provider's connections are in which state, for the views.
+func connCounts(n ops.ConnSummary) views.ConnCounts {
+	return views.ConnCounts{Total: n.Total, Usable: n.Usable, Cooling: n.Cooling, Terminal: n.Terminal, Disabled: n.Disabled}
+}
+
+// strategyOptions are the routing strategies for a select, each with its help text
+// (<helpPrefix>.<strategy>.help).
+func strategyOptions(cx context.Context, helpPrefix string) []views.StrategyOption {
+	var opts []views.StrategyOption
+	for _, s := range routing.Strategies {
+		opts = append(opts, views.StrategyOption{Value: string(s),
+			Label: i18n.T(cx, "strategy."+string(s)), Help: i18n.T(cx, helpPrefix+"."+string(s)+".help")})
+	}
+	return opts
 }
 
 // ProvidersState answers GET /providers/state, the providers page's poll: every provider's and
@@ -295,13 +298,21 @@ func (d *Dashboard) ResetBreaker(c echo.Context) error {
 
 // ProvidersPage answers GET /providers; ?provider=<name> preselects the add-connection form.
 func (d *Dashboard) ProvidersPage(c echo.Context) error {
+	return d.renderProviders(c, http.StatusOK, func(m *views.ProvidersModel) {
+		m.ConnectionForm.Provider = c.QueryParam("provider")
+		m.Claude.Provider = c.QueryParam("provider")
+	})
+}
+
+// renderProviders answers with the providers page; show puts onto it what this answer shows
+// besides the lists (a form as it was posted, a card at its next step).
+func (d *Dashboard) renderProviders(c echo.Context, status int, show func(m *views.ProvidersModel)) error {
 	m, err := d.providersModel(c)
 	if err != nil {
 		return err
 	}
-	m.ConnectionForm.Provider = c.QueryParam("provider")
-	m.Claude.Provider = c.QueryParam("provider")
-	return Render(c, http.StatusOK, views.ProvidersPage(m))
+	show(&m)
+	return Render(c, status, views.ProvidersPage(m))
 }
 
 // CreateProvider answers POST /providers.
@@ -318,13 +329,8 @@ func (d *Dashboard) CreateProvider(c echo.Context) error {
 		if !ok {
 			return err
 		}
-		m, err := d.providersModel(c)
-		if err != nil {
-			return err
-		}
 		f.Errors, f.Error = fields, form
-		m.ProviderForm = f
-		return Render(c, http.StatusUnprocessableEntity, views.ProvidersPage(m))
+		return d.renderProviders(c, http.StatusUnprocessableEntity, func(m *views.ProvidersModel) { m.ProviderForm = f })
 	}
 	d.flash(c, "success", i18n.T(ctx(c), "providers.created", p.Name))
 	return seeOther(c, "/providers#provider-"+p.Name)
@@ -343,13 +349,8 @@ func (d *Dashboard) EditProviderPage(c echo.Context) error {
 
 func (d *Dashboard) providerEditModel(c echo.Context, p catalog.Provider, f views.ProviderForm) views.ProviderEditModel {
 	path := "/providers/" + c.Param("id") + "/edit"
-	m := views.ProviderEditModel{Shell: d.shell(c, "providers", i18n.T(ctx(c), "providers.edit_title", p.Name), path),
-		ID: p.ID, Name: p.Name, Types: providerTypes(ctx(c)), Form: f}
-	for _, s := range routing.Strategies {
-		m.Strategies = append(m.Strategies, views.StrategyOption{Value: string(s),
-			Label: i18n.T(ctx(c), "strategy."+string(s)), Help: i18n.T(ctx(c), "provider_strategy."+string(s)+".help")})
-	}
-	return m
+	return views.ProviderEditModel{Shell: d.shell(c, "providers", i18n.T(ctx(c), "providers.edit_title", p.Name), path),
+		ID: p.ID, Name: p.Name, Types: providerTypes(ctx(c)), Form: f, Strategies: strategyOptions(ctx(c), "provider_strategy")}
 }
 
 // UpdateProvider answers POST /providers/:id/edit: type, base URL, the two switches, the
@@ -390,15 +391,8 @@ func patternsOf(in catalog.ProviderInput) []string {
 
 // DeleteProvider answers POST /providers/:id/delete; its connections go with it.
 func (d *Dashboard) DeleteProvider(c echo.Context) error {
-	p, id, ok, err := itemAt(c, d.Sessions, "/providers", d.Catalog.GetProvider)
-	if !ok {
-		return err
-	}
-	if err := d.Catalog.DeleteProvider(ctx(c), id); err != nil {
-		return d.missing(c, err, "/providers")
-	}
-	d.flash(c, "success", i18n.T(ctx(c), "providers.deleted", p.Name))
-	return seeOther(c, "/providers")
+	return deleteAt(c, d.Sessions, "/providers", d.Catalog.GetProvider, d.Catalog.DeleteProvider,
+		func(p catalog.Provider) string { return i18n.T(ctx(c), "providers.deleted", p.Name) })
 }
 
 // missing answers err on the list at back (listMissing); any other error is returned.

@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"net/http"
+	"strconv"
 
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
@@ -50,6 +51,9 @@ func seeOther(c echo.Context, url string) error {
 	return c.Redirect(http.StatusSeeOther, url)
 }
 
+// connAnchor is a connection's row on the providers page.
+func connAnchor(id int64) string { return "/providers#conn-" + strconv.FormatInt(id, 10) }
+
 // listGone answers an action on something that no longer exists: back to its list at back with
 // a message.
 func listGone(c echo.Context, s Sessions, back string) error {
@@ -82,6 +86,22 @@ func itemAt[T any](c echo.Context, s Sessions, back string, get func(context.Con
 		return item, id, false, listMissing(c, s, back, err)
 	}
 	return item, id, true, nil
+}
+
+// deleteAt answers a delete of what the path's :id names on the list at back: del removes it and
+// the list shows done's message; a missing item, or one still in use, is answered there
+// (itemAt, listMissing).
+func deleteAt[T any](c echo.Context, s Sessions, back string, get func(context.Context, int64) (T, error),
+	del func(context.Context, int64) error, done func(T) string) error {
+	item, id, ok, err := itemAt(c, s, back, get)
+	if !ok {
+		return err
+	}
+	if err := del(ctx(c), id); err != nil {
+		return listMissing(c, s, back, err)
+	}
+	_ = s.AddFlash(c, "success", done(item))
+	return seeOther(c, back)
 }
 
 // renderPoll answers a page's poll of its live state, never cached: 204 while the state is still

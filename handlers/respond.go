@@ -51,6 +51,16 @@ func Items[T any](list []T) map[string][]T {
 	return map[string][]T{"items": list}
 }
 
+// copyEach is a copy of list, never nil, with change made to each element of the copy.
+func copyEach[T any](list []T, change func(*T)) []T {
+	out := make([]T, len(list))
+	for i, v := range list {
+		change(&v)
+		out[i] = v
+	}
+	return out
+}
+
 // PathID parses the :id path parameter.
 func PathID(c echo.Context) (int64, error) {
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)

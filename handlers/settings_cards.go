@@ -168,12 +168,11 @@ func (s *Settings) saveCard(card settingsCard) echo.HandlerFunc {
 		changes, inputs := settings.ReadForm(snap, card.paths, form)
 		saved, err := s.apply(c, card, changes)
 		if err == nil {
-			if !isHTMX(c) {
-				return c.Redirect(http.StatusSeeOther, "/settings?saved="+card.id+"#card-"+card.id)
-			}
-			m := s.cardModel(card, saved, nil, nil)
-			m.Meta.Saved = true
-			return Render(c, http.StatusOK, views.SettingsCard(m))
+			return renderSaved(c, card.id, "", func() (templ.Component, error) {
+				m := s.cardModel(card, saved, nil, nil)
+				m.Meta.Saved = true
+				return views.SettingsCard(m), nil
+			})
 		}
 		placed, ok := placeErrors(ctx(c), err, card.paths)
 		if !ok {
@@ -242,6 +241,20 @@ func addField(m *views.SettingsCardModel, group string, f views.SettingField) {
 	default:
 		m.Blocks = append(m.Blocks, views.FieldBlock{Groups: []views.FieldGroup{{TitleKey: group, Fields: []views.SettingField{f}}}})
 	}
+}
+
+// renderSaved answers a post that saved: a plain form is sent back to the page with the card
+// marked as just saved (?saved=<id>, then query), htmx gets the card that draw draws from what
+// was saved, marked saved by it.
+func renderSaved(c echo.Context, id, query string, draw func() (templ.Component, error)) error {
+	if !isHTMX(c) {
+		return c.Redirect(http.StatusSeeOther, "/settings?saved="+id+query+"#card-"+id)
+	}
+	card, err := draw()
+	if err != nil {
+		return err
+	}
+	return Render(c, http.StatusOK, card)
 }
 
 // renderCustom answers a post that saved nothing: the card alone for htmx, the whole page with

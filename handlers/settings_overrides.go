@@ -199,15 +199,14 @@ func (providerOverridesCard) save(s *Settings, c echo.Context) error {
 		}
 		_, err = s.Providers.UpdateProvider(ctx(c), id, catalog.ProviderInput{Resilience: raw}, settings.CheckProviderOverrides)
 		if err == nil {
-			if !isHTMX(c) {
-				return c.Redirect(http.StatusSeeOther, fmt.Sprintf("/settings?saved=%s&provider=%d#card-%s", overridesCardID, id, overridesCardID))
-			}
-			m, err := s.overridesModel(ctx(c), id, nil, nil)
-			if err != nil {
-				return err
-			}
-			m.Meta.Saved = true
-			return Render(c, http.StatusOK, views.ProviderOverridesCard(m))
+			return renderSaved(c, overridesCardID, fmt.Sprintf("&provider=%d", id), func() (templ.Component, error) {
+				m, err := s.overridesModel(ctx(c), id, nil, nil)
+				if err != nil {
+					return nil, err
+				}
+				m.Meta.Saved = true
+				return views.ProviderOverridesCard(m), nil
+			})
 		}
 	}
 	placed, ok := placeOverrideErrors(ctx(c), err)

@@ -255,12 +255,7 @@ func (pricesCard) save(s *Settings, c echo.Context) error {
 	}
 	if !rowErrors {
 		if _, err = s.Prices.Save(cx, patch); err == nil {
-			if !isHTMX(c) {
-				return c.Redirect(http.StatusSeeOther, "/settings?saved="+pricesCardID+"#card-"+pricesCardID)
-			}
-			m := pricesModel(s.Prices)
-			m.Meta.Saved = true
-			return Render(c, http.StatusOK, views.PricesCard(m))
+			return renderSaved(c, pricesCardID, "", func() (templ.Component, error) { return pricesCard{}.page(s, c, true) })
 		}
 	} else {
 		err = s.Prices.Check(patch) // every problem at once: the rows' and the document's

@@ -203,28 +203,16 @@ func blankRule(texts ...string) bool {
 // normalRules gives every list and map of the rules a non-nil value, so that equal rule lists
 // encode alike and the saved document has [] and {} rather than null.
 func normalRules(rules []settings.ErrorRule) []settings.ErrorRule {
-	out := make([]settings.ErrorRule, len(rules))
-	for i, r := range rules {
+	return copyEach(rules, func(r *settings.ErrorRule) {
 		r.Statuses = nonNil(r.Statuses)
-		r.BodyMarkers, r.ExcludeMarkers = nonNil(r.BodyMarkers), nonNil(r.ExcludeMarkers)
-		if r.HeaderMatches == nil {
-			r.HeaderMatches = map[string]string{}
-		}
-		out[i] = r
-	}
-	return out
+		r.BodyMarkers, r.ExcludeMarkers, r.HeaderMatches = nonNil(r.BodyMarkers), nonNil(r.ExcludeMarkers), nonNilMap(r.HeaderMatches)
+	})
 }
 
 func normalRestatements(rules []settings.StatusRestatement) []settings.StatusRestatement {
-	out := make([]settings.StatusRestatement, len(rules))
-	for i, r := range rules {
-		r.BodyMarkers, r.ExcludeMarkers = nonNil(r.BodyMarkers), nonNil(r.ExcludeMarkers)
-		if r.HeaderMatches == nil {
-			r.HeaderMatches = map[string]string{}
-		}
-		out[i] = r
-	}
-	return out
+	return copyEach(rules, func(r *settings.StatusRestatement) {
+		r.BodyMarkers, r.ExcludeMarkers, r.HeaderMatches = nonNil(r.BodyMarkers), nonNil(r.ExcludeMarkers), nonNilMap(r.HeaderMatches)
+	})
 }
 
 func nonNil[T any](s []T) []T {
@@ -232,6 +220,13 @@ func nonNil[T any](s []T) []T {
 		return []T{}
 	}
 	return s
+}
+
+func nonNilMap[K comparable, V any](m map[K]V) map[K]V {
+	if m == nil {
+		return map[K]V{}
+	}
+	return m
 }
 
 func (errorRulesCard) save(s *Settings, c echo.Context) error {
@@ -275,12 +270,11 @@ func (errorRulesCard) save(s *Settings, c echo.Context) error {
 	}
 	saved, err := s.Svc.Apply(ctx(c), ch)
 	if err == nil {
-		if !isHTMX(c) {
-			return c.Redirect(http.StatusSeeOther, "/settings?saved="+rulesCardID+"#card-"+rulesCardID)
-		}
-		m := rulesModel(saved)
-		m.Meta.Saved = true
-		return Render(c, http.StatusOK, views.ErrorRulesCard(m))
+		return renderSaved(c, rulesCardID, "", func() (templ.Component, error) {
+			m := rulesModel(saved)
+			m.Meta.Saved = true
+			return views.ErrorRulesCard(m), nil
+		})
 	}
 	if !placeRuleErrors(ctx(c), err, rulesAt, restatesAt, &m.Meta) {
 		return err

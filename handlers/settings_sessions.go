@@ -49,12 +49,11 @@ func (sessionsCard) save(s *Settings, c echo.Context) error {
 	if len(fieldErrs) == 0 {
 		doc, err := s.Sessions.Save(ctx(c), patch)
 		if err == nil {
-			if !isHTMX(c) {
-				return c.Redirect(http.StatusSeeOther, "/settings?saved="+sessionsCardID+"#card-"+sessionsCardID)
-			}
-			m := sessionsCardModel(doc, nil, nil)
-			m.Meta.Saved = true
-			return Render(c, http.StatusOK, views.SettingsCard(m))
+			return renderSaved(c, sessionsCardID, "", func() (templ.Component, error) {
+				m := sessionsCardModel(doc, nil, nil)
+				m.Meta.Saved = true
+				return views.SettingsCard(m), nil
+			})
 		}
 		var e *errs.Error
 		if !errors.As(err, &e) || len(e.Fields) == 0 {
