@@ -99,27 +99,21 @@ type Resilience struct {
 func LoadResilience(ctx context.Context, s Store) (Resilience, error) {
 	var out Resilience
 	var err error
-	if out.Connections, err = LoadAll[resilience.ConnState](ctx, s, Connection); err != nil {
-		return out, err
-	}
-	if out.Breakers, err = LoadAll[resilience.BreakerState](ctx, s, Breaker); err != nil {
-		return out, err
-	}
-	if out.Lockouts, err = LoadAll[resilience.Lockout](ctx, s, ModelLockout); err != nil {
-		return out, err
-	}
-	if out.Lanes, err = LoadAll[resilience.LaneState](ctx, s, ClaudeLane); err != nil {
-		return out, err
-	}
-	if out.Usage, err = LoadAll[resilience.AccountUsage](ctx, s, ClaudeUsage); err != nil {
-		return out, err
-	}
-	if out.Pins, err = LoadAll[resilience.Pin](ctx, s, SessionPin); err != nil {
-		return out, err
-	}
-	if out.SessionBinds, err = LoadAll[resilience.SessionBind](ctx, s, ClaudeSession); err != nil {
-		return out, err
-	}
-	out.Rests, err = LoadAll[resilience.TargetCooldown](ctx, s, TargetRest)
+	loadInto(ctx, s, Connection, &out.Connections, &err)
+	loadInto(ctx, s, Breaker, &out.Breakers, &err)
+	loadInto(ctx, s, ModelLockout, &out.Lockouts, &err)
+	loadInto(ctx, s, ClaudeLane, &out.Lanes, &err)
+	loadInto(ctx, s, ClaudeUsage, &out.Usage, &err)
+	loadInto(ctx, s, SessionPin, &out.Pins, &err)
+	loadInto(ctx, s, ClaudeSession, &out.SessionBinds, &err)
+	loadInto(ctx, s, TargetRest, &out.Rests, &err)
 	return out, err
+}
+
+// loadInto sets *dst to every stored record of kind, unless an earlier load failed (*err set);
+// a failure is left in *err.
+func loadInto[T any](ctx context.Context, s Store, kind Kind, dst *[]T, err *error) {
+	if *err == nil {
+		*dst, *err = LoadAll[T](ctx, s, kind)
+	}
 }
