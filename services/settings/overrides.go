@@ -48,13 +48,8 @@ func (o ConnectionOverrides) Validate() error {
 
 // UnmarshalJSON decodes strictly: unknown keys are an error.
 func (o *ConnectionOverrides) UnmarshalJSON(b []byte) error {
-	type plain ConnectionOverrides
-	var v plain
-	if err := strictUnmarshal(b, &v); err != nil {
-		return &overridesError{"connection overrides", err}
-	}
-	*o = ConnectionOverrides(v)
-	return nil
+	type plain ConnectionOverrides // without the method, so decoding does not call it again
+	return decodeOverrides(b, "connection overrides", (*plain)(o))
 }
 
 // ProviderOverrides are a provider's overrides of retry and circuit_breaker (the
@@ -127,13 +122,8 @@ func (p *ProviderOverrides) Set(path string, v any) bool {
 
 // UnmarshalJSON decodes strictly: unknown keys are an error.
 func (p *ProviderOverrides) UnmarshalJSON(b []byte) error {
-	type plain ProviderOverrides
-	var v plain
-	if err := strictUnmarshal(b, &v); err != nil {
-		return &overridesError{"provider overrides", err}
-	}
-	*p = ProviderOverrides(v)
-	return nil
+	type plain ProviderOverrides // without the method, so decoding does not call it again
+	return decodeOverrides(b, "provider overrides", (*plain)(p))
 }
 
 // RequestQueueFor merges a connection's overrides over the global request_queue and
@@ -204,6 +194,17 @@ func override[T any](dst *T, v *T, src map[string]string, path, source string) {
 	if src != nil {
 		src[path] = source
 	}
+}
+
+// decodeOverrides decodes an override document strictly into a fresh value and stores it in
+// dst only when the whole document was read.
+func decodeOverrides[T any](b []byte, what string, dst *T) error {
+	var v T
+	if err := strictUnmarshal(b, &v); err != nil {
+		return &overridesError{what, err}
+	}
+	*dst = v
+	return nil
 }
 
 // checkSetting validates a set override with the registry's check for path.
