@@ -3,6 +3,7 @@ package clientkeys
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -74,12 +75,12 @@ func (s *Service) apply(row *db.ClientKey, in Input) error {
 				fields["allowed_connections["+strconv.Itoa(i)+"]"] = errs.M("keys.err.no_connection", id)
 				continue
 			}
-			if !containsID(conns, id) {
+			if !slices.Contains(conns, id) {
 				conns = append(conns, id)
 			}
 		}
 	}
-	if containsString(scopes, ScopeLeaseExclusive) && len(conns) == 0 && !hasPrefix(fields, "allowed_connections") {
+	if slices.Contains(scopes, ScopeLeaseExclusive) && len(conns) == 0 && !hasPrefix(fields, "allowed_connections") {
 		fields["allowed_connections"] = errs.M("keys.err.lease_needs_connections", ScopeLeaseExclusive)
 	}
 	limits := decodeLimits(row.Limits)
@@ -124,7 +125,7 @@ func compileAccess(r db.ClientKey) (*Access, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Access{Models: p, Exclusive: containsString(scopes, ScopeLeaseExclusive), Connections: conns}, nil
+	return &Access{Models: p, Exclusive: slices.Contains(scopes, ScopeLeaseExclusive), Connections: conns}, nil
 }
 
 func decodeStrings(s string) []string {
@@ -149,28 +150,10 @@ func encode[T any](list []T) string {
 }
 
 func appendNew(list []string, s string) []string {
-	if containsString(list, s) {
+	if slices.Contains(list, s) {
 		return list
 	}
 	return append(list, s)
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-func containsID(list []int64, id int64) bool {
-	for _, x := range list {
-		if x == id {
-			return true
-		}
-	}
-	return false
 }
 
 // hasPrefix reports whether a field error names the field or one of its elements.

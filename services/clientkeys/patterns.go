@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"path"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"switchyard/services/errs"
 	"switchyard/services/glob"
@@ -96,20 +94,8 @@ func (p *ModelPatterns) Patterns() []string {
 // CheckModelPattern says what is wrong with one allowed_models pattern, if anything: it must be
 // 1–MaxPatternLen bytes of printable UTF-8 without spaces around it, and valid path.Match syntax.
 func CheckModelPattern(s string) (errs.Msg, bool) {
-	switch {
-	case s == "":
-		return errs.M("keys.err.pattern_empty"), true
-	case len(s) > MaxPatternLen:
-		return errs.M("keys.err.pattern_too_long", MaxPatternLen), true
-	case !utf8.ValidString(s):
-		return errs.M("err.name_utf8"), true
-	case strings.TrimSpace(s) != s:
-		return errs.M("err.name_spaces"), true
-	}
-	for _, r := range s {
-		if unicode.IsControl(r) || names.Invisible(r) {
-			return errs.M("keys.err.pattern_character", fmt.Sprintf("U+%04X", r)), true
-		}
+	if m, bad := names.CheckPattern(s, MaxPatternLen, "keys.err.pattern_empty", "keys.err.pattern_too_long"); bad {
+		return m, true
 	}
 	if _, err := path.Match(s, ""); err != nil { // path.Match checks the whole pattern
 		return errs.M("keys.err.pattern_syntax", s), true

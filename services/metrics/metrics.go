@@ -68,58 +68,70 @@ func New() *Metrics {
 	r := prometheus.NewRegistry()
 	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := &Metrics{Registry: r, droppedSeen: map[string]struct{}{},
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_requests_total",
-			Help: "Client requests by route, status, provider and model."}, []string{"route", "status", "provider", "model"}),
-		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_refused_requests_total",
-			Help: "Proxy requests refused before a client key authenticated (not in the request log), by surface and reason."},
-			[]string{"surface", "reason"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "switchyard_request_duration_seconds",
-			Help: "Client request latency, to the last byte.", Buckets: latencyBuckets}, []string{"route", "provider"}),
-		ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "switchyard_time_to_first_token_seconds",
-			Help: "Time from request to the first streamed event relayed.", Buckets: latencyBuckets}, []string{"provider"}),
-		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_upstream_attempts_total",
-			Help: "Upstream calls by provider and outcome (ok, or the failure reason)."}, []string{"provider", "outcome"}),
-		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_upstream_retries_total",
-			Help: "Upstream calls that were retries or failovers of an earlier attempt."}, []string{"provider", "kind"}),
-		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_tokens_total",
-			Help: "Tokens reported by upstreams, by type (input, output)."}, []string{"provider", "model", "type"}),
-		cooldowns: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_connection_cooldowns_total",
-			Help: "Connection failures recorded, by reason."}, []string{"provider", "reason"}),
-		breakerTr: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_circuit_breaker_transitions_total",
-			Help: "Circuit breaker state changes."}, []string{"provider", "to"}),
-		queueWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "switchyard_queue_wait_seconds",
-			Help: "Time requests waited for a connection slot.", Buckets: latencyBuckets}, []string{"provider", "connection", "outcome"}),
-		queueRej: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_queue_rejections_total",
-			Help: "Requests turned away by the request queue, by code."}, []string{"provider", "connection", "code"}),
-		failOpen: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_concurrency_fail_open_total",
-			Help: "Requests that proceeded without a quota-share slot (line full or wait timed out)."}, []string{"provider", "connection"}),
-		lockoutsRc: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_model_lockouts_total",
-			Help: "Model lockouts recorded, by scope."}, []string{"provider", "scope"}),
-		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_translation_dropped_total",
-			Help: "Request fields or tools a translation could not carry to the upstream's format, by provider and field."},
-			[]string{"provider", "field"}),
-		streamEnds: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_stream_ends_total",
-			Help: "Streams that did not end complete, by why (the watchdogs' aborts included); phase is " +
-				"before_client when it happened before the client saw anything (the request went on) or after_first_byte."},
-			[]string{"provider", "end", "phase"}),
-		spendUSD: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_spend_usd_total",
-			Help: "What client keys' requests cost in USD at the price table, by key name, provider and upstream model; " +
-				"requests of models without a price add nothing (their tokens count in switchyard_key_tokens_total)."},
-			[]string{"key", "provider", "model"}),
-		keyTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_key_tokens_total",
-			Help: "Tokens of client keys' requests by key name, provider, upstream model and kind: input (every prompt " +
-				"token, cache reads and writes included), output (reasoning included), and the cache_read, cache_write " +
-				"and reasoning parts of them."}, []string{"key", "provider", "model", "kind"}),
-		webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_webhook_deliveries_total",
-			Help: "Webhook delivery attempts and drops by outcome: delivered, retry (failed, tried again), failed " +
-				"(given up) and dropped (queue full or shutting down)."}, []string{"outcome"}),
+		requests: counter(r, "switchyard_requests_total",
+			"Client requests by route, status, provider and model.", "route", "status", "provider", "model"),
+		refused: counter(r, "switchyard_refused_requests_total",
+			"Proxy requests refused before a client key authenticated (not in the request log), by surface and reason.",
+			"surface", "reason"),
+		duration: latency(r, "switchyard_request_duration_seconds",
+			"Client request latency, to the last byte.", "route", "provider"),
+		ttft: latency(r, "switchyard_time_to_first_token_seconds",
+			"Time from request to the first streamed event relayed.", "provider"),
+		attempts: counter(r, "switchyard_upstream_attempts_total",
+			"Upstream calls by provider and outcome (ok, or the failure reason).", "provider", "outcome"),
+		retries: counter(r, "switchyard_upstream_retries_total",
+			"Upstream calls that were retries or failovers of an earlier attempt.", "provider", "kind"),
+		tokens: counter(r, "switchyard_tokens_total",
+			"Tokens reported by upstreams, by type (input, output).", "provider", "model", "type"),
+		cooldowns: counter(r, "switchyard_connection_cooldowns_total",
+			"Connection failures recorded, by reason.", "provider", "reason"),
+		breakerTr: counter(r, "switchyard_circuit_breaker_transitions_total",
+			"Circuit breaker state changes.", "provider", "to"),
+		queueWait: latency(r, "switchyard_queue_wait_seconds",
+			"Time requests waited for a connection slot.", "provider", "connection", "outcome"),
+		queueRej: counter(r, "switchyard_queue_rejections_total",
+			"Requests turned away by the request queue, by code.", "provider", "connection", "code"),
+		failOpen: counter(r, "switchyard_concurrency_fail_open_total",
+			"Requests that proceeded without a quota-share slot (line full or wait timed out).", "provider", "connection"),
+		lockoutsRc: counter(r, "switchyard_model_lockouts_total",
+			"Model lockouts recorded, by scope.", "provider", "scope"),
+		dropped: counter(r, "switchyard_translation_dropped_total",
+			"Request fields or tools a translation could not carry to the upstream's format, by provider and field.",
+			"provider", "field"),
+		streamEnds: counter(r, "switchyard_stream_ends_total",
+			"Streams that did not end complete, by why (the watchdogs' aborts included); phase is "+
+				"before_client when it happened before the client saw anything (the request went on) or after_first_byte.",
+			"provider", "end", "phase"),
+		spendUSD: counter(r, "switchyard_spend_usd_total",
+			"What client keys' requests cost in USD at the price table, by key name, provider and upstream model; "+
+				"requests of models without a price add nothing (their tokens count in switchyard_key_tokens_total).",
+			"key", "provider", "model"),
+		keyTokens: counter(r, "switchyard_key_tokens_total",
+			"Tokens of client keys' requests by key name, provider, upstream model and kind: input (every prompt "+
+				"token, cache reads and writes included), output (reasoning included), and the cache_read, cache_write "+
+				"and reasoning parts of them.", "key", "provider", "model", "kind"),
+		webhooks: counter(r, "switchyard_webhook_deliveries_total",
+			"Webhook delivery attempts and drops by outcome: delivered, retry (failed, tried again), failed "+
+				"(given up) and dropped (queue full or shutting down).", "outcome"),
 	}
-	r.MustRegister(m.requests, m.refused, m.duration, m.ttft, m.attempts, m.retries, m.tokens, m.cooldowns, m.breakerTr,
-		m.queueWait, m.queueRej, m.failOpen, m.lockoutsRc, m.streamEnds, m.dropped, m.spendUSD, m.keyTokens, m.webhooks)
 	for _, o := range WebhookOutcomes {
 		m.webhooks.WithLabelValues(o) // every outcome is exported from the start, at 0
 	}
 	return m
+}
+
+// counter registers a counter vector on r.
+func counter(r *prometheus.Registry, name, help string, labels ...string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+	r.MustRegister(c)
+	return c
+}
+
+// latency registers a histogram vector of durations in seconds (latencyBuckets) on r.
+func latency(r *prometheus.Registry, name, help string, labels ...string) *prometheus.HistogramVec {
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: latencyBuckets}, labels)
+	r.MustRegister(h)
+	return h
 }
 
 // Handler serves the registry in the Prometheus text format.

@@ -42,6 +42,29 @@ func Check(name string) (errs.Msg, bool) {
 	return errs.Msg{}, false
 }
 
+// CheckPattern says what is wrong with a pattern over provider/model names (or a key that may be
+// one), if anything, before its syntax is checked: it must be 1–maxLen bytes of valid UTF-8 without
+// spaces around it or invisible characters. emptyKey and longKey are the message keys of an empty
+// and a too long text (the latter with maxLen); the others are err.name_utf8, err.name_spaces and
+// keys.err.pattern_character (with the offending character as U+XXXX).
+func CheckPattern(s string, maxLen int, emptyKey, longKey string) (errs.Msg, bool) {
+	switch {
+	case s == "":
+		return errs.M(emptyKey), true
+	case len(s) > maxLen:
+		return errs.M(longKey, maxLen), true
+	case !utf8.ValidString(s):
+		return errs.M("err.name_utf8"), true
+	case strings.TrimSpace(s) != s:
+		return errs.M("err.name_spaces"), true
+	}
+	if i := strings.IndexFunc(s, Invisible); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(s[i:])
+		return errs.M("keys.err.pattern_character", codePoint(r)), true
+	}
+	return errs.Msg{}, false
+}
+
 // Invisible reports whether r has no place in a name: a control character (Unicode category Cc:
 // C0, DEL, C1), a line or paragraph separator (Zl, Zp), a bidirectional control (the embeddings,
 // overrides and isolates U+202A–U+202E and U+2066–U+2069, the marks U+200E, U+200F and U+061C), or

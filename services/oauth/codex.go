@@ -209,7 +209,7 @@ func (s *Service) authError(status int, header http.Header, raw []byte, body map
 	}
 	// The server may echo what it was sent (a refresh token, a code, a device id): none of it goes on.
 	secrets := bodySecrets(body)
-	te.code, te.message = cutText(redact.String(te.code, secrets...), 80), cutText(redact.String(te.message, secrets...), 200)
+	te.code, te.message = redact.Clip(te.code, 80, secrets...), redact.Clip(te.message, 200, secrets...)
 	return te
 }
 
@@ -222,16 +222,6 @@ func (e *tokenError) reason() string {
 		return e.code + e.message
 	}
 	return "HTTP " + strconv.Itoa(e.status)
-}
-
-func cutText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && (s[n]&0xC0) == 0x80 {
-		n--
-	}
-	return s[:n] + "…"
 }
 
 // codexToken posts one token request (form body) and reads the answer.
@@ -351,7 +341,7 @@ func callbackError(pasted string) string {
 	if q.Get("error") == "" || q.Get("code") != "" {
 		return ""
 	}
-	return cutText(redact.String(firstNonEmpty(q.Get("error_description"), q.Get("error"))), 200)
+	return redact.Clip(firstNonEmpty(q.Get("error_description"), q.Get("error")), 200)
 }
 
 // StartCodexDevice begins a ChatGPT device sign-in for owner on provider ("" = codex): OpenAI

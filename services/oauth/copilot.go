@@ -252,7 +252,7 @@ func (s *Service) refreshGitHub(ctx context.Context, cred catalog.OAuthCredentia
 	}
 	if ans.Error != "" {
 		return catalog.OAuthCredential{}, &tokenError{status: http.StatusBadRequest, code: redact.String(ans.Error, secrets...),
-			message: cutText(redact.String(ans.ErrorDescription, secrets...), 200)}
+			message: redact.Clip(ans.ErrorDescription, 200, secrets...)}
 	}
 	if ans.AccessToken == "" {
 		return catalog.OAuthCredential{}, fmt.Errorf("token endpoint: the answer has no access token")
@@ -295,8 +295,8 @@ func (s *Service) githubCall(req *http.Request, secrets []string, out any) error
 			te.code = firstNonEmpty(e.Error, e.ErrorDetails.NotificationID)
 			te.message = firstNonEmpty(e.ErrorDesc, e.ErrorDetails.Message, e.Message)
 		}
-		te.code = cutText(redact.String(te.code, secrets...), 80)
-		te.message = cutText(redact.String(te.message, secrets...), 200)
+		te.code = redact.Clip(te.code, 80, secrets...)
+		te.message = redact.Clip(te.message, 200, secrets...)
 		return te
 	}
 	if err := json.Unmarshal(raw, out); err != nil {

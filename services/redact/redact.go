@@ -219,7 +219,7 @@ func Redirect(from *url.URL, location string, secrets ...string) string {
 	u.User = nil
 	query, fragment := u.RawQuery, u.Fragment != "" || u.RawFragment != ""
 	u.RawQuery, u.Fragment, u.RawFragment, u.ForceQuery = "", "", "", false
-	out := cut(String(u.String(), secrets...), 240)
+	out := Clip(u.String(), 240, secrets...)
 	if query != "" {
 		parts := strings.Split(query, "&")
 		if len(parts) > 8 {
@@ -229,7 +229,7 @@ func Redirect(from *url.URL, location string, secrets ...string) string {
 			switch name, _, ok := strings.Cut(p, "="); {
 			case p == "…":
 			case ok:
-				parts[i] = cut(String(name, secrets...), 40) + "=" + Mark
+				parts[i] = Clip(name, 40, secrets...) + "=" + Mark
 			default:
 				parts[i] = Mark // a bare value
 			}
@@ -242,8 +242,10 @@ func Redirect(from *url.URL, location string, secrets ...string) string {
 	return out
 }
 
-// cut shortens s to at most n bytes on a character boundary, marking the cut with "…".
-func cut(s string, n int) string {
+// Clip is String(s, secrets...) shortened to at most n bytes on a character boundary, a cut
+// marked with "…" (after the n bytes): for upstream text that goes into messages and logs.
+func Clip(s string, n int, secrets ...string) string {
+	s = String(s, secrets...)
 	if len(s) <= n {
 		return s
 	}

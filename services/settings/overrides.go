@@ -48,13 +48,8 @@ func (o ConnectionOverrides) Validate() error {
 
 // UnmarshalJSON decodes strictly: unknown keys are an error.
 func (o *ConnectionOverrides) UnmarshalJSON(b []byte) error {
-	type plain ConnectionOverrides
-	var v plain
-	if err := strictUnmarshal(b, &v); err != nil {
-		return &overridesError{"connection overrides", err}
-	}
-	*o = ConnectionOverrides(v)
-	return nil
+	type plain ConnectionOverrides // without the method, so decoding does not call it again
+	return decodeOverrides(b, "connection overrides", (*plain)(o))
 }
 
 // ProviderOverrides are a provider's overrides of retry and circuit_breaker (the
@@ -127,37 +122,29 @@ func (p *ProviderOverrides) Set(path string, v any) bool {
 
 // UnmarshalJSON decodes strictly: unknown keys are an error.
 func (p *ProviderOverrides) UnmarshalJSON(b []byte) error {
-	type plain ProviderOverrides
-	var v plain
-	if err := strictUnmarshal(b, &v); err != nil {
-		return &overridesError{"provider overrides", err}
-	}
-	*p = ProviderOverrides(v)
-	return nil
+	type plain ProviderOverrides // without the method, so decoding does not call it again
+	return decodeOverrides(b, "provider overrides", (*plain)(p))
 }
 
 // RequestQueueFor merges a connection's overrides over the global request_queue and
 // returns the result with the source of each setting ("connection" where overridden).
 func (s *Snapshot) RequestQueueFor(o ConnectionOverrides) (RequestQueue, map[string]string) {
-	q, src := s.values.RequestQueue, s.sourcesUnder("request_queue.")
-	override(&q.MaxWaitMS, o.RequestQueue.MaxWaitMS, src, "request_queue.max_wait_ms", SourceConnection)
-	override(&q.ExecutionMaxWaitMS, o.RequestQueue.ExecutionMaxWaitMS, src, "request_queue.execution_max_wait_ms", SourceConnection)
-	override(&q.MaxQueueDepth, o.RequestQueue.MaxQueueDepth, src, "request_queue.max_queue_depth", SourceConnection)
-	return q, src
+	src := s.sourcesUnder("request_queue.")
+	return s.requestQueue(o, src), src
 }
 
 // RequestQueueValues is RequestQueueFor without the sources, for the request path.
 func (s *Snapshot) RequestQueueValues(o ConnectionOverrides) RequestQueue {
+	return s.requestQueue(o, nil)
+}
+
+// requestQueue merges o over the global request_queue, noting the overridden paths in src
+// unless src is nil.
+func (s *Snapshot) requestQueue(o ConnectionOverrides, src map[string]string) RequestQueue {
 	q, r := s.values.RequestQueue, o.RequestQueue
-	if r.MaxWaitMS != nil {
-		q.MaxWaitMS = *r.MaxWaitMS
-	}
-	if r.ExecutionMaxWaitMS != nil {
-		q.ExecutionMaxWaitMS = *r.ExecutionMaxWaitMS
-	}
-	if r.MaxQueueDepth != nil {
-		q.MaxQueueDepth = *r.MaxQueueDepth
-	}
+	override(&q.MaxWaitMS, r.MaxWaitMS, src, "request_queue.max_wait_ms", SourceConnection)
+	override(&q.ExecutionMaxWaitMS, r.ExecutionMaxWaitMS, src, "request_queue.execution_max_wait_ms", SourceConnection)
+	override(&q.MaxQueueDepth, r.MaxQueueDepth, src, "request_queue.max_queue_depth", SourceConnection)
 	return q
 }
 
@@ -197,11 +184,27 @@ func (s *Snapshot) sourcesUnder(prefix string) map[string]string {
 	return src
 }
 
+// override sets *dst to *v when v is set and records source for path in src (when src is not
+// nil).
 func override[T any](dst *T, v *T, src map[string]string, path, source string) {
-	if v != nil {
-		*dst = *v
+	if v == nil {
+		return
+	}
+	*dst = *v
+	if src != nil {
 		src[path] = source
 	}
+}
+
+// decodeOverrides decodes an override document strictly into a fresh value and stores it in
+// dst only when the whole document was read.
+func decodeOverrides[T any](b []byte, what string, dst *T) error {
+	var v T
+	if err := strictUnmarshal(b, &v); err != nil {
+		return &overridesError{what, err}
+	}
+	*dst = v
+	return nil
 }
 
 // checkSetting validates a set override with the registry's check for path.

@@ -15,7 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 	_ "time/tzdata" // budget days and months run in any IANA zone, also where the system has no zoneinfo
-	"unicode/utf8"
 
 	"switchyard/services/errs"
 	"switchyard/services/names"
@@ -510,20 +509,8 @@ func checkModelPrice(path string, p ModelPrice, fields map[string]errs.Msg) {
 // provider/model (a provider's name, a slash, the upstream model id) or a pattern over
 // provider/model, of 1–MaxPriceKeyLen bytes of printable text without spaces around it.
 func CheckPriceKey(key string) (errs.Msg, bool) {
-	switch {
-	case key == "":
-		return errs.M("prices.err.key_empty"), true
-	case len(key) > MaxPriceKeyLen:
-		return errs.M("prices.err.key_too_long", MaxPriceKeyLen), true
-	case !utf8.ValidString(key):
-		return errs.M("err.name_utf8"), true
-	case strings.TrimSpace(key) != key:
-		return errs.M("err.name_spaces"), true
-	}
-	for _, r := range key {
-		if names.Invisible(r) {
-			return errs.M("keys.err.pattern_character", fmt.Sprintf("U+%04X", r)), true
-		}
+	if m, bad := names.CheckPattern(key, MaxPriceKeyLen, "prices.err.key_empty", "prices.err.key_too_long"); bad {
+		return m, true
 	}
 	if isPattern(key) {
 		if _, err := compilePattern(key); err != nil {

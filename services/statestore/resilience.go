@@ -10,11 +10,7 @@ import (
 // ConnRecord is the record of a connection's cooldown and terminal state; a state with nothing
 // left to remember deletes it.
 func ConnRecord(st resilience.ConnState) Record {
-	r := Record{Kind: Connection, Key: strconv.FormatInt(st.ConnectionID, 10), ConnectionID: st.ConnectionID}
-	if !st.Empty() {
-		r.Value = st
-	}
-	return r
+	return perConnection(Connection, st.ConnectionID, st, !st.Empty())
 }
 
 // BreakerRecord is the record of a circuit breaker; a closed breaker without failures deletes it.
@@ -41,16 +37,22 @@ func LockoutRecord(k resilience.LockoutKey, l *resilience.Lockout) Record {
 
 // LaneRecord is the record of a connection's Claude lane; nothing left to remember deletes it.
 func LaneRecord(st resilience.LaneState) Record {
-	r := Record{Kind: ClaudeLane, Key: strconv.FormatInt(st.ConnectionID, 10), ConnectionID: st.ConnectionID}
-	if !st.Empty() {
-		r.Value = st
-	}
-	return r
+	return perConnection(ClaudeLane, st.ConnectionID, st, !st.Empty())
 }
 
 // UsageRecord is the record of a subscription account's usage windows.
 func UsageRecord(u resilience.AccountUsage) Record {
-	return Record{Kind: ClaudeUsage, Key: strconv.FormatInt(u.ConnectionID, 10), ConnectionID: u.ConnectionID, Value: u}
+	return perConnection(ClaudeUsage, u.ConnectionID, u, true)
+}
+
+// perConnection is the record of a kind kept one per connection, keyed by its id; it holds v
+// when keep is set and otherwise deletes the stored one.
+func perConnection(kind Kind, id int64, v any, keep bool) Record {
+	r := Record{Kind: kind, Key: strconv.FormatInt(id, 10), ConnectionID: id}
+	if keep {
+		r.Value = v
+	}
+	return r
 }
 
 // TargetRestRecord is the record of a combo target's rest; a rest that ended deletes it.
@@ -99,27 +101,21 @@ type Resilience struct {
 func LoadResilience(ctx context.Context, s Store) (Resilience, error) {
 	var out Resilience
 	var err error
-	if out.Connections, err = LoadAll[resilience.ConnState](ctx, s, Connection); err != nil {
-		return out, err
-	}
-	if out.Breakers, err = LoadAll[resilience.BreakerState](ctx, s, Breaker); err != nil {
-		return out, err
-	}
-	if out.Lockouts, err = LoadAll[resilience.Lockout](ctx, s, ModelLockout); err != nil {
-		return out, err
-	}
-	if out.Lanes, err = LoadAll[resilience.LaneState](ctx, s, ClaudeLane); err != nil {
-		return out, err
-	}
-	if out.Usage, err = LoadAll[resilience.AccountUsage](ctx, s, ClaudeUsage); err != nil {
-		return out, err
-	}
-	if out.Pins, err = LoadAll[resilience.Pin](ctx, s, SessionPin); err != nil {
-		return out, err
-	}
-	if out.SessionBinds, err = LoadAll[resilience.SessionBind](ctx, s, ClaudeSession); err != nil {
-		return out, err
-	}
-	out.Rests, err = LoadAll[resilience.TargetCooldown](ctx, s, TargetRest)
+	loadInto(ctx, s, Connection, &out.Connections, &err)
+	loadInto(ctx, s, Breaker, &out.Breakers, &err)
+	loadInto(ctx, s, ModelLockout, &out.Lockouts, &err)
+	loadInto(ctx, s, ClaudeLane, &out.Lanes, &err)
+	loadInto(ctx, s, ClaudeUsage, &out.Usage, &err)
+	loadInto(ctx, s, SessionPin, &out.Pins, &err)
+	loadInto(ctx, s, ClaudeSession, &out.SessionBinds, &err)
+	loadInto(ctx, s, TargetRest, &out.Rests, &err)
 	return out, err
+}
+
+// loadInto sets *dst to every stored record of kind, unless an earlier load failed (*err set);
+// a failure is left in *err.
+func loadInto[T any](ctx context.Context, s Store, kind Kind, dst *[]T, err *error) {
+	if *err == nil {
+		*dst, *err = LoadAll[T](ctx, s, kind)
+	}
 }

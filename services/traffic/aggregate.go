@@ -211,23 +211,32 @@ func (r Range) window(now time.Time) (first int64, per int64, start time.Time) {
 	return first, per, time.Unix(first*60, 0)
 }
 
-// Series is the traffic of every step of a range for the cells match selects (nil: all).
-func (s *Service) Series(r Range, match func(provider string, keyID int64) bool) []Point {
+// eachCell calls f, under the lock, for every cell of the range as it ends now, with the step
+// the cell falls in; it returns the start of the first step.
+func (s *Service) eachCell(r Range, f func(step int64, d dim, c *cell)) (start time.Time) {
 	first, per, start := r.window(s.now())
-	cells := make([]cell, r.Buckets)
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	for m, byDim := range s.minutes {
 		i := (m - first) / per
 		if m < first || i >= int64(r.Buckets) {
 			continue
 		}
 		for d, c := range byDim {
-			if match == nil || match(d.Provider, d.KeyID) {
-				cells[i].merge(c)
-			}
+			f(i, d, c)
 		}
 	}
-	s.mu.Unlock()
+	return start
+}
+
+// Series is the traffic of every step of a range for the cells match selects (nil: all).
+func (s *Service) Series(r Range, match func(provider string, keyID int64) bool) []Point {
+	cells := make([]cell, r.Buckets)
+	start := s.eachCell(r, func(i int64, d dim, c *cell) {
+		if match == nil || match(d.Provider, d.KeyID) {
+			cells[i].merge(c)
+		}
+	})
 	out := make([]Point, r.Buckets)
 	for i := range cells {
 		out[i] = pointOf(start.Add(time.Duration(i)*r.Step), &cells[i])
@@ -237,7 +246,6 @@ func (s *Service) Series(r Range, match func(provider string, keyID int64) bool)
 
 // Breakdown is the traffic of a range per provider and per client key, the busiest first.
 func (s *Service) Breakdown(r Range) (providers, keys []Group) {
-	first, per, start := r.window(s.now())
 	type acc struct {
 		total cell
 		steps []int64
@@ -249,24 +257,16 @@ func (s *Service) Breakdown(r Range) (providers, keys []Group) {
 		}
 		return a
 	}
-	s.mu.Lock()
-	for m, byDim := range s.minutes {
-		i := (m - first) / per
-		if m < first || i >= int64(r.Buckets) {
-			continue
-		}
-		for d, c := range byDim {
-			p := get(byProvider[d.Provider])
-			byProvider[d.Provider] = p
-			p.total.merge(c)
-			p.steps[i] += c.Requests
-			k := get(byKey[d.KeyID])
-			byKey[d.KeyID] = k
-			k.total.merge(c)
-			k.steps[i] += c.Requests
-		}
-	}
-	s.mu.Unlock()
+	start := s.eachCell(r, func(i int64, d dim, c *cell) {
+		p := get(byProvider[d.Provider])
+		byProvider[d.Provider] = p
+		p.total.merge(c)
+		p.steps[i] += c.Requests
+		k := get(byKey[d.KeyID])
+		byKey[d.KeyID] = k
+		k.total.merge(c)
+		k.steps[i] += c.Requests
+	})
 	for name, a := range byProvider {
 		providers = append(providers, Group{Provider: name, Total: pointOf(start, &a.total), Requests: a.steps})
 	}
@@ -315,17 +315,7 @@ func (s *Service) KeyUsage(since time.Time) map[int64]Usage {
 
 // Total is the traffic of a whole range (Start is the range's start).
 func (s *Service) Total(r Range) Point {
-	first, per, start := r.window(s.now())
 	var total cell
-	s.mu.Lock()
-	for m, byDim := range s.minutes {
-		if m < first || (m-first)/per >= int64(r.Buckets) {
-			continue
-		}
-		for _, c := range byDim {
-			total.merge(c)
-		}
-	}
-	s.mu.Unlock()
+	start := s.eachCell(r, func(_ int64, _ dim, c *cell) { total.merge(c) })
 	return pointOf(start, &total)
 }

@@ -13,16 +13,7 @@ import (
 
 // chainJSON is json.Marshal of the attempts, "[]" for none.
 func chainJSON(chain []Attempt) string {
-	if len(chain) == 0 {
-		return "[]"
-	}
-	b := make([]byte, 0, 96*len(chain))
-	b = append(b, '[')
-	for i := range chain {
-		a := &chain[i]
-		if i > 0 {
-			b = append(b, ',')
-		}
+	return listJSON(chain, func(b []byte, a *Attempt) []byte {
 		b = append(b, `{"connection_id":`...)
 		b = strconv.AppendInt(b, a.ConnectionID, 10)
 		b = append(b, `,"connection":`...)
@@ -31,54 +22,53 @@ func chainJSON(chain []Attempt) string {
 		b = appendJSONString(b, a.Kind)
 		b = append(b, `,"status":`...)
 		b = strconv.AppendInt(b, int64(a.Status), 10)
-		if a.Reason != "" {
-			b = append(b, `,"reason":`...)
-			b = appendJSONString(b, a.Reason)
-		}
+		b = appendOmitEmpty(b, `,"reason":`, a.Reason)
 		b = append(b, `,"duration":`...)
 		b = strconv.AppendInt(b, int64(a.Duration), 10)
-		if a.Detail != "" {
-			b = append(b, `,"detail":`...)
-			b = appendJSONString(b, a.Detail)
-		}
-		if a.Target != "" {
-			b = append(b, `,"target":`...)
-			b = appendJSONString(b, a.Target)
-		}
-		b = append(b, '}')
-	}
-	return string(append(b, ']'))
+		b = appendOmitEmpty(b, `,"detail":`, a.Detail)
+		b = appendOmitEmpty(b, `,"target":`, a.Target)
+		return append(b, '}')
+	})
 }
 
 // skippedJSON is json.Marshal of the skipped connections, "[]" for none.
 func skippedJSON(skipped []Skip) string {
-	if len(skipped) == 0 {
-		return "[]"
-	}
-	b := make([]byte, 0, 96*len(skipped))
-	b = append(b, '[')
-	for i := range skipped {
-		x := &skipped[i]
-		if i > 0 {
-			b = append(b, ',')
-		}
+	return listJSON(skipped, func(b []byte, x *Skip) []byte {
 		b = append(b, `{"connection":`...)
 		b = appendJSONString(b, x.Connection)
 		b = append(b, `,"reason":`...)
 		b = appendJSONString(b, x.Reason)
-		if x.Detail != "" {
-			b = append(b, `,"detail":`...)
-			b = appendJSONString(b, x.Detail)
-		}
-		if x.Target != "" {
-			b = append(b, `,"target":`...)
-			b = appendJSONString(b, x.Target)
-		}
+		b = appendOmitEmpty(b, `,"detail":`, x.Detail)
+		b = appendOmitEmpty(b, `,"target":`, x.Target)
 		b = append(b, `,"seconds_left":`...)
 		b = strconv.AppendInt(b, x.SecondsLeft, 10)
-		b = append(b, '}')
+		return append(b, '}')
+	})
+}
+
+// listJSON is the JSON array of list, each element written by appendOne; "[]" for none.
+func listJSON[T any](list []T, appendOne func(b []byte, x *T) []byte) string {
+	if len(list) == 0 {
+		return "[]"
+	}
+	b := make([]byte, 0, 96*len(list))
+	b = append(b, '[')
+	for i := range list {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendOne(b, &list[i])
 	}
 	return string(append(b, ']'))
+}
+
+// appendOmitEmpty appends the member key (with its leading comma) and s, unless s is empty:
+// a string field tagged omitempty.
+func appendOmitEmpty(b []byte, key, s string) []byte {
+	if s == "" {
+		return b
+	}
+	return appendJSONString(append(b, key...), s)
 }
 
 // routeJSON is json.Marshal of the combo route, "[]" for none.
