@@ -106,8 +106,5 @@ func fromTrace(e *traffic.Entry, tr *proxy.Trace) {
 		e.Skipped = append(e.Skipped, traffic.Skip{Connection: x.Connection, Reason: x.Reason, Detail: x.Detail,
 			Target: x.Target, SecondsLeft: x.SecondsLeft})
 	}
-	e.Combo, e.Dropped = tr.Combo, tr.Dropped // the trace is the request's own and done with
-	for _, r := range tr.Route {
-		e.Route = append(e.Route, traffic.RouteStep(r))
-	}
+	e.Combo, e.Dropped, e.Route = tr.Combo, tr.Dropped, tr.Route // the trace is the request's own and done with
 }

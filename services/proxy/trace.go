@@ -8,6 +8,7 @@ import (
 
 	"switchyard/services/catalog"
 	"switchyard/services/spend"
+	"switchyard/services/traffic"
 )
 
 // Trace collects what happened to one request, for the request log and metrics. The handler
@@ -61,26 +62,9 @@ type Trace struct {
 	target string
 }
 
-// RouteStep is one target a combo considered for a request.
-type RouteStep struct {
-	// Target is provider/model (with @connection when pinned to one); Via names the nested
-	// combos it was reached through, outermost first, when there are any.
-	Target string   `json:"target"`
-	Via    []string `json:"via,omitempty"`
-	// Round counts the dispatches: 1, then one more after each cooldown wait.
-	Round int `json:"round"`
-	// Outcome is answered, failed (Reason the failure), skipped (left out before any call:
-	// Reason the exclusion, Source what excluded it, Until when it ends; zero = no timer),
-	// deferred (passed over as saturated, tried only if nothing else could start) or stopped
-	// (its failure ended the combo).
-	Outcome  string    `json:"outcome"`
-	Reason   string    `json:"reason,omitempty"`
-	Source   string    `json:"source,omitempty"`
-	Until    time.Time `json:"until,omitzero"`
-	Attempts int       `json:"attempts,omitempty"`
-	// Action is what the combo did after a failure: skip, cool or stop.
-	Action string `json:"action,omitempty"`
-}
+// RouteStep is one target a combo considered for a request: the request log keeps the route as
+// the engine wrote it.
+type RouteStep = traffic.RouteStep
 
 // RouteHeader is the response header that tells the client which target answered and how many
 // upstream calls the request made.

@@ -96,19 +96,25 @@ type Attempt struct {
 	Target string `json:"target,omitempty"`
 }
 
-// RouteStep is one target a combo considered, and what became of it: answered, failed,
-// skipped (before any call: Reason why, Source what excluded it, Until when that ends),
-// deferred (saturated) or stopped (its failure ended the combo).
+// RouteStep is one target a combo considered for a request, and what became of it.
 type RouteStep struct {
-	Target   string    `json:"target"`
-	Via      []string  `json:"via,omitempty"`
-	Round    int       `json:"round"`
+	// Target is provider/model (with @connection when pinned to one); Via names the nested
+	// combos it was reached through, outermost first, when there are any.
+	Target string   `json:"target"`
+	Via    []string `json:"via,omitempty"`
+	// Round counts the dispatches: 1, then one more after each cooldown wait.
+	Round int `json:"round"`
+	// Outcome is answered, failed (Reason the failure), skipped (left out before any call:
+	// Reason the exclusion, Source what excluded it, Until when it ends; zero = no timer),
+	// deferred (passed over as saturated, tried only if nothing else could start) or stopped
+	// (its failure ended the combo).
 	Outcome  string    `json:"outcome"`
 	Reason   string    `json:"reason,omitempty"`
 	Source   string    `json:"source,omitempty"`
 	Until    time.Time `json:"until,omitzero"`
 	Attempts int       `json:"attempts,omitempty"`
-	Action   string    `json:"action,omitempty"`
+	// Action is what the combo did after a failure: skip, cool or stop.
+	Action string `json:"action,omitempty"`
 }
 
 // Skip is a connection the request left out, and why.
