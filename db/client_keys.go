@@ -78,8 +78,8 @@ func RevokeClientKey(ctx context.Context, q Querier, id int64) error {
 // TouchClientKeys records last-used times in one statement per key; callers batch them.
 func TouchClientKeys(ctx context.Context, q Querier, lastUsed map[int64]int64) error {
 	for id, at := range lastUsed {
-		if _, err := q.ExecContext(ctx, `UPDATE client_keys SET last_used_at = MAX(COALESCE(last_used_at, 0), ?) WHERE id = ?`,
-			at, id); err != nil {
+		if _, err := q.ExecContext(ctx, `UPDATE client_keys SET last_used_at = CASE WHEN last_used_at > ? THEN last_used_at ELSE ? END
+			WHERE id = ?`, at, at, id); err != nil {
 			return fmt.Errorf("touch client key %d: %w", id, err)
 		}
 	}

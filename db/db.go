@@ -1,5 +1,6 @@
-// Package db is the SQLite store: opening with the right pragmas, migrations, transactions and
-// one file of literal SQL per table. Nothing outside this package writes SQL.
+// Package db is the store: SQLite (the embedded default) or PostgreSQL (shared by several
+// replicas), opened with the right settings, migrations, transactions and one file of literal
+// SQL per table, written once for both engines. Nothing outside this package writes SQL.
 package db
 
 import (
@@ -15,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
 	"github.com/jmoiron/sqlx"
 	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
 
@@ -44,17 +46,17 @@ func selectRows[T any](ctx context.Context, q Querier, op, query string, args ..
 	return out, nil
 }
 
-// insertRow runs an INSERT and sets *id to the new row's: ErrConflict when the row would break
-// a unique column, other errors wrapped with op.
+// insertRow runs an INSERT and sets *id to the new row's (RETURNING, which both engines know;
+// PostgreSQL has no last-insert id): ErrConflict when the row would break a unique column, other
+// errors wrapped with op.
 func insertRow(ctx context.Context, q Querier, id *int64, op, query string, args ...any) error {
-	res, err := q.ExecContext(ctx, query, args...)
+	err := survivable(ctx, q, func() error { return q.QueryRowxContext(ctx, query+" RETURNING id", args...).Scan(id) })
 	if isUniqueViolation(err) {
 		return ErrConflict
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	*id, _ = res.LastInsertId()
 	return nil
 }
 
@@ -73,7 +75,11 @@ func insertStamped(ctx context.Context, q Querier, id, created, updated *int64, 
 // execOne runs a statement that must touch one row: ErrNotFound when none matched (what names
 // the row's kind), ErrConflict when it would break a unique column, other errors wrapped with op.
 func execOne(ctx context.Context, q Querier, op, what, query string, args ...any) error {
-	res, err := q.ExecContext(ctx, query, args...)
+	var res sql.Result
+	err := survivable(ctx, q, func() (err error) {
+		res, err = q.ExecContext(ctx, query, args...)
+		return err
+	})
 	if isUniqueViolation(err) {
 		return ErrConflict
 	}
@@ -81,6 +87,25 @@ func execOne(ctx context.Context, q Querier, op, what, query string, args ...any
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	return mustAffect(res, what)
+}
+
+// survivable runs one statement so that its failure leaves the transaction usable, as SQLite
+// does: callers go on after ErrConflict (a lease tries the next connection), while a PostgreSQL
+// transaction refuses every later statement after an error unless it rolls back to a savepoint.
+func survivable(ctx context.Context, q Querier, stmt func() error) error {
+	tx, ok := q.(*Tx)
+	if !ok || !tx.dollar {
+		return stmt()
+	}
+	if _, err := tx.ExecContext(ctx, "SAVEPOINT statement"); err != nil {
+		return err
+	}
+	if err := stmt(); err != nil {
+		_, _ = tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT statement")
+		return err
+	}
+	_, err := tx.ExecContext(ctx, "RELEASE SAVEPOINT statement")
+	return err
 }
 
 // mustAffect is ErrNotFound when a statement touched no row.
@@ -109,18 +134,24 @@ func getRow[T any](ctx context.Context, q Querier, op, query string, args ...any
 	return v, nil
 }
 
-// DB holds one writer connection (all writes, BEGIN IMMEDIATE, so SQLITE_BUSY cannot happen
-// inside the process) and a small pool of read-only connections that WAL lets run beside it.
+// DB holds one writer connection (all writes; on SQLite BEGIN IMMEDIATE, so SQLITE_BUSY cannot
+// happen inside the process, and on PostgreSQL the same one-writer order the services were
+// written for) and a small pool of readers beside it.
 type DB struct {
-	W    *sqlx.DB
-	R    *sqlx.DB
+	W, R    *Pool
+	Dialect Dialect
+	// Path is the SQLite file, or the PostgreSQL URL without its password.
 	Path string
 }
 
-// Open opens (creating if needed) the database file at path with WAL, a busy timeout,
-// synchronous=NORMAL and foreign keys on every pooled connection.
-func Open(path string) (*DB, error) {
-	abs, err := filepath.Abs(path)
+// Open opens the store target names: a postgres:// URL, or else a SQLite file (created if
+// needed) with WAL, a busy timeout, synchronous=NORMAL and foreign keys on every pooled
+// connection.
+func Open(target string) (*DB, error) {
+	if IsPostgresURL(target) {
+		return openPostgres(target)
+	}
+	abs, err := filepath.Abs(target)
 	if err != nil {
 		return nil, fmt.Errorf("db open: %w", err)
 	}
@@ -144,17 +175,49 @@ func Open(path string) (*DB, error) {
 	}
 	r.SetMaxOpenConns(4)
 	r.SetMaxIdleConns(4)
-	return &DB{W: w, R: r, Path: abs}, nil
+	return &DB{W: &Pool{DB: w}, R: &Pool{DB: r}, Dialect: SQLite, Path: abs}, nil
 }
 
-// Close optimizes and closes both pools.
+// openPostgres opens the writer and the reader pools on a PostgreSQL database and checks that
+// it answers.
+func openPostgres(target string) (*DB, error) {
+	u, err := url.Parse(target)
+	if err != nil {
+		return nil, fmt.Errorf("db open: the database URL does not parse: %w", err)
+	}
+	shown := u.Redacted()
+	w, err := sqlx.Open("pgx", target)
+	if err != nil {
+		return nil, fmt.Errorf("db open %s: %w", shown, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := w.PingContext(ctx); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("db open %s: %w", shown, err)
+	}
+	r, err := sqlx.Open("pgx", target)
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("db open %s: %w", shown, err)
+	}
+	r.SetMaxOpenConns(4)
+	r.SetMaxIdleConns(4)
+	return &DB{W: &Pool{DB: w, dollar: true}, R: &Pool{DB: r, dollar: true}, Dialect: Postgres, Path: shown}, nil
+}
+
+// Close closes both pools, on SQLite after letting it optimize.
 func (d *DB) Close() error {
-	_, _ = d.W.Exec("PRAGMA optimize")
+	if d.Dialect == SQLite {
+		_, _ = d.W.Exec("PRAGMA optimize")
+	}
 	return errors.Join(d.R.Close(), d.W.Close())
 }
 
-// WithTx runs fn in one immediate write transaction; an error or panic rolls it back.
-func (d *DB) WithTx(ctx context.Context, fn func(tx *sqlx.Tx) error) (err error) {
+// WithTx runs fn in one write transaction (immediate on SQLite); an error or panic rolls it back.
+func (d *DB) WithTx(ctx context.Context, fn func(tx *Tx) error) (err error) {
 	tx, err := d.W.BeginTxx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
@@ -177,56 +240,118 @@ func (d *DB) WithTx(ctx context.Context, fn func(tx *sqlx.Tx) error) (err error)
 	return nil
 }
 
-// Migrate applies every embedded migration newer than PRAGMA user_version, each in its own
-// transaction together with the version bump. Migrations are forward-only.
+// Migrate applies every embedded migration of the dialect newer than the database's version,
+// each in its own transaction together with the version bump. Migrations are forward-only.
 func (d *DB) Migrate(ctx context.Context) (applied int, err error) {
 	return d.MigrateTo(ctx, -1)
 }
 
+// migrationLock is the PostgreSQL advisory lock that lets one replica at a time migrate, so
+// replicas started together never apply a migration twice.
+const migrationLock = 0x5377_6974_6368 // "Switch"
+
 // MigrateTo is Migrate stopping after migration number version (-1: the newest); tests use it
 // to build a database as an older binary left it.
 func (d *DB) MigrateTo(ctx context.Context, version int) (applied int, err error) {
-	files, err := migrationFiles(migrations.FS)
+	fsys := d.migrations()
+	files, err := migrationFiles(fsys)
 	if err != nil {
 		return 0, err
 	}
 	if version >= 0 && version < len(files) {
 		files = files[:version]
 	}
-	var current int
-	if err := d.W.GetContext(ctx, &current, "PRAGMA user_version"); err != nil {
+	if d.Dialect == Postgres {
+		err := d.WithTx(ctx, func(tx *Tx) error {
+			if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock(?)", migrationLock); err != nil {
+				return err
+			}
+			_, err := tx.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)")
+			return err
+		})
+		if err != nil {
+			return 0, fmt.Errorf("migrate: version table: %w", err)
+		}
+	}
+	current, err := d.version(ctx, d.W)
+	if err != nil {
 		return 0, fmt.Errorf("migrate: read version: %w", err)
 	}
 	if current > len(files) && version < 0 {
 		return 0, fmt.Errorf("migrate: database version %d is newer than this binary (%d migrations)", current, len(files))
 	}
 	for i := current; i < len(files); i++ {
-		body, err := fs.ReadFile(migrations.FS, files[i])
+		body, err := fs.ReadFile(fsys, files[i])
 		if err != nil {
 			return applied, fmt.Errorf("migrate: %w", err)
 		}
-		err = d.WithTx(ctx, func(tx *sqlx.Tx) error {
-			if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+		done := false
+		err = d.WithTx(ctx, func(tx *Tx) error {
+			if d.Dialect == Postgres {
+				// Another replica may have applied it while this one waited for the lock.
+				if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock(?)", migrationLock); err != nil {
+					return err
+				}
+				if now, err := d.version(ctx, tx); err != nil || now > i {
+					done = err == nil
+					return err
+				}
+			}
+			// Straight to the driver: a migration is SQL of its own dialect, not to be rebound.
+			if _, err := tx.Tx.ExecContext(ctx, string(body)); err != nil {
 				return err
 			}
-			_, err := tx.ExecContext(ctx, "PRAGMA user_version = "+strconv.Itoa(i+1))
-			return err
+			return d.setVersion(ctx, tx, i+1)
 		})
 		if err != nil {
 			return applied, fmt.Errorf("migrate %s: %w", files[i], err)
 		}
-		applied++
+		if !done {
+			applied++
+		}
 	}
 	return applied, nil
 }
 
+func (d *DB) migrations() fs.FS {
+	if d.Dialect == Postgres {
+		return migrations.Postgres
+	}
+	return migrations.FS
+}
+
+// version is the number of migrations applied: SQLite keeps it in PRAGMA user_version,
+// PostgreSQL in the one-row table schema_version.
+func (d *DB) version(ctx context.Context, q Querier) (int, error) {
+	if d.Dialect == Postgres {
+		var v sql.NullInt64
+		err := q.GetContext(ctx, &v, "SELECT MAX(version) FROM schema_version")
+		return int(v.Int64), err
+	}
+	var v int
+	err := q.GetContext(ctx, &v, "PRAGMA user_version")
+	return v, err
+}
+
+func (d *DB) setVersion(ctx context.Context, q Querier, v int) error {
+	if d.Dialect == Postgres {
+		if _, err := q.ExecContext(ctx, "DELETE FROM schema_version"); err != nil {
+			return err
+		}
+		_, err := q.ExecContext(ctx, "INSERT INTO schema_version (version) VALUES (?)", v)
+		return err
+	}
+	_, err := q.ExecContext(ctx, "PRAGMA user_version = "+strconv.Itoa(v))
+	return err
+}
+
 // SchemaVersion reports the applied migration count and how many the binary carries.
 func (d *DB) SchemaVersion(ctx context.Context) (current, want int, err error) {
-	files, err := migrationFiles(migrations.FS)
+	files, err := migrationFiles(d.migrations())
 	if err != nil {
 		return 0, 0, err
 	}
-	err = d.R.GetContext(ctx, &current, "PRAGMA user_version")
+	current, err = d.version(ctx, d.R)
 	return current, len(files), err
 }
 
@@ -246,7 +371,3 @@ func migrationFiles(fsys fs.FS) ([]string, error) {
 
 // nowMS is the timestamp format of every table: INTEGER unix milliseconds.
 func nowMS() int64 { return time.Now().UnixMilli() }
-
-func isUniqueViolation(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed")
-}

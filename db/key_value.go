@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-
-	"github.com/jmoiron/sqlx"
 )
 
 // GetValue reads one key; ok is false when it is absent.
@@ -49,7 +47,7 @@ func (k KV) PutValue(ctx context.Context, key, value string) error {
 // SaveRevision writes value under key and appends a numbered revision row, in one transaction.
 func (k KV) SaveRevision(ctx context.Context, key, value string) (int64, error) {
 	var rev int64
-	err := k.DB.WithTx(ctx, func(tx *sqlx.Tx) error {
+	err := k.DB.WithTx(ctx, func(tx *Tx) error {
 		if err := tx.GetContext(ctx, &rev,
 			`SELECT COALESCE(MAX(revision), 0) + 1 FROM key_value_revisions WHERE key = ?`, key); err != nil {
 			return err

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/jmoiron/sqlx"
 )
 
 // RequestLogRow is one row of request_log.
@@ -103,7 +101,7 @@ func NewRequestLogWriter(ctx context.Context, d *DB) (*RequestLogWriter, error) 
 func (w *RequestLogWriter) Close() error { return errors.Join(w.one.Close(), w.batch.Close()) }
 
 // Insert stores rows within tx: requestLogBatch rows a statement, the rest one by one.
-func (w *RequestLogWriter) Insert(ctx context.Context, tx *sqlx.Tx, rows []RequestLogRow) error {
+func (w *RequestLogWriter) Insert(ctx context.Context, tx *Tx, rows []RequestLogRow) error {
 	var batch, one *sql.Stmt // the statements within tx, made at first use
 	for len(rows) > 0 {
 		n := 1

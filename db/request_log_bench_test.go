@@ -7,8 +7,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/jmoiron/sqlx"
 )
 
 func benchRows(n int, first int64) []RequestLogRow {
@@ -46,7 +44,7 @@ func BenchmarkInsertRequestLog(b *testing.B) {
 				for i := 0; i < b.N; i += batch {
 					rows := benchRows(batch, next)
 					next += int64(batch)
-					if err := d.WithTx(ctx, func(tx *sqlx.Tx) error { return w.Insert(ctx, tx, rows) }); err != nil {
+					if err := d.WithTx(ctx, func(tx *Tx) error { return w.Insert(ctx, tx, rows) }); err != nil {
 						b.Fatal(err)
 					}
 				}

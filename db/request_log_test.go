@@ -3,8 +3,6 @@ package db
 import (
 	"context"
 	"testing"
-
-	"github.com/jmoiron/sqlx"
 )
 
 // TestRequestLogDroppedColumn: a row an older binary wrote reads back, after the migration that
@@ -19,7 +17,7 @@ func TestRequestLogDroppedColumn(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := newTestLogWriter(t, ctx, d)
-	if err := d.WithTx(ctx, func(tx *sqlx.Tx) error {
+	if err := d.WithTx(ctx, func(tx *Tx) error {
 		return w.Insert(ctx, tx, []RequestLogRow{{ID: 2, RequestID: "new", At: 2, Surface: "/v1/chat/completions",
 			Status: 200, Chain: "[]", Skipped: "[]", Route: "[]", Dropped: `["logprobs"]`}})
 	}); err != nil {

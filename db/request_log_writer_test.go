@@ -6,8 +6,6 @@ import (
 	"reflect"
 	"strconv"
 	"testing"
-
-	"github.com/jmoiron/sqlx"
 )
 
 // TestRequestLogWriter: batches of every size around the multi-row statement's are stored row
@@ -37,7 +35,7 @@ func TestRequestLogWriter(t *testing.T) {
 			}
 			rows[i] = r
 		}
-		if err := d.WithTx(ctx, func(tx *sqlx.Tx) error { return w.Insert(ctx, tx, rows) }); err != nil {
+		if err := d.WithTx(ctx, func(tx *Tx) error { return w.Insert(ctx, tx, rows) }); err != nil {
 			t.Fatalf("%d rows: %v", n, err)
 		}
 		all = append(all, rows...)
@@ -61,7 +59,7 @@ func TestRequestLogWriter(t *testing.T) {
 		dup[i].ID += next // new ids …
 	}
 	dup = append(dup, all[0]) // … but the last one is taken
-	if err := d.WithTx(ctx, func(tx *sqlx.Tx) error { return w.Insert(ctx, tx, dup) }); err == nil {
+	if err := d.WithTx(ctx, func(tx *Tx) error { return w.Insert(ctx, tx, dup) }); err == nil {
 		t.Fatal("an insert of a taken id succeeded")
 	}
 	if err := d.R.Get(&count, `SELECT count(*) FROM request_log`); err != nil || count != len(all) {

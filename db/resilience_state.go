@@ -27,12 +27,12 @@ func ListState(ctx context.Context, q Querier, kind string) ([]StateRow, error) 
 // no longer exists is skipped: it was deleted while the change waited to be written.
 func SaveState(ctx context.Context, q Querier, r StateRow) error {
 	_, err := q.ExecContext(ctx, `INSERT INTO resilience_state (kind, key, provider, connection_id, value, updated_at)
-		SELECT ?1, ?2, ?3, ?4, ?5, ?6
-		WHERE (?3 IS NULL OR EXISTS (SELECT 1 FROM providers WHERE name = ?3))
-		  AND (?4 IS NULL OR EXISTS (SELECT 1 FROM provider_connections WHERE id = ?4))
+		SELECT CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS TEXT), CAST(? AS BIGINT)
+		WHERE (CAST(? AS TEXT) IS NULL OR EXISTS (SELECT 1 FROM providers WHERE name = ?))
+		  AND (CAST(? AS BIGINT) IS NULL OR EXISTS (SELECT 1 FROM provider_connections WHERE id = ?))
 		ON CONFLICT (kind, key) DO UPDATE SET provider = excluded.provider, connection_id = excluded.connection_id,
 		value = excluded.value, updated_at = excluded.updated_at`,
-		r.Kind, r.Key, r.Provider, r.ConnectionID, r.Value, nowMS())
+		r.Kind, r.Key, r.Provider, r.ConnectionID, r.Value, nowMS(), r.Provider, r.Provider, r.ConnectionID, r.ConnectionID)
 	if err != nil {
 		return fmt.Errorf("save %s state %q: %w", r.Kind, r.Key, err)
 	}

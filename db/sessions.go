@@ -36,7 +36,8 @@ func GetSession(ctx context.Context, q Querier, idHash string) (Session, error) 
 
 // TouchSession records a use of the session; a time earlier than the stored one is ignored.
 func TouchSession(ctx context.Context, q Querier, idHash string, at int64) error {
-	_, err := q.ExecContext(ctx, `UPDATE sessions SET last_seen_at = MAX(last_seen_at, ?) WHERE id_hash = ?`, at, idHash)
+	_, err := q.ExecContext(ctx, `UPDATE sessions SET last_seen_at = CASE WHEN last_seen_at > ? THEN last_seen_at ELSE ? END WHERE id_hash = ?`,
+		at, at, idHash)
 	if err != nil {
 		return fmt.Errorf("touch session: %w", err)
 	}
@@ -45,8 +46,9 @@ func TouchSession(ctx context.Context, q Querier, idHash string, at int64) error
 
 // AppendSessionFlash adds one message ({"kind", "text"} as JSON) to the session's flashes.
 func AppendSessionFlash(ctx context.Context, q Querier, idHash, flashJSON string) error {
-	_, err := q.ExecContext(ctx, `UPDATE sessions SET flashes = json_insert(flashes, '$[#]', json(?)) WHERE id_hash = ?`,
-		flashJSON, idHash)
+	_, err := q.ExecContext(ctx, `UPDATE sessions SET flashes = CASE WHEN flashes = '[]' THEN '[' || ? || ']'
+		ELSE substr(flashes, 1, length(flashes) - 1) || ',' || ? || ']' END WHERE id_hash = ?`,
+		flashJSON, flashJSON, idHash)
 	if err != nil {
 		return fmt.Errorf("add session flash: %w", err)
 	}

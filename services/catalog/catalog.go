@@ -16,8 +16,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/jmoiron/sqlx"
-
 	"switchyard/db"
 	"switchyard/services/errs"
 	"switchyard/services/names"
@@ -153,7 +151,7 @@ func (s *Service) OnConnectionDeleted(fn func(connectionID int64)) {
 
 // deleteAndRebuild runs a deletion in one transaction, then rebuilds the registry and calls
 // the deletion hooks for the connections that left it; s.mu is held.
-func (s *Service) deleteAndRebuild(ctx context.Context, del func(tx *sqlx.Tx) error) error {
+func (s *Service) deleteAndRebuild(ctx context.Context, del func(tx *db.Tx) error) error {
 	if err := s.db.WithTx(ctx, del); err != nil {
 		return err
 	}
@@ -323,7 +321,7 @@ func (s *Service) CreateProvider(ctx context.Context, in ProviderInput, validate
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	err := s.db.WithTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.db.WithTx(ctx, func(tx *db.Tx) error {
 		if err := s.guard(ctx, tx, Change{NewProvider: p.Name}); err != nil {
 			return err
 		}
@@ -340,7 +338,7 @@ func (s *Service) UpdateProvider(ctx context.Context, id int64, in ProviderInput
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var p db.Provider
-	err := s.db.WithTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.db.WithTx(ctx, func(tx *db.Tx) error {
 		var err error
 		p, err = db.GetProvider(ctx, tx, id)
 		if err != nil {
@@ -367,7 +365,7 @@ func (s *Service) UpdateProvider(ctx context.Context, id int64, in ProviderInput
 func (s *Service) DeleteProvider(ctx context.Context, id int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.deleteAndRebuild(ctx, func(tx *sqlx.Tx) error {
+	return s.deleteAndRebuild(ctx, func(tx *db.Tx) error {
 		p, err := db.GetProvider(ctx, tx, id)
 		if err != nil {
 			return mapDBErr(err, "", "")

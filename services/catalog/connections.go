@@ -8,8 +8,6 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/jmoiron/sqlx"
-
 	"switchyard/db"
 	"switchyard/services/errs"
 	"switchyard/services/names"
@@ -135,7 +133,7 @@ func (s *Service) CreateConnection(ctx context.Context, in ConnectionInput, vali
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out Connection
-	err := s.db.WithTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.db.WithTx(ctx, func(tx *db.Tx) error {
 		c := db.Connection{AuthType: AuthAPIKey, Enabled: true}
 		prov, secret, err := s.applyConnection(ctx, tx, &c, in, true, validate)
 		if err != nil {
@@ -164,7 +162,7 @@ func (s *Service) UpdateConnection(ctx context.Context, id int64, in ConnectionI
 	defer s.mu.Unlock()
 	var out Connection
 	newCreds := false
-	err := s.db.WithTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.db.WithTx(ctx, func(tx *db.Tx) error {
 		c, err := db.GetConnection(ctx, tx, id)
 		if err != nil {
 			return notFound(err, "err.connection_not_found", id)
@@ -210,7 +208,7 @@ func (s *Service) UpdateConnection(ctx context.Context, id int64, in ConnectionI
 func (s *Service) DeleteConnection(ctx context.Context, id int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.deleteAndRebuild(ctx, func(tx *sqlx.Tx) error {
+	return s.deleteAndRebuild(ctx, func(tx *db.Tx) error {
 		c, err := db.GetConnection(ctx, tx, id)
 		if err != nil {
 			return mapDBErr(err, "", "")

@@ -10,8 +10,6 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/jmoiron/sqlx"
-
 	"switchyard/db"
 	"switchyard/services/errs"
 	"switchyard/services/names"
@@ -142,7 +140,7 @@ func (s *Service) SaveOAuthAccount(ctx context.Context, provider, name string, c
 	defer s.mu.Unlock()
 	var out Connection
 	var existing int64
-	err := s.db.WithTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.db.WithTx(ctx, func(tx *db.Tx) error {
 		prov, err := db.GetProviderByName(ctx, tx, provider)
 		if errors.Is(err, db.ErrNotFound) {
 			return errs.Field("provider", "err.no_provider")
@@ -245,7 +243,7 @@ func (s *Service) renameEmailNamed(ctx context.Context) error {
 	if _, done, err := db.GetValue(ctx, s.db.W, neutralNamesKey); err != nil || done {
 		return err
 	}
-	return s.db.WithTx(ctx, func(tx *sqlx.Tx) error {
+	return s.db.WithTx(ctx, func(tx *db.Tx) error {
 		rows, err := db.ListConnections(ctx, tx)
 		if err != nil {
 			return err
@@ -311,7 +309,7 @@ var ErrStaleCredential = errors.New("the connection's credential changed meanwhi
 func (s *Service) StoreRefreshed(ctx context.Context, id, prev int64, cred OAuthCredential) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.db.WithTx(ctx, func(tx *sqlx.Tx) error {
+	return s.db.WithTx(ctx, func(tx *db.Tx) error {
 		row, err := db.GetConnection(ctx, tx, id)
 		if errors.Is(err, db.ErrNotFound) {
 			return ErrStaleCredential

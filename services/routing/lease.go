@@ -17,8 +17,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"switchyard/db"
 	"switchyard/services/errs"
 	"switchyard/services/secrets"
@@ -254,7 +252,7 @@ func (l *Leases) Acquire(ctx context.Context, h Holder, in AcquireInput) (Grante
 	hash := ownerHash(token)
 	var got db.SessionLease
 	var conn LeaseConnection
-	err = l.db.WithTx(ctx, func(tx *sqlx.Tx) error {
+	err = l.db.WithTx(ctx, func(tx *db.Tx) error {
 		gen := int64(1)
 		if in.Owner != "" {
 			prev, err := db.SessionLeaseByOwner(ctx, tx, hash)
@@ -364,7 +362,7 @@ func (l *Leases) Renew(ctx context.Context, h Holder, owner string, ttl time.Dur
 	ttl = clampTTL(ttl)
 	now := l.now()
 	var row db.SessionLease
-	err := l.db.WithTx(ctx, func(tx *sqlx.Tx) error {
+	err := l.db.WithTx(ctx, func(tx *db.Tx) error {
 		var err error
 		row, err = l.owned(ctx, tx, h, owner)
 		if err != nil {
@@ -393,7 +391,7 @@ func (l *Leases) Release(ctx context.Context, h Holder, owner string) (Granted, 
 		return Granted{}, badOwner()
 	}
 	var row db.SessionLease
-	err := l.db.WithTx(ctx, func(tx *sqlx.Tx) error {
+	err := l.db.WithTx(ctx, func(tx *db.Tx) error {
 		var err error
 		if row, err = l.owned(ctx, tx, h, owner); err != nil {
 			return err

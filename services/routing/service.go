@@ -9,8 +9,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/jmoiron/sqlx"
-
 	"switchyard/db"
 	"switchyard/services/errs"
 )
@@ -90,7 +88,7 @@ func (s *Service) Get(ctx context.Context, id int64) (Combo, error) { return s.l
 func (s *Service) Create(ctx context.Context, in Input) (Combo, error) {
 	c := NewCombo()
 	in.Apply(&c)
-	return s.write(ctx, func(tx *sqlx.Tx) (Combo, error) {
+	return s.write(ctx, func(tx *db.Tx) (Combo, error) {
 		if err := s.check(ctx, tx, &c, ""); err != nil {
 			return c, err
 		}
@@ -105,7 +103,7 @@ func (s *Service) Create(ctx context.Context, in Input) (Combo, error) {
 
 // Update applies a partial update (targets, when given, replace the list).
 func (s *Service) Update(ctx context.Context, id int64, in Input) (Combo, error) {
-	return s.write(ctx, func(tx *sqlx.Tx) (Combo, error) {
+	return s.write(ctx, func(tx *db.Tx) (Combo, error) {
 		c, err := s.load(ctx, tx, id)
 		if err != nil {
 			return c, err
@@ -120,7 +118,7 @@ func (s *Service) Update(ctx context.Context, id int64, in Input) (Combo, error)
 // combo. expect is the target's Key as the operator saw it there: when the combo changed
 // meanwhile and another target stands there, nothing moves (a conflict).
 func (s *Service) MoveTarget(ctx context.Context, id int64, index, delta int, expect string) (Combo, error) {
-	return s.write(ctx, func(tx *sqlx.Tx) (Combo, error) {
+	return s.write(ctx, func(tx *db.Tx) (Combo, error) {
 		c, err := s.load(ctx, tx, id)
 		if err != nil {
 			return c, err
@@ -139,7 +137,7 @@ func (s *Service) MoveTarget(ctx context.Context, id int64, index, delta int, ex
 
 // Delete removes a combo no other combo names.
 func (s *Service) Delete(ctx context.Context, id int64) error {
-	_, err := s.write(ctx, func(tx *sqlx.Tx) (Combo, error) {
+	_, err := s.write(ctx, func(tx *db.Tx) (Combo, error) {
 		c, err := s.load(ctx, tx, id)
 		if err != nil {
 			return c, err
@@ -157,11 +155,11 @@ func (s *Service) Delete(ctx context.Context, id int64) error {
 }
 
 // write runs fn in one transaction and swaps the registry once it committed.
-func (s *Service) write(ctx context.Context, fn func(tx *sqlx.Tx) (Combo, error)) (Combo, error) {
+func (s *Service) write(ctx context.Context, fn func(tx *db.Tx) (Combo, error)) (Combo, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out Combo
-	err := s.db.WithTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.db.WithTx(ctx, func(tx *db.Tx) error {
 		var err error
 		out, err = fn(tx)
 		return err
@@ -185,7 +183,7 @@ func (s *Service) load(ctx context.Context, q db.Querier, id int64) (Combo, erro
 }
 
 // save validates an existing combo (named old before the change) and writes it.
-func (s *Service) save(ctx context.Context, tx *sqlx.Tx, c *Combo, old string) error {
+func (s *Service) save(ctx context.Context, tx *db.Tx, c *Combo, old string) error {
 	if err := s.check(ctx, tx, c, old); err != nil {
 		return err
 	}

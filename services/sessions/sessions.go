@@ -14,8 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"switchyard/db"
 	"switchyard/services/errs"
 	"switchyard/services/secrets"
@@ -193,7 +191,7 @@ func (s *Service) AddFlash(ctx context.Context, idHash string, f Flash) error {
 // TakeFlashes returns the session's waiting messages and clears them, in one transaction.
 func (s *Service) TakeFlashes(ctx context.Context, idHash string) ([]Flash, error) {
 	var raw string
-	err := s.db.WithTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.db.WithTx(ctx, func(tx *db.Tx) error {
 		var err error
 		raw, err = db.TakeSessionFlashes(ctx, tx, idHash)
 		return err

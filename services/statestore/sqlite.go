@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/jmoiron/sqlx"
-
 	"switchyard/db"
 	"switchyard/services/writebehind"
 )
@@ -58,7 +56,7 @@ func (s *SQLite) Load(ctx context.Context, kind Kind, each func(raw []byte) erro
 }
 
 func (s *SQLite) write(ctx context.Context, batch map[recordKey]Record) error {
-	return s.db.WithTx(ctx, func(tx *sqlx.Tx) error {
+	return s.db.WithTx(ctx, func(tx *db.Tx) error {
 		for k, r := range batch {
 			if r.Value == nil {
 				if err := db.DeleteState(ctx, tx, string(k.kind), k.key); err != nil {

@@ -20,7 +20,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/jonboulle/clockwork"
 
 	"switchyard/db"
@@ -436,7 +435,7 @@ func (s *Service) flush(ctx context.Context) error {
 		}
 		s.writer = w
 	}
-	err := s.opt.DB.WithTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.opt.DB.WithTx(ctx, func(tx *db.Tx) error {
 		if len(rows) > 0 {
 			if err := s.writer.Insert(ctx, tx, rows); err != nil {
 				return err
