@@ -5,6 +5,7 @@ package app
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -238,7 +239,11 @@ func openStorage(ctx context.Context, cfg Config, log *slog.Logger) (storage, er
 	if err != nil {
 		return storage{}, err
 	}
-	d, err := db.Open(filepath.Join(cfg.DataDir, "switchyard.db"))
+	target := filepath.Join(cfg.DataDir, "switchyard.db")
+	if cfg.DatabaseURL != "" {
+		target = cfg.DatabaseURL
+	}
+	d, err := db.Open(target)
 	if err != nil {
 		return storage{}, err
 	}
@@ -246,10 +251,40 @@ func openStorage(ctx context.Context, cfg Config, log *slog.Logger) (storage, er
 		d.Close()
 		return storage{}, err
 	} else if n > 0 {
-		log.Info("applied migrations", "count", n)
+		log.Info("applied migrations", "count", n, "store", d.Dialect)
+	}
+	if err := checkSecretKey(ctx, d, box); err != nil {
+		d.Close()
+		return storage{}, err
 	}
 	return storage{db: d, box: box, sessionKey: secrets.Derive(key, "claude session ids v1", 32),
 		cookieKey: secrets.Derive(key, "dashboard session cookies v1", 32)}, nil
+}
+
+// keyCheckName is the key_value row that holds a value sealed with the secret key, written by
+// the first start: a later start (or another replica) whose key does not open it would seal new
+// credentials the others cannot read and fail on every stored one, so it refuses to start.
+const keyCheckName = "secrets.key_check"
+
+var keyCheckAAD = []byte("secret key check v1")
+
+func checkSecretKey(ctx context.Context, d *db.DB, box *secrets.Box) error {
+	kv := db.KV{DB: d}
+	stored, ok, err := kv.GetValue(ctx, keyCheckName)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return kv.PutValue(ctx, keyCheckName, base64.StdEncoding.EncodeToString(box.Seal([]byte("switchyard"), keyCheckAAD)))
+	}
+	sealed, err := base64.StdEncoding.DecodeString(stored)
+	if err == nil {
+		_, err = box.Open(sealed, keyCheckAAD)
+	}
+	if err != nil {
+		return fmt.Errorf("the secret key does not open the credentials stored in %s: start with the key they were sealed with (SWITCHYARD_SECRET_KEY, or %s in the data dir); every replica sharing a database needs the same key", d.Path, secrets.KeyFileName)
+	}
+	return nil
 }
 
 // core are the services every other part builds on.

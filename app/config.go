@@ -1,6 +1,7 @@
 package app
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
+	"switchyard/db"
 	"switchyard/services/auth"
 	"switchyard/web"
 )
@@ -22,9 +24,12 @@ type Config struct {
 	// Addr is the listen address (default 127.0.0.1:8080).
 	Addr string
 	// DataDir holds switchyard.db and the generated secret key (default ./data).
-	DataDir   string
-	LogLevel  string
-	LogFormat string
+	DataDir string
+	// DatabaseURL, when set (postgres://…), puts the store in PostgreSQL instead of
+	// DataDir/switchyard.db: the one store several replicas share.
+	DatabaseURL string
+	LogLevel    string
+	LogFormat   string
 	// AdminPassword, AdminToken and SecretKey come from the environment only.
 	AdminPassword string
 	AdminToken    string
@@ -109,6 +114,8 @@ func ParseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.Addr, "addr", env("SWITCHYARD_ADDR", "127.0.0.1:8080"), "listen address (SWITCHYARD_ADDR)")
 	fs.StringVar(&c.DataDir, "data-dir", env("SWITCHYARD_DATA_DIR", "./data"), "data directory holding switchyard.db (SWITCHYARD_DATA_DIR)")
+	fs.StringVar(&c.DatabaseURL, "database-url", env("SWITCHYARD_DATABASE_URL", ""),
+		"postgres://… URL of a PostgreSQL database to keep everything in instead of the data dir's SQLite file; replicas sharing one database share providers, keys, settings and resilience state (SWITCHYARD_DATABASE_URL)")
 	fs.StringVar(&c.LogLevel, "log-level", env("SWITCHYARD_LOG_LEVEL", "info"), "debug, info, warn or error (SWITCHYARD_LOG_LEVEL)")
 	fs.StringVar(&c.LogFormat, "log-format", env("SWITCHYARD_LOG_FORMAT", "text"), "text or json (SWITCHYARD_LOG_FORMAT)")
 	fs.Int64Var(&c.MaxBodyMiB, "max-body-mib", envInt(lookupEnv, "SWITCHYARD_MAX_BODY_MIB", 32),
@@ -140,7 +147,8 @@ func ParseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 Environment only:
   SWITCHYARD_ADMIN_PASSWORD  dashboard password (generated and printed once when unset on first start)
   SWITCHYARD_ADMIN_TOKEN     lets automation call /api/* with Authorization: Bearer <token> (at least 16 characters)
-  SWITCHYARD_SECRET_KEY      encrypts provider credentials at rest (generated into the data dir when unset)
+  SWITCHYARD_SECRET_KEY      encrypts provider credentials at rest (generated into the data dir when unset;
+                             required with --database-url: every replica needs the same key)
 `)
 	}
 	if err := fs.Parse(args); err != nil {
@@ -195,6 +203,14 @@ Environment only:
 		return c, cmd, err
 	}
 	c.SecretKey = env("SWITCHYARD_SECRET_KEY", "")
+	if c.DatabaseURL != "" {
+		if !db.IsPostgresURL(c.DatabaseURL) {
+			return c, cmd, errors.New("--database-url must be a postgres:// or postgresql:// URL (leave it unset for the data dir's SQLite file)")
+		}
+		if strings.TrimSpace(c.SecretKey) == "" {
+			return c, cmd, errors.New("SWITCHYARD_SECRET_KEY must be set with --database-url: every replica sharing the database must seal and open credentials with the same key")
+		}
+	}
 	switch c.LogFormat {
 	case "text", "json":
 	default:
