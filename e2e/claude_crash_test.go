@@ -23,13 +23,14 @@ func TestRotatedTokensSurviveKillNine(t *testing.T) {
 	}
 	bin := buildBinary(t)
 	dir := t.TempDir()
+	storeEnv, _ := testenv.ProcessStore(t, dir)
 	f := testenv.NewFakeClaude(t, nil)
 	var key string
 	for round := 0; round < 5; round++ {
 		addr := freeAddr(t)
 		base := "http://" + addr
 		cmd := exec.Command(bin, "serve", "--addr", addr, "--data-dir", dir, "--log-level", "warn")
-		cmd.Env = append(os.Environ(), "SWITCHYARD_ADMIN_TOKEN="+testenv.AdminToken, "SWITCHYARD_ADMIN_PASSWORD="+testenv.Password,
+		cmd.Env = append(append(os.Environ(), storeEnv...), "SWITCHYARD_ADMIN_TOKEN="+testenv.AdminToken, "SWITCHYARD_ADMIN_PASSWORD="+testenv.Password,
 			"SWITCHYARD_CLAUDE_TOKEN_URL="+f.URL+"/v1/oauth/token", "SWITCHYARD_CLAUDE_USAGE_URL="+f.URL+"/api/oauth/usage")
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

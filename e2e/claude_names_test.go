@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -155,7 +154,7 @@ func TestEmailNamedConnectionRenamedAtStart(t *testing.T) {
 	e.MustAPI("PATCH", "/api/connections/"+itoa(id), map[string]any{"name": "ada@example.com"}, 200)
 	e.Stop()
 	// What an earlier version's database looks like: the renaming never ran on it.
-	d, err := db.Open(filepath.Join(e.DataDir, "switchyard.db"))
+	d, err := db.Open(e.Store())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,6 +30,16 @@ type process struct {
 	dir  string
 	base string
 	cmd  *exec.Cmd
+	// env and store are the process's store (testenv.ProcessStore), set by newProcess.
+	env   []string
+	store string
+}
+
+// newProcess is a gateway binary on a fresh data directory and store, not started yet.
+func newProcess(t *testing.T) *process {
+	p := &process{t: t, bin: buildBinary(t), dir: t.TempDir()}
+	p.env, p.store = testenv.ProcessStore(t, p.dir)
+	return p
 }
 
 func (p *process) start() {
@@ -38,7 +47,7 @@ func (p *process) start() {
 	addr := freeAddr(p.t)
 	p.base = "http://" + addr
 	p.cmd = exec.Command(p.bin, "serve", "--addr", addr, "--data-dir", p.dir, "--log-level", "warn")
-	p.cmd.Env = append(os.Environ(), "SWITCHYARD_ADMIN_TOKEN="+testenv.AdminToken, "SWITCHYARD_ADMIN_PASSWORD="+testenv.Password)
+	p.cmd.Env = append(append(os.Environ(), p.env...), "SWITCHYARD_ADMIN_TOKEN="+testenv.AdminToken, "SWITCHYARD_ADMIN_PASSWORD="+testenv.Password)
 	p.cmd.Stderr = os.Stderr
 	if err := p.cmd.Start(); err != nil {
 		p.t.Fatal(err)
@@ -123,7 +132,7 @@ func TestKillNineKeepsAcknowledgedAndDiscoveredState(t *testing.T) {
 		t.Skip("builds and kills the real binary")
 	}
 	up := testenv.NewFakeUpstream(t, testenv.Status(401, nil, `{"error":{"message":"invalid api key","type":"invalid_request_error"}}`))
-	p := &process{t: t, bin: buildBinary(t), dir: t.TempDir()}
+	p := newProcess(t)
 	p.start()
 	p.admin("POST", "/api/providers", map[string]any{"name": "up", "type": "openai-compatible", "base_url": up.URL + "/v1"}, 201)
 	id := int64(p.admin("POST", "/api/connections", map[string]any{"provider": "up", "name": "main", "auth_type": "api_key",
@@ -167,7 +176,7 @@ func TestEngineStateIsCommittedWithinTheFlushBound(t *testing.T) {
 	}
 	load := testenv.NewFakeUpstream(t, testenv.Status(429, map[string]string{"Retry-After": "1"}, `{"error":{"message":"slow down"}}`), "gpt-load")
 	probe := testenv.NewFakeUpstream(t, testenv.Status(401, nil, `{"error":{"message":"invalid api key"}}`), "gpt-probe")
-	p := &process{t: t, bin: buildBinary(t), dir: t.TempDir()}
+	p := newProcess(t)
 	p.start()
 	p.admin("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0},
 		"circuit_breaker": map[string]any{"enabled": false}}, 200)
@@ -183,7 +192,7 @@ func TestEngineStateIsCommittedWithinTheFlushBound(t *testing.T) {
 	p.waitModel(key, "load/gpt-load")
 	p.waitModel(key, "probe/gpt-probe")
 
-	d, err := db.Open(filepath.Join(p.dir, "switchyard.db"))
+	d, err := db.Open(p.store)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +288,7 @@ func TestKillNineKeepsEveryOperatorAction(t *testing.T) {
 	lock := testenv.NewFakeUpstream(t, testenv.Status(404, nil, `{"error":{"message":"The model gpt-lock does not exist","code":"model_not_found"}}`), "gpt-lock")
 	cool := testenv.NewFakeUpstream(t, testenv.Status(429, map[string]string{"Retry-After": "600"}, `{"error":{"message":"slow down"}}`), "gpt-cool")
 	brk := testenv.NewFakeUpstream(t, testenv.Status(502, nil, `bad gateway`), "gpt-brk")
-	p := &process{t: t, bin: buildBinary(t), dir: t.TempDir()}
+	p := newProcess(t)
 	p.start()
 	p.admin("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0},
 		"model_lockout": map[string]any{"enabled": true}, "circuit_breaker": map[string]any{"enabled": true, "failure_threshold": 1}}, 200)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -25,7 +24,7 @@ var whsecRE = regexp.MustCompile(`whsec_[0-9a-f]{64}`)
 // the instance's secret key; it also says whether the stored form holds it in the clear.
 func storedWebhookSecret(t *testing.T, e *testenv.Env) (secret string, clear bool) {
 	t.Helper()
-	d, err := db.Open(filepath.Join(e.DataDir, "switchyard.db"))
+	d, err := db.Open(e.Store())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +33,7 @@ func storedWebhookSecret(t *testing.T, e *testenv.Env) (secret string, clear boo
 	if err != nil || !ok {
 		t.Fatalf("no stored webhook secret: %v", err)
 	}
-	key, _, err := secrets.LoadOrCreateKey(e.DataDir, "")
+	key, _, err := secrets.LoadOrCreateKey(e.DataDir, e.Vars["SWITCHYARD_SECRET_KEY"])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ func sessionCookie(t *testing.T, e *testenv.Env) string {
 // cookie key.
 func sessionID(t *testing.T, e *testenv.Env, cookie string) string {
 	t.Helper()
-	key, _, err := secrets.LoadOrCreateKey(e.DataDir, "")
+	key, _, err := secrets.LoadOrCreateKey(e.DataDir, e.Vars["SWITCHYARD_SECRET_KEY"])
 	if err != nil {
 		t.Fatal(err)
 	}

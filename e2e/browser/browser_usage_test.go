@@ -3,7 +3,6 @@ package browser
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -34,7 +33,7 @@ func TestUsageAndKeyLimitsInBrowser(t *testing.T) {
 	// table, which is not what this test is about): written while the gateway is stopped, so
 	// whatever keeps the budgets in memory reads it at start, as after any restart.
 	e.Stop()
-	d, err := db.Open(filepath.Join(e.DataDir, "switchyard.db"))
+	d, err := db.Open(e.Store())
 	if err != nil {
 		t.Fatal(err)
 	}

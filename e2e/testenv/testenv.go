@@ -7,11 +7,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +23,7 @@ import (
 	"go.uber.org/goleak"
 
 	"switchyard/app"
+	"switchyard/db/dbtest"
 )
 
 // AdminToken is the admin API token every Env starts with.
@@ -61,13 +64,42 @@ func (s *SyncBuffer) String() string {
 	return s.b.String()
 }
 
-// New starts a gateway with the admin token and password set; it stops with the test.
+// SecretKey is the secret key every Env on PostgreSQL starts with (one on SQLite generates its own).
+const SecretKey = "test-secret-key-0123456789"
+
+// New starts a gateway with the admin token and password set; it stops with the test. The store
+// is a SQLite file in the data directory, or a fresh PostgreSQL database when the tests run with
+// SWITCHYARD_TEST_STORE=postgres (make test-postgres).
 func New(t testing.TB, args ...string) *Env {
 	t.Helper()
 	e := &Env{T: t, DataDir: t.TempDir(), Logs: &SyncBuffer{}, Clock: clockwork.NewFakeClockAt(time.Now()), Args: args,
 		Vars: map[string]string{"SWITCHYARD_ADMIN_TOKEN": AdminToken, "SWITCHYARD_ADMIN_PASSWORD": Password}}
+	if dbtest.OnPostgres() {
+		e.Vars["SWITCHYARD_DATABASE_URL"] = dbtest.Postgres(t)
+		e.Vars["SWITCHYARD_SECRET_KEY"] = SecretKey
+	}
 	e.Start()
 	return e
+}
+
+// ProcessStore is the store a gateway process started by a test keeps its data in: the
+// variables to add to its environment (none on SQLite, where the store is the data directory's
+// file) and what db.Open opens to read it behind its back.
+func ProcessStore(t testing.TB, dataDir string) (env []string, target string) {
+	if !dbtest.OnPostgres() {
+		return nil, filepath.Join(dataDir, "switchyard.db")
+	}
+	u := dbtest.Postgres(t)
+	return []string{"SWITCHYARD_DATABASE_URL=" + u, "SWITCHYARD_SECRET_KEY=" + SecretKey}, u
+}
+
+// Store is what db.Open opens to read the gateway's store behind its back: the PostgreSQL URL,
+// or the SQLite file in the data directory.
+func (e *Env) Store() string {
+	if u := e.Vars["SWITCHYARD_DATABASE_URL"]; u != "" {
+		return u
+	}
+	return filepath.Join(e.DataDir, "switchyard.db")
 }
 
 // RunCheckingLeaks runs a test package's tests and fails it when any test leaves a goroutine
@@ -89,6 +121,11 @@ func (c closingIdle) Run() int {
 	code := c.m.Run()
 	http.DefaultClient.CloseIdleConnections()
 	ChatClient.CloseIdleConnections()
+	// The tests' shared PostgreSQL server (make test-postgres) has a goroutine waiting on it.
+	if err := dbtest.StopAll(); err != nil {
+		fmt.Fprintln(os.Stderr, "stop the tests' PostgreSQL:", err)
+		code = max(code, 1)
+	}
 	return code
 }
 
