@@ -111,8 +111,8 @@ func ComboScope(combo string) string { return comboScopePrefix + combo }
 
 // PinKey identifies one pin.
 type PinKey struct {
-	Session Session
-	Scope   string
+	Session Session `json:"session"`
+	Scope   string  `json:"scope"`
 }
 
 // Pin is a session's pin in one scope; it is persisted.
@@ -239,6 +239,39 @@ func (p *Pins) Load(ps []Pin) {
 	}
 	for p.t.len() > p.t.limit {
 		p.drop(p.t.oldest())
+	}
+}
+
+// Apply installs a pin as another replica recorded it under k, or deletes k's pin when pin is
+// nil, without persisting either. The pin is stored under k whatever key fields it carries. A
+// pin already expired when it arrives (every pin while affinity is off here) is not installed;
+// the pin held here, if any, expires by its own last use. The last record of a key wins, like
+// the store's row. Past the bound the least recently used pins leave this replica's memory
+// only: the rows belong to every replica.
+func (p *Pins) Apply(k PinKey, pin *Pin) {
+	ttl, now := p.TTL(), p.clock.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if pin == nil {
+		if e := p.t.get(k); e != nil {
+			p.forget(e)
+		}
+		return
+	}
+	if ttl == 0 || k.Scope == "" || expired(pin.UsedAt, now, ttl) {
+		return
+	}
+	v := *pin
+	v.Session, v.Scope = k.Session, k.Scope
+	v.Failures = min(max(v.Failures, 0), PinFailuresToClear-1)
+	if e := p.t.get(k); e != nil {
+		p.index(&e.val, -1)
+	}
+	e := p.t.set(k, v, v.UsedAt)
+	e.saved = v.UsedAt // the store has this use: the next use here saves on the usual gap
+	p.index(&e.val, 1)
+	for p.t.len() > p.t.limit {
+		p.forget(p.t.oldest())
 	}
 }
 
@@ -467,9 +500,14 @@ func (p *Pins) save(e *ttlEntry[PinKey, Pin]) {
 
 // drop removes a pin and tells the persist hook. Called with mu held.
 func (p *Pins) drop(e *ttlEntry[PinKey, Pin]) {
+	p.forget(e)
+	p.persist(e.key, nil)
+}
+
+// forget removes a pin from memory only. Called with mu held.
+func (p *Pins) forget(e *ttlEntry[PinKey, Pin]) {
 	p.index(&e.val, -1)
 	p.t.remove(e)
-	p.persist(e.key, nil)
 }
 
 // Claude Code session bindings (services/proxy/oauth_session.go): a Claude Code session is
@@ -561,6 +599,32 @@ func (b *SessionBinds) Load(bs []SessionBind) {
 	}
 }
 
+// Apply installs a binding as another replica recorded it for s, or deletes s's binding when
+// bind is nil, without persisting either. A binding already expired when it arrives, or without
+// an account, is not installed; the one held here, if any, expires by its own last request.
+// Past the bound the least recently used bindings leave this replica's memory only.
+func (b *SessionBinds) Apply(s Session, bind *SessionBind) {
+	now := b.clock.Now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if bind == nil {
+		if e := b.t.get(s); e != nil {
+			b.t.remove(e)
+		}
+		return
+	}
+	if bind.Account == "" || expired(bind.SeenAt, now, b.ttl) {
+		return
+	}
+	v := *bind
+	v.Session = s
+	e := b.t.set(s, v, v.SeenAt)
+	e.saved = v.SeenAt
+	for b.t.len() > b.t.limit {
+		b.t.remove(b.t.oldest())
+	}
+}
+
 // Len is the number of bindings held.
 func (b *SessionBinds) Len() int {
 	b.mu.Lock()
@@ -633,6 +697,27 @@ func (t *ttlTable[K, V]) add(k K, v V, used time.Time) *ttlEntry[K, V] {
 	e := &ttlEntry[K, V]{key: k, val: v, used: used}
 	e.el = t.lru.PushFront(e)
 	t.byKey[k] = e.el
+	return e
+}
+
+// set stores v under k as last used at used, where the order of last use puts it: a use
+// recorded on another replica may be older than the newest here. The walk starts at the front,
+// where recent uses go.
+func (t *ttlTable[K, V]) set(k K, v V, used time.Time) *ttlEntry[K, V] {
+	e := t.get(k)
+	if e == nil {
+		e = &ttlEntry[K, V]{key: k}
+		e.el = t.lru.PushFront(e)
+		t.byKey[k] = e.el
+	}
+	e.val, e.used = v, used
+	for el := t.lru.Front(); el != nil; el = el.Next() {
+		if el != e.el && !el.Value.(*ttlEntry[K, V]).used.After(used) {
+			t.lru.MoveBefore(e.el, el)
+			return e
+		}
+	}
+	t.lru.MoveToBack(e.el)
 	return e
 }
 

@@ -202,8 +202,8 @@ func (e *OpenError) StatusCode() int { return http.StatusServiceUnavailable }
 
 // BreakerKey names one breaker; Model is "" for a provider breaker.
 type BreakerKey struct {
-	Provider string
-	Model    string
+	Provider string `json:"provider"`
+	Model    string `json:"model,omitempty"`
 }
 
 // BreakerState is what is persisted and shown of one breaker.
@@ -531,7 +531,10 @@ func (g *breakerGroup) state(b *breaker) BreakerState {
 }
 
 // drop forgets b: outstanding tickets go stale, a persisted row is deleted, the gauge is told.
-func (g *breakerGroup) drop(b *breaker) {
+func (g *breakerGroup) drop(b *breaker) { g.discard(b, true) }
+
+// discard is drop; without persist the row is left alone.
+func (g *breakerGroup) discard(b *breaker, persist bool) {
 	if b == g.prov {
 		g.prov = nil
 	} else {
@@ -539,7 +542,7 @@ func (g *breakerGroup) drop(b *breaker) {
 		delete(g.models, b.model)
 	}
 	b.gen++
-	if b.state != CircuitClosed || b.failures > 0 {
+	if persist && (b.state != CircuitClosed || b.failures > 0) {
 		g.m.persist(BreakerState{Provider: g.name, Model: b.model, State: CircuitClosed})
 	}
 	g.m.onTransition(g.name, b.model, b.state, CircuitNone)
@@ -612,7 +615,7 @@ func (g *breakerGroup) load(s BreakerState, now time.Time) {
 	case s.Model == "":
 		b = &breaker{}
 		g.prov = b
-	case len(g.models) < MaxModelBreakers || g.evict():
+	case len(g.models) < MaxModelBreakers || g.evict(false): // Load and Apply persist nothing
 		b = &breaker{model: s.Model}
 		g.models[s.Model] = b
 	default:
@@ -633,6 +636,78 @@ func (g *breakerGroup) load(s BreakerState, now time.Time) {
 	}
 	if from != b.state {
 		g.m.onTransition(g.name, b.model, from, b.state)
+	}
+}
+
+// Apply installs a breaker's state as another replica recorded it, without persisting it, so a
+// breaker opened there fails fast here too:
+//
+//   - open: the breaker opens here with the same opening and probe time; until then Allow and
+//     Peek refuse with the same RetryAfter, then one probe of this replica's own passes, as for
+//     a breaker opened here. Each replica probes for itself, so a cluster sends up to one probe
+//     per replica.
+//   - half-open (the other replica's probe is running): installed as open with its probe time,
+//     as Load does, so this replica may probe as well; a breaker already half-open here keeps its
+//     own probe.
+//   - closed with failures: the failure count of a closed breaker here becomes the recorded one;
+//     an open or half-open breaker here stays as it is, since a count never closes a breaker.
+//   - closed without failures (the record deleted: a probe succeeded, a success reset the count,
+//     an operator reset it, it was dropped): a breaker held here closes with no failures; none
+//     is created.
+//
+// Every change of the visible state is reported to OnTransition, as Load reports it, so this
+// replica's logs and metrics show it: a transition made on one replica is counted on each.
+// A close arrives as a transition to CircuitClosed (the breaker stays held, closed, until it
+// idles out), never as a drop. In-flight tickets of a replaced phase go stale, as they do on a
+// local transition.
+func (m *Breakers) Apply(s BreakerState) {
+	if s.Provider == "" {
+		return
+	}
+	now := m.clock.Now()
+	for {
+		g := m.group(s.Provider, !s.Empty())
+		if g == nil {
+			return
+		}
+		g.mu.Lock()
+		if g.dead {
+			g.mu.Unlock()
+			continue
+		}
+		g.apply(s, now)
+		g.mu.Unlock()
+		return
+	}
+}
+
+func (g *breakerGroup) apply(s BreakerState, now time.Time) {
+	b := g.prov
+	if s.Model != "" {
+		b = g.models[s.Model]
+	}
+	switch {
+	case s.State == CircuitHalfOpen && b != nil && b.state == CircuitHalfOpen:
+		// this replica's probe runs; its verdict is as good as the other one's
+	case s.State == CircuitOpen || s.State == CircuitHalfOpen:
+		g.load(s, now)
+	case b == nil:
+		if !s.Empty() {
+			g.load(s, now)
+		}
+	case b.state != CircuitClosed:
+		if s.Empty() {
+			from := b.state
+			b.gen++
+			b.state, b.openedAt, b.nextProbe = CircuitClosed, time.Time{}, time.Time{}
+			b.failures, b.successes, b.probing = 0, 0, false
+			g.m.onTransition(g.name, b.model, from, CircuitClosed)
+		}
+	default:
+		b.failures = max(s.ConsecutiveFailures, 0)
+		if !s.Empty() {
+			b.lastFailure, b.lastFailureAt = s.LastFailure, s.LastFailureAt
+		}
 	}
 }
 

@@ -12,7 +12,7 @@ import "time"
 // unprotected one, and when every slot is protected it refuses with a saturated OpenError.
 func (g *breakerGroup) addModel(model string, now time.Time) (*breaker, *OpenError) {
 	g.sweep(now)
-	if len(g.models) >= MaxModelBreakers && !g.evict() {
+	if len(g.models) >= MaxModelBreakers && !g.evict(true) {
 		return nil, &OpenError{Provider: g.name, Model: model, RetryAfter: g.soonestProbe(now), Saturated: true}
 	}
 	b := &breaker{model: model, state: CircuitClosed}
@@ -39,10 +39,11 @@ func (g *breakerGroup) sweep(now time.Time) {
 }
 
 // evict drops the least recently used unprotected model breaker; false when there is none.
-func (g *breakerGroup) evict() bool {
+// Without persist its row is left alone: only this replica's memory made room.
+func (g *breakerGroup) evict(persist bool) bool {
 	for b := g.tail; b != nil; b = b.prev {
 		if !b.protected() {
-			g.drop(b)
+			g.discard(b, persist)
 			return true
 		}
 	}

@@ -88,6 +88,17 @@ func (c *Cooldowns) Load(states []ConnState) {
 	c.load(states, func(s *ConnState) int64 { return s.ConnectionID })
 }
 
+// Apply installs a connection's state as another replica recorded it (an Empty state deletes
+// it), without persisting it. A cooldown or terminal state applied here excludes the connection
+// exactly as it does there: Check and Peek read the same fields.
+func (c *Cooldowns) Apply(st ConnState) {
+	if st.Empty() {
+		c.apply(st.ConnectionID, nil)
+		return
+	}
+	c.apply(st.ConnectionID, &st)
+}
+
 // Exclusion says why a connection may not be used now.
 type Exclusion struct {
 	Status    ConnStatus

@@ -308,6 +308,18 @@ func (l *Lanes) Load(list []LaneState) {
 	}
 }
 
+// Apply installs a connection's lane state as another replica recorded it (an Empty state
+// deletes it), without persisting it. Requests waiting here are this replica's own and stay.
+func (l *Lanes) Apply(st LaneState) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if st.Empty() {
+		delete(l.m, st.ConnectionID)
+		return
+	}
+	l.m[st.ConnectionID] = &st
+}
+
 // Active reports whether requests on the connection carry the slow header now.
 func (l *Lanes) Active(id int64) bool {
 	now := l.clock.Now()

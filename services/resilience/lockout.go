@@ -70,10 +70,10 @@ type LockoutConfig struct {
 
 // LockoutKey identifies one lockout: the persisted primary key.
 type LockoutKey struct {
-	Provider     string
-	ConnectionID int64
+	Provider     string `json:"provider"`
+	ConnectionID int64  `json:"connection_id"`
 	// Target is "family:<name>", the model itself, or "exact:<model>".
-	Target string
+	Target string `json:"target"`
 }
 
 // Lockout is one model lockout on one connection.
@@ -323,6 +323,39 @@ func (l *Lockouts) Load(ls []Lockout) {
 	}
 }
 
+// Apply installs a lockout as another replica recorded it under k, or deletes k's lockout when
+// e is nil, without persisting either. The entry is stored under k whatever key fields e
+// carries. A lockout that no longer locks when it arrives is not installed (the entry held here,
+// if any, runs out by its own time), as Load drops expired ones; so the escalation tail of an
+// expired lockout stays with the replica that saw its failures. Past MaxLockouts room is made
+// as RecordFailure makes it, but what is dropped only leaves this replica's memory: the rows
+// belong to every replica.
+func (l *Lockouts) Apply(k LockoutKey, e *Lockout) {
+	if k.Provider == "" || k.Target == "" {
+		return
+	}
+	kind, name := parseTarget(k.Target)
+	lk := lockKey{k.Provider, k.ConnectionID, kind, name}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e == nil {
+		l.remove(lk)
+		return
+	}
+	now := l.clock.Now()
+	if !e.Active(now) {
+		return
+	}
+	cp := *e
+	cp.Provider, cp.ConnectionID, cp.Target = k.Provider, k.ConnectionID, k.Target
+	cp.FailureCount = max(cp.FailureCount, 1)
+	if _, exists := l.entries[lk]; !exists && len(l.entries) >= l.limit && !l.makeRoom(now, cp.ExpiresAt, false) {
+		l.evicted.Add(1)
+		return
+	}
+	l.put(lk, &cp)
+}
+
 // Check reports whether model may be used on the connection now: locked when the model, its
 // exact tuple or its quota family has a running lockout. until and entry are those of the
 // lockout that runs longest. Expired lockouts are absent (lazy recovery). Check takes a read
@@ -403,7 +436,7 @@ func (l *Lockouts) RecordFailure(provider string, connID int64, model string, st
 		return Lockout{}, false // a zero base: nothing to lock
 	}
 
-	if prev == nil && len(l.entries) >= l.limit && !l.makeRoom(now, until) {
+	if prev == nil && len(l.entries) >= l.limit && !l.makeRoom(now, until, true) {
 		l.evicted.Add(1)
 		return Lockout{}, false
 	}
@@ -418,14 +451,19 @@ func (l *Lockouts) RecordFailure(provider string, connID int64, model string, st
 
 // makeRoom frees one slot for a lockout running until: it drops every entry that no longer
 // locks, else evicts the running lockout that expires soonest if it expires before until.
+// With persist the drops are handed to the persist hook; without, they only leave memory.
 // It reports whether there is room now. Called with mu held; O(n), only when full.
-func (l *Lockouts) makeRoom(now, until time.Time) bool {
+func (l *Lockouts) makeRoom(now, until time.Time, persist bool) bool {
+	drop := l.remove
+	if persist {
+		drop = l.drop
+	}
 	var soonest lockKey
 	var soonestAt time.Time
 	found := false
 	for k, e := range l.entries {
 		if !e.Active(now) {
-			l.drop(k)
+			drop(k)
 			continue
 		}
 		if !found || e.ExpiresAt.Before(soonestAt) {
@@ -438,7 +476,7 @@ func (l *Lockouts) makeRoom(now, until time.Time) bool {
 	if !found || !soonestAt.Before(until) {
 		return false
 	}
-	l.drop(soonest)
+	drop(soonest)
 	l.evicted.Add(1)
 	return true
 }

@@ -30,3 +30,16 @@ func (t *stateTable[K, V]) load(list []V, key func(*V) K) {
 		t.m[key(&v)] = &v
 	}
 }
+
+// apply installs a state another replica recorded under k, or deletes k's state when v is nil.
+// Nothing is persisted: the replica that made the change already did.
+func (t *stateTable[K, V]) apply(k K, v *V) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if v == nil {
+		delete(t.m, k)
+		return
+	}
+	cp := *v
+	t.m[k] = &cp
+}

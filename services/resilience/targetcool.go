@@ -86,7 +86,7 @@ func (t *TargetCooldowns) Cool(provider, model string, connID int64, reason stri
 		until = prev.Until
 	}
 	if prev == nil && len(t.m) >= MaxTargetCooldowns {
-		t.makeRoomLocked(now)
+		t.makeRoomLocked(now, true)
 	}
 	c := &TargetCooldown{Provider: provider, Model: model, ConnectionID: connID, Reason: reason, Level: level, Until: until}
 	t.m[k] = c
@@ -94,14 +94,42 @@ func (t *TargetCooldowns) Cool(provider, model string, connID int64, reason stri
 	return *c
 }
 
-// makeRoomLocked drops ended rests, else the one that ends soonest.
-func (t *TargetCooldowns) makeRoomLocked(now time.Time) {
+// Apply installs a rest as another replica recorded it, without persisting it: a zero Until
+// ends the rest here too. A rest already over when it arrives is not installed (the rest held
+// here, if any, ends by its own time). Past MaxTargetCooldowns room is made as Cool makes it,
+// but what is dropped only leaves this replica's memory: the rows belong to every replica.
+func (t *TargetCooldowns) Apply(c TargetCooldown) {
+	k := c.Key()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if c.Until.IsZero() {
+		delete(t.m, k)
+		return
+	}
+	now := t.clock.Now()
+	if !c.Until.After(now) {
+		return
+	}
+	if t.m[k] == nil && len(t.m) >= MaxTargetCooldowns {
+		t.makeRoomLocked(now, false)
+	}
+	t.m[k] = &c
+}
+
+// makeRoomLocked drops ended rests, else the one that ends soonest; with persist the drops are
+// handed to the persist hook.
+func (t *TargetCooldowns) makeRoomLocked(now time.Time, persist bool) {
 	var soonest string
 	var at time.Time
+	dropped := func(c *TargetCooldown) {
+		if persist {
+			t.persist(TargetCooldown{Provider: c.Provider, Model: c.Model, ConnectionID: c.ConnectionID})
+		}
+	}
 	for k, c := range t.m {
 		if !c.Until.After(now) {
 			delete(t.m, k)
-			t.persist(TargetCooldown{Provider: c.Provider, Model: c.Model, ConnectionID: c.ConnectionID})
+			dropped(c)
 			continue
 		}
 		if soonest == "" || c.Until.Before(at) {
@@ -111,7 +139,7 @@ func (t *TargetCooldowns) makeRoomLocked(now time.Time) {
 	if len(t.m) >= MaxTargetCooldowns && soonest != "" {
 		c := t.m[soonest]
 		delete(t.m, soonest)
-		t.persist(TargetCooldown{Provider: c.Provider, Model: c.Model, ConnectionID: c.ConnectionID})
+		dropped(c)
 	}
 }
 

@@ -143,6 +143,16 @@ func (u *Usage) Load(list []AccountUsage) {
 	u.load(list, func(a *AccountUsage) int64 { return a.ConnectionID })
 }
 
+// Apply installs an account's readings as another replica recorded them, without persisting
+// them. A reading that knows nothing (no window, no poll, no error) deletes the account's.
+func (u *Usage) Apply(a AccountUsage) {
+	if a.FiveHour == nil && a.SevenDay == nil && a.UpdatedAt.IsZero() && a.PolledAt.IsZero() && a.PollError == "" {
+		u.apply(a.ConnectionID, nil)
+		return
+	}
+	u.apply(a.ConnectionID, &a)
+}
+
 func (u *Usage) entry(id int64) *AccountUsage {
 	a := u.m[id]
 	if a == nil {

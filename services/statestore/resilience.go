@@ -15,7 +15,7 @@ func ConnRecord(st resilience.ConnState) Record {
 
 // BreakerRecord is the record of a circuit breaker; a closed breaker without failures deletes it.
 func BreakerRecord(st resilience.BreakerState) Record {
-	r := Record{Kind: Breaker, Key: st.Provider + "/" + st.Model, Provider: st.Provider}
+	r := Record{Kind: Breaker, Key: st.Provider + "/" + st.Model, Provider: st.Provider, ID: st.Key()}
 	if !st.Empty() {
 		if st.State == resilience.CircuitNone {
 			st.State = resilience.CircuitClosed
@@ -28,7 +28,7 @@ func BreakerRecord(st resilience.BreakerState) Record {
 // LockoutRecord is the record of a model lockout; nil (the lockout ended) deletes it.
 func LockoutRecord(k resilience.LockoutKey, l *resilience.Lockout) Record {
 	r := Record{Kind: ModelLockout, Key: k.Provider + "/" + strconv.FormatInt(k.ConnectionID, 10) + "/" + k.Target,
-		ConnectionID: k.ConnectionID}
+		ConnectionID: k.ConnectionID, ID: k}
 	if l != nil {
 		r.Value = *l
 	}
@@ -48,17 +48,26 @@ func UsageRecord(u resilience.AccountUsage) Record {
 // perConnection is the record of a kind kept one per connection, keyed by its id; it holds v
 // when keep is set and otherwise deletes the stored one.
 func perConnection(kind Kind, id int64, v any, keep bool) Record {
-	r := Record{Kind: kind, Key: strconv.FormatInt(id, 10), ConnectionID: id}
+	r := Record{Kind: kind, Key: strconv.FormatInt(id, 10), ConnectionID: id, ID: id}
 	if keep {
 		r.Value = v
 	}
 	return r
 }
 
+// TargetRestID is the identity of a combo target's rest (Record.ID of TargetRest); its names
+// are those of resilience.TargetCooldown.
+type TargetRestID struct {
+	Provider     string `json:"provider"`
+	ConnectionID int64  `json:"connection_id"`
+	Model        string `json:"model"`
+}
+
 // TargetRestRecord is the record of a combo target's rest; a rest that ended deletes it.
 func TargetRestRecord(t resilience.TargetCooldown) Record {
 	r := Record{Kind: TargetRest, Key: t.Provider + "/" + strconv.FormatInt(t.ConnectionID, 10) + "/" + t.Model,
-		Provider: t.Provider, ConnectionID: t.ConnectionID}
+		Provider: t.Provider, ConnectionID: t.ConnectionID,
+		ID: TargetRestID{Provider: t.Provider, ConnectionID: t.ConnectionID, Model: t.Model}}
 	if !t.Until.IsZero() {
 		r.Value = t
 	}
@@ -68,7 +77,7 @@ func TargetRestRecord(t resilience.TargetCooldown) Record {
 // PinRecord is the record of a session pin; nil (the pin ended) deletes it. A provider pin
 // goes with its provider and its connection.
 func PinRecord(k resilience.PinKey, p *resilience.Pin) Record {
-	r := Record{Kind: SessionPin, Key: k.Session.String() + "/" + k.Scope}
+	r := Record{Kind: SessionPin, Key: k.Session.String() + "/" + k.Scope, ID: k}
 	if p != nil {
 		r.Provider, r.ConnectionID, r.Value = p.Provider(), p.ConnectionID, *p
 	}
@@ -77,7 +86,7 @@ func PinRecord(k resilience.PinKey, p *resilience.Pin) Record {
 
 // SessionBindRecord is the record of a Claude Code session's account; nil deletes it.
 func SessionBindRecord(s resilience.Session, b *resilience.SessionBind) Record {
-	r := Record{Kind: ClaudeSession, Key: s.String()}
+	r := Record{Kind: ClaudeSession, Key: s.String(), ID: s}
 	if b != nil {
 		r.Value = *b
 	}

@@ -38,6 +38,11 @@ type Record struct {
 	ConnectionID int64
 	// Value is encoded as JSON when written; nil deletes the record.
 	Value any
+	// ID is the record's identity as its table knows it, encodable as JSON: what another
+	// replica needs to find the entry to set or delete (Tables.Apply). A connection id for the
+	// kinds kept per connection, resilience.BreakerKey, resilience.LockoutKey, TargetRestID,
+	// resilience.PinKey, or resilience.Session.
+	ID any
 }
 
 // Store persists records.
