@@ -107,6 +107,15 @@ type Service struct {
 	newCreds []func(ctx context.Context, connectionID int64) error
 	deleted  []func(connectionID int64)
 	guards   []Guard
+
+	// rows are what the current registry was built from, so Reload can tell what changed;
+	// guarded by mu.
+	rows loaded
+	// committed are the OnCommitted functions; dirty records, under mu, that a write committed
+	// since the lock was taken; renamed that New committed the one-time renaming.
+	committed []func(topic string)
+	dirty     bool
+	renamed   bool
 }
 
 // Change is a catalog change that can break what names providers and connections (combos): a
@@ -152,7 +161,7 @@ func (s *Service) OnConnectionDeleted(fn func(connectionID int64)) {
 // deleteAndRebuild runs a deletion in one transaction, then rebuilds the registry and calls
 // the deletion hooks for the connections that left it; s.mu is held.
 func (s *Service) deleteAndRebuild(ctx context.Context, del func(tx *db.Tx) error) error {
-	if err := s.db.WithTx(ctx, del); err != nil {
+	if err := s.commit(ctx, del); err != nil {
 		return err
 	}
 	before := s.reg.Load()
@@ -187,9 +196,11 @@ func (s *Service) OnNewCredentials(fn func(ctx context.Context, connectionID int
 // New loads the registry from the database.
 func New(ctx context.Context, d *db.DB, box *secrets.Box, log *slog.Logger) (*Service, error) {
 	s := &Service{db: d, box: box, log: log}
-	if err := s.renameEmailNamed(ctx); err != nil {
+	renamed, err := s.renameEmailNamed(ctx)
+	if err != nil {
 		return nil, fmt.Errorf("rename connections named after e-mails: %w", err)
 	}
+	s.renamed = renamed > 0
 	if err := s.rebuild(ctx); err != nil {
 		return nil, err
 	}
@@ -204,16 +215,31 @@ func (s *Service) OnChange(fn func(*Registry)) { s.reg.OnChange(fn) }
 
 // rebuild reads every provider and connection and swaps in a new registry.
 func (s *Service) rebuild(ctx context.Context) error {
-	provs, err := db.ListProviders(ctx, s.db.W)
+	rows, err := s.read(ctx)
 	if err != nil {
 		return err
+	}
+	s.swap(rows)
+	return nil
+}
+
+// read reads every provider and connection.
+func (s *Service) read(ctx context.Context) (loaded, error) {
+	provs, err := db.ListProviders(ctx, s.db.W)
+	if err != nil {
+		return loaded{}, err
 	}
 	conns, err := db.ListConnections(ctx, s.db.W)
 	if err != nil {
-		return err
+		return loaded{}, err
 	}
-	s.reg.Store(buildRegistry(provs, conns, s.open, s.log, s.reg.Load()))
-	return nil
+	return loaded{provs: provs, conns: conns}, nil
+}
+
+// swap builds the registry of rows and publishes it; s.mu is held (or the service is new).
+func (s *Service) swap(rows loaded) {
+	s.rows = rows
+	s.reg.Store(buildRegistry(rows.provs, rows.conns, s.open, s.log, s.reg.Load()))
 }
 
 func (s *Service) open(c db.Connection) (string, error) {
@@ -320,8 +346,8 @@ func (s *Service) CreateProvider(ctx context.Context, in ProviderInput, validate
 		return Provider{}, err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	err := s.db.WithTx(ctx, func(tx *db.Tx) error {
+	defer s.unlock()
+	err := s.commit(ctx, func(tx *db.Tx) error {
 		if err := s.guard(ctx, tx, Change{NewProvider: p.Name}); err != nil {
 			return err
 		}
@@ -336,9 +362,9 @@ func (s *Service) CreateProvider(ctx context.Context, in ProviderInput, validate
 // UpdateProvider applies a partial update.
 func (s *Service) UpdateProvider(ctx context.Context, id int64, in ProviderInput, validate ProviderOverridesValidator) (Provider, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	var p db.Provider
-	err := s.db.WithTx(ctx, func(tx *db.Tx) error {
+	err := s.commit(ctx, func(tx *db.Tx) error {
 		var err error
 		p, err = db.GetProvider(ctx, tx, id)
 		if err != nil {
@@ -364,7 +390,7 @@ func (s *Service) UpdateProvider(ctx context.Context, id int64, in ProviderInput
 // DeleteProvider removes a provider and its connections.
 func (s *Service) DeleteProvider(ctx context.Context, id int64) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	return s.deleteAndRebuild(ctx, func(tx *db.Tx) error {
 		p, err := db.GetProvider(ctx, tx, id)
 		if err != nil {

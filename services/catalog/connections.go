@@ -131,9 +131,9 @@ func (s *Service) GetConnection(ctx context.Context, id int64) (Connection, erro
 // CreateConnection validates and stores a new connection with its sealed API key.
 func (s *Service) CreateConnection(ctx context.Context, in ConnectionInput, validate ConnectionOverridesValidator) (Connection, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	var out Connection
-	err := s.db.WithTx(ctx, func(tx *db.Tx) error {
+	err := s.commit(ctx, func(tx *db.Tx) error {
 		c := db.Connection{AuthType: AuthAPIKey, Enabled: true}
 		prov, secret, err := s.applyConnection(ctx, tx, &c, in, true, validate)
 		if err != nil {
@@ -159,10 +159,10 @@ func (s *Service) CreateConnection(ctx context.Context, in ConnectionInput, vali
 // UpdateConnection applies a partial update; a new api_key replaces the stored one.
 func (s *Service) UpdateConnection(ctx context.Context, id int64, in ConnectionInput, validate ConnectionOverridesValidator) (Connection, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	var out Connection
 	newCreds := false
-	err := s.db.WithTx(ctx, func(tx *db.Tx) error {
+	err := s.commit(ctx, func(tx *db.Tx) error {
 		c, err := db.GetConnection(ctx, tx, id)
 		if err != nil {
 			return notFound(err, "err.connection_not_found", id)
@@ -207,7 +207,7 @@ func (s *Service) UpdateConnection(ctx context.Context, id int64, in ConnectionI
 // DeleteConnection removes a connection.
 func (s *Service) DeleteConnection(ctx context.Context, id int64) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	return s.deleteAndRebuild(ctx, func(tx *db.Tx) error {
 		c, err := db.GetConnection(ctx, tx, id)
 		if err != nil {
@@ -309,6 +309,7 @@ func (s *Service) applyConnection(ctx context.Context, q db.Querier, c *db.Conne
 				cred.Rev = old.Rev + 1
 			}
 		}
+		cred.grant = cred.Rev
 		secret = encodeOAuth(cred)
 	case create && oauth:
 		fields["setup_token"] = errs.M("err.required")

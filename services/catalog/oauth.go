@@ -32,6 +32,11 @@ type OAuthCredential struct {
 	// Rev counts the credentials stored for the connection; a refresh stores Rev+1 only over
 	// Rev, so a sign-in that happened meanwhile is never overwritten by an older refresh.
 	Rev int64
+	// grant is the Rev of the sign-in (or pasted token) the pair descends from: a refresh keeps
+	// it, a new credential changes it. A replica reloading the catalog tells by it a new
+	// credential, which clears terminal states, from a rotated pair, which does not. 0 for
+	// credentials stored before it was recorded.
+	grant int64
 }
 
 // SetupToken reports whether the credential is a pasted long-lived token without refresh.
@@ -56,11 +61,12 @@ type sealedOAuth struct {
 	RefreshedAt  int64        `json:"refreshed_at,omitempty"` // unix ms
 	Account      OAuthAccount `json:"account"`
 	Rev          int64        `json:"rev"`
+	Grant        int64        `json:"grant,omitempty"`
 }
 
 func encodeOAuth(c OAuthCredential) []byte {
 	s := sealedOAuth{AccessToken: c.AccessToken.Reveal(), RefreshToken: c.RefreshToken.Reveal(), IDToken: c.IDToken.Reveal(),
-		Account: c.Account, Rev: c.Rev}
+		Account: c.Account, Rev: c.Rev, Grant: c.grant}
 	if !c.ExpiresAt.IsZero() {
 		s.ExpiresAt = c.ExpiresAt.UnixMilli()
 	}
@@ -77,7 +83,7 @@ func decodeOAuth(b []byte) (OAuthCredential, error) {
 		return OAuthCredential{}, fmt.Errorf("decode oauth credential: %w", err)
 	}
 	c := OAuthCredential{AccessToken: Secret(s.AccessToken), RefreshToken: Secret(s.RefreshToken), IDToken: Secret(s.IDToken),
-		Account: s.Account, Rev: s.Rev}
+		Account: s.Account, Rev: s.Rev, grant: s.Grant}
 	if s.ExpiresAt > 0 {
 		c.ExpiresAt = time.UnixMilli(s.ExpiresAt)
 	}
@@ -137,10 +143,10 @@ func (s *Service) SaveOAuthAccount(ctx context.Context, provider, name string, c
 		}
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	var out Connection
 	var existing int64
-	err := s.db.WithTx(ctx, func(tx *db.Tx) error {
+	err := s.commit(ctx, func(tx *db.Tx) error {
 		prov, err := db.GetProviderByName(ctx, tx, provider)
 		if errors.Is(err, db.ErrNotFound) {
 			return errs.Field("provider", "err.no_provider")
@@ -170,6 +176,7 @@ func (s *Service) SaveOAuthAccount(ctx context.Context, provider, name string, c
 				continue
 			}
 			cred.Rev = old.Rev + 1
+			cred.grant = cred.Rev
 			r.Secret = s.box.Seal(encodeOAuth(cred), connectionAAD(r.ID))
 			if err := db.UpdateConnection(ctx, tx, &r); err != nil {
 				return err
@@ -186,7 +193,7 @@ func (s *Service) SaveOAuthAccount(ctx context.Context, provider, name string, c
 		if err := db.InsertConnection(ctx, tx, &c); err != nil {
 			return mapDBErr(err, "name", "err.connection_exists")
 		}
-		cred.Rev = 1
+		cred.Rev, cred.grant = 1, 1
 		c.Secret = s.box.Seal(encodeOAuth(cred), connectionAAD(c.ID))
 		if err := db.UpdateConnection(ctx, tx, &c); err != nil {
 			return err
@@ -238,12 +245,14 @@ func freeName(taken map[string]bool, base string, numbered bool) string {
 const neutralNamesKey = "catalog.oauth_names_neutral"
 
 // renameEmailNamed gives every OAuth connection whose name is its account's e-mail (or the e-mail
-// with a -N suffix, as taken names got) the next free neutral name, once per database.
-func (s *Service) renameEmailNamed(ctx context.Context) error {
+// with a -N suffix, as taken names got) the next free neutral name, once per database, and
+// returns how many it renamed.
+func (s *Service) renameEmailNamed(ctx context.Context) (int, error) {
 	if _, done, err := db.GetValue(ctx, s.db.W, neutralNamesKey); err != nil || done {
-		return err
+		return 0, err
 	}
-	return s.db.WithTx(ctx, func(tx *db.Tx) error {
+	renamed := 0
+	err := s.db.WithTx(ctx, func(tx *db.Tx) error {
 		rows, err := db.ListConnections(ctx, tx)
 		if err != nil {
 			return err
@@ -268,12 +277,17 @@ func (s *Service) renameEmailNamed(ctx context.Context) error {
 			if err := db.UpdateConnection(ctx, tx, &r); err != nil {
 				return err
 			}
+			renamed++
 			// Never the old name: it is the e-mail address this renaming keeps out of sight.
 			s.log.Info("renamed a Claude connection that was named after its account's e-mail",
 				"connection_id", r.ID, "name", r.Name)
 		}
 		return db.PutValue(ctx, tx, neutralNamesKey, "done")
 	})
+	if err != nil {
+		return 0, err
+	}
+	return renamed, nil
 }
 
 // namedAfter reports whether a connection name is the e-mail address, or the address with the
@@ -308,8 +322,8 @@ var ErrStaleCredential = errors.New("the connection's credential changed meanwhi
 // not rebuilt: the token holder serves the new pair, and the next rebuild reads it back.
 func (s *Service) StoreRefreshed(ctx context.Context, id, prev int64, cred OAuthCredential) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.db.WithTx(ctx, func(tx *db.Tx) error {
+	defer s.unlock()
+	return s.commit(ctx, func(tx *db.Tx) error {
 		row, err := db.GetConnection(ctx, tx, id)
 		if errors.Is(err, db.ErrNotFound) {
 			return ErrStaleCredential
@@ -321,7 +335,7 @@ func (s *Service) StoreRefreshed(ctx context.Context, id, prev int64, cred OAuth
 		if err != nil || row.AuthType != AuthOAuth || old.Rev != prev || old.Account.UUID != cred.Account.UUID {
 			return ErrStaleCredential
 		}
-		cred.Rev = prev + 1
+		cred.Rev, cred.grant = prev+1, old.grant
 		return db.UpdateConnectionSecret(ctx, tx, id, s.box.Seal(encodeOAuth(cred), connectionAAD(id)))
 	})
 }

@@ -118,6 +118,10 @@ type Service struct {
 
 	active atomic.Pointer[map[keyHash]*entry] // key hash → entry, for keys not revoked
 	mu     sync.Mutex                         // guards writes and rebuilds
+	// committed are the OnCommitted functions; dirty records, under mu, that a write committed
+	// since the lock was taken.
+	committed []func(topic string)
+	dirty     bool
 }
 
 // entry is one active key; lastUsed is written on the request path without locks and flushed
@@ -205,7 +209,7 @@ func (s *Service) Create(ctx context.Context, in Input) (Created, error) {
 		in.Name = new(string)
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if err := s.apply(&row, in); err != nil {
 		return Created{}, err
 	}
@@ -214,6 +218,7 @@ func (s *Service) Create(ctx context.Context, in Input) (Created, error) {
 	if err := db.InsertClientKey(ctx, s.db.W, &row); err != nil {
 		return Created{}, err
 	}
+	s.dirty = true
 	if err := s.reload(ctx); err != nil {
 		return Created{}, err
 	}
@@ -243,7 +248,7 @@ func (s *Service) Get(ctx context.Context, id int64) (Key, error) {
 // (a lease the key may no longer hold is released).
 func (s *Service) Update(ctx context.Context, id int64, in Input) (Key, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	row, err := db.GetClientKey(ctx, s.db.W, id)
 	if err == db.ErrNotFound {
 		return Key{}, errs.New(errs.NotFound, "err.key_not_found", id)
@@ -263,6 +268,7 @@ func (s *Service) Update(ctx context.Context, id int64, in Input) (Key, error) {
 		}
 		return Key{}, err
 	}
+	s.dirty = true
 	if err := s.reload(ctx); err != nil {
 		return Key{}, err
 	}
@@ -306,13 +312,14 @@ func (s *Service) entryOf(id int64) *entry {
 // Revoke disables a key at once.
 func (s *Service) Revoke(ctx context.Context, id int64) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if err := db.RevokeClientKey(ctx, s.db.W, id); err != nil {
 		if err == db.ErrNotFound {
 			return errs.New(errs.NotFound, "err.key_not_found", id)
 		}
 		return err
 	}
+	s.dirty = true
 	if err := s.reload(ctx); err != nil {
 		return err
 	}

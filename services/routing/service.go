@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 
@@ -23,7 +24,15 @@ type Service struct {
 
 	mu  sync.Mutex // serialises writes so registry swaps follow commits in order
 	reg Published[Registry]
+	// rows are what the current registry was built from, so Reload can tell what changed;
+	// committed are the OnCommitted functions. Both guarded by mu.
+	rows      []db.Combo
+	committed []func(topic string)
 }
+
+// Topic names the combos to the replicas that share their database: a committed write is
+// announced under it (OnCommitted), and a replica that hears it calls Reload.
+const Topic = "combos"
 
 // New loads the registry from the database.
 func New(ctx context.Context, d *db.DB, log *slog.Logger) (*Service, error) {
@@ -41,12 +50,47 @@ func (s *Service) Registry() *Registry { return s.reg.Load() }
 // one). Registering never replaces an earlier fn.
 func (s *Service) OnChange(fn func(*Registry)) { s.reg.OnChange(fn) }
 
+// OnCommitted registers fn to run after every committed create, change, move or deletion of a
+// combo, with Topic. It runs once the write lock is released, so fn may call back into the
+// service; it should hand the topic on quickly. Registering never replaces an earlier fn.
+func (s *Service) OnCommitted(fn func(topic string)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.committed = append(s.committed, fn)
+}
+
+// Reload re-reads every combo (another replica changed them) and, when they differ from the
+// ones the registry was built from, swaps in a new registry and tells the OnChange functions,
+// as a local write would have. When nothing changed, nothing is swapped and no one is told.
+// Reload is safe beside requests (they read the published registry) and local writes (it takes
+// their lock).
+func (s *Service) Reload(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rows, err := db.ListCombos(ctx, s.db.W)
+	if err != nil {
+		return err
+	}
+	if slices.Equal(rows, s.rows) {
+		return nil
+	}
+	s.swap(rows)
+	return nil
+}
+
 // rebuild reads every combo and swaps in a new registry; s.mu is held (or the service is new).
 func (s *Service) rebuild(ctx context.Context) error {
 	rows, err := db.ListCombos(ctx, s.db.W)
 	if err != nil {
 		return err
 	}
+	s.swap(rows)
+	return nil
+}
+
+// swap builds the registry of rows and publishes it; s.mu is held (or the service is new).
+func (s *Service) swap(rows []db.Combo) {
+	s.rows = rows
 	list := make([]Combo, 0, len(rows))
 	for _, r := range rows {
 		c, err := fromRow(r)
@@ -58,7 +102,6 @@ func (s *Service) rebuild(ctx context.Context) error {
 		list = append(list, c)
 	}
 	s.reg.Store(NewRegistry(list))
-	return nil
 }
 
 func fromRow(r db.Combo) (Combo, error) {
@@ -154,8 +197,19 @@ func (s *Service) Delete(ctx context.Context, id int64) error {
 	return err
 }
 
-// write runs fn in one transaction and swaps the registry once it committed.
+// write runs fn in one transaction and swaps the registry once it committed; then, with the
+// lock released, it announces the commit.
 func (s *Service) write(ctx context.Context, fn func(tx *db.Tx) (Combo, error)) (Combo, error) {
+	out, announce, err := s.commit(ctx, fn)
+	for _, fn := range announce {
+		fn(Topic)
+	}
+	return out, err
+}
+
+// commit is write under the lock; it returns the OnCommitted functions to call when the
+// transaction committed, whether or not the registry could be rebuilt after it.
+func (s *Service) commit(ctx context.Context, fn func(tx *db.Tx) (Combo, error)) (Combo, []func(string), error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out Combo
@@ -165,9 +219,9 @@ func (s *Service) write(ctx context.Context, fn func(tx *db.Tx) (Combo, error)) 
 		return err
 	})
 	if err != nil {
-		return Combo{}, err
+		return Combo{}, nil, err
 	}
-	return out, s.rebuild(ctx)
+	return out, s.committed, s.rebuild(ctx)
 }
 
 // load reads one combo inside a transaction.

@@ -273,7 +273,7 @@ type OAuthService struct {
 // invalid environment value is an error; saved values that are invalid are skipped and
 // reported by Warnings. (No OAuth setting depends on the time; now is taken like New takes it.)
 func NewOAuth(ctx context.Context, store Store, lookupEnv func(string) (string, bool), now func() time.Time) (*OAuthService, error) {
-	s := &OAuthService{doc: document[OAuthSnapshot]{sc: oauthSchema, store: store,
+	s := &OAuthService{doc: document[OAuthSnapshot]{sc: oauthSchema, store: store, topic: OAuthTopic,
 		snapshot: func(doc any, sources map[string]string, rev int64) *OAuthSnapshot {
 			return &OAuthSnapshot{values: *doc.(*OAuth), sources: sources, revision: rev}
 		}}}
@@ -285,6 +285,19 @@ func NewOAuth(ctx context.Context, store Store, lookupEnv func(string) (string, 
 
 // Warnings lists the saved values NewOAuth had to ignore, for the caller to log.
 func (s *OAuthService) Warnings() []string { return slices.Clone(s.doc.warnings) }
+
+// OAuthTopic names the OAuth client settings to the replicas that share their store: a
+// committed save is announced under it (OnCommitted), and a replica that hears it calls Reload.
+const OAuthTopic = "oauth_settings"
+
+// OnCommitted registers fn to run after every save that committed, with OAuthTopic; see
+// Service.OnCommitted.
+func (s *OAuthService) OnCommitted(fn func(topic string)) { s.doc.onCommitted(fn) }
+
+// Reload re-reads the saved values (another replica saved them) and publishes the snapshot
+// they make when they differ from the ones in use; see Service.Reload. The snapshot is read
+// at each use, so nothing else runs.
+func (s *OAuthService) Reload(ctx context.Context) error { return s.doc.reload(ctx) }
 
 // Snapshot returns the current settings; lock-free.
 func (s *OAuthService) Snapshot() *OAuthSnapshot { return s.doc.snap.Load() }

@@ -46,46 +46,107 @@ type document[S any] struct {
 	// snapshot builds the published snapshot of an effective document.
 	snapshot func(doc any, sources map[string]string, rev int64) *S
 
+	// topic names the document to the replicas sharing its store (Topic, OAuthTopic).
+	topic string
+
 	snap atomic.Pointer[S]
 
 	mu        sync.Mutex     // serialises saves so concurrent ones never lose an update
 	persisted map[string]any // setting path → saved value; guarded by mu
+	rev       int64          // the store revision persisted came from; guarded by mu
 	listeners []func(*S)
+	committed []func(topic string) // guarded by mu
 }
 
 // load reads the environment and the saved values and publishes the first snapshot.
 func (d *document[S]) load(ctx context.Context, lookupEnv func(string) (string, bool)) error {
 	var doc any
 	var sources map[string]string
-	var rev int64
 	var err error
-	d.env, d.persisted, d.warnings, doc, sources, rev, err = load(ctx, d.sc, d.store, lookupEnv)
+	d.env, d.persisted, d.warnings, doc, sources, d.rev, err = load(ctx, d.sc, d.store, lookupEnv)
 	if err != nil {
 		return err
 	}
-	d.snap.Store(d.snapshot(doc, sources, rev))
+	d.snap.Store(d.snapshot(doc, sources, d.rev))
 	return nil
 }
 
 // apply validates changes and saves all of them or nothing (see Service.Apply), then publishes
-// the new snapshot and hands it to the listeners.
+// the new snapshot, hands it to the listeners and, once the lock is released, announces the
+// save.
 func (d *document[S]) apply(ctx context.Context, ch *Changes) (*S, error) {
+	snap, announce, err := d.save(ctx, ch)
+	for _, fn := range announce {
+		fn(d.topic)
+	}
+	return snap, err
+}
+
+// save is apply under the lock; it returns the OnCommitted functions to call when it saved.
+func (d *document[S]) save(ctx context.Context, ch *Changes) (*S, []func(string), error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	// Another replica may have saved since this one last read the store: the changes apply
+	// over what it saved, never over an older document that would undo it.
+	if err := d.refresh(ctx); err != nil {
+		return nil, nil, err
+	}
 	next, doc, sources, rev, changed, err := apply(ctx, d.sc, d.store, d.env, d.persisted, ch)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if !changed {
-		return d.snap.Load(), nil
+		return d.snap.Load(), nil, nil
 	}
-	d.persisted = next
+	d.persisted, d.rev = next, rev
 	snap := d.snapshot(doc, sources, rev)
 	d.snap.Store(snap)
 	for _, fn := range d.listeners {
 		fn(snap)
 	}
-	return snap, nil
+	return snap, d.committed, nil
+}
+
+// reload adopts what the store holds (see Service.Reload).
+func (d *document[S]) reload(ctx context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.refresh(ctx)
+}
+
+// refresh reads the saved values and, when they differ from the ones this process holds,
+// publishes the snapshot they make and hands it to the listeners. A new revision of the same
+// values (a change undone meanwhile) is published without the listeners: nothing they read
+// changed. The environment stays this process's own. d.mu is held.
+func (d *document[S]) refresh(ctx context.Context) error {
+	persisted, _, doc, sources, rev, err := loadStored(ctx, d.sc, d.store, d.env)
+	if err != nil {
+		return err
+	}
+	if _, ok := d.store.(revisionStore); !ok {
+		rev = d.rev // the store cannot tell: only the values count
+	}
+	now, _ := marshalPersisted(persisted)
+	held, _ := marshalPersisted(d.persisted)
+	if now == held && rev == d.rev {
+		return nil
+	}
+	d.persisted, d.rev = persisted, rev
+	snap := d.snapshot(doc, sources, rev)
+	d.snap.Store(snap)
+	if now != held {
+		for _, fn := range d.listeners {
+			fn(snap)
+		}
+	}
+	return nil
+}
+
+// onCommitted registers fn to hear, with the document's topic, of every save that committed.
+func (d *document[S]) onCommitted(fn func(topic string)) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.committed = append(d.committed, fn)
 }
 
 // New reads the environment through lookupEnv (os.LookupEnv in production) and loads the
@@ -99,7 +160,7 @@ func New(ctx context.Context, store Store, lookupEnv func(string) (string, bool)
 	if now == nil {
 		now = time.Now
 	}
-	s := &Service{doc: document[Snapshot]{sc: resilienceSchema, store: store,
+	s := &Service{doc: document[Snapshot]{sc: resilienceSchema, store: store, topic: Topic,
 		snapshot: func(doc any, sources map[string]string, rev int64) *Snapshot {
 			return newSnapshot(*doc.(*Resilience), sources, rev, now())
 		}}}
@@ -115,21 +176,31 @@ func load(ctx context.Context, sc *schema, store Store, lookupEnv func(string) (
 	if env, err = loadEnv(sc, lookupEnv); err != nil {
 		return nil, nil, nil, nil, nil, 0, err
 	}
+	persisted, warnings, doc, sources, rev, err = loadStored(ctx, sc, store, env)
+	if err != nil {
+		return nil, nil, nil, nil, nil, 0, err
+	}
+	return env, persisted, warnings, doc, sources, rev, nil
+}
+
+// loadStored reads a document's saved values and builds its effective values over env.
+func loadStored(ctx context.Context, sc *schema, store Store, env map[string]any) (persisted map[string]any,
+	warnings []string, doc any, sources map[string]string, rev int64, err error) {
 	persisted = map[string]any{}
 	raw, ok, err := store.GetValue(ctx, sc.key)
 	if err != nil {
-		return nil, nil, nil, nil, nil, 0, fmt.Errorf("settings: load %s: %w", sc.key, err)
+		return nil, nil, nil, nil, 0, fmt.Errorf("settings: load %s: %w", sc.key, err)
 	}
 	if ok {
 		warnings = loadPersisted(sc, env, persisted, []byte(raw))
 	}
 	if rs, ok := store.(revisionStore); ok {
 		if rev, err = rs.Revision(ctx, sc.key); err != nil {
-			return nil, nil, nil, nil, nil, 0, fmt.Errorf("settings: load revision: %w", err)
+			return nil, nil, nil, nil, 0, fmt.Errorf("settings: load revision: %w", err)
 		}
 	}
 	doc, sources = build(sc, env, persisted)
-	return env, persisted, warnings, doc, sources, rev, nil
+	return persisted, warnings, doc, sources, rev, nil
 }
 
 // loadPersisted keeps in persisted every saved setting that still exists and validates, alone
@@ -178,13 +249,32 @@ func (s *Service) Snapshot() *Snapshot { return s.doc.snap.Load() }
 // Effective is the document served by GET /api/settings/resilience.
 func (s *Service) Effective() Document { return s.Snapshot().Document() }
 
-// OnChange registers fn to be called with each new snapshot after a successful save. It
-// runs synchronously, in save order, while saves are serialised: fn must not call Patch.
+// OnChange registers fn to be called with each new snapshot after a successful save, and after
+// a Reload (or a save) that found values another replica saved. It runs synchronously, in
+// save order, while saves are serialised: fn must not call Patch or Reload.
 func (s *Service) OnChange(fn func(*Snapshot)) {
 	s.doc.mu.Lock()
 	defer s.doc.mu.Unlock()
 	s.doc.listeners = append(s.doc.listeners, fn)
 }
+
+// Topic names the resilience settings to the replicas that share their store: a committed save
+// is announced under it (OnCommitted), and a replica that hears it calls Reload.
+const Topic = "settings"
+
+// OnCommitted registers fn to run after every save that committed (a patch that changes
+// nothing saves nothing), with Topic. It runs once saves are no longer serialised, so fn may
+// call back into the service; it should hand the topic on quickly. Registering never replaces
+// an earlier fn.
+func (s *Service) OnCommitted(fn func(topic string)) { s.doc.onCommitted(fn) }
+
+// Reload re-reads the saved values (another replica saved them) and, when they differ from the
+// ones in use, publishes the snapshot they make over this process's environment and calls the
+// OnChange functions with it, as a save here would have. When nothing changed, nothing runs.
+// Saves read the store first as well, so a save never undoes what another replica saved.
+// Reload is safe beside requests (they read the published snapshot) and saves (it takes their
+// lock). Values that no longer validate are skipped, as at the start.
+func (s *Service) Reload(ctx context.Context) error { return s.doc.reload(ctx) }
 
 // Patch applies a partial settings document (PATCH /api/settings/resilience): see Apply. A
 // JSON null removes the saved value of a setting (or of every setting in a section), reverting
@@ -359,7 +449,8 @@ func newSnapshot(values Resilience, sources map[string]string, revision int64, a
 // must not be modified).
 func (s *Snapshot) Resilience() Resilience { return s.values }
 
-// Revision is the store revision of the last save made by this process; 0 after a load.
+// Revision is the store revision the values came from: this process's last save, or the
+// store's latest when they were read from it (0 when the store does not number revisions).
 func (s *Snapshot) Revision() int64 { return s.revision }
 
 // UpdatedAt is when this snapshot was built.

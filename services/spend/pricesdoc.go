@@ -117,8 +117,12 @@ type PriceService struct {
 
 	state atomic.Pointer[priceState]
 
-	mu    sync.Mutex // serialises saves and rotations
+	mu    sync.Mutex // serialises saves, rotations and reloads
 	hooks []func()   // guarded by mu
+	// committed are the OnCommitted functions; madeSecret records that NewPriceService saved a
+	// webhook secret. Both guarded by mu.
+	committed  []func(topic string)
+	madeSecret bool
 }
 
 // priceState is one published snapshot.
@@ -127,6 +131,8 @@ type priceState struct {
 	table  *Table
 	loc    *time.Location
 	secret string
+	// sealed is the webhook secret as stored, so a reload tells a rotation without opening it.
+	sealed string
 }
 
 // savedPrices is the document as key_value keeps it.
@@ -155,16 +161,18 @@ func NewPriceService(ctx context.Context, store PriceStore, box SecretBox) (*Pri
 	if ok {
 		warnings = append(warnings, loadSaved(raw, doc)...)
 	}
-	secret, w, err := s.loadSecret(ctx)
+	secret, sealed, made, w, err := s.loadSecret(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
 	warnings = append(warnings, w...)
+	s.madeSecret = made
 	doc.BudgetWebhookSecretSet = secret != ""
 	st, err := s.build(doc, secret)
 	if err != nil {
 		return nil, nil, err
 	}
+	st.sealed = sealed
 	s.state.Store(st)
 	return s, warnings, nil
 }
@@ -210,42 +218,52 @@ func loadSaved(raw string, doc *PricesDoc) []string {
 	return warnings
 }
 
-// loadSecret opens the saved webhook secret, or makes and saves one.
-func (s *PriceService) loadSecret(ctx context.Context) (string, []string, error) {
+// loadSecret opens the saved webhook secret, or makes and saves one (made); sealed is the
+// secret as stored.
+func (s *PriceService) loadSecret(ctx context.Context) (secret, sealed string, made bool, warnings []string, err error) {
 	raw, ok, err := s.store.GetValue(ctx, webhookSecretKey)
 	if err != nil {
-		return "", nil, fmt.Errorf("prices: load webhook secret: %w", err)
+		return "", "", false, nil, fmt.Errorf("prices: load webhook secret: %w", err)
 	}
-	var warnings []string
 	if ok {
-		sealed, err := base64.StdEncoding.DecodeString(raw)
-		if err == nil {
-			var plain []byte
-			if plain, err = s.box.Open(sealed, webhookSecretAAD); err == nil {
-				return string(plain), nil, nil
-			}
+		if secret, err = s.openSecret(raw); err == nil {
+			return secret, raw, false, nil, nil
 		}
 		warnings = append(warnings, fmt.Sprintf("%s: the budget webhook secret cannot be opened (%v); a new one was made: rotate it on the Prices card to read it", PricesKey, err))
 	}
-	secret, err := s.saveNewSecret(ctx)
+	secret, sealed, err = s.saveNewSecret(ctx)
 	if err != nil {
-		return "", nil, err
+		return "", "", false, nil, err
 	}
-	return secret, warnings, nil
+	return secret, sealed, true, warnings, nil
 }
 
-// saveNewSecret makes a webhook secret and saves it sealed.
-func (s *PriceService) saveNewSecret(ctx context.Context) (string, error) {
+// openSecret opens the webhook secret as stored.
+func (s *PriceService) openSecret(raw string) (string, error) {
+	sealed, err := base64.StdEncoding.DecodeString(raw)
+	if err != nil {
+		return "", err
+	}
+	plain, err := s.box.Open(sealed, webhookSecretAAD)
+	if err != nil {
+		return "", err
+	}
+	return string(plain), nil
+}
+
+// saveNewSecret makes a webhook secret and saves it sealed; it returns the secret and its
+// stored form.
+func (s *PriceService) saveNewSecret(ctx context.Context) (secret, sealed string, err error) {
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("prices: webhook secret: %w", err)
+		return "", "", fmt.Errorf("prices: webhook secret: %w", err)
 	}
-	secret := "whsec_" + hex.EncodeToString(b)
-	sealed := s.box.Seal([]byte(secret), webhookSecretAAD)
-	if err := s.store.PutValue(ctx, webhookSecretKey, base64.StdEncoding.EncodeToString(sealed)); err != nil {
-		return "", fmt.Errorf("prices: save webhook secret: %w", err)
+	secret = "whsec_" + hex.EncodeToString(b)
+	sealed = base64.StdEncoding.EncodeToString(s.box.Seal([]byte(secret), webhookSecretAAD))
+	if err := s.store.PutValue(ctx, webhookSecretKey, sealed); err != nil {
+		return "", "", fmt.Errorf("prices: save webhook secret: %w", err)
 	}
-	return secret, nil
+	return secret, sealed, nil
 }
 
 // build makes the snapshot of a valid document.
@@ -290,7 +308,8 @@ func (s *PriceService) Webhook() (url, secret string) {
 func (s *PriceService) BuiltIn() *BuiltIn { return s.builtIn }
 
 // OnChange adds a function called after every save that changed the document (a new time zone,
-// prices or webhook), once the new snapshot is in place. It runs on the saving goroutine and
+// prices or webhook), once the new snapshot is in place, and after a Reload (or a save) that
+// found a document another replica saved. It runs on the saving (or reloading) goroutine and
 // must not save prices itself. A rotated webhook secret is no change of the document.
 func (s *PriceService) OnChange(fn func()) {
 	s.mu.Lock()
@@ -307,16 +326,31 @@ func (s *PriceService) View() PricesView {
 // it. Any invalid field → errs.Fields keyed by its path (models.<key>.input_per_mtok,
 // time_zone, …) and nothing saved.
 func (s *PriceService) Save(ctx context.Context, p PricesPatch) (PricesView, error) {
+	changed, saved, err := s.save(ctx, p)
+	s.after(changed, saved)
+	if err != nil {
+		return PricesView{}, err
+	}
+	return s.View(), nil
+}
+
+// save is Save under the lock. It reports whether the document changed (by this save, or by
+// another replica's that it read first) and whether this save committed.
+func (s *PriceService) save(ctx context.Context, p PricesPatch) (changed, saved bool, err error) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	// Another replica may have saved since this one last read the store: the patch applies over
+	// what it saved, never over an older document that would undo it.
+	if changed, err = s.refreshDoc(ctx); err != nil {
+		return false, false, errs.Wrap(err, errs.Internal, "err.internal")
+	}
 	cur := s.state.Load()
 	next, fields := merge(cur.doc, p)
 	if len(fields) > 0 {
-		s.mu.Unlock()
-		return PricesView{}, errs.Fields(fields)
+		return changed, false, errs.Fields(fields)
 	}
-	if maps.Equal(next.Models, cur.doc.Models) && next.TimeZone == cur.doc.TimeZone && next.BudgetWebhookURL == cur.doc.BudgetWebhookURL {
-		s.mu.Unlock()
-		return s.View(), nil
+	if sameDoc(next, cur.doc) {
+		return changed, false, nil
 	}
 	st, err := s.build(next, cur.secret)
 	if err == nil {
@@ -327,16 +361,37 @@ func (s *PriceService) Save(ctx context.Context, p PricesPatch) (PricesView, err
 		}
 	}
 	if err != nil {
-		s.mu.Unlock()
-		return PricesView{}, errs.Wrap(err, errs.Internal, "err.internal")
+		return changed, false, errs.Wrap(err, errs.Internal, "err.internal")
 	}
+	st.sealed = cur.sealed
 	s.state.Store(st)
-	hooks := slices.Clone(s.hooks)
-	s.mu.Unlock()
-	for _, fn := range hooks {
-		fn()
+	return true, true, nil
+}
+
+// sameDoc reports whether two documents hold the same prices, time zone and webhook.
+func sameDoc(a, b *PricesDoc) bool {
+	return maps.Equal(a.Models, b.Models) && a.TimeZone == b.TimeZone && a.BudgetWebhookURL == b.BudgetWebhookURL
+}
+
+// after runs, with the lock released, the OnChange functions when the document changed and
+// the OnCommitted functions when a write committed.
+func (s *PriceService) after(changed, committed bool) {
+	if !changed && !committed {
+		return
 	}
-	return s.View(), nil
+	s.mu.Lock()
+	hooks, fns := slices.Clone(s.hooks), slices.Clone(s.committed)
+	s.mu.Unlock()
+	if changed {
+		for _, fn := range hooks {
+			fn()
+		}
+	}
+	if committed {
+		for _, fn := range fns {
+			fn(Topic)
+		}
+	}
 }
 
 // Check validates a patch against the current document without saving it: the errors Save
@@ -401,17 +456,32 @@ func (s *PriceService) Patch(ctx context.Context, raw []byte) (PricesView, error
 // RotateWebhookSecret makes a new webhook signing secret, saves it and returns it: the only
 // time it is shown. Webhooks sent from now on are signed with it.
 func (s *PriceService) RotateWebhookSecret(ctx context.Context) (string, error) {
+	secret, err := s.rotate(ctx)
+	if err != nil {
+		return "", err
+	}
+	s.after(false, true)
+	return secret, nil
+}
+
+// rotate is RotateWebhookSecret under the lock.
+func (s *PriceService) rotate(ctx context.Context) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	secret, err := s.saveNewSecret(ctx)
+	secret, sealed, err := s.saveNewSecret(ctx)
 	if err != nil {
 		return "", errs.Wrap(err, errs.Internal, "err.internal")
 	}
+	s.useSecret(secret, sealed)
+	return secret, nil
+}
+
+// useSecret publishes the current snapshot with another webhook secret; s.mu is held.
+func (s *PriceService) useSecret(secret, sealed string) {
 	cur := s.state.Load()
 	doc := *cur.doc
 	doc.BudgetWebhookSecretSet = true
-	s.state.Store(&priceState{doc: &doc, table: cur.table, loc: cur.loc, secret: secret})
-	return secret, nil
+	s.state.Store(&priceState{doc: &doc, table: cur.table, loc: cur.loc, secret: secret, sealed: sealed})
 }
 
 // ParsePricesPatch reads the body of PATCH /api/settings/prices; problems are keyed by field
