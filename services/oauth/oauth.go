@@ -7,6 +7,7 @@ package oauth
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -74,6 +75,16 @@ type Options struct {
 	Expire Expirer
 	// Usage receives the usage poller's readings.
 	Usage *resilience.Usage
+	// Leases makes each refresh exclusive across replicas sharing a store; nil (one replica)
+	// leaves the in-process single flight alone in charge.
+	Leases Leaser
+}
+
+// Leaser hands out leases shared by the replicas of one store.
+type Leaser interface {
+	// Acquire waits until this replica holds the named lease, for at most ttl, or ctx ends; the
+	// release it returns gives the lease up.
+	Acquire(ctx context.Context, name string, ttl time.Duration) (release func(), err error)
 }
 
 // noRedirects returns a copy of c (nil: the default client) that hands back a redirect instead of
@@ -223,7 +234,9 @@ func (s *Service) Sync(reg *catalog.Registry) {
 			case a.cred.Rev == 0 && a.state.Rev == c.OAuth.Rev: // loaded refresh state of this credential
 				a.cred = *c.OAuth
 			case c.OAuth.Rev > a.cred.Rev:
-				newCreds := a.cred.Rev != 0 || a.state.Rev != c.OAuth.Rev
+				// A state already of this revision came from a replica that holds it (ApplyRefresh)
+				// and is kept.
+				newCreds := a.state.Rev != c.OAuth.Rev
 				a.cred, a.pending = *c.OAuth, nil
 				if newCreds {
 					a.state = RefreshState{ConnectionID: c.ID, Rev: c.OAuth.Rev}
@@ -255,11 +268,65 @@ func (s *Service) persistState(st RefreshState) {
 	if s.opt.Store == nil {
 		return
 	}
-	r := statestore.Record{Kind: statestore.OAuthRefresh, Key: strconv.FormatInt(st.ConnectionID, 10), ConnectionID: st.ConnectionID}
+	r := statestore.Record{Kind: statestore.OAuthRefresh, Key: strconv.FormatInt(st.ConnectionID, 10), ConnectionID: st.ConnectionID,
+		ID: st.ConnectionID}
 	if !st.empty() {
 		r.Value = st
 	}
 	s.opt.Store.Put(r)
+}
+
+// ApplyRefresh installs an account's refresh state as another replica recorded it, without
+// persisting it: a back-off, strikes or a dead refresh token seen there hold this replica's
+// refresher too, so the replicas do not each call the token endpoint for them.
+//
+// The state belongs to a credential revision. One of an older revision than the credential
+// held here is stale and ignored; one of a newer revision (the other replica refreshed first
+// and the registry here has not caught up) is installed and kept when that revision arrives,
+// so this replica does not refresh with the pair the other one rotated away. st nil (the other
+// replica's state went clean: a refresh succeeded or new credentials came, each a new revision)
+// clears only a state that is ahead of the credential held here; a state of the held credential
+// stays until Sync brings the new revision, which starts it afresh. An account this replica
+// does not hold yet is left to Sync.
+func (s *Service) ApplyRefresh(id int64, st *RefreshState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.accounts[id]
+	if a == nil {
+		return
+	}
+	switch {
+	case st == nil:
+		if a.state.Rev <= a.cred.Rev {
+			return
+		}
+		a.state = RefreshState{ConnectionID: id, Rev: a.cred.Rev}
+	case st.Rev < a.cred.Rev:
+		return
+	default:
+		a.state = *st
+		a.state.ConnectionID = id
+	}
+	s.kick() // the refresher's next due time may have moved
+}
+
+// ApplyRefreshRecord is ApplyRefresh for an OAuthRefresh record as statestore.Tables.Apply
+// passes it: the connection id and the state as JSON (nil or null for a cleared state).
+func (s *Service) ApplyRefreshRecord(id, value []byte) error {
+	var connID int64
+	if err := json.Unmarshal(id, &connID); err != nil {
+		return fmt.Errorf("decode refresh state id: %w", err)
+	}
+	if len(value) == 0 || string(value) == "null" {
+		s.ApplyRefresh(connID, nil)
+		return nil
+	}
+	var st RefreshState
+	if err := json.Unmarshal(value, &st); err != nil {
+		return fmt.Errorf("decode refresh state: %w", err)
+	}
+	s.ApplyRefresh(connID, &st)
+	return nil
 }
 
 // ErrNoToken says that an OAuth connection has no usable access token now: its refresh failed
@@ -367,6 +434,18 @@ func (s *Service) refresh(ctx context.Context, id int64) (string, error) {
 	if pending != nil {
 		return s.commit(ctx, id, cred, *pending)
 	}
+	if s.opt.Leases != nil {
+		// A refresh token works once: of the replicas that find the token due, one refreshes
+		// while the others wait, and each re-reads the store before it refreshes.
+		release, err := s.opt.Leases.Acquire(ctx, "oauth_refresh:"+strconv.FormatInt(id, 10), refreshTimeout+5*time.Second)
+		if err != nil {
+			return "", fmt.Errorf("wait for the refresh lease: %w", err)
+		}
+		defer release()
+		if stored, err := s.opt.Catalog.OAuthCredential(ctx, id); err == nil && stored.Rev > cred.Rev {
+			return s.adopt(id, stored), nil
+		}
+	}
 	now := s.opt.Clock.Now()
 	var next catalog.OAuthCredential
 	var err error
@@ -431,6 +510,19 @@ func (s *Service) commit(ctx context.Context, id int64, cred, next catalog.OAuth
 	s.persistState(a.state)
 	s.opt.Log.Info("access token refreshed", "connection_id", id, "expires_at", next.ExpiresAt)
 	return next.AccessToken.Reveal(), nil
+}
+
+// adopt takes a pair another replica refreshed and committed (a newer revision in the store)
+// instead of refreshing: the token this replica holds was spent by that refresh.
+func (s *Service) adopt(id int64, stored catalog.OAuthCredential) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if a := s.accounts[id]; a != nil && stored.Rev > a.cred.Rev {
+		a.cred, a.pending = stored, nil
+		a.state = RefreshState{ConnectionID: id, Rev: stored.Rev, LastTry: s.opt.Clock.Now()}
+		s.opt.Log.Info("access token taken from the store: another replica refreshed it", "connection_id", id)
+	}
+	return stored.AccessToken.Reveal()
 }
 
 // deadRefresh reports whether a refresh error code says the refresh token will never work again:
