@@ -23,6 +23,10 @@ import (
 // Metrics holds the registry and the metrics updated on the request path.
 type Metrics struct {
 	Registry *prometheus.Registry
+	// reg is where every metric is registered: Registry itself, or Registry behind the replica
+	// label (Options.Replica).
+	reg     prometheus.Registerer
+	handler http.Handler
 
 	requests    *prometheus.CounterVec
 	refused     *prometheus.CounterVec
@@ -63,54 +67,91 @@ var StreamEnds = [...]string{"stream_incomplete", "upstream_stream_error", "resp
 
 var latencyBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
 
+// Options configure NewWith.
+type Options struct {
+	// Replica is this replica's id when several replicas share one database:
+	// switchyard_replica_info{replica, name} 1 then names it, so a replica's series (told apart
+	// by their instance label when each replica is a scrape target) can be joined to its id and
+	// name. Empty: no info gauge, and the exposition is that of New.
+	Replica string
+	// ReplicaName is the replica's name for people (host and listen address), the name label
+	// of switchyard_replica_info.
+	ReplicaName string
+	// LabelSeries puts the label replica="<Replica>" on every series as well, so the series of
+	// replicas stay apart where no instance label does it: one scrape target in front of them
+	// all, a federation or a remote write that merges them. Off (the default): the series are
+	// those of New. Ignored without Replica.
+	LabelSeries bool
+}
+
 // New registers every metric (plus the Go and process collectors) on a fresh registry.
-func New() *Metrics {
+func New() *Metrics { return NewWith(Options{}) }
+
+// NewWith is New with options. The replica label is added to every series as it is gathered
+// (prometheus.WrapRegistererWith), not to the vectors themselves, so the request path pays
+// nothing for it and metrics registered later (RegisterStateGauge) carry it too.
+func NewWith(opt Options) *Metrics {
 	r := prometheus.NewRegistry()
-	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m := &Metrics{Registry: r, droppedSeen: map[string]struct{}{},
-		requests: counter(r, "switchyard_requests_total",
+	var reg prometheus.Registerer = r
+	if opt.Replica != "" {
+		if opt.LabelSeries {
+			reg = prometheus.WrapRegistererWith(prometheus.Labels{"replica": opt.Replica}, r)
+		}
+		// Never through the wrapper: it carries its own replica label.
+		info := prometheus.NewGauge(prometheus.GaugeOpts{Name: "switchyard_replica_info",
+			Help:        "1 for this replica: its id (the replica label) and its name (host and listen address).",
+			ConstLabels: prometheus.Labels{"replica": opt.Replica, "name": opt.ReplicaName}})
+		info.Set(1)
+		r.MustRegister(info)
+	}
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Made once: the handler registers its own error counter on reg, which a wrapped registry
+	// would refuse a second time.
+	handler := promhttp.HandlerFor(r, promhttp.HandlerOpts{Registry: reg})
+	m := &Metrics{Registry: r, reg: reg, handler: handler, droppedSeen: map[string]struct{}{},
+		requests: counter(reg, "switchyard_requests_total",
 			"Client requests by route, status, provider and model.", "route", "status", "provider", "model"),
-		refused: counter(r, "switchyard_refused_requests_total",
+		refused: counter(reg, "switchyard_refused_requests_total",
 			"Proxy requests refused before a client key authenticated (not in the request log), by surface and reason.",
 			"surface", "reason"),
-		duration: latency(r, "switchyard_request_duration_seconds",
+		duration: latency(reg, "switchyard_request_duration_seconds",
 			"Client request latency, to the last byte.", "route", "provider"),
-		ttft: latency(r, "switchyard_time_to_first_token_seconds",
+		ttft: latency(reg, "switchyard_time_to_first_token_seconds",
 			"Time from request to the first streamed event relayed.", "provider"),
-		attempts: counter(r, "switchyard_upstream_attempts_total",
+		attempts: counter(reg, "switchyard_upstream_attempts_total",
 			"Upstream calls by provider and outcome (ok, or the failure reason).", "provider", "outcome"),
-		retries: counter(r, "switchyard_upstream_retries_total",
+		retries: counter(reg, "switchyard_upstream_retries_total",
 			"Upstream calls that were retries or failovers of an earlier attempt.", "provider", "kind"),
-		tokens: counter(r, "switchyard_tokens_total",
+		tokens: counter(reg, "switchyard_tokens_total",
 			"Tokens reported by upstreams, by type (input, output).", "provider", "model", "type"),
-		cooldowns: counter(r, "switchyard_connection_cooldowns_total",
+		cooldowns: counter(reg, "switchyard_connection_cooldowns_total",
 			"Connection failures recorded, by reason.", "provider", "reason"),
-		breakerTr: counter(r, "switchyard_circuit_breaker_transitions_total",
+		breakerTr: counter(reg, "switchyard_circuit_breaker_transitions_total",
 			"Circuit breaker state changes.", "provider", "to"),
-		queueWait: latency(r, "switchyard_queue_wait_seconds",
+		queueWait: latency(reg, "switchyard_queue_wait_seconds",
 			"Time requests waited for a connection slot.", "provider", "connection", "outcome"),
-		queueRej: counter(r, "switchyard_queue_rejections_total",
+		queueRej: counter(reg, "switchyard_queue_rejections_total",
 			"Requests turned away by the request queue, by code.", "provider", "connection", "code"),
-		failOpen: counter(r, "switchyard_concurrency_fail_open_total",
+		failOpen: counter(reg, "switchyard_concurrency_fail_open_total",
 			"Requests that proceeded without a quota-share slot (line full or wait timed out).", "provider", "connection"),
-		lockoutsRc: counter(r, "switchyard_model_lockouts_total",
+		lockoutsRc: counter(reg, "switchyard_model_lockouts_total",
 			"Model lockouts recorded, by scope.", "provider", "scope"),
-		dropped: counter(r, "switchyard_translation_dropped_total",
+		dropped: counter(reg, "switchyard_translation_dropped_total",
 			"Request fields or tools a translation could not carry to the upstream's format, by provider and field.",
 			"provider", "field"),
-		streamEnds: counter(r, "switchyard_stream_ends_total",
+		streamEnds: counter(reg, "switchyard_stream_ends_total",
 			"Streams that did not end complete, by why (the watchdogs' aborts included); phase is "+
 				"before_client when it happened before the client saw anything (the request went on) or after_first_byte.",
 			"provider", "end", "phase"),
-		spendUSD: counter(r, "switchyard_spend_usd_total",
+		spendUSD: counter(reg, "switchyard_spend_usd_total",
 			"What client keys' requests cost in USD at the price table, by key name, provider and upstream model; "+
 				"requests of models without a price add nothing (their tokens count in switchyard_key_tokens_total).",
 			"key", "provider", "model"),
-		keyTokens: counter(r, "switchyard_key_tokens_total",
+		keyTokens: counter(reg, "switchyard_key_tokens_total",
 			"Tokens of client keys' requests by key name, provider, upstream model and kind: input (every prompt "+
 				"token, cache reads and writes included), output (reasoning included), and the cache_read, cache_write "+
 				"and reasoning parts of them.", "key", "provider", "model", "kind"),
-		webhooks: counter(r, "switchyard_webhook_deliveries_total",
+		webhooks: counter(reg, "switchyard_webhook_deliveries_total",
 			"Webhook delivery attempts and drops by outcome: delivered, retry (failed, tried again), failed "+
 				"(given up) and dropped (queue full or shutting down).", "outcome"),
 	}
@@ -121,23 +162,21 @@ func New() *Metrics {
 }
 
 // counter registers a counter vector on r.
-func counter(r *prometheus.Registry, name, help string, labels ...string) *prometheus.CounterVec {
+func counter(r prometheus.Registerer, name, help string, labels ...string) *prometheus.CounterVec {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
 	r.MustRegister(c)
 	return c
 }
 
 // latency registers a histogram vector of durations in seconds (latencyBuckets) on r.
-func latency(r *prometheus.Registry, name, help string, labels ...string) *prometheus.HistogramVec {
+func latency(r prometheus.Registerer, name, help string, labels ...string) *prometheus.HistogramVec {
 	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: latencyBuckets}, labels)
 	r.MustRegister(h)
 	return h
 }
 
 // Handler serves the registry in the Prometheus text format.
-func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
-}
+func (m *Metrics) Handler() http.Handler { return m.handler }
 
 // Request records one finished client request.
 func (m *Metrics) Request(route string, status int, provider, model string, d time.Duration) {
@@ -347,7 +386,7 @@ type GaugeSample struct {
 // RegisterStateGauge adds a gauge whose samples are produced by fn at every scrape, so state
 // that lives in memory is exported without mirroring it.
 func (m *Metrics) RegisterStateGauge(name, help string, labels []string, fn func() []GaugeSample) {
-	m.Registry.MustRegister(&stateCollector{desc: prometheus.NewDesc(name, help, labels, nil), fn: fn})
+	m.reg.MustRegister(&stateCollector{desc: prometheus.NewDesc(name, help, labels, nil), fn: fn})
 }
 
 type stateCollector struct {
