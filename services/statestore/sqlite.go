@@ -16,6 +16,8 @@ import (
 type SQLite struct {
 	db    *db.DB
 	queue *writebehind.Queue[recordKey, Record]
+	// written hears every record once its batch committed (OnWritten).
+	written func(Record)
 }
 
 type recordKey struct {
@@ -31,6 +33,11 @@ func NewSQLite(d *db.DB, log *slog.Logger) *SQLite {
 	s.queue = writebehind.New("resilience_state", log, s.write)
 	return s
 }
+
+// OnWritten sets fn to hear every record once it is committed: replicas broadcast what they
+// wrote, so a replica that (re)connects and reads the store never misses a record whose message
+// went out before it listened. Set it before Run starts.
+func (s *SQLite) OnWritten(fn func(Record)) { s.written = fn }
 
 // Put queues the record's newest value.
 func (s *SQLite) Put(r Record) { s.queue.Put(recordKey{r.Kind, r.Key}, r) }
@@ -56,7 +63,7 @@ func (s *SQLite) Load(ctx context.Context, kind Kind, each func(raw []byte) erro
 }
 
 func (s *SQLite) write(ctx context.Context, batch map[recordKey]Record) error {
-	return s.db.WithTx(ctx, func(tx *db.Tx) error {
+	err := s.db.WithTx(ctx, func(tx *db.Tx) error {
 		for k, r := range batch {
 			if r.Value == nil {
 				if err := db.DeleteState(ctx, tx, string(k.kind), k.key); err != nil {
@@ -77,4 +84,10 @@ func (s *SQLite) write(ctx context.Context, batch map[recordKey]Record) error {
 		}
 		return nil
 	})
+	if err == nil && s.written != nil {
+		for _, r := range batch {
+			s.written(r)
+		}
+	}
+	return err
 }

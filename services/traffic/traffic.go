@@ -146,6 +146,10 @@ type Options struct {
 	// Buffer is how many entries may wait for the runner; more are dropped (and counted)
 	// rather than slowing a request. Default 4,096.
 	Buffer int
+	// SharedIDs draws request log ids from a counter in the store, in the transaction that
+	// writes the rows, instead of counting on from the newest id at start: replicas sharing a
+	// database must not hand out the same ids.
+	SharedIDs bool
 }
 
 // Service is the request log and the traffic aggregates.
@@ -436,6 +440,15 @@ func (s *Service) flush(ctx context.Context) error {
 		s.writer = w
 	}
 	err := s.opt.DB.WithTx(ctx, func(tx *db.Tx) error {
+		if len(rows) > 0 && s.opt.SharedIDs {
+			first, err := db.ReserveIDs(ctx, tx, "request_log", "request_log", int64(len(rows)))
+			if err != nil {
+				return err
+			}
+			for i := range rows {
+				rows[i].ID = first + int64(i)
+			}
+		}
 		if len(rows) > 0 {
 			if err := s.writer.Insert(ctx, tx, rows); err != nil {
 				return err

@@ -6,6 +6,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"time"
 )
 
 // Queue coalesces changes by key; only the newest value of a key is written.
@@ -38,18 +39,28 @@ func (q *Queue[K, V]) Put(key K, v V) {
 	}
 }
 
-// Run writes batches as soon as changes arrive, until ctx ends; then it writes what is left.
+// Run writes batches as soon as changes arrive, until ctx ends; then it writes what is left. A
+// batch that failed (the database is gone for a while) is tried again every RetryInterval, not
+// only when the next change arrives, so what was learned meanwhile is written once it is back.
 func (q *Queue[K, V]) Run(ctx context.Context) {
+	var retry <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			_ = q.Flush(context.WithoutCancel(ctx)) // a failure is logged by Flush
 			return
 		case <-q.kick:
-			_ = q.Flush(ctx)
+		case <-retry:
+		}
+		retry = nil
+		if err := q.Flush(ctx); err != nil && ctx.Err() == nil {
+			retry = time.After(RetryInterval)
 		}
 	}
 }
+
+// RetryInterval is how long Run waits before it tries a failed batch again.
+var RetryInterval = time.Second
 
 // Flush writes every pending change now and returns once it is committed. A failed batch is
 // put back (unless newer values arrived meanwhile) so a later flush retries it.
@@ -75,4 +86,11 @@ func (q *Queue[K, V]) Flush(ctx context.Context) error {
 		q.mu.Unlock()
 	}
 	return err
+}
+
+// Pending is the number of changes not yet written (a batch being written counts as written).
+func (q *Queue[K, V]) Pending() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.dirty)
 }

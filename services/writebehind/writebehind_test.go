@@ -5,7 +5,9 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func TestQueueKeepsTheNewestValueAndRetriesFailedBatches(t *testing.T) {
@@ -54,5 +56,33 @@ func TestRunFlushesWhatIsLeftWhenStopped(t *testing.T) {
 		}
 	default:
 		t.Fatal("Run returned with a change unwritten")
+	}
+}
+
+// A batch that failed is written again by Run without waiting for another change.
+func TestRunRetriesAFailedBatch(t *testing.T) {
+	defer func(d time.Duration) { RetryInterval = d }(RetryInterval)
+	RetryInterval = 5 * time.Millisecond
+	var calls atomic.Int32
+	written := make(chan map[int]int, 1)
+	q := New("test", slog.New(slog.NewTextHandler(io.Discard, nil)), func(_ context.Context, b map[int]int) error {
+		if calls.Add(1) < 3 {
+			return errors.New("database unreachable")
+		}
+		written <- b
+		return nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); q.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	q.Put(1, 1)
+	select {
+	case b := <-written:
+		if b[1] != 1 || calls.Load() != 3 {
+			t.Fatalf("batch %v after %d tries", b, calls.Load())
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the failed batch was not tried again (%d tries)", calls.Load())
 	}
 }
