@@ -30,7 +30,25 @@ func pageShell(c echo.Context, s Sessions, active, title string, path ...string)
 	if s != nil {
 		sh.Flashes = s.TakeFlashes(c)
 	}
+	sh.Degraded = DegradedOf(c)
 	return sh
+}
+
+// DegradedOf is what MarkDegraded noted on the request: what this replica runs without.
+func DegradedOf(c echo.Context) []string {
+	what, _ := c.Get(degradedKey).([]string)
+	return what
+}
+
+// degradedKey marks, on the echo context, what this replica runs without (Health.Degraded).
+const degradedKey = "switchyard.degraded"
+
+// MarkDegraded notes on a dashboard request what this replica runs without, for the page's
+// banners.
+func MarkDegraded(c echo.Context, what []string) {
+	if len(what) > 0 {
+		c.Set(degradedKey, what)
+	}
 }
 
 // flash stores a one-time message for the next page; losing it loses only the message.

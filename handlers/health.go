@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"net/http"
+	"slices"
 	"sync/atomic"
 
 	"github.com/labstack/echo/v4"
@@ -20,6 +21,11 @@ type Health struct {
 	DB       SchemaChecker
 	Draining *atomic.Bool // set when shutdown has begun
 	Version  string
+	// Shared is set when the store is shared by replicas (PostgreSQL): losing it degrades a
+	// replica, which serves on from memory, instead of making it unready.
+	Shared bool
+	// Degraded names what the replica runs without now ("store", "redis"); nil: nothing.
+	Degraded func() []string
 }
 
 // adminCallerKey marks, on the echo context, a request the edge found to come from the admin.
@@ -51,8 +57,20 @@ func (h *Health) Ready(c echo.Context) error {
 		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "shutting_down"})
 	}
 	cur, want, err := h.DB.SchemaVersion(ctx(c))
-	if err != nil {
+	var degraded []string
+	if h.Degraded != nil {
+		degraded = h.Degraded()
+	}
+	if err != nil && !h.Shared {
 		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "database_unavailable"})
+	}
+	if err != nil || len(degraded) > 0 {
+		// The store was reached at start (the replica migrated it) and the request path reads
+		// memory: a replica without its store or Redis still serves, and says so.
+		if err != nil && !slices.Contains(degraded, "store") {
+			degraded = append(degraded, "store")
+		}
+		return c.JSON(http.StatusOK, map[string]any{"status": "degraded", "degraded": degraded})
 	}
 	admin := isAdminCaller(c)
 	if cur != want {

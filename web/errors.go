@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -197,6 +198,12 @@ func writeError(c echo.Context, e *errs.Error, s surface) error {
 		proxy.ErrorHeaders(c.Response().Header(), e)
 		return c.Blob(proxyStatus(e), echo.MIMEApplicationJSON, proxy.AnthropicErrorBody(e))
 	}
+	if e.Code == errs.Internal && slices.Contains(handlers.DegradedOf(c), "store") {
+		// What failed needed the shared store, which this replica has lost: say so (and that
+		// nothing was saved) instead of an internal error the operator cannot act on.
+		e = errs.New(errs.Unavailable, "degraded.unavailable")
+		e.RetryAfter = 5 * time.Second
+	}
 	if e.RetryAfter > 0 {
 		c.Response().Header().Set("Retry-After", strconv.FormatInt(int64((e.RetryAfter+time.Second-1)/time.Second), 10))
 	}
@@ -210,7 +217,7 @@ func writeError(c echo.Context, e *errs.Error, s surface) error {
 	}
 	c.Response().Header().Set(echo.HeaderContentType, echo.MIMETextHTMLCharsetUTF8)
 	c.Response().WriteHeader(status)
-	return views.ErrorPage(views.ErrorModel{Status: status, Message: msg}).Render(r.Context(), c.Response())
+	return views.ErrorPage(views.ErrorModel{Status: status, Message: msg, Degraded: handlers.DegradedOf(c)}).Render(r.Context(), c.Response())
 }
 
 // proxyStatus is the status on the proxy surfaces, where a bad request is 400 (422 is the admin

@@ -5,6 +5,8 @@ import (
 	"slices"
 
 	"github.com/labstack/echo/v4"
+
+	"switchyard/handlers"
 )
 
 // routes mounts every route of the gateway: probes, static files, the proxy surfaces, the admin
@@ -59,7 +61,7 @@ func routes(e *echo.Echo, d Deps, files *assets) []Route {
 	surface(http.MethodPost, "/session-leases", d.Leases.SessionLeases, "/v1/session-leases")
 
 	// The admin API.
-	api := e.Group("/api", crossOrigin(), adminAPI(d.Auth, d.Sessions))
+	api := e.Group("/api", crossOrigin(), adminAPI(d.Auth, d.Sessions), markDegraded(d.Degraded))
 	add(api, "/api", "admin", http.MethodGet, "/providers", d.API.ListProviders)
 	add(api, "/api", "admin", http.MethodPost, "/providers", d.API.CreateProvider)
 	add(api, "/api", "admin", http.MethodGet, "/providers/:id", d.API.GetProvider)
@@ -120,13 +122,15 @@ func routes(e *echo.Echo, d Deps, files *assets) []Route {
 	// Callers that are no browser (an SDK with a wrong base URL, curl) and have no session get
 	// the JSON 404 of an unknown address instead of a redirect to a login page they cannot use;
 	// this group also catches every address without a route.
-	dash := e.Group("", crossOrigin(), locale(), pagesForBrowsers(d.Sessions), dashboardAuth(d.Sessions), parseForm())
+	dash := e.Group("", crossOrigin(), locale(), pagesForBrowsers(d.Sessions), dashboardAuth(d.Sessions), parseForm(),
+		markDegraded(d.Degraded))
 	page := func(method, path string, h echo.HandlerFunc) { add(dash, "", "dashboard", method, path, h) }
 	page(http.MethodPost, "/logout", d.Dashboard.Logout)
 	page(http.MethodPost, "/logout-everywhere", d.Dashboard.LogoutEverywhere)
 	page(http.MethodGet, "/", d.Dashboard.Home)
 	page(http.MethodGet, "/overview/health", d.Dashboard.OverviewHealth)
 	page(http.MethodGet, "/overview/traffic", d.Dashboard.OverviewTraffic)
+	page(http.MethodGet, "/overview/replicas", d.Replicas.Panel)
 	page(http.MethodGet, "/requests", d.Requests.RequestsPage)
 	page(http.MethodGet, "/requests/:id", d.Requests.RequestDetailPage)
 	page(http.MethodGet, "/usage", d.Dashboard.UsagePage)
@@ -187,4 +191,17 @@ func chained(h echo.HandlerFunc, mw ...echo.MiddlewareFunc) echo.HandlerFunc {
 		h = mw[i](h)
 	}
 	return h
+}
+
+// markDegraded notes on every dashboard request what this replica runs without, for the page's
+// banners (handlers.MarkDegraded).
+func markDegraded(degraded func() []string) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if degraded != nil {
+				handlers.MarkDegraded(c, degraded())
+			}
+			return next(c)
+		}
+	}
 }

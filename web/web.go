@@ -60,6 +60,11 @@ type Deps struct {
 	Claude *handlers.ClaudeAccounts
 	// SignIns are the ChatGPT/Codex and Copilot sign-ins of the admin API.
 	SignIns *handlers.AccountSignIns
+	// Replicas serves the overview's Replicas panel; nil keeps the panel hidden.
+	Replicas *handlers.Replicas
+	// Degraded names what this replica runs without now ("store", "redis"), for the dashboard's
+	// banners; nil: never degraded.
+	Degraded func() []string
 }
 
 // RequestRecorder takes a finished client request (services/traffic); it must never block.

@@ -66,7 +66,20 @@ type Service struct {
 
 	saved atomic.Pointer[saved] // the operator's saved settings; Settings() overlays the defaults
 	mu    sync.Mutex            // serialises settings saves
+
+	// known are the sessions read from the store lately, by id hash: while a shared store is
+	// unreachable, a replica keeps its operators signed in on what it last read (their
+	// lifetimes still count), instead of logging everyone out of the dashboard that shows
+	// the outage.
+	knownMu sync.Mutex
+	known   map[string]knownSession
 }
+
+// knownSession is a session as last read from the store.
+type knownSession struct{ created, seen time.Time }
+
+// maxKnown bounds the sessions remembered for an outage; beyond it the oldest go.
+const maxKnown = 1024
 
 // New loads the saved settings; now is the clock every lifetime is measured on. A saved value
 // that no longer validates is dropped (its default applies) and reported in the returned
@@ -145,14 +158,16 @@ func (s *Service) Lookup(ctx context.Context, id string) (*Session, error) {
 	hash := HashID(id)
 	row, err := db.GetSession(ctx, s.db.R, hash)
 	if errors.Is(err, db.ErrNotFound) {
+		s.forget(hash)
 		return nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return s.lastKnown(hash, err)
 	}
 	now := s.now()
 	set := s.Settings()
 	created, seen := time.UnixMilli(row.CreatedAt), time.UnixMilli(row.LastSeenAt)
+	s.remember(hash, created, seen)
 	if !now.Before(created.Add(set.Absolute())) || !now.Before(seen.Add(set.Idle())) {
 		return nil, db.DeleteSession(ctx, s.db.W, hash)
 	}
@@ -171,12 +186,55 @@ func (s *Service) Lookup(ctx context.Context, id string) (*Session, error) {
 
 // End ends one session (logout).
 func (s *Service) End(ctx context.Context, idHash string) error {
+	s.forget(idHash)
 	return db.DeleteSession(ctx, s.db.W, idHash)
 }
 
 // EndAll ends every session ("log out everywhere") and returns how many there were.
 func (s *Service) EndAll(ctx context.Context) (int64, error) {
+	s.knownMu.Lock()
+	s.known = nil
+	s.knownMu.Unlock()
 	return db.DeleteAllSessions(ctx, s.db.W)
+}
+
+// remember notes a session read from the store.
+func (s *Service) remember(hash string, created, seen time.Time) {
+	s.knownMu.Lock()
+	defer s.knownMu.Unlock()
+	if s.known == nil {
+		s.known = map[string]knownSession{}
+	}
+	if _, ok := s.known[hash]; !ok && len(s.known) >= maxKnown {
+		oldest, at := "", time.Time{}
+		for h, k := range s.known {
+			if oldest == "" || k.seen.Before(at) {
+				oldest, at = h, k.seen
+			}
+		}
+		delete(s.known, oldest)
+	}
+	s.known[hash] = knownSession{created: created, seen: seen}
+}
+
+func (s *Service) forget(hash string) {
+	s.knownMu.Lock()
+	delete(s.known, hash)
+	s.knownMu.Unlock()
+}
+
+// lastKnown answers a lookup the store could not: the session as last read, while its
+// lifetimes (measured from that read) allow; else the store's error.
+func (s *Service) lastKnown(hash string, err error) (*Session, error) {
+	s.knownMu.Lock()
+	k, ok := s.known[hash]
+	s.knownMu.Unlock()
+	set := s.Settings()
+	now := s.now()
+	if !ok || !now.Before(k.created.Add(set.Absolute())) || !now.Before(k.seen.Add(set.Idle())) {
+		return nil, err
+	}
+	return &Session{IDHash: hash, CreatedAt: k.created, LastSeenAt: k.seen}, nil
 }
 
 // AddFlash queues a message for the session's next page.
