@@ -25,12 +25,14 @@ import (
 	"switchyard/services/auth"
 	"switchyard/services/catalog"
 	"switchyard/services/clientkeys"
+	"switchyard/services/cluster"
 	"switchyard/services/errs"
 	"switchyard/services/health"
 	"switchyard/services/metrics"
 	"switchyard/services/oauth"
 	"switchyard/services/ops"
 	"switchyard/services/proxy"
+	"switchyard/services/replicas"
 	"switchyard/services/resilience"
 	"switchyard/services/routing"
 	"switchyard/services/secrets"
@@ -84,11 +86,13 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 		return nil, err
 	}
 	clock := clockOf(cfg)
-	res, err := buildResilience(ctx, clock, st, core, log)
+	rep := newReplication(cfg, st, log)
+	registry := buildReplicaRegistry(cfg, st, rep, clock, log)
+	res, err := buildResilience(ctx, clock, st, core, rep, registry, log)
 	if err != nil {
 		return nil, err
 	}
-	accounts, err := buildAccounts(ctx, clock, core, res, log)
+	accounts, err := buildAccounts(ctx, clock, st, core, res, rep, log)
 	if err != nil {
 		return nil, err
 	}
@@ -106,12 +110,17 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 	}
 
 	a := &App{DB: st.db, Log: log, Inventory: eng.inventory, State: res.store, Traffic: tr, served: make(chan error, 1), accounts: accounts}
-	a.Echo, a.Routes, err = buildWeb(cfg, st, core, res, eng, accounts, tr, limiter, clock, &a.draining, log)
+	a.Echo, a.Routes, err = buildWeb(cfg, st, core, res, eng, accounts, tr, limiter, clock, &a.draining, rep.degraded, registry, log)
 	if err != nil {
 		return nil, err
 	}
 
 	a.runners.add("state store", res.store.Run)
+	if rep != nil {
+		rep.connect(core, res, accounts)
+		a.runners.add("replica broadcast", rep.bus.Run)
+		a.runners.add("replica heartbeat", registry.Run)
+	}
 	a.runners.add("lockout sweeper", func(ctx context.Context) { res.lockouts.RunSweeper(ctx, resilience.LockoutSweepInterval) })
 	a.runners.add("session pin sweeper", func(ctx context.Context) { res.pins.RunSweeper(ctx, resilience.AffinitySweepInterval) })
 	a.runners.add("claude session sweeper", func(ctx context.Context) { res.binds.RunSweeper(ctx, resilience.AffinitySweepInterval) })
@@ -385,13 +394,19 @@ type resilienceState struct {
 	binds *resilience.SessionBinds
 }
 
-func buildResilience(ctx context.Context, clock clockwork.Clock, st storage, c core, log *slog.Logger) (*resilienceState, error) {
-	store := statestore.NewSQLite(st.db, log)
-	saved, err := statestore.LoadResilience(ctx, store)
+func buildResilience(ctx context.Context, clock clockwork.Clock, st storage, c core, rep *replication, registry *replicas.Registry,
+	log *slog.Logger) (*resilienceState, error) {
+	sqlStore := statestore.NewSQLite(st.db, log)
+	saved, err := statestore.LoadResilience(ctx, sqlStore)
 	if err != nil {
 		return nil, err
 	}
-	r := &resilienceState{store: store, gate: resilience.NewProviderGate(clock), health: health.New(clock), metrics: metrics.New()}
+	store := sqlStore
+	if rep != nil {
+		store.OnWritten(rep.publish)
+	}
+	r := &resilienceState{store: sqlStore, gate: resilience.NewProviderGate(clock), health: health.New(clock),
+		metrics: buildMetrics(st, registry)}
 	r.cooldowns = resilience.NewCooldowns(clock, func(s resilience.ConnState) { store.Put(statestore.ConnRecord(s)) })
 	r.cooldowns.Load(saved.Connections)
 	r.breakers = resilience.NewBreakers(clock, func(s resilience.BreakerState) { store.Put(statestore.BreakerRecord(s)) })
@@ -495,9 +510,14 @@ func affinityTTL(s *settings.Snapshot) time.Duration {
 
 // buildAccounts is the Claude account service: sign-in, token refresh, usage polls and limit
 // resets. It follows the catalog: new accounts and new credentials are taken at every change.
-func buildAccounts(ctx context.Context, clock clockwork.Clock, c core, r *resilienceState, log *slog.Logger) (*oauth.Service, error) {
-	svc, err := oauth.New(ctx, oauth.Options{Catalog: c.catalog, Settings: c.oauthSettings,
-		Client: proxy.NewClient(), Clock: clock, Log: log, Store: r.store, Expire: r.cooldowns, Usage: r.usage})
+func buildAccounts(ctx context.Context, clock clockwork.Clock, st storage, c core, r *resilienceState, rep *replication,
+	log *slog.Logger) (*oauth.Service, error) {
+	opt := oauth.Options{Catalog: c.catalog, Settings: c.oauthSettings,
+		Client: proxy.NewClient(), Clock: clock, Log: log, Store: r.store, Expire: r.cooldowns, Usage: r.usage}
+	if rep != nil {
+		opt.Leases = &cluster.Leases{DB: st.db, Owner: rep.id}
+	}
+	svc, err := oauth.New(ctx, opt)
 	if err != nil {
 		return nil, err
 	}
@@ -545,11 +565,12 @@ func buildTraffic(ctx context.Context, cfg Config, clock clockwork.Clock, st sto
 	return traffic.New(ctx, traffic.Options{DB: st.db, Clock: clock, Log: log,
 		Redact:    func(s string) string { return ops.Redact(c.catalog.Registry(), s, accounts.AllSecrets()...) },
 		Retention: time.Duration(cfg.RequestLogDays) * 24 * time.Hour, MaxRows: cfg.RequestLogRows,
-		BodyBytes: int(cfg.RequestLogBodyKiB) << 10})
+		BodyBytes: int(cfg.RequestLogBodyKiB) << 10, SharedIDs: st.db.Dialect == db.Postgres})
 }
 
 func buildWeb(cfg Config, st storage, c core, r *resilienceState, e engine, accounts *oauth.Service, tr *traffic.Service,
-	limiter *spend.Limiter, clock clockwork.Clock, draining *atomic.Bool, log *slog.Logger) (*echo.Echo, []web.Route, error) {
+	limiter *spend.Limiter, clock clockwork.Clock, draining *atomic.Bool, degraded func() []string,
+	registry *replicas.Registry, log *slog.Logger) (*echo.Echo, []web.Route, error) {
 	opsSvc := &ops.Service{Catalog: c.catalog, Discovery: e.inventory, Cooldowns: r.cooldowns, Breakers: r.breakers,
 		Lockouts: r.lockouts, Queues: r.queues, Semaphores: r.semaphores, Health: r.health, Store: r.store,
 		Accounts: accounts, Lanes: r.lanes, Usage: r.usage, OAuthSettings: c.oauthSettings, Pins: r.pins, Routing: e.engine}
@@ -558,9 +579,11 @@ func buildWeb(cfg Config, st storage, c core, r *resilienceState, e engine, acco
 		StreamEnds: r.metrics.StreamEndCounts, Prices: c.prices}
 	return web.New(web.Deps{
 		Log: log, Auth: c.auth, Keys: c.keys, Sessions: sessions, Static: static.FS, Metrics: r.metrics,
-		Traffic: tr, Now: clock.Now, Limits: limiter,
+		Traffic: tr, Now: clock.Now, Limits: limiter, Degraded: degraded,
+		Replicas: &handlers.Replicas{Registry: registry},
 		Requests: &handlers.Requests{Log: tr, Keys: c.keys, Catalog: c.catalog, Sessions: sessions, Clock: clock.Now},
-		Health:   &handlers.Health{DB: st.db, Draining: draining, Version: Version},
+		Health: &handlers.Health{DB: st.db, Draining: draining, Version: Version, Shared: st.db.Dialect == db.Postgres,
+			Degraded: degraded},
 		API: &handlers.API{Catalog: c.catalog, Tester: e.engine, Ops: opsSvc,
 			ValidateProviderOverrides:   settings.CheckProviderOverrides,
 			ValidateConnectionOverrides: settings.CheckConnectionOverrides},

@@ -1,0 +1,313 @@
+package e2e
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"switchyard/db/dbtest"
+	"switchyard/e2e/testenv"
+)
+
+// eventually polls cond until it holds, failing after a deadline far above the 100 ms the
+// replicas are given to agree (the test machine may be busy).
+func eventually(t *testing.T, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("replicas never agreed: %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+// hitsOf counts the upstream calls made with each upstream key.
+type hitsOf struct{ cool, ok atomic.Int64 }
+
+// A provider, connection and key made on replica A serve on C; a settings change on B holds on
+// A; a deleted key stops working everywhere.
+func TestReplicasShareConfiguration(t *testing.T) {
+	rs := testenv.NewReplicas(t, 3, nil)
+	a, b, c := rs[0], rs[1], rs[2]
+	up := testenv.NewFakeUpstream(t, testenv.JSONAnswer(testenv.CompletionJSON))
+	a.AddProvider("up", up.URL+"/v1")
+	a.AddConnection("up", "main", "sk-main", 0)
+	key := a.NewKey()
+	c.WaitModels(key, "up/gpt-test")
+	r := c.Chat(context.Background(), key, testenv.ChatBody)
+	if body := testenv.ReadAll(t, r); r.StatusCode != 200 {
+		t.Fatalf("replica C with what A made: %d %s", r.StatusCode, body)
+	}
+	// Each dashboard lists the three replicas, this one marked, and the cap mode.
+	dash := c.Login()
+	eventually(t, "the replicas panel", func() bool {
+		resp, err := dash.Get(c.Base + "/overview/replicas")
+		if err != nil {
+			t.Fatal(err)
+		}
+		page := testenv.ReadAll(t, resp)
+		return strings.Count(page, `class="replica"`) == 3 && strings.Count(page, "data-self") == 1 &&
+			strings.Contains(page, "(3 live)")
+	})
+	if m := c.Metrics(); strings.Count(m, "switchyard_replica_info{") != 1 {
+		t.Fatal("the metrics do not name the replica")
+	}
+	b.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 4}}, 200)
+	eventually(t, "the retry setting made on B", func() bool {
+		doc := a.MustAPI("GET", "/api/settings/resilience", nil, 200)
+		return doc["values"].(map[string]any)["retry"].(map[string]any)["max_retries"] == 4.0
+	})
+	var keys struct{ Items []struct{ ID int64 } }
+	a.API("GET", "/api/keys", nil, &keys)
+	b.MustAPI("DELETE", "/api/keys/"+itoa(keys.Items[0].ID), nil, 204)
+	eventually(t, "the key revoked on B", func() bool {
+		r := c.Chat(context.Background(), key, testenv.ChatBody)
+		testenv.ReadAll(t, r)
+		return r.StatusCode == 401
+	})
+}
+
+// A 429 answered to replica A cools that upstream key on B and C too: the upstream sees it once,
+// not once per replica.
+func TestReplicasShareCooldowns(t *testing.T) {
+	var hits hitsOf
+	up := testenv.NewFakeUpstream(t, testenv.ByKey(map[string]http.HandlerFunc{
+		"sk-cool": func(w http.ResponseWriter, r *http.Request) {
+			hits.cool.Add(1)
+			testenv.Status(429, map[string]string{"Retry-After": "600"}, `{"error":{"message":"Rate limit reached","type":"requests"}}`)(w, r)
+		},
+		"sk-ok": func(w http.ResponseWriter, r *http.Request) {
+			hits.ok.Add(1)
+			testenv.JSONAnswer(testenv.CompletionJSON)(w, r)
+		},
+	}))
+	rs := testenv.NewReplicas(t, 3, nil)
+	a := rs[0]
+	a.AddProvider("up", up.URL+"/v1")
+	cool := a.AddConnection("up", "cool", "sk-cool", 0)
+	a.AddConnection("up", "ok", "sk-ok", 1)
+	key := a.NewKey()
+	a.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0}}, 200)
+	for _, e := range rs {
+		e.WaitModels(key, "up/gpt-test")
+	}
+	hits.cool.Store(0) // model discovery is not what counts
+	r := a.Chat(context.Background(), key, testenv.ChatBody)
+	if body := testenv.ReadAll(t, r); r.StatusCode != 200 || hits.cool.Load() != 1 {
+		t.Fatalf("on A: %d %s, cool hit %d times", r.StatusCode, body, hits.cool.Load())
+	}
+	for _, e := range rs[1:] {
+		took := eventually(t, "the cooldown A learned", func() bool { return e.State(cool).Status == "cooling" })
+		t.Logf("cooldown visible on a replica after %v", took)
+		if st := e.State(cool); st.RemainingMS < 590_000 {
+			t.Fatalf("cooldown on a replica: %+v", st)
+		}
+	}
+	for _, e := range rs {
+		for range 3 {
+			r := e.Chat(context.Background(), key, testenv.ChatBody)
+			if body := testenv.ReadAll(t, r); r.StatusCode != 200 {
+				t.Fatalf("%d %s", r.StatusCode, body)
+			}
+		}
+	}
+	if n := hits.cool.Load(); n != 1 {
+		t.Fatalf("the cooled key was hit %d times across the replicas, want once", n)
+	}
+	// Clearing it on C makes it usable on A.
+	rs[2].MustAPI("POST", "/api/connections/"+itoa(cool)+"/reset", nil, 200)
+	eventually(t, "the cleared cooldown", func() bool { return a.State(cool).Status == "active" })
+}
+
+// A breaker opened by A fails fast on B; a lockout set on A and re-enabled on C is gone on A.
+func TestReplicasShareBreakersAndLockouts(t *testing.T) {
+	failing, handler := failingUntilFixed()
+	missing := testenv.Status(404, nil, `{"error":{"message":"The model gpt-a does not exist","code":"model_not_found"}}`)
+	up := testenv.NewFakeUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(body), `"gpt-a"`) {
+			missing(w, r)
+			return
+		}
+		handler(w, r)
+	}, "gpt-a", "gpt-test")
+	rs := testenv.NewReplicas(t, 3, nil)
+	a, b, c := rs[0], rs[1], rs[2]
+	a.AddProvider("up", up.URL+"/v1")
+	a.AddConnection("up", "main", "sk-main", 0)
+	key := a.NewKey()
+	a.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0},
+		"model_lockout": map[string]any{"enabled": true}}, 200)
+	for _, e := range rs {
+		e.WaitModels(key, "up/gpt-test")
+	}
+	// The lockout: gpt-a does not exist on A's call; re-enabled on C; gone on A.
+	r := a.Chat(context.Background(), key, `{"model":"up/gpt-a","messages":[]}`)
+	if testenv.ReadAll(t, r); r.StatusCode != 404 {
+		t.Fatalf("gpt-a on A: %d", r.StatusCode)
+	}
+	eventually(t, "the lockout on C", func() bool { return len(c.ModelCooldowns()) == 1 })
+	c.MustAPI("DELETE", "/api/resilience/model-cooldowns", map[string]any{"provider": "up", "connection": "main", "model": "gpt-a"}, 200)
+	eventually(t, "the re-enable on A", func() bool { return len(a.ModelCooldowns()) == 0 })
+
+	// The breaker: five failures on A (cooldowns waited out on the shared clock) open it.
+	for i := range 5 {
+		r := a.Chat(context.Background(), key, testenv.ChatBody)
+		testenv.ReadAll(t, r)
+		if r.StatusCode != 500 {
+			t.Fatalf("failure %d on A: %d", i, r.StatusCode)
+		}
+		if i < 4 {
+			a.Clock.Advance(10 * time.Minute / 9)
+		}
+	}
+	eventually(t, "the open breaker on B", func() bool { return b.ProviderStatus("up")["breaker"] == "open" })
+	calls := len(up.ChatRequests())
+	r = b.Chat(context.Background(), key, testenv.ChatBody)
+	body := testenv.ReadAll(t, r)
+	if r.StatusCode != 503 || !strings.Contains(body, "circuit breaker is open") || len(up.ChatRequests()) != calls {
+		t.Fatalf("B with the breaker A opened: %d %s", r.StatusCode, body)
+	}
+	failing.Store(false)
+}
+
+// An account's tokens are refreshed by one replica at a time: when its access token is revoked
+// under traffic on three replicas at once, the refresh token is spent once and every replica
+// serves with the new pair.
+func TestReplicasRefreshAnAccountOnce(t *testing.T) {
+	f := testenv.NewFakeClaude(t, nil)
+	rs := testenv.NewReplicas(t, 3, nil)
+	a := rs[0]
+	a.UseFakeClaude(f)
+	a.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0}}, 200)
+	a.AddClaudeAccount(f, "ada@example.com")
+	key := a.NewKey()
+	for _, e := range rs {
+		e.WaitModels(key, "anthropic/claude-test")
+	}
+	f.RevokeAll()
+	before := f.Refreshes.Load()
+	var wg sync.WaitGroup
+	statuses := make(chan int, 9)
+	for _, e := range rs {
+		for range 3 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := e.Post(context.Background(), "/v1/messages", key, messagesBody, nil)
+				testenv.ReadAll(t, r)
+				statuses <- r.StatusCode
+			}()
+		}
+	}
+	wg.Wait()
+	close(statuses)
+	for st := range statuses {
+		if st != 200 {
+			t.Fatalf("a request answered %d", st)
+		}
+	}
+	if n := f.Refreshes.Load() - before; n != 1 || f.BurnedUses.Load() != 0 {
+		t.Fatalf("%d refreshes (%d with a spent token) across three replicas, want one", n, f.BurnedUses.Load())
+	}
+}
+
+// PostgreSQL stopped for ten seconds: both replicas keep serving from memory and say they are
+// degraded (/ready, the dashboard); a change the operator makes meanwhile is refused, not
+// acknowledged and lost; once the database is back, state learned meanwhile is written, and
+// every acknowledged change is there and reaches the other replica.
+func TestReplicasRideOutADatabaseOutage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("keeps PostgreSQL stopped for ten seconds")
+	}
+	srv := dbtest.PostgresServer(t)
+	var coolHits atomic.Int64
+	up := testenv.NewFakeUpstream(t, testenv.ByKey(map[string]http.HandlerFunc{
+		"sk-ok": testenv.JSONAnswer(testenv.CompletionJSON),
+		"sk-cool": func(w http.ResponseWriter, r *http.Request) {
+			coolHits.Add(1)
+			testenv.Status(429, map[string]string{"Retry-After": "600"}, `{"error":{"message":"Rate limit reached","type":"requests"}}`)(w, r)
+		},
+	}))
+	rs := testenv.NewReplicasOn(t, srv.URL(), 2, nil)
+	a, b := rs[0], rs[1]
+	a.AddProvider("up", up.URL+"/v1")
+	a.AddConnection("up", "ok", "sk-ok", 1)
+	a.AddProvider("hot", up.URL+"/v1")
+	cool := a.AddConnection("hot", "cool", "sk-cool", 0)
+	key := a.NewKey()
+	a.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0}}, 200)
+	for _, e := range rs {
+		e.WaitModels(key, "up/gpt-test")
+		e.WaitModels(key, "hot/gpt-test")
+	}
+	b.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_backoff_ms": 7000}}, 200)
+	dash := a.Login()
+
+	srv.Stop()
+	for _, e := range rs {
+		eventually(t, "/ready to say degraded", func() bool {
+			var out map[string]any
+			return e.API("GET", "/ready", nil, &out) == 200 && out["status"] == "degraded"
+		})
+	}
+	resp, err := dash.Get(a.Base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Pages that list what the store holds cannot be shown; they say why, under the banner.
+	if page := testenv.ReadAll(t, resp); resp.StatusCode != 503 || !strings.Contains(page, `id="degraded-store"`) ||
+		!strings.Contains(page, "nothing was saved") {
+		t.Fatalf("the dashboard during the outage: %d, banner shown: %v", resp.StatusCode, strings.Contains(page, "degraded-store"))
+	}
+	// A change the operator makes now is refused (not acknowledged, so nothing to lose).
+	if st := b.API("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_backoff_ms": 9000}}, nil); st != 503 {
+		t.Fatalf("a settings change without the database answered %d", st)
+	}
+	// Traffic keeps flowing for the ten seconds, on both replicas; a cooldown is learned.
+	r := a.Chat(context.Background(), key, `{"model":"hot/gpt-test","messages":[]}`)
+	if testenv.ReadAll(t, r); r.StatusCode != 429 || coolHits.Load() != 1 {
+		t.Fatalf("the cooling key during the outage: %d, %d hits", r.StatusCode, coolHits.Load())
+	}
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
+		for _, e := range rs {
+			r := e.Chat(context.Background(), key, testenv.ChatBody)
+			if body := testenv.ReadAll(t, r); r.StatusCode != 200 {
+				t.Fatalf("during the outage: %d %s", r.StatusCode, body)
+			}
+		}
+	}
+	srv.Start()
+	for _, e := range rs {
+		eventually(t, "/ready to be ready again", func() bool {
+			var out map[string]any
+			return e.API("GET", "/ready", nil, &out) == 200 && out["status"] == "ready"
+		})
+	}
+	// What A learned during the outage reaches B (and the store) once the database is back.
+	eventually(t, "the cooldown A learned during the outage", func() bool { return b.State(cool).Status == "cooling" })
+	r = b.Chat(context.Background(), key, `{"model":"hot/gpt-test","messages":[]}`)
+	testenv.ReadAll(t, r)
+	if coolHits.Load() != 1 {
+		t.Fatalf("B sent the cooling key upstream again (%d hits)", coolHits.Load())
+	}
+	// The change acknowledged before the outage is there on both; a new one reaches the other.
+	for _, e := range rs {
+		doc := e.MustAPI("GET", "/api/settings/resilience", nil, 200)
+		if got := doc["values"].(map[string]any)["retry"].(map[string]any)["max_backoff_ms"]; got != 7000.0 {
+			t.Fatalf("after the outage max_backoff_ms is %v, want the acknowledged 7000", got)
+		}
+	}
+	a.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_backoff_ms": 8000}}, 200)
+	eventually(t, "a change after the outage", func() bool {
+		doc := b.MustAPI("GET", "/api/settings/resilience", nil, 200)
+		return doc["values"].(map[string]any)["retry"].(map[string]any)["max_backoff_ms"] == 8000.0
+	})
+}
