@@ -19,6 +19,7 @@ import (
 	"switchyard/services/replicas"
 	"switchyard/services/routing"
 	"switchyard/services/secrets"
+	"switchyard/services/sessions"
 	"switchyard/services/settings"
 	"switchyard/services/spend"
 	"switchyard/services/statestore"
@@ -137,6 +138,7 @@ func (r *replication) connect(c core, res *resilienceState, accounts *oauth.Serv
 		// The catalog first: the keys, combos and settings name what it holds.
 		{catalog.Topic, c.catalog}, {clientkeys.Topic, c.keys}, {settings.Topic, c.settings},
 		{settings.OAuthTopic, c.oauthSettings}, {routing.Topic, c.combos}, {spend.Topic, c.prices},
+		{sessions.Topic, c.sessions},
 	}
 	for _, p := range parts {
 		r.onTopic(p.topic, p.part.Reload)

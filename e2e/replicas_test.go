@@ -64,6 +64,11 @@ func TestReplicasShareConfiguration(t *testing.T) {
 		doc := a.MustAPI("GET", "/api/settings/resilience", nil, 200)
 		return doc["values"].(map[string]any)["retry"].(map[string]any)["max_retries"] == 4.0
 	})
+	c.MustAPI("PATCH", "/api/settings/sessions", map[string]any{"idle_timeout_ms": 3_600_000}, 200)
+	eventually(t, "the session setting made on C", func() bool {
+		doc := a.MustAPI("GET", "/api/settings/sessions", nil, 200)
+		return doc["values"].(map[string]any)["idle_timeout_ms"] == 3_600_000.0
+	})
 	var keys struct{ Items []struct{ ID int64 } }
 	a.API("GET", "/api/keys", nil, &keys)
 	b.MustAPI("DELETE", "/api/keys/"+itoa(keys.Items[0].ID), nil, 204)

@@ -66,6 +66,8 @@ type Service struct {
 
 	saved atomic.Pointer[saved] // the operator's saved settings; Settings() overlays the defaults
 	mu    sync.Mutex            // serialises settings saves
+	// committed hear Topic after every committed save (OnCommitted).
+	committed []func(topic string)
 
 	// known are the sessions read from the store lately, by id hash: while a shared store is
 	// unreachable, a replica keeps its operators signed in on what it last read (their
@@ -86,9 +88,36 @@ const maxKnown = 1024
 // warnings, never fatal.
 func New(ctx context.Context, d *db.DB, kv Store, now func() time.Time) (*Service, []string, error) {
 	s := &Service{db: d, kv: kv, now: now}
-	raw, ok, err := kv.GetValue(ctx, SettingsKey)
+	warnings, err := s.load(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("sessions: load settings: %w", err)
+		return nil, nil, err
+	}
+	return s, warnings, nil
+}
+
+// Topic names the session settings to the replicas sharing the store (OnCommitted, Reload).
+const Topic = "session_settings"
+
+// OnCommitted registers fn to hear Topic after every committed settings save.
+func (s *Service) OnCommitted(fn func(topic string)) {
+	s.mu.Lock()
+	s.committed = append(s.committed, fn)
+	s.mu.Unlock()
+}
+
+// Reload reads the saved settings again: another replica saved them.
+func (s *Service) Reload(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, err := s.load(ctx)
+	return err
+}
+
+// load reads the saved settings into s.saved.
+func (s *Service) load(ctx context.Context) ([]string, error) {
+	raw, ok, err := s.kv.GetValue(ctx, SettingsKey)
+	if err != nil {
+		return nil, fmt.Errorf("sessions: load settings: %w", err)
 	}
 	var sv saved
 	var warnings []string
@@ -105,7 +134,7 @@ func New(ctx context.Context, d *db.DB, kv Store, now func() time.Time) (*Servic
 		}
 	}
 	s.saved.Store(&sv)
-	return s, warnings, nil
+	return warnings, nil
 }
 
 // newID returns a fresh session id and its hash.
@@ -319,5 +348,8 @@ func (s *Service) Save(ctx context.Context, p Patch) (Document, error) {
 		return Document{}, err
 	}
 	s.saved.Store(&next)
+	for _, fn := range s.committed {
+		fn(Topic) // hands the topic on without calling back (replication.changed)
+	}
 	return s.Document(), nil
 }
