@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"sync"
 	"time"
@@ -139,16 +140,24 @@ func (e *Engine) admit(ctx context.Context, w http.ResponseWriter, c *call, conn
 		return a, nil, false, false
 	}
 	if conn.MaxConcurrent > 0 && c.snap.Resilience().QuotaShareConcurrency.Enabled {
+		// The check above counts this replica's waiters only; the line's own bound counts those
+		// of every replica when the semaphores share their slots, and a full line is then a full
+		// queue like any other.
 		line := semaphoreLine
 		if cfg.MaxDepth > 0 {
-			line = 0 // the queue depth admission above already bounds the line
+			line = cfg.MaxDepth
 		}
-		rel, ok := e.opt.Semaphores.Acquire(ctx, conn.ID, conn.MaxConcurrent, cfg.MaxWait, line)
-		if !ok && ctx.Err() != nil {
+		rel, err := e.opt.Semaphores.AcquireSlot(ctx, conn.ID, conn.MaxConcurrent, cfg.MaxWait, line)
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
 			slot.Release()
 			return admission{}, clientGone(), false, false
-		}
-		if !ok {
+		case cfg.MaxDepth > 0 && errors.Is(err, resilience.ErrSlotLineFull):
+			slot.Release()
+			e.opt.Observer.QueueRejected(p, conn.Label, resilience.CodeQueueFull)
+			return admission{}, queueFull(p, cfg.MaxWait), true, false
+		default:
 			e.opt.Log.Warn("quota-share slot not available; proceeding without one", "provider", p, "connection_id", conn.ID)
 			e.opt.Observer.FailOpen(p, conn.Label)
 		}

@@ -2,6 +2,7 @@ package resilience
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -291,4 +292,278 @@ func TestSemaphoreStats(t *testing.T) {
 	if st := s.Stats(42); st != (SemaphoreStats{}) {
 		t.Fatalf("unknown connection stats = %+v", st)
 	}
+}
+
+// fakeShared is a SharedSlots store with a fixed answer.
+type fakeShared struct {
+	mu       sync.Mutex
+	healthy  bool
+	err      error // what Acquire and TryAcquire return
+	held     int   // leases granted and not released
+	calls    int
+	waitTill chan struct{} // when set, Acquire waits for it (or ctx) first
+}
+
+func (f *fakeShared) Acquire(ctx context.Context, _ int64, _ int, _ time.Duration, _ int) (func(), error) {
+	f.mu.Lock()
+	f.calls++
+	wait := f.waitTill
+	f.mu.Unlock()
+	if wait != nil {
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return noRelease, ctx.Err()
+		}
+	}
+	return f.TryAcquire(ctx, 0, 0)
+}
+
+func (f *fakeShared) TryAcquire(context.Context, int64, int) (func(), error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return noRelease, f.err
+	}
+	f.held++
+	var once sync.Once
+	return func() { once.Do(func() { f.mu.Lock(); f.held--; f.mu.Unlock() }) }, nil
+}
+
+func (f *fakeShared) Healthy() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.healthy
+}
+
+func (f *fakeShared) state() (held, calls int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.held, f.calls
+}
+
+func TestSemaphoreLocalShare(t *testing.T) {
+	tests := []struct {
+		name             string
+		live, max, share int
+	}{
+		{"three replicas share two slots", 3, 2, 1},
+		{"two replicas share five", 2, 5, 3},
+		{"one replica", 1, 4, 4},
+		{"no live count yet", 0, 4, 4},
+		{"more replicas than slots", 10, 3, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := NewSemaphoresWith(clockwork.NewFakeClock(), SemaphoreOptions{Live: func() int { return tt.live }})
+			var rels []func()
+			for range tt.share {
+				rel, ok := s.TryAcquire(1, tt.max)
+				if !ok {
+					t.Fatalf("only %d of %d local slots", len(rels), tt.share)
+				}
+				rels = append(rels, rel)
+			}
+			if _, ok := s.TryAcquire(1, tt.max); ok {
+				t.Fatalf("more than %d local slots", tt.share)
+			}
+			st := s.Stats(1)
+			wantShare := tt.share
+			if tt.share == tt.max {
+				wantShare = 0
+			}
+			if st.Max != tt.max || st.Share != wantShare || st.Holding != tt.share {
+				t.Fatalf("stats = %+v", st)
+			}
+			for _, rel := range rels {
+				rel()
+			}
+		})
+	}
+}
+
+func TestSemaphoreLiveCountChangesTheShare(t *testing.T) {
+	live := 2
+	s := NewSemaphoresWith(clockwork.NewFakeClock(), SemaphoreOptions{Live: func() int { return live }})
+	a := semHold(t, s, 1, 2) // one of ceil(2 ÷ 2)
+	waiter := semAsync(t.Context(), s, 1, 2, time.Hour, 0)
+	semWaitFor(t, s, 1, 1)
+	live = 1 // the other replica died: this one may use both slots
+	if _, ok := s.TryAcquire(1, 2); ok {
+		t.Fatal("the newcomer went ahead of the waiter")
+	}
+	r := qRecv(t, waiter)
+	if !r.acquired {
+		t.Fatal("the waiter was not let in when the share grew")
+	}
+	if st := s.Stats(1); st.Holding != 2 || st.Share != 0 {
+		t.Fatalf("stats = %+v", st)
+	}
+	a()
+	r.release()
+}
+
+func TestSemaphoreShared(t *testing.T) {
+	t.Run("a healthy store grants", func(t *testing.T) {
+		f := &fakeShared{healthy: true}
+		s := NewSemaphoresWith(clockwork.NewFakeClock(), SemaphoreOptions{Shared: f, Live: func() int { return 2 }})
+		var rels []func()
+		for range 3 { // beyond the local share: the store gates, not this replica
+			rel, err := s.AcquireSlot(t.Context(), 1, 2, time.Hour, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rels = append(rels, rel)
+		}
+		if held, _ := f.state(); held != 3 {
+			t.Fatalf("leases = %d", held)
+		}
+		if st := s.Stats(1); st.Holding != 3 || st.Max != 2 || st.Share != 0 {
+			t.Fatalf("stats = %+v", st)
+		}
+		for _, rel := range rels {
+			rel()
+			rel()
+		}
+		if held, _ := f.state(); held != 0 {
+			t.Fatalf("leases = %d after release", held)
+		}
+		if st := s.Stats(1); st.Holding != 0 {
+			t.Fatalf("stats = %+v", st)
+		}
+	})
+	t.Run("fail-open outcomes of the store", func(t *testing.T) {
+		for _, want := range []error{ErrSlotLineFull, ErrSlotTimeout} {
+			f := &fakeShared{healthy: true, err: want}
+			s := NewSemaphoresWith(clockwork.NewFakeClock(), SemaphoreOptions{Shared: f})
+			rel, err := s.AcquireSlot(t.Context(), 1, 1, time.Hour, 1)
+			if !errors.Is(err, want) {
+				t.Fatalf("err = %v, want %v", err, want)
+			}
+			rel()
+			st := s.Stats(1)
+			if st.Holding != 0 || st.Waiting != 0 || st.FailOpenFull+st.FailOpenTimeout != 1 {
+				t.Fatalf("stats = %+v", st)
+			}
+		}
+	})
+	t.Run("a store that fails falls back to the local share", func(t *testing.T) {
+		f := &fakeShared{healthy: true, err: errors.New("connection refused")}
+		clock := clockwork.NewFakeClock()
+		s := NewSemaphoresWith(clock, SemaphoreOptions{Shared: f, Live: func() int { return 2 }})
+		rel, err := s.AcquireSlot(t.Context(), 1, 2, time.Hour, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.mu.Lock()
+		f.healthy = false
+		f.mu.Unlock()
+		ch := semAsync(t.Context(), s, 1, 2, time.Second, 0)
+		semWaitFor(t, s, 1, 1)
+		clock.Advance(time.Second)
+		if r := qRecv(t, ch); r.acquired {
+			t.Fatal("acquired beyond the local share")
+		}
+		if _, calls := f.state(); calls != 1 {
+			t.Fatalf("the unhealthy store was asked: %d calls", calls)
+		}
+		if st := s.Stats(1); st.Holding != 1 || st.Share != 1 {
+			t.Fatalf("stats = %+v", st)
+		}
+		rel()
+	})
+	t.Run("a client gone while the store waits", func(t *testing.T) {
+		f := &fakeShared{healthy: true, waitTill: make(chan struct{})}
+		s := NewSemaphoresWith(clockwork.NewFakeClock(), SemaphoreOptions{Shared: f})
+		ctx, cancel := context.WithCancel(t.Context())
+		ch := semAsync(ctx, s, 1, 1, time.Hour, 0)
+		semWaitFor(t, s, 1, 1)
+		if st := s.Stats(1); st.Holding != 0 {
+			t.Fatalf("a request waiting for the store counts as holding: %+v", st)
+		}
+		cancel()
+		if r := qRecv(t, ch); r.acquired {
+			t.Fatal("acquired after the client left")
+		}
+		if st := s.Stats(1); st.Holding != 0 || st.Waiting != 0 || st.Cancelled != 1 {
+			t.Fatalf("stats = %+v", st)
+		}
+	})
+	t.Run("TryAcquire", func(t *testing.T) {
+		f := &fakeShared{healthy: true}
+		s := NewSemaphoresWith(clockwork.NewFakeClock(), SemaphoreOptions{Shared: f})
+		rel, ok := s.TryAcquire(1, 1)
+		if !ok {
+			t.Fatal("not granted")
+		}
+		rel()
+		f.err = ErrSlotsTaken
+		if _, ok := s.TryAcquire(1, 1); ok {
+			t.Fatal("granted with every shared slot taken")
+		}
+		if st := s.Stats(1); st.Holding != 0 {
+			t.Fatalf("stats = %+v", st)
+		}
+		f.err = errors.New("connection refused")
+		rel, ok = s.TryAcquire(1, 1)
+		if !ok {
+			t.Fatal("a failing store was not replaced by the local slot")
+		}
+		if _, ok := s.TryAcquire(1, 1); ok {
+			t.Fatal("the local slot was not enforced while the store fails")
+		}
+		rel()
+	})
+}
+
+func TestSemaphoreLimitedAllocations(t *testing.T) {
+	s := NewSemaphores(clockwork.NewFakeClock())
+	allocs := testing.AllocsPerRun(100, func() {
+		rel, _ := s.Acquire(context.Background(), 1, 4, time.Second, 0)
+		rel()
+	})
+	// The release closure and its once-flag; nothing more for a free slot.
+	if allocs > 2 {
+		t.Fatalf("a free slot costs %v allocations", allocs)
+	}
+}
+
+func BenchmarkSemaphore(b *testing.B) {
+	ctx := context.Background()
+	b.Run("unlimited", func(b *testing.B) {
+		s := NewSemaphores(clockwork.NewRealClock())
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				rel, _ := s.Acquire(ctx, 1, 0, time.Second, 0)
+				rel()
+			}
+		})
+	})
+	b.Run("acquire free slot", func(b *testing.B) {
+		s := NewSemaphores(clockwork.NewRealClock())
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				rel, ok := s.Acquire(ctx, 1, 1<<20, time.Second, 0)
+				if !ok {
+					b.Fatal("no slot")
+				}
+				rel()
+			}
+		})
+	})
+	b.Run("try acquire free slot", func(b *testing.B) {
+		s := NewSemaphores(clockwork.NewRealClock())
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				rel, ok := s.TryAcquire(1, 1<<20)
+				if !ok {
+					b.Fatal("no slot")
+				}
+				rel()
+			}
+		})
+	})
 }
