@@ -27,6 +27,7 @@ import (
 	"switchyard/services/clientkeys"
 	"switchyard/services/cluster"
 	"switchyard/services/errs"
+	"switchyard/services/globalcap"
 	"switchyard/services/health"
 	"switchyard/services/metrics"
 	"switchyard/services/oauth"
@@ -66,6 +67,8 @@ type App struct {
 	served   chan error
 	// accounts refreshes tokens in goroutines of its own, waited for before the database closes.
 	accounts *oauth.Service
+	// caps are the concurrency caps held in Redis; nil without --redis-url.
+	caps *globalcap.Limiter
 }
 
 // Start opens the database, builds every service and starts serving on cfg.Addr.
@@ -88,7 +91,16 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 	clock := clockOf(cfg)
 	rep := newReplication(cfg, st, log)
 	registry := buildReplicaRegistry(cfg, st, rep, clock, log)
-	res, err := buildResilience(ctx, clock, st, core, rep, registry, log)
+	caps, err := openCaps(cfg, registry, rep, log)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if !ok && caps != nil {
+			caps.Close()
+		}
+	}()
+	res, err := buildResilience(ctx, clock, st, core, rep, registry, caps, log)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +121,8 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 		return nil, err
 	}
 
-	a := &App{DB: st.db, Log: log, Inventory: eng.inventory, State: res.store, Traffic: tr, served: make(chan error, 1), accounts: accounts}
+	a := &App{DB: st.db, Log: log, Inventory: eng.inventory, State: res.store, Traffic: tr, served: make(chan error, 1), accounts: accounts,
+		caps: caps}
 	a.Echo, a.Routes, err = buildWeb(cfg, st, core, res, eng, accounts, tr, limiter, clock, &a.draining, rep.degraded, registry, log)
 	if err != nil {
 		return nil, err
@@ -215,6 +228,9 @@ func (a *App) Shutdown(grace time.Duration) error {
 		err = errors.Join(err, serr)
 	}
 	a.runners.stop()
+	if a.caps != nil {
+		a.caps.Close() // after the requests ended, so their slots went back first
+	}
 	a.accounts.Wait() // a refresh started by the last background work commits its token pair first
 	return errors.Join(err, a.DB.Close())
 }
@@ -395,7 +411,7 @@ type resilienceState struct {
 }
 
 func buildResilience(ctx context.Context, clock clockwork.Clock, st storage, c core, rep *replication, registry *replicas.Registry,
-	log *slog.Logger) (*resilienceState, error) {
+	caps *globalcap.Limiter, log *slog.Logger) (*resilienceState, error) {
 	sqlStore := statestore.NewSQLite(st.db, log)
 	saved, err := statestore.LoadResilience(ctx, sqlStore)
 	if err != nil {
@@ -433,7 +449,11 @@ func buildResilience(ctx context.Context, clock clockwork.Clock, st storage, c c
 			r.metrics.QueueWait(conn.Provider, conn.Label, outcome, waited)
 		}
 	})
-	r.semaphores = resilience.NewSemaphores(clock)
+	semOpt := resilience.SemaphoreOptions{Live: registry.Live}
+	if caps != nil {
+		semOpt.Shared = caps // only when set: a nil *Limiter in the interface would not be nil
+	}
+	r.semaphores = resilience.NewSemaphoresWith(clock, semOpt)
 	r.lanes = resilience.NewLanes(clock, func(s resilience.LaneState) { store.Put(statestore.LaneRecord(s)) })
 	r.lanes.Load(saved.Lanes)
 	r.usage = resilience.NewUsage(clock, func(u resilience.AccountUsage) { store.Put(statestore.UsageRecord(u)) })

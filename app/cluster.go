@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"switchyard/services/catalog"
 	"switchyard/services/clientkeys"
 	"switchyard/services/cluster"
+	"switchyard/services/globalcap"
 	"switchyard/services/metrics"
 	"switchyard/services/oauth"
 	"switchyard/services/replicas"
@@ -32,6 +34,8 @@ type replication struct {
 	id  string
 	bus *cluster.Bus
 	log *slog.Logger
+	// caps are the concurrency caps in Redis (nil without it), watched for the degraded state.
+	caps *globalcap.Limiter
 
 	// mu guards what the services fill in once they exist; the bus runs (and calls handle and
 	// resync) only after Start has built everything.
@@ -152,7 +156,8 @@ func (r *replication) connect(c core, res *resilienceState, accounts *oauth.Serv
 }
 
 // degraded names what this replica runs without now: "store" while the broadcast's listener
-// has lost the shared database (the store is then unreachable too). Nil on SQLite.
+// has lost the shared database (the store is then unreachable too), "redis" while the caps in
+// Redis cannot be reached (each replica enforces its share meanwhile). Nil on SQLite.
 func (r *replication) degraded() []string {
 	if r == nil {
 		return nil
@@ -161,7 +166,23 @@ func (r *replication) degraded() []string {
 	if !r.bus.Healthy() && r.bus.Err() != nil { // not before the first connection was tried
 		out = append(out, "store")
 	}
+	if r.caps != nil && !r.caps.Healthy() {
+		out = append(out, "redis")
+	}
 	return out
+}
+
+// openCaps connects the concurrency caps to Redis when --redis-url is set (nil otherwise).
+func openCaps(cfg Config, registry *replicas.Registry, rep *replication, log *slog.Logger) (*globalcap.Limiter, error) {
+	if cfg.RedisURL == "" {
+		return nil, nil
+	}
+	caps, err := globalcap.Open(cfg.RedisURL, globalcap.Options{Replica: registry.ID(), Log: log})
+	if err != nil {
+		return nil, fmt.Errorf("SWITCHYARD_REDIS_URL: %w", err)
+	}
+	rep.caps = caps
+	return caps, nil
 }
 
 // buildReplicaRegistry is the list of replicas sharing the store, kept by heartbeats (run only
@@ -175,7 +196,10 @@ func buildReplicaRegistry(cfg Config, st storage, rep *replication, clock clockw
 		Self: replicas.Self{Name: host + " " + cfg.Addr, Addr: cfg.Addr, Version: Version, CapMode: replicas.ModeSingle}}
 	if rep != nil {
 		opt.Self.CapMode = replicas.ModeShare
-		opt.ID = rep.id // one id for the broadcast, the leases, the registry and the metrics
+		if cfg.RedisURL != "" {
+			opt.Self.CapMode = replicas.ModeRedis
+		}
+		opt.ID = rep.id // one id for the broadcast, the leases, the registry, the caps and the metrics
 	}
 	return replicas.New(opt)
 }

@@ -28,8 +28,11 @@ type Config struct {
 	// DatabaseURL, when set (postgres://…), puts the store in PostgreSQL instead of
 	// DataDir/switchyard.db: the one store several replicas share.
 	DatabaseURL string
-	LogLevel    string
-	LogFormat   string
+	// RedisURL, when set (redis://…), holds every connection's max_concurrent and queue depth
+	// across the replicas in Redis, as leases that expire with a replica that dies.
+	RedisURL  string
+	LogLevel  string
+	LogFormat string
 	// AdminPassword, AdminToken and SecretKey come from the environment only.
 	AdminPassword string
 	AdminToken    string
@@ -116,6 +119,8 @@ func ParseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 	fs.StringVar(&c.DataDir, "data-dir", env("SWITCHYARD_DATA_DIR", "./data"), "data directory holding switchyard.db (SWITCHYARD_DATA_DIR)")
 	fs.StringVar(&c.DatabaseURL, "database-url", env("SWITCHYARD_DATABASE_URL", ""),
 		"postgres://… URL of a PostgreSQL database to keep everything in instead of the data dir's SQLite file; replicas sharing one database share providers, keys, settings and resilience state (SWITCHYARD_DATABASE_URL)")
+	fs.StringVar(&c.RedisURL, "redis-url", env("SWITCHYARD_REDIS_URL", ""),
+		"redis:// URL of a Redis that holds the concurrency caps of the replicas sharing --database-url, so max_concurrent and the queue depth hold across all of them (SWITCHYARD_REDIS_URL)")
 	fs.StringVar(&c.LogLevel, "log-level", env("SWITCHYARD_LOG_LEVEL", "info"), "debug, info, warn or error (SWITCHYARD_LOG_LEVEL)")
 	fs.StringVar(&c.LogFormat, "log-format", env("SWITCHYARD_LOG_FORMAT", "text"), "text or json (SWITCHYARD_LOG_FORMAT)")
 	fs.Int64Var(&c.MaxBodyMiB, "max-body-mib", envInt(lookupEnv, "SWITCHYARD_MAX_BODY_MIB", 32),
@@ -210,6 +215,9 @@ Environment only:
 		if strings.TrimSpace(c.SecretKey) == "" {
 			return c, cmd, errors.New("SWITCHYARD_SECRET_KEY must be set with --database-url: every replica sharing the database must seal and open credentials with the same key")
 		}
+	}
+	if c.RedisURL != "" && c.DatabaseURL == "" {
+		return c, cmd, errors.New("--redis-url needs --database-url: Redis holds the caps of replicas that share a PostgreSQL store")
 	}
 	switch c.LogFormat {
 	case "text", "json":

@@ -316,3 +316,56 @@ func TestReplicasRideOutADatabaseOutage(t *testing.T) {
 		return doc["values"].(map[string]any)["retry"].(map[string]any)["max_backoff_ms"] == 8000.0
 	})
 }
+
+// With Redis, a connection's max_concurrent holds across the replicas: 30 requests spread over
+// three replicas never put more than 2 on the upstream at once, and every one is served. The
+// dashboard says the caps are global.
+func TestReplicasHoldMaxConcurrentInRedis(t *testing.T) {
+	var inFlight, peak atomic.Int32
+	up := testenv.NewFakeUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		n := inFlight.Add(1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		time.Sleep(20 * time.Millisecond) // a slow upstream (real time: the upstream is not the gateway)
+		inFlight.Add(-1)
+		testenv.JSONAnswer(testenv.CompletionJSON)(w, r)
+	})
+	rs := testenv.NewReplicas(t, 3, map[string]string{"SWITCHYARD_REDIS_URL": dbtest.Redis(t)})
+	a := rs[0]
+	a.AddProvider("up", up.URL+"/v1")
+	id := a.AddConnection("up", "main", "sk-main", 0)
+	a.MustAPI("PATCH", "/api/connections/"+itoa(id), map[string]any{"max_concurrent": 2}, 200)
+	a.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"request_queue": map[string]any{"max_wait_ms": 60_000}}, 200)
+	key := a.NewKey()
+	for _, e := range rs {
+		e.WaitModels(key, "up/gpt-test")
+	}
+	var wg sync.WaitGroup
+	statuses := make(chan int, 30)
+	for i := range 30 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rs[i%3].Chat(context.Background(), key, testenv.ChatBody)
+			testenv.ReadAll(t, r)
+			statuses <- r.StatusCode
+		}()
+	}
+	wg.Wait()
+	close(statuses)
+	for st := range statuses {
+		if st != 200 {
+			t.Fatalf("a request answered %d", st)
+		}
+	}
+	if p := peak.Load(); p > 2 || p == 0 {
+		t.Fatalf("the upstream saw %d requests at once across three replicas, want at most 2", p)
+	}
+	resp, err := a.Login().Get(a.Base + "/overview/replicas")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if page := testenv.ReadAll(t, resp); !strings.Contains(page, "Global caps in Redis") {
+		t.Fatal("the Replicas panel does not say the caps are held in Redis")
+	}
+}
