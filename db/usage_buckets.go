@@ -31,6 +31,29 @@ const UsageBucketSeconds = 900
 const usageCols = `bucket, key_id, provider, model, connection_id, requests, errors, input_tokens, output_tokens,
 	cache_read_tokens, cache_write_tokens, reasoning_tokens, cost_usd, unpriced`
 
+// AddUsageBuckets adds sums to the stored buckets with the same bucket, key, provider, model and
+// connection (creating those that do not exist): replicas sharing a store each add what they
+// counted.
+func AddUsageBuckets(ctx context.Context, q Querier, rows []UsageBucket) error {
+	for _, r := range rows {
+		if _, err := q.ExecContext(ctx, `INSERT INTO usage_buckets (`+usageCols+`)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (bucket, key_id, provider, model, connection_id) DO UPDATE SET
+			requests = usage_buckets.requests + excluded.requests, errors = usage_buckets.errors + excluded.errors,
+			input_tokens = usage_buckets.input_tokens + excluded.input_tokens,
+			output_tokens = usage_buckets.output_tokens + excluded.output_tokens,
+			cache_read_tokens = usage_buckets.cache_read_tokens + excluded.cache_read_tokens,
+			cache_write_tokens = usage_buckets.cache_write_tokens + excluded.cache_write_tokens,
+			reasoning_tokens = usage_buckets.reasoning_tokens + excluded.reasoning_tokens,
+			cost_usd = usage_buckets.cost_usd + excluded.cost_usd, unpriced = usage_buckets.unpriced + excluded.unpriced`,
+			r.Bucket, r.KeyID, r.Provider, r.Model, r.ConnectionID, r.Requests, r.Errors, r.InputTokens, r.OutputTokens,
+			r.CacheReadTokens, r.CacheWriteTokens, r.ReasoningTokens, r.CostUSD, r.Unpriced); err != nil {
+			return fmt.Errorf("add usage bucket %d: %w", r.Bucket, err)
+		}
+	}
+	return nil
+}
+
 // UpsertUsageBuckets writes buckets, replacing the stored ones with the same bucket, key,
 // provider, model and connection (the caller holds the whole bucket's sums).
 func UpsertUsageBuckets(ctx context.Context, q Querier, rows []UsageBucket) error {

@@ -177,13 +177,13 @@ type Service struct {
 	writer    *db.RequestLogWriter // prepared at the first flush that writes rows
 	lastPrune time.Time
 
-	mu      sync.Mutex // guards minutes, dirty, usage and usageDirty
+	mu      sync.Mutex // guards minutes, dirty, usage and usageDelta
 	minutes map[int64]map[dim]*cell
 	dirty   map[cellKey]struct{}
 	// usage are the newest usage buckets (usageKeep of them), the ones changed since the last
-	// flush in usageDirty.
+	// flush: usageDelta holds, per bucket, what was added since the last committed flush.
 	usage      map[usageKey]*db.UsageBucket
-	usageDirty map[usageKey]struct{}
+	usageDelta map[usageKey]*db.UsageBucket
 }
 
 // New loads the newest request id and the last day of aggregates.
@@ -204,7 +204,7 @@ func New(ctx context.Context, opt Options) (*Service, error) {
 		opt.Clock = clockwork.NewRealClock()
 	}
 	s := &Service{opt: opt, wake: make(chan struct{}, 1), syncs: make(chan chan error), minutes: map[int64]map[dim]*cell{}, dirty: map[cellKey]struct{}{},
-		usage: map[usageKey]*db.UsageBucket{}, usageDirty: map[usageKey]struct{}{}}
+		usage: map[usageKey]*db.UsageBucket{}, usageDelta: map[usageKey]*db.UsageBucket{}}
 	if err := s.loadUsage(ctx); err != nil {
 		return nil, err
 	}
@@ -424,7 +424,7 @@ func (s *Service) flush(ctx context.Context) error {
 		minutes = append(minutes, db.TrafficMinute{Minute: k.Minute, Provider: k.Provider, KeyID: k.KeyID, Data: string(b)})
 	}
 	clear(s.dirty)
-	usage := s.dirtyUsage()
+	usage := s.takeUsage()
 	s.mu.Unlock()
 	now := s.now()
 	prune := now.Sub(s.lastPrune) >= time.Minute
@@ -457,7 +457,7 @@ func (s *Service) flush(ctx context.Context) error {
 		if err := db.UpsertTrafficMinutes(ctx, tx, minutes); err != nil {
 			return err
 		}
-		if err := db.UpsertUsageBuckets(ctx, tx, usage); err != nil {
+		if err := db.AddUsageBuckets(ctx, tx, usage); err != nil {
 			return err
 		}
 		if !prune {
@@ -476,6 +476,7 @@ func (s *Service) flush(ctx context.Context) error {
 		return db.PruneTrafficMinutes(ctx, tx, now.Unix()/60-2*24*60)
 	})
 	if err != nil {
+		s.restoreUsage(usage) // spend must not be lost with a store that is away for a while
 		s.opt.Log.Error("write request log", "error", err, "entries", len(rows))
 		return fmt.Errorf("write request log: %w", err)
 	}

@@ -50,11 +50,18 @@ func (s *Service) addUsage(e *Entry) {
 		ConnectionID: e.ConnectionID}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b := s.usage[k]
-	if b == nil {
-		b = &db.UsageBucket{Bucket: k.Bucket, KeyID: k.KeyID, Provider: k.Provider, Model: k.Model, ConnectionID: k.ConnectionID}
-		s.usage[k] = b
+	for _, m := range []map[usageKey]*db.UsageBucket{s.usage, s.usageDelta} {
+		b := m[k]
+		if b == nil {
+			b = &db.UsageBucket{Bucket: k.Bucket, KeyID: k.KeyID, Provider: k.Provider, Model: k.Model, ConnectionID: k.ConnectionID}
+			m[k] = b
+		}
+		countUsage(b, e)
 	}
+}
+
+// countUsage adds an entry to a bucket's sums.
+func countUsage(b *db.UsageBucket, e *Entry) {
 	b.Requests++
 	if _, bad := ClassOf(e.Status, e.ErrorCode); bad {
 		b.Errors++
@@ -69,19 +76,41 @@ func (s *Service) addUsage(e *Entry) {
 	} else if e.InputTokens+e.OutputTokens > 0 {
 		b.Unpriced++
 	}
-	s.usageDirty[k] = struct{}{}
 }
 
-// dirtyUsage takes the changed buckets for a flush; the caller holds mu.
-func (s *Service) dirtyUsage() []db.UsageBucket {
-	out := make([]db.UsageBucket, 0, len(s.usageDirty))
-	for k := range s.usageDirty {
-		if b := s.usage[k]; b != nil {
-			out = append(out, *b)
-		}
+// takeUsage takes what was added to the buckets since the last flush, for the flush to add to
+// the stored sums (replicas sharing a store add to the same buckets, so none writes its own
+// totals over another's); the caller holds mu. A failed flush gives it back (restoreUsage).
+func (s *Service) takeUsage() []db.UsageBucket {
+	out := make([]db.UsageBucket, 0, len(s.usageDelta))
+	for _, b := range s.usageDelta {
+		out = append(out, *b)
 	}
-	clear(s.usageDirty)
+	clear(s.usageDelta)
 	return out
+}
+
+// restoreUsage puts back increments a failed flush did not write, so the next one does.
+func (s *Service) restoreUsage(list []db.UsageBucket) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, d := range list {
+		k := usageKey{d.Bucket, d.KeyID, d.Provider, d.Model, d.ConnectionID}
+		b := s.usageDelta[k]
+		if b == nil {
+			b = &db.UsageBucket{Bucket: d.Bucket, KeyID: d.KeyID, Provider: d.Provider, Model: d.Model, ConnectionID: d.ConnectionID}
+			s.usageDelta[k] = b
+		}
+		b.Requests += d.Requests
+		b.Errors += d.Errors
+		b.InputTokens += d.InputTokens
+		b.OutputTokens += d.OutputTokens
+		b.CacheReadTokens += d.CacheReadTokens
+		b.CacheWriteTokens += d.CacheWriteTokens
+		b.ReasoningTokens += d.ReasoningTokens
+		b.CostUSD += d.CostUSD
+		b.Unpriced += d.Unpriced
+	}
 }
 
 // forgetOldUsage drops buckets no entry is added to any more (they are written).
@@ -90,7 +119,7 @@ func (s *Service) forgetOldUsage(now time.Time) {
 	s.mu.Lock()
 	for k := range s.usage {
 		if k.Bucket < oldest {
-			if _, dirty := s.usageDirty[k]; !dirty {
+			if _, unwritten := s.usageDelta[k]; !unwritten {
 				delete(s.usage, k)
 			}
 		}
