@@ -161,6 +161,17 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 	a.server = &http.Server{Handler: a.Echo, ReadHeaderTimeout: readTimeout(cfg), IdleTimeout: 120 * time.Second,
 		ConnState: guard.ConnState, ConnContext: guard.ConnContext, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	a.runners.start()
+	if rep != nil {
+		// The first resynchronisation (once LISTEN is in place) loads the store over memory: it
+		// is done before any request is served, or it could undo what a request just changed.
+		select {
+		case <-rep.bus.Listening():
+		case <-time.After(15 * time.Second):
+			a.runners.stop()
+			ln.Close()
+			return nil, fmt.Errorf("cannot listen for the other replicas' changes: %v", rep.bus.Err())
+		}
+	}
 	go func() { a.served <- a.server.Serve(guard.Listener(web.MalformedRequestListener(ln, log))) }()
 	log.Info("switchyard listening", "addr", "http://"+a.Addr, "version", Version, "data_dir", cfg.DataDir)
 	ok = true
