@@ -116,7 +116,11 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 
 	hooks := webhooks.New(webhooks.Options{Clock: clock, Log: log, OnOutcome: res.metrics.WebhookDelivery,
 		Secret: func() string { _, secret := core.prices.Webhook(); return secret }})
-	limiter, err := buildLimiter(ctx, clock, tr, core.keys, core.prices, budgetAnnouncer(hooks, core.keys, core.prices), log)
+	var once func(spend.Crossing) bool
+	if rep != nil {
+		once = rep.onceAcrossReplicas(st.db)
+	}
+	limiter, err := buildLimiter(ctx, clock, tr, core.keys, core.prices, budgetAnnouncer(hooks, core.keys, core.prices, once), log)
 	if err != nil {
 		return nil, err
 	}
@@ -131,6 +135,9 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 	a.runners.add("state store", res.store.Run)
 	if rep != nil {
 		rep.connect(core, res, accounts)
+		a.runners.add("key use broadcast", rep.shareKeyUse(limiter, core.keys, registry.Live, func(ctx context.Context) (day, month map[int64]float64, err error) {
+			return spendSince(ctx, limiter, tr, nil, false)
+		}))
 		a.runners.add("replica broadcast", rep.bus.Run)
 		a.runners.add("replica heartbeat", registry.Run)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"sync"
 	"time"
 
@@ -47,13 +48,17 @@ type replication struct {
 	reload map[string]func(context.Context) error
 	// reloadOrder is the order a resync reloads the parts in: the catalog before what names it.
 	reloadOrder []string
+	// data applies the messages of a topic that carry data rather than announce a change (key
+	// use), by topic.
+	data map[string]func(json.RawMessage) error
 }
 
 func newReplication(cfg Config, st storage, log *slog.Logger) *replication {
 	if st.db.Dialect != db.Postgres {
 		return nil
 	}
-	r := &replication{id: secrets.RandomToken(9), log: log, reload: map[string]func(context.Context) error{}}
+	r := &replication{id: secrets.RandomToken(9), log: log, reload: map[string]func(context.Context) error{},
+		data: map[string]func(json.RawMessage) error{}}
 	r.bus = cluster.New(cluster.Options{URL: cfg.DatabaseURL, Replica: r.id, Log: log, Handle: r.handle, Resync: r.resync})
 	return r
 }
@@ -89,8 +94,14 @@ func (r *replication) publish(rec statestore.Record) {
 // handle applies a change another replica made.
 func (r *replication) handle(m cluster.Message) {
 	r.mu.Lock()
-	tables, reload := r.tables, r.reload[m.Topic]
+	tables, reload, data := r.tables, r.reload[m.Topic], r.data[m.Topic]
 	r.mu.Unlock()
+	if data != nil {
+		if err := data(m.Value); err != nil {
+			r.log.Warn("replica broadcast: cannot apply a message", "topic", m.Topic, "from", m.From, "error", err)
+		}
+		return
+	}
 	if m.Topic == cluster.TopicState {
 		if err := tables.Apply(statestore.Kind(m.Kind), m.ID, m.Value); err != nil {
 			r.log.Warn("replica broadcast: cannot apply a record", "kind", m.Kind, "from", m.From, "error", err)
@@ -125,6 +136,97 @@ func (r *replication) resync(ctx context.Context) error {
 	return tables.ApplyStored(ctx, store)
 }
 
+// keyUseTopic carries what client keys did on a replica (spend.KeyDelta lists), so that their
+// limits hold across the replicas; keyUseEvery is how often a replica tells, and keyUsePerMessage
+// bounds a message below NOTIFY's payload limit.
+const (
+	keyUseTopic      = "keyuse"
+	keyUseEvery      = 100 * time.Millisecond
+	keyUsePerMessage = 80
+)
+
+// shareKeyUse makes each client key's limits (requests and tokens per minute, daily and monthly
+// budgets) hold across the replicas: what keys do here is told to the others every keyUseEvery,
+// and what they tell is counted here. After a resynchronisation (a listener that was away may
+// have missed some), each key's spend of the day and month is raised to at least the stored
+// one. A key's max_parallel is held to this replica's share of it, ceil(n ÷ live replicas). The
+// returned loop publishes until ctx ends.
+func (r *replication) shareKeyUse(l *spend.Limiter, keys *clientkeys.Service, live func() int,
+	stored func(context.Context) (day, month map[int64]float64, err error)) func(context.Context) {
+	l.Share(live)
+	r.mu.Lock()
+	r.data[keyUseTopic] = func(v json.RawMessage) error {
+		var ds []spend.KeyDelta
+		if err := json.Unmarshal(v, &ds); err != nil {
+			return err
+		}
+		l.Absorb(ds, keys.LimitsOf)
+		return nil
+	}
+	r.mu.Unlock()
+	r.onTopic(keyUseTopic, func(ctx context.Context) error {
+		day, month, err := stored(ctx)
+		if err != nil {
+			return err
+		}
+		l.Raise(day, month)
+		return nil
+	})
+	return func(ctx context.Context) {
+		t := time.NewTicker(keyUseEvery) // a cadence of the broadcast, not a policy: real time
+		defer t.Stop()
+		var seq uint64
+		tell := func() {
+			if !r.bus.Healthy() {
+				return // kept in the limiter until the store is back: nothing queues up meanwhile
+			}
+			ds := l.TakeDeltas()
+			for len(ds) > 0 {
+				n := min(len(ds), keyUsePerMessage)
+				v, err := json.Marshal(ds[:n])
+				if err != nil {
+					r.log.Warn("replica broadcast: key use not encodable", "error", err)
+					return
+				}
+				seq++ // every message its own identity: the bus coalesces messages of one identity
+				r.bus.Publish(cluster.Message{Topic: keyUseTopic, ID: json.RawMessage(strconv.FormatUint(seq, 10)), Value: v})
+				ds = ds[n:]
+			}
+		}
+		for {
+			select {
+			case <-ctx.Done():
+				tell()
+				return
+			case <-t.C:
+				tell()
+			}
+		}
+	}
+}
+
+// onceAcrossReplicas reports whether this replica is the one to announce a budget crossing:
+// the first to take the crossing's lease in the shared store, held until the budget's period
+// ends. A store that cannot answer lets it announce: twice rather than never.
+func (r *replication) onceAcrossReplicas(d *db.DB) func(spend.Crossing) bool {
+	return func(c spend.Crossing) bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		name := fmt.Sprintf("budget:%d:%s:%d:%d", c.KeyID, c.Budget, c.Threshold, c.PeriodStart.Unix())
+		now := time.Now()
+		until := c.ResetsAt
+		if until.Before(now.Add(time.Minute)) {
+			until = now.Add(time.Minute)
+		}
+		ok, err := db.TryLease(ctx, d.W, name, r.id, now.UnixMilli(), until.UnixMilli())
+		if err != nil {
+			r.log.Warn("budget crossing: cannot tell whether another replica announced it; announcing", "key", c.KeyID, "error", err)
+			return true
+		}
+		return ok
+	}
+}
+
 // configPart is one part of the configuration the replicas share: its services reload it, and
 // tell when they committed a change of it.
 type configPart interface {
@@ -142,7 +244,7 @@ func (r *replication) connect(c core, res *resilienceState, accounts *oauth.Serv
 		// The catalog first: the keys, combos and settings name what it holds.
 		{catalog.Topic, c.catalog}, {clientkeys.Topic, c.keys}, {settings.Topic, c.settings},
 		{settings.OAuthTopic, c.oauthSettings}, {routing.Topic, c.combos}, {spend.Topic, c.prices},
-		{sessions.Topic, c.sessions},
+		{sessions.Topic, c.sessions}, {routing.LeaseTopic, res.leases},
 	}
 	for _, p := range parts {
 		r.onTopic(p.topic, p.part.Reload)
@@ -177,7 +279,7 @@ func openCaps(cfg Config, registry *replicas.Registry, rep *replication, log *sl
 	if cfg.RedisURL == "" {
 		return nil, nil
 	}
-	caps, err := globalcap.Open(cfg.RedisURL, globalcap.Options{Replica: registry.ID(), Log: log})
+	caps, err := globalcap.Open(cfg.RedisURL, globalcap.Options{Replica: registry.ID(), LeaseTTL: cfg.CapLeaseTTL, Log: log})
 	if err != nil {
 		return nil, fmt.Errorf("SWITCHYARD_REDIS_URL: %w", err)
 	}

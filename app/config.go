@@ -15,6 +15,7 @@ import (
 
 	"switchyard/db"
 	"switchyard/services/auth"
+	"switchyard/services/globalcap"
 	"switchyard/web"
 )
 
@@ -30,9 +31,12 @@ type Config struct {
 	DatabaseURL string
 	// RedisURL, when set (redis://…), holds every connection's max_concurrent and queue depth
 	// across the replicas in Redis, as leases that expire with a replica that dies.
-	RedisURL  string
-	LogLevel  string
-	LogFormat string
+	RedisURL string
+	// CapLeaseTTL is how long a concurrency slot held in Redis outlives its replica's last
+	// renewal: the longest a replica that dies keeps its slots (default 15 s).
+	CapLeaseTTL time.Duration
+	LogLevel    string
+	LogFormat   string
 	// AdminPassword, AdminToken and SecretKey come from the environment only.
 	AdminPassword string
 	AdminToken    string
@@ -113,6 +117,7 @@ func ParseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 	grace, graceErr := time.ParseDuration(env("SWITCHYARD_SHUTDOWN_GRACE", "30s"))
 	readTimeout, readErr := time.ParseDuration(env("SWITCHYARD_READ_TIMEOUT", DefaultReadTimeout.String()))
 	anonIdle, anonIdleErr := time.ParseDuration(env("SWITCHYARD_ANONYMOUS_IDLE_TIMEOUT", DefaultAnonymousIdleTimeout.String()))
+	capTTL, capTTLErr := time.ParseDuration(env("SWITCHYARD_CAP_LEASE_TTL", globalcap.DefaultLeaseTTL.String()))
 	fs := flag.NewFlagSet("switchyard", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.Addr, "addr", env("SWITCHYARD_ADDR", "127.0.0.1:8080"), "listen address (SWITCHYARD_ADDR)")
@@ -121,6 +126,8 @@ func ParseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 		"postgres://… URL of a PostgreSQL database to keep everything in instead of the data dir's SQLite file; replicas sharing one database share providers, keys, settings and resilience state (SWITCHYARD_DATABASE_URL)")
 	fs.StringVar(&c.RedisURL, "redis-url", env("SWITCHYARD_REDIS_URL", ""),
 		"redis:// URL of a Redis that holds the concurrency caps of the replicas sharing --database-url, so max_concurrent and the queue depth hold across all of them (SWITCHYARD_REDIS_URL)")
+	fs.DurationVar(&c.CapLeaseTTL, "cap-lease-ttl", capTTL,
+		"how long a concurrency slot held in Redis outlives its replica's last renewal, so the longest a replica that dies keeps its slots; 1s to 5m (SWITCHYARD_CAP_LEASE_TTL)")
 	fs.StringVar(&c.LogLevel, "log-level", env("SWITCHYARD_LOG_LEVEL", "info"), "debug, info, warn or error (SWITCHYARD_LOG_LEVEL)")
 	fs.StringVar(&c.LogFormat, "log-format", env("SWITCHYARD_LOG_FORMAT", "text"), "text or json (SWITCHYARD_LOG_FORMAT)")
 	fs.Int64Var(&c.MaxBodyMiB, "max-body-mib", envInt(lookupEnv, "SWITCHYARD_MAX_BODY_MIB", 32),
@@ -170,6 +177,12 @@ Environment only:
 	}
 	if anonIdleErr != nil {
 		return c, cmd, fmt.Errorf("SWITCHYARD_ANONYMOUS_IDLE_TIMEOUT: %w", anonIdleErr)
+	}
+	if capTTLErr != nil {
+		return c, cmd, fmt.Errorf("SWITCHYARD_CAP_LEASE_TTL: %w", capTTLErr)
+	}
+	if c.CapLeaseTTL < time.Second || c.CapLeaseTTL > 5*time.Minute {
+		return c, cmd, fmt.Errorf("--cap-lease-ttl must be between 1s and 5m, not %s", c.CapLeaseTTL)
 	}
 	if c.AnonymousIdleTimeout <= 0 {
 		return c, cmd, fmt.Errorf("--anonymous-idle-timeout must be positive, not %s", c.AnonymousIdleTimeout)

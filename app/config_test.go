@@ -177,3 +177,20 @@ func TestAdminTokenLength(t *testing.T) {
 		}
 	}
 }
+
+// The lease time of slots held in Redis is 15 s unless set, between 1 s and 5 min.
+func TestCapLeaseTTL(t *testing.T) {
+	cfg, _, err := ParseConfig(nil, envOf(nil), &bytes.Buffer{})
+	if err != nil || cfg.CapLeaseTTL != 15*time.Second {
+		t.Fatalf("default: %v %v", cfg.CapLeaseTTL, err)
+	}
+	cfg, _, err = ParseConfig([]string{"--cap-lease-ttl", "2s"}, envOf(map[string]string{"SWITCHYARD_CAP_LEASE_TTL": "1m"}), &bytes.Buffer{})
+	if err != nil || cfg.CapLeaseTTL != 2*time.Second {
+		t.Fatalf("flag over env: %v %v", cfg.CapLeaseTTL, err)
+	}
+	for _, v := range []string{"500ms", "6m", "soon"} {
+		if _, _, err := ParseConfig(nil, envOf(map[string]string{"SWITCHYARD_CAP_LEASE_TTL": v}), &bytes.Buffer{}); err == nil {
+			t.Errorf("SWITCHYARD_CAP_LEASE_TTL=%s accepted", v)
+		}
+	}
+}

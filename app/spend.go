@@ -67,9 +67,13 @@ func spendSince(ctx context.Context, l *spend.Limiter, tr *traffic.Service, loc 
 }
 
 // budgetAnnouncer sends each budget threshold a key's spend crosses to the key's webhook and the
-// gateway-wide one of the prices settings, once each, off the request path.
-func budgetAnnouncer(sender *webhooks.Sender, keys *clientkeys.Service, prices *spend.PriceService) func(spend.Crossing) {
+// gateway-wide one of the prices settings, once each, off the request path. With several
+// replicas, once (nil on one) tells which of them announces a crossing each counted.
+func budgetAnnouncer(sender *webhooks.Sender, keys *clientkeys.Service, prices *spend.PriceService, once func(spend.Crossing) bool) func(spend.Crossing) {
 	return func(c spend.Crossing) {
+		if once != nil && !once(c) {
+			return
+		}
 		loc := c.PeriodStart.Location()
 		ev := webhooks.NewBudgetEvent(webhooks.BudgetCrossed{KeyID: c.KeyID, KeyName: keys.NameOf(c.KeyID), Budget: c.Budget,
 			Threshold: c.Threshold, SpendUSD: c.SpendUSD, BudgetUSD: c.BudgetUSD, PeriodStart: c.PeriodStart,

@@ -33,6 +33,8 @@ type process struct {
 	// env and store are the process's store (testenv.ProcessStore), set by newProcess.
 	env   []string
 	store string
+	// args are further flags of every start.
+	args []string
 }
 
 // newProcess is a gateway binary on a fresh data directory and store, not started yet.
@@ -46,7 +48,7 @@ func (p *process) start() {
 	p.t.Helper()
 	addr := freeAddr(p.t)
 	p.base = "http://" + addr
-	p.cmd = exec.Command(p.bin, "serve", "--addr", addr, "--data-dir", p.dir, "--log-level", "warn")
+	p.cmd = exec.Command(p.bin, append([]string{"serve", "--addr", addr, "--data-dir", p.dir, "--log-level", "warn"}, p.args...)...)
 	p.cmd.Env = append(append(os.Environ(), p.env...), "SWITCHYARD_ADMIN_TOKEN="+testenv.AdminToken, "SWITCHYARD_ADMIN_PASSWORD="+testenv.Password)
 	p.cmd.Stderr = os.Stderr
 	if err := p.cmd.Start(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -368,4 +369,223 @@ func TestReplicasHoldMaxConcurrentInRedis(t *testing.T) {
 	if page := testenv.ReadAll(t, resp); !strings.Contains(page, "Global caps in Redis") {
 		t.Fatal("the Replicas panel does not say the caps are held in Redis")
 	}
+}
+
+// Two replica binaries share one PostgreSQL and one Redis; a connection takes two requests at a
+// time. Replica A holds both slots with two streams the upstream keeps open; a request on B
+// waits in line. A is killed with SIGKILL: no release, no goodbye. B's request must reach the
+// upstream once A's leases run out (--cap-lease-ttl 1s), not later.
+func TestKilledReplicaFreesItsSlots(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills the real binary")
+	}
+	const ttl = time.Second
+	arrived := make(chan time.Time, 8)
+	up := testenv.NewFakeUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		arrived <- time.Now()
+		b, _ := io.ReadAll(r.Body)
+		if !strings.Contains(string(b), `"stream":true`) {
+			testenv.JSONAnswer(testenv.CompletionJSON)(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, testenv.SSEChunks[0]+"\n\n"+testenv.SSEChunks[1]+"\n\n") // content: the stream is under way
+		http.NewResponseController(w).Flush()
+		<-r.Context().Done() // held until the replica that opened it dies
+	})
+	url, redis := dbtest.Postgres(t), dbtest.Redis(t)
+	bin := buildBinary(t)
+	replica := func() *process {
+		p := &process{t: t, bin: bin, dir: t.TempDir(), store: url, args: []string{"--cap-lease-ttl", ttl.String()},
+			env: []string{"SWITCHYARD_DATABASE_URL=" + url, "SWITCHYARD_SECRET_KEY=" + testenv.SecretKey, "SWITCHYARD_REDIS_URL=" + redis}}
+		p.start()
+		return p
+	}
+	a, b := replica(), replica()
+	a.admin("POST", "/api/providers", map[string]any{"name": "up", "type": "openai-compatible", "base_url": up.URL + "/v1"}, 201)
+	a.admin("POST", "/api/connections", map[string]any{"provider": "up", "name": "main", "auth_type": "api_key",
+		"api_key": "sk-main", "max_concurrent": 2}, 201)
+	a.admin("PATCH", "/api/settings/resilience", map[string]any{"request_queue": map[string]any{"max_wait_ms": 30_000}}, 200)
+	key := a.admin("POST", "/api/keys", map[string]any{"name": "kill"}, 201)["key"].(string)
+	a.waitModel(key, "up/gpt-test")
+	b.waitModel(key, "up/gpt-test")
+
+	for range 2 { // A's two streams: each holds a slot once its first event is through
+		body := strings.Replace(testenv.ChatBody, `"model"`, `"stream":true,"model"`, 1)
+		req, _ := http.NewRequest("POST", a.base+"/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		if resp.StatusCode != 200 {
+			t.Fatalf("stream on A: %d %s", resp.StatusCode, testenv.ReadAll(t, resp))
+		}
+		if _, err := resp.Body.Read(make([]byte, 64)); err != nil {
+			t.Fatalf("stream on A sent nothing: %v", err)
+		}
+		<-arrived
+	}
+
+	answered := make(chan int, 1)
+	go func() { answered <- b.chat(key) }()
+	select { // A renews its leases: B waits across several lease times
+	case at := <-arrived:
+		t.Fatalf("B's request reached the upstream %v before A died, past max_concurrent 2", time.Since(at))
+	case <-time.After(3 * ttl):
+	}
+	a.kill()
+	killed := time.Now()
+	select {
+	case at := <-arrived:
+		waited := at.Sub(killed)
+		t.Logf("B's request reached the upstream %v after the kill (lease time %v)", waited, ttl)
+		if waited > 3*ttl { // the lease time, a waiter's next look (a third of it) and a busy machine's slack
+			t.Fatalf("A's slots came free %v after the kill, lease time %v", waited, ttl)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("A's slots never came free after the kill")
+	}
+	if st := <-answered; st != 200 {
+		t.Fatalf("B's request answered %d", st)
+	}
+}
+
+// A key's limits hold across the replicas, not per replica: three requests spread over three
+// replicas use up a limit of three a minute everywhere, and a daily budget of $2 spent half on
+// each of two replicas is spent on the third; each budget threshold is announced once, by one
+// replica.
+func TestReplicasShareKeyLimits(t *testing.T) {
+	var mu sync.Mutex
+	var hooks []string
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		hooks = append(hooks, string(b))
+		mu.Unlock()
+	}))
+	t.Cleanup(hook.Close)
+	up := testenv.NewFakeUpstream(t, testenv.JSONAnswer(testenv.CompletionJSON))
+	rs := testenv.NewReplicas(t, 3, nil)
+	a := rs[0]
+	a.AddProvider("up", up.URL+"/v1")
+	a.AddConnection("up", "main", "sk-main", 0)
+	key, id := limitedKey(a, "agent", map[string]any{"rpm_limit": 3, "daily_budget_usd": 2, "budget_webhook_url": hook.URL})
+	for _, e := range rs {
+		e.WaitModels(key, "up/gpt-test")
+	}
+	setPrice(a, "up/gpt-test", 100000, 100000, 0, 0) // $0.50 a request
+	eventually(t, "the price reaches every replica", func() bool {
+		for _, e := range rs {
+			m, _ := e.MustAPI("GET", "/api/settings/prices", nil, 200)["models"].(map[string]any)
+			if m["up/gpt-test"] == nil {
+				return false
+			}
+		}
+		return true
+	})
+	seen := func(e *testenv.Env, requests, spend float64) bool {
+		u := keyUse(e, id)
+		return u["requests_last_minute"] == requests && near(u["day_spend_usd"].(float64), spend)
+	}
+	for i, e := range rs { // one request on each replica; each sees those before it
+		r := e.Chat(context.Background(), key, testenv.ChatBody)
+		if b := testenv.ReadAll(t, r); r.StatusCode != 200 {
+			t.Fatalf("request %d on replica %d: %d %s", i+1, i, r.StatusCode, b)
+		}
+		took := eventually(t, "every replica counts the key's requests and spend", func() bool {
+			for _, o := range rs {
+				if !seen(o, float64(i+1), 0.5*float64(i+1)) {
+					return false
+				}
+			}
+			return true
+		})
+		t.Logf("request %d counted on every replica after %v", i+1, took)
+	}
+	r := a.Chat(context.Background(), key, testenv.ChatBody)
+	if ref := readRefusal(t, r); ref.Diagnostics.Limit != "key_rate_limited" {
+		t.Fatalf("the 4th request of the minute: %+v, want key_rate_limited", ref)
+	}
+	a.Clock.Advance(61 * time.Second) // the replicas share the clock: the minute is over
+	r = rs[1].Chat(context.Background(), key, testenv.ChatBody)
+	if b := testenv.ReadAll(t, r); r.StatusCode != 200 {
+		t.Fatalf("after the minute: %d %s", r.StatusCode, b)
+	}
+	eventually(t, "the budget is spent on every replica", func() bool {
+		for _, o := range rs {
+			if !near(keyUse(o, id)["day_spend_usd"].(float64), 2) {
+				return false
+			}
+		}
+		return true
+	})
+	r = rs[2].Chat(context.Background(), key, testenv.ChatBody)
+	if ref := readRefusal(t, r); ref.Diagnostics.Limit != "key_budget_exceeded" {
+		t.Fatalf("after $2 of $2 spent over two replicas: %+v, want key_budget_exceeded", ref)
+	}
+	eventually(t, "the 80 % and 100 % thresholds are announced", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(hooks) >= 2
+	})
+	for _, e := range rs {
+		e.Clock.Advance(time.Hour) // a retry of any delivery would be due
+	}
+	time.Sleep(200 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(hooks) != 2 {
+		t.Fatalf("%d budget deliveries, want 2 (80 %% and 100 %%, each by one replica): %q", len(hooks), hooks)
+	}
+}
+
+// An exclusive session lease taken on replica A holds on B and C: the holder's requests on B
+// reach its connection, everybody else's on C keep off it, and a release on C frees it on A.
+func TestReplicasShareSessionLeases(t *testing.T) {
+	up := testenv.NewFakeUpstream(t, testenv.JSONAnswer(testenv.CompletionJSON))
+	rs := testenv.NewReplicas(t, 3, nil)
+	a, b, c := rs[0], rs[1], rs[2]
+	a.AddProvider("up", up.URL+"/v1")
+	c1 := a.AddConnection("up", "c1", "sk-c1", 0)
+	a.AddConnection("up", "c2", "sk-c2", 1)
+	plain := a.NewKey()
+	key, _ := leaseKey(a, "agent", c1)
+	for _, e := range rs {
+		e.WaitModels(plain, "up/gpt-test")
+	}
+	st, got, _ := leaseCall(t, a, "/v1/session-leases", key, map[string]any{"action": "acquire"})
+	owner, _ := got["owner"].(string)
+	if st != 200 || owner == "" {
+		t.Fatalf("acquire on A: %d %v", st, got)
+	}
+	held := map[string]string{"X-Switchyard-Lease-Owner": owner, "X-Switchyard-Lease-Generation": "1"}
+	chat := func(e *testenv.Env, k string, h map[string]string) int {
+		r := e.Post(context.Background(), "/v1/chat/completions", k, testenv.ChatBody, h)
+		testenv.ReadAll(t, r)
+		return r.StatusCode
+	}
+	took := eventually(t, "B serves the lease holder", func() bool { return chat(b, key, held) == 200 })
+	t.Logf("the lease reached B after %v", took)
+	from := len(up.ChatRequests())
+	for range 2 {
+		if st := chat(b, key, held); st != 200 {
+			t.Fatalf("the holder on B: %d", st)
+		}
+		if st := chat(c, plain, nil); st != 200 {
+			t.Fatalf("another key on C: %d", st)
+		}
+	}
+	if got := strings.Join(usedKeys(up, from), ","); got != "sk-c1,sk-c2,sk-c1,sk-c2" {
+		t.Fatalf("upstream keys %s: the holder must get c1 on B, everybody else c2 on C", got)
+	}
+	if st, out, _ := leaseCall(t, c, "/v1/session-leases", key, map[string]any{"action": "release", "owner": owner}); st != 200 || out["released"] != true {
+		t.Fatalf("release on C: %d %v", st, out)
+	}
+	eventually(t, "A gives c1 to everybody again", func() bool {
+		from := len(up.ChatRequests())
+		return chat(a, plain, nil) == 200 && strings.Join(usedKeys(up, from), ",") == "sk-c1"
+	})
 }

@@ -299,6 +299,14 @@ func (s *Service) NameOf(id int64) string {
 	return ""
 }
 
+// LimitsOf is the limits of the active key with this id, from memory (false when none is).
+func (s *Service) LimitsOf(id int64) (spend.Limits, bool) {
+	if e := s.entryOf(id); e != nil {
+		return e.Limits, true
+	}
+	return spend.Limits{}, false
+}
+
 // entryOf is the active key with this id, nil when none is.
 func (s *Service) entryOf(id int64) *entry {
 	for _, e := range *s.active.Load() {

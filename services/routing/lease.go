@@ -124,7 +124,26 @@ type Leases struct {
 
 	table  atomic.Pointer[leaseTable]
 	loadMu sync.Mutex // orders reloads: the last one reads the latest committed state
+
+	// committed are the OnCommitted functions, guarded by commitMu.
+	commitMu  sync.Mutex
+	committed []func(topic string)
 }
+
+// LeaseTopic names the session leases to the replicas that share their database: a committed
+// acquire, renew or release is announced under it (OnCommitted), and a replica that hears it
+// calls Reload, so that every replica's engine keeps a leased connection for its owner.
+const LeaseTopic = "session-leases"
+
+// OnCommitted registers fn to run with LeaseTopic after every committed change of the leases.
+func (l *Leases) OnCommitted(fn func(topic string)) {
+	l.commitMu.Lock()
+	defer l.commitMu.Unlock()
+	l.committed = append(l.committed, fn)
+}
+
+// Reload reads every lease again (another replica changed them).
+func (l *Leases) Reload(ctx context.Context) error { return l.reload(ctx) }
 
 // leaseTable is an immutable snapshot of every lease row (expired ones included, so their
 // owners can be told they expired).
@@ -170,6 +189,12 @@ func (l *Leases) reload(ctx context.Context) error {
 func (l *Leases) refresh(ctx context.Context) {
 	if err := l.reload(context.WithoutCancel(ctx)); err != nil {
 		l.log.Error("reload session leases", "error", err)
+	}
+	l.commitMu.Lock()
+	fns := l.committed
+	l.commitMu.Unlock()
+	for _, fn := range fns {
+		fn(LeaseTopic)
 	}
 }
 

@@ -61,6 +61,9 @@ type Limiter struct {
 
 	mu   sync.RWMutex
 	keys map[int64]*keyState
+
+	// shared collects what keys do here for the other replicas (Share); nil on one replica.
+	shared *sharing
 }
 
 // keyState is one key's counters; its own mutex guards it.
@@ -245,6 +248,8 @@ func (l *Limiter) Admit(id int64, lim Limits) *Refusal {
 	r := l.admit(now, id, lim)
 	if r != nil {
 		r.ResetsAt = now.Add(r.RetryAfter)
+	} else if l.shared != nil {
+		l.shared.note(id, now.Unix(), 1, 0, 0)
 	}
 	return r
 }
@@ -267,7 +272,7 @@ func (l *Limiter) admit(now time.Time, id int64, lim Limits) *Refusal {
 	if lim.TPM > 0 && k.tokens.sum(sec) >= lim.TPM {
 		return &Refusal{Code: CodeTokenLimited, Limit: float64(lim.TPM), RetryAfter: k.tokens.waitBelow(sec, lim.TPM)}
 	}
-	if lim.MaxParallel > 0 && k.parallel >= lim.MaxParallel {
+	if lim.MaxParallel > 0 && k.parallel >= l.parallelShare(lim.MaxParallel) {
 		return &Refusal{Code: CodeParallelLimited, Limit: float64(lim.MaxParallel), RetryAfter: time.Second}
 	}
 	k.requests.add(sec, 1)
@@ -301,6 +306,9 @@ func (l *Limiter) Finish(id int64, lim Limits, u Usage, cost float64) {
 		crossed = k.month.charge(cost, lim.MonthlyUSD, "monthly", id, lim, crossed)
 	}
 	k.mu.Unlock()
+	if l.shared != nil && (u.Total() > 0 || cost > 0) {
+		l.shared.note(id, now.Unix(), 0, u.Total(), cost)
+	}
 	if l.onCross != nil {
 		for _, c := range crossed {
 			l.onCross(c)
