@@ -7,7 +7,7 @@ LDFLAGS := -X main.version=$(VERSION)
 GOFILES := $(shell find . -name '*.go' -not -path './node_modules/*' 2>/dev/null)
 TEMPL := $(shell find views -name '*.templ')
 
-.PHONY: all run build test test-postgres test-short generate assets lint fmt fuzz bench clean
+.PHONY: all run build test test-postgres test-short generate assets lint fmt fuzz bench bench-store clean
 
 all: build
 
@@ -43,6 +43,16 @@ test-postgres: assets generate
 ## not part of make test). Knobs: BENCH_* environment variables, see bench/bench_test.go. Writes docs/bench/latest.{md,json}.
 bench: assets generate
 	CGO_ENABLED=1 $(GO) test -tags bench -run '^TestBench$$' -count=1 -timeout 30m -v ./bench
+
+## bench-store: the native rows of the benchmark twice, on the SQLite file and on a private
+## PostgreSQL (~6 min); writes docs/bench/store-sqlite.md and docs/bench/store-postgres.md.
+BENCH_STORE_KNOBS = BENCH_SURFACES=none BENCH_MAXRATE_STEPS=0 BENCH_SLOW_STREAMS=0 BENCH_SLOW_H2_STREAMS=0 BENCH_PLATEAU_RATE=0 BENCH_PLATEAU_SAMPLES=3
+bench-store: assets generate
+	for s in sqlite postgres; do \
+		d=$$(mktemp -d) && \
+		$(BENCH_STORE_KNOBS) BENCH_STORE=$$s BENCH_OUT_DIR=$$d CGO_ENABLED=1 $(GO) test -tags bench -run '^TestBench$$$$' -count=1 -timeout 30m -v ./bench && \
+		cp $$d/latest.md docs/bench/store-$$s.md && cp $$d/latest.json docs/bench/store-$$s.json || exit 1; \
+	done
 
 ## fuzz: run every fuzz target briefly (FUZZTIME each); the seed corpora also run in make test.
 ## Go 1.26's fuzzing coordinator can end a run bounded by time with a bare "context deadline

@@ -73,7 +73,9 @@
 // BENCH_SURFACES=json-large-0ms,sse-20x10ms (the chat scenarios whose traffic shape the messages and
 // Responses rows repeat; "none" leaves them out and configures the chat provider alone),
 // BENCH_SWITCHYARD_BIN="" (a prebuilt binary instead of building this tree: with BENCH_SURFACES=none
-// it compares two builds, an older one included, under the same harness).
+// it compares two builds, an older one included, under the same harness), BENCH_STORE=sqlite
+// ("postgres": the gateway keeps its store in a private PostgreSQL the harness starts on
+// loopback; needs Debian's postgresql; make bench-store compares the two).
 //
 // Output: a Markdown report on stdout and in docs/bench/latest.md, the raw numbers in
 // docs/bench/latest.json.
@@ -123,6 +125,7 @@ import (
 	"strconv"
 	"strings"
 	"switchyard/app"
+	"switchyard/db/dbtest"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -239,6 +242,7 @@ type benchConfig struct {
 	OutDir          string        `json:"-"`
 	SwitchyardArgs  string        `json:"switchyard_extra_args,omitempty"`
 	SwitchyardEnv   string        `json:"switchyard_extra_env,omitempty"`
+	Store           string        `json:"store"`
 	Strict          bool          `json:"strict"`
 	SurfaceModels   []string      `json:"surface_scenarios"`
 }
@@ -274,6 +278,14 @@ func benchLoadConfig(t *testing.T) benchConfig {
 		Strict:          benchEnvInt(t, "BENCH_STRICT", 0, 0, 1) == 1,
 		SwitchyardArgs:  os.Getenv("BENCH_SWITCHYARD_ARGS"),
 		SwitchyardEnv:   os.Getenv("BENCH_SWITCHYARD_ENV"),
+		Store:           os.Getenv("BENCH_STORE"),
+	}
+	switch c.Store {
+	case "":
+		c.Store = "sqlite"
+	case "sqlite", "postgres":
+	default:
+		t.Fatalf("BENCH_STORE=%q: want sqlite or postgres", c.Store)
 	}
 	switch c.Only {
 	case "", "slow":
@@ -2039,6 +2051,14 @@ func TestBench(t *testing.T) {
 	bare := benchStartHelper(t, "bareproxy", cfg.ProxyProcs, benchUpstreamEnv+"="+upURL)
 	bare.name = "bare"
 	syEnv := append([]string{"SSL_CERT_FILE=" + certFile}, strings.Fields(cfg.SwitchyardEnv)...)
+	if cfg.Store == "postgres" { // a private PostgreSQL on loopback, its data in a temporary directory
+		url, drop, err := dbtest.PostgresDatabase()
+		if err != nil {
+			t.Fatalf("BENCH_STORE=postgres: %v", err)
+		}
+		t.Cleanup(func() { _ = drop(); dbtest.StopAll() })
+		syEnv = append(syEnv, "SWITCHYARD_DATABASE_URL="+url, "SWITCHYARD_SECRET_KEY="+strings.Repeat("5e", 32))
+	}
 	if cfg.Pprof != "" {
 		if err := os.MkdirAll(cfg.Pprof, 0o755); err != nil {
 			t.Fatal(err)
@@ -2727,6 +2747,9 @@ func benchMarkdown(rep *benchReport) string {
 	}
 	if c.SwitchyardEnv != "" {
 		fmt.Fprintf(&b, "**Experiment: Switchyard ran with the extra environment `%s`, not its production defaults.**\n\n", c.SwitchyardEnv)
+	}
+	if c.Store == "postgres" {
+		b.WriteString("**Store: PostgreSQL** (a private server on loopback, `SWITCHYARD_DATABASE_URL`), not the default SQLite file.\n\n")
 	}
 	b.WriteString("## Targets\n\n| Check | Target | Actual | Result |\n|---|---|---|---|\n")
 	for _, ch := range rep.Checks {
