@@ -32,9 +32,9 @@ type AccountSignInPages interface {
 // accountFields are the fields of the account cards' forms, for placing service errors.
 var accountFields = []string{"provider", "name", "code"}
 
-// deviceAddress names the setting whose scheme decides whether a kind's http verification
-// address may be a link: ChatGPT's page is a setting itself; GitHub names its page in its answer,
-// so its device code address (a test's fake, or GitHub) decides.
+// deviceAddress names the setting whose scheme and host decide whether a kind's http
+// verification address may be a link: ChatGPT's page is a setting itself; GitHub names its page
+// in its answer, so its device code address (a test's fake, or GitHub) decides.
 func deviceAddress(kind string) string {
 	if kind == catalog.TypeCodex {
 		return "codex.device_verification_url"
@@ -258,7 +258,7 @@ func (d *Dashboard) deviceCode(kind string, flow oauth.DeviceFlow, provider, nam
 		now = d.Ops.Now()
 	}
 	return &views.DeviceCode{UserCode: flow.UserCode, VerificationURL: flow.VerificationURL,
-		HTTPLinks: httpLinks(d.oauthText(deviceAddress(kind))), ExpiresAt: flow.ExpiresAt,
+		HTTPLinks: httpLinkTo(d.oauthText(deviceAddress(kind)), flow.VerificationURL), ExpiresAt: flow.ExpiresAt,
 		ExpiresInMS: max(flow.ExpiresAt.Sub(now).Milliseconds(), 0),
 		Status:      views.DeviceStatus{Kind: kind, Flow: flow.Flow, IntervalS: flow.Interval, Provider: provider, Name: name}}
 }

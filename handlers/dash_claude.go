@@ -42,6 +42,18 @@ func httpLinks(configured string) bool {
 	return err == nil && strings.EqualFold(u.Scheme, "http")
 }
 
+// httpLinkTo reports whether shown, an http address an upstream named (a device sign-in's page),
+// may be a link: only when the configured address the sign-in talks to is http and shown is on
+// its host and port, so a test's fake may link to itself but never to another http address.
+func httpLinkTo(configured, shown string) bool {
+	c, err := url.Parse(configured)
+	if err != nil || !httpLinks(configured) {
+		return false
+	}
+	s, err := url.Parse(shown)
+	return err == nil && s.Host != "" && strings.EqualFold(s.Host, c.Host)
+}
+
 // oauthText is the text OAuth client setting at path in force ("" without the settings).
 func (d *Dashboard) oauthText(path string) string {
 	if d.Settings == nil || d.Settings.OAuth == nil {
