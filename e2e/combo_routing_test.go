@@ -182,22 +182,81 @@ func TestComboFailsOverBetweenProviders(t *testing.T) {
 		t.Fatalf("route with pa cooling %v", r)
 	}
 
+	// pa's cooldown runs on while pb is still up: when pb fails too, pa is the first back, with
+	// part of a second left over (Retry-After and seconds_left round up).
+	e.Clock.Advance(1500 * time.Millisecond)
 	upB.Close()
 	chatCall(t, e, key, comboBody("resilient-chat"), nil) // pb fails and cools too
 	st, h, body = chatCall(t, e, key, comboBody("resilient-chat"), nil)
 	if st != 503 || gjson.Get(body, "error.code").String() != "all_targets_cooling_down" {
 		t.Fatalf("both out: %d %s", st, body)
 	}
-	if ra := h.Get("Retry-After"); ra == "" || ra == "0" {
-		t.Fatalf("Retry-After %q", ra)
-	}
+	now := e.Clock.Now()
 	ex := gjson.Get(body, "diagnostics.excluded").Array()
-	if len(ex) != 2 || ex[0].Get("target").String() != "pa/m" || ex[1].Get("target").String() != "pb/m" ||
-		ex[0].Get("reason").String() != "connection_cooldown" || ex[0].Get("seconds_left").Int() < 1 {
+	if len(ex) != 2 {
 		t.Fatalf("diagnostics %s", gjson.Get(body, "diagnostics").Raw)
+	}
+	soonest := int64(-1)
+	for i, want := range []string{"pa/m", "pb/m"} {
+		x := ex[i]
+		if x.Get("target").String() != want || x.Get("reason").String() != "connection_cooldown" || x.Get("seconds_left").Int() < 1 {
+			t.Fatalf("excluded[%d] %s", i, x.Raw)
+		}
+		if left := x.Get("seconds_left").Int(); soonest < 0 || left < soonest {
+			soonest = left
+		}
+	}
+	if a, b := ex[0].Get("seconds_left").Int(), ex[1].Get("seconds_left").Int(); a >= b {
+		t.Fatalf("pa cooled first and must be back first: seconds_left %d and %d", a, b)
+	}
+	if ra := h.Get("Retry-After"); ra != fmt.Sprint(soonest) {
+		t.Fatalf("Retry-After %q, want the soonest seconds_left %d", ra, soonest)
+	}
+	// The 503 carries the decision the request log keeps: each target passed over, why, by what
+	// and until when.
+	route := gjson.Get(body, "diagnostics.route").Array()
+	if len(route) != 2 {
+		t.Fatalf("diagnostics.route %s", gjson.Get(body, "diagnostics").Raw)
+	}
+	for i, want := range []string{"pa/m", "pb/m"} {
+		step := route[i]
+		until := step.Get("until").Time()
+		if step.Get("target").String() != want || step.Get("outcome").String() != "skipped" ||
+			step.Get("reason").String() != "connection_cooldown" || step.Get("source").String() != "connection main" ||
+			step.Get("round").Int() != 1 {
+			t.Fatalf("route[%d] %s", i, step.Raw)
+		}
+		if left := until.Sub(now); left <= 0 || int64((left+time.Second-1)/time.Second) != ex[i].Get("seconds_left").Int() {
+			t.Fatalf("route[%d] until %v is %v away, excluded says %d s", i, until, left, ex[i].Get("seconds_left").Int())
+		}
+	}
+	logged := lastLogged(t, e)
+	if got, want := routeOf(logged), []string{"pa/m skipped connection_cooldown", "pb/m skipped connection_cooldown"}; strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("logged route %v", got)
+	}
+	for i, step := range logged["route"].([]any) {
+		if src := step.(map[string]any)["source"]; src != route[i].Get("source").String() {
+			t.Fatalf("logged route[%d] source %v, diagnostics %s", i, src, route[i].Raw)
+		}
+	}
+	if strings.Contains(body, "sk-pa-main-0001") || strings.Contains(body, "sk-pb-main-0001") {
+		t.Fatalf("a credential in the answer: %s", body)
 	}
 	if !strings.Contains(gjson.Get(body, "error.message").String(), "resilient-chat") {
 		t.Fatalf("message %s", body)
+	}
+	// The Anthropic and Responses surfaces carry the same diagnostics beside their own error.
+	for _, c := range []struct{ path, body string }{
+		{"/v1/messages", `{"model":"resilient-chat","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`},
+		{"/v1/responses", `{"model":"resilient-chat","input":"hi"}`},
+	} {
+		r := e.Post(context.Background(), c.path, key, c.body, map[string]string{"anthropic-version": "2023-06-01"})
+		got := testenv.ReadAll(t, r)
+		steps := gjson.Get(got, "diagnostics.route").Array()
+		if r.StatusCode != 503 || r.Header.Get("Retry-After") != fmt.Sprint(soonest) || len(steps) != 2 ||
+			steps[0].Get("reason").String() != "connection_cooldown" || steps[1].Get("target").String() != "pb/m" {
+			t.Fatalf("%s: %d %s", c.path, r.StatusCode, got)
+		}
 	}
 }
 
@@ -571,6 +630,133 @@ func TestComboCooldownWaitRespectsItsBounds(t *testing.T) {
 	start := e.Clock.Now()
 	if st, _, _ := chatCall(t, e, key, comboBody("c"), nil); st != 429 || e.Clock.Since(start) != 0 {
 		t.Fatalf("%d after %v", st, e.Clock.Since(start))
+	}
+}
+
+// rounds reads a logged route as the dispatch round of each step.
+func rounds(d map[string]any) []int {
+	var out []int
+	steps, _ := d["route"].([]any)
+	for _, s := range steps {
+		out = append(out, int(s.(map[string]any)["round"].(float64)))
+	}
+	return out
+}
+
+// budget_ms bounds the waits of a request together: two 20 s waits fit in a 50 s budget, a third
+// does not, though each is well under max_wait_ms and max_attempts allows more.
+func TestComboCooldownWaitBudgetBoundsAllWaits(t *testing.T) {
+	e, upA, upB, key := twoProviders(t, rateLimited, rateLimited)
+	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"circuit_breaker": map[string]any{"enabled": false},
+		"combo_cooldown_wait": map[string]any{"max_wait_ms": 30_000, "budget_ms": 50_000, "max_attempts": 5}}, 200)
+	addCombo(t, e, map[string]any{"name": "c", "targets": []any{target("pa", "m"), target("pb", "m")}})
+	var st int
+	var h http.Header
+	waited := passTime(t, e, 250*time.Millisecond, 5*time.Minute, func() { st, h, _ = chatCall(t, e, key, comboBody("c"), nil) })
+	if st != 429 || len(upA.ChatRequests()) != 3 || len(upB.ChatRequests()) != 3 {
+		t.Fatalf("%d after %v; pa called %d times, pb %d", st, waited, len(upA.ChatRequests()), len(upB.ChatRequests()))
+	}
+	if waited < 40*time.Second || waited >= 60*time.Second {
+		t.Fatalf("answered after %v: want two waits of about 20 s", waited)
+	}
+	if got := fmt.Sprint(rounds(lastLogged(t, e))); got != "[1 1 2 2 3 3]" {
+		t.Fatalf("rounds %s", got)
+	}
+	if ra := h.Get("Retry-After"); ra == "" || ra == "0" {
+		t.Fatalf("Retry-After %q", ra)
+	}
+}
+
+// max_attempts caps the number of waits: with the defaults (5 waits, 90 s each, 300 s in all)
+// a combo whose targets stay rate limited is dispatched six times, then answers the last 429.
+// (The breaker is off: only the rate limits' own 20 s cooldowns are waited for.)
+func TestComboCooldownWaitCapsItsAttempts(t *testing.T) {
+	e, upA, upB, key := twoProviders(t, rateLimited, rateLimited)
+	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"circuit_breaker": map[string]any{"enabled": false}}, 200)
+	addCombo(t, e, map[string]any{"name": "c", "targets": []any{target("pa", "m"), target("pb", "m")}})
+	var st int
+	waited := passTime(t, e, 250*time.Millisecond, 10*time.Minute, func() { st, _, _ = chatCall(t, e, key, comboBody("c"), nil) })
+	if st != 429 || len(upA.ChatRequests()) != 6 || len(upB.ChatRequests()) != 6 {
+		t.Fatalf("%d after %v; pa called %d times, pb %d", st, waited, len(upA.ChatRequests()), len(upB.ChatRequests()))
+	}
+	if waited < 100*time.Second || waited >= 120*time.Second {
+		t.Fatalf("answered after %v: want five waits of about 20 s", waited)
+	}
+	if got := fmt.Sprint(rounds(lastLogged(t, e))); got != "[1 1 2 2 3 3 4 4 5 5 6 6]" {
+		t.Fatalf("rounds %s", got)
+	}
+	// A lower setting waits fewer times.
+	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"combo_cooldown_wait": map[string]any{"max_attempts": 1}}, 200)
+	e.Clock.Advance(time.Minute) // both targets are back
+	passTime(t, e, 250*time.Millisecond, 5*time.Minute, func() { st, _, _ = chatCall(t, e, key, comboBody("c"), nil) })
+	if st != 429 || len(upA.ChatRequests()) != 8 || len(upB.ChatRequests()) != 8 {
+		t.Fatalf("max_attempts 1: %d; pa called %d times, pb %d", st, len(upA.ChatRequests()), len(upB.ChatRequests()))
+	}
+}
+
+// answersAtOnce runs fn, a request that must be answered without the gateway's clock moving; a
+// request that waits on the gateway's clock would never return, so it fails the test after a
+// while of real time instead.
+func answersAtOnce(t *testing.T, e *testenv.Env, what string, fn func()) {
+	t.Helper()
+	start := e.Clock.Now()
+	done := make(chan struct{})
+	go func() { defer close(done); fn() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s: no answer, the combo waits", what)
+	}
+	if d := e.Clock.Since(start); d != 0 {
+		t.Fatalf("%s: answered after %v of the gateway's time", what, d)
+	}
+}
+
+// A combo never waits for targets out for their credentials or for a missing model, though each
+// is out for a timer the wait's bounds would allow: the answer comes at once.
+func TestComboNeverWaitsForAuthOrAMissingModel(t *testing.T) {
+	cases := []struct {
+		name   string
+		fail   http.HandlerFunc
+		patch  map[string]any
+		status int
+		reason string
+	}{
+		{"expired credential", testenv.Status(401, nil, `{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","code":"invalid_api_key"}}`),
+			map[string]any{"combo_routing": map[string]any{"on_failure": map[string]any{"auth_error": "cool"}}}, 401, "auth_error"},
+		{"missing model", testenv.Status(404, nil, `{"error":{"message":"The model m does not exist","type":"invalid_request_error","code":"model_not_found"}}`),
+			nil, 404, "not_found"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e, upA, upB, key := twoProviders(t, tc.fail, tc.fail)
+			patch := map[string]any{"combo_cooldown_wait": map[string]any{"max_wait_ms": 300_000, "budget_ms": 300_000}}
+			for k, v := range tc.patch {
+				patch[k] = v
+			}
+			e.MustAPI("PATCH", "/api/settings/resilience", patch, 200)
+			addCombo(t, e, map[string]any{"name": "c", "targets": []any{target("pa", "m"), target("pb", "m")}})
+			var st int
+			answersAtOnce(t, e, "both targets fail", func() { st, _, _ = chatCall(t, e, key, comboBody("c"), nil) })
+			if st != tc.status || len(upA.ChatRequests()) != 1 || len(upB.ChatRequests()) != 1 {
+				t.Fatalf("%d; pa called %d times, pb %d", st, len(upA.ChatRequests()), len(upB.ChatRequests()))
+			}
+			want := []string{"pa/m failed " + tc.reason, "pb/m failed " + tc.reason}
+			if got := routeOf(lastLogged(t, e)); strings.Join(got, ",") != strings.Join(want, ",") {
+				t.Fatalf("route %v", got)
+			}
+			// Both targets are now rested for a time a wait could cover, and still no wait.
+			var body string
+			answersAtOnce(t, e, "both targets rest", func() { st, _, body = chatCall(t, e, key, comboBody("c"), nil) })
+			if st != 503 || gjson.Get(body, "error.code").String() != "all_targets_cooling_down" || len(upA.ChatRequests()) != 1 {
+				t.Fatalf("%d %s", st, body)
+			}
+			for i, x := range gjson.Get(body, "diagnostics.excluded").Array() {
+				if left := x.Get("seconds_left").Int(); x.Get("detail").String() != tc.reason || left < 1 || left > 300 {
+					t.Fatalf("excluded[%d] %s", i, x.Raw)
+				}
+			}
+		})
 	}
 }
 

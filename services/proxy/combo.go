@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,8 +42,9 @@ import (
 //     reason in diagnostics.excluded (429 when they are all out of quota), or 404
 //     no_executable_targets when no timer will change that.
 //
-// The request log keeps the whole decision (Trace.Route) and every response says in
-// X-Switchyard-Route which target answered after how many calls.
+// The request log keeps the whole decision (Trace.Route), an error answer carries it in
+// diagnostics.route, and every response says in X-Switchyard-Route which target answered after
+// how many calls.
 
 // ComboSource gives the engine the current combos.
 type ComboSource interface {
@@ -88,6 +90,7 @@ func (e *Engine) serveCombo(ctx context.Context, w http.ResponseWriter, raw []by
 	}
 	tr.ErrorCode = perr.ReasonCode()
 	finalError(perr, tr.Attempts)
+	attachRoute(perr, tr.Route)
 	if perr.Header == nil {
 		perr.Header = http.Header{}
 	}
@@ -613,6 +616,20 @@ func attachExcluded(e *errs.Error, excluded []Excluded) {
 		e.Diagnostics = d
 	}
 	d.Excluded = append(d.Excluded, excluded...)
+}
+
+// attachRoute puts the combo's route beside the error, so that a client refused with a 503 reads
+// the same decision the request log keeps.
+func attachRoute(e *errs.Error, route []RouteStep) {
+	if len(route) == 0 {
+		return
+	}
+	d, _ := e.Diagnostics.(*Diagnostics)
+	if d == nil {
+		d = &Diagnostics{}
+		e.Diagnostics = d
+	}
+	d.Route = slices.Clone(route)
 }
 
 // targetState is what a combo knows of a target before it calls it.

@@ -6,8 +6,10 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+	"github.com/tidwall/gjson"
 
 	"switchyard/services/catalog"
+	"switchyard/services/errs"
 	"switchyard/services/resilience"
 	"switchyard/services/routing"
 )
@@ -95,5 +97,40 @@ func TestRouteStats(t *testing.T) {
 	}
 	if inFlight, uses, _, _ := s.peek("other").read(); inFlight != 0 || uses != 0 {
 		t.Fatal("unknown numbers are not zero")
+	}
+}
+
+// A combo's error carries its route beside the attempts and exclusions, the same in the OpenAI
+// and the Anthropic format; a request without a route adds none.
+func TestComboErrorCarriesItsRoute(t *testing.T) {
+	until := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	route := []RouteStep{
+		{Target: "pa/m", Round: 1, Outcome: "failed", Reason: "server_error", Attempts: 1, Action: "skip"},
+		{Target: "pb/m", Via: []string{"inner"}, Round: 1, Outcome: "skipped", Reason: "circuit_open", Source: "provider pb", Until: until},
+	}
+	e := withRetry(fail(errs.Unavailable, "all_targets_cooling_down", "proxy.combo_all_cooling", "c", "circuit_open", 30), 30*time.Second)
+	attachExcluded(e, []Excluded{{Target: "pb/m", Reason: "circuit_open", SecondsLeft: 30}})
+	finalError(e, 1)
+	attachRoute(e, route)
+	route[0].Reason = "changed" // the error keeps the route as it was when answered
+	for name, body := range map[string][]byte{"openai": OpenAIErrorBody(e), "anthropic": AnthropicErrorBody(e)} {
+		d := gjson.GetBytes(body, "diagnostics")
+		steps := d.Get("route").Array()
+		if d.Get("attempts").Int() != 1 || len(d.Get("excluded").Array()) != 1 || len(steps) != 2 {
+			t.Fatalf("%s: diagnostics %s", name, d.Raw)
+		}
+		if steps[0].Get("reason").String() != "server_error" || steps[0].Get("outcome").String() != "failed" ||
+			steps[0].Get("attempts").Int() != 1 || steps[0].Get("action").String() != "skip" {
+			t.Fatalf("%s: route[0] %s", name, steps[0].Raw)
+		}
+		if steps[1].Get("reason").String() != "circuit_open" || steps[1].Get("source").String() != "provider pb" ||
+			!steps[1].Get("until").Time().Equal(until) || steps[1].Get("via.0").String() != "inner" {
+			t.Fatalf("%s: route[1] %s", name, steps[1].Raw)
+		}
+	}
+	plain := fail(errs.NotFound, "model_not_found", "proxy.model_not_found", "m")
+	attachRoute(plain, nil)
+	if plain.Diagnostics != nil {
+		t.Fatalf("diagnostics without a route: %+v", plain.Diagnostics)
 	}
 }

@@ -20,11 +20,15 @@ type Excluded struct {
 	SecondsLeft int64  `json:"seconds_left"`
 }
 
-// Diagnostics is shown beside an error: how many upstream calls the request made, and why
-// connections were left out.
+// Diagnostics is shown beside an error: how many upstream calls the request made, why
+// connections were left out, and for a combo its decision trace.
 type Diagnostics struct {
 	Attempts int        `json:"attempts"`
 	Excluded []Excluded `json:"excluded,omitempty"`
+	// Route is the combo's route as the request log keeps it: every target considered, each
+	// skip with its reason, source and until, each call with its outcome. It names targets,
+	// connections and reasons only: no credential or lease header reaches it.
+	Route []RouteStep `json:"route,omitempty"`
 }
 
 // fail builds an engine error. It is never inlined: inlined, each call site's error value and
