@@ -554,6 +554,7 @@ func buildAccounts(ctx context.Context, clock clockwork.Clock, st storage, c cor
 		Client: proxy.NewClient(), Clock: clock, Log: log, Store: r.store, Expire: r.cooldowns, Usage: r.usage}
 	if rep != nil {
 		opt.Leases = &cluster.Leases{DB: st.db, Owner: rep.id}
+		opt.Shared = sealedValues{kv: db.KV{DB: st.db}, box: st.box}
 	}
 	svc, err := oauth.New(ctx, opt)
 	if err != nil {

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -313,4 +314,32 @@ func buildMetrics(st storage, registry *replicas.Registry) *metrics.Metrics {
 		return metrics.New()
 	}
 	return metrics.NewWith(metrics.Options{Replica: registry.ID(), ReplicaName: registry.Name()})
+}
+
+// sealedValues are named values in the key_value table, sealed with the secret key (the name is
+// the additional data, so a value cannot be moved to another name): what replicas hand each
+// other that must not lie in the database in clear, such as an exchanged Copilot token.
+type sealedValues struct {
+	kv  db.KV
+	box *secrets.Box
+}
+
+func (s sealedValues) Get(ctx context.Context, name string) (string, bool, error) {
+	raw, ok, err := s.kv.GetValue(ctx, "sealed."+name)
+	if err != nil || !ok {
+		return "", false, err
+	}
+	sealed, err := base64.StdEncoding.DecodeString(raw)
+	if err != nil {
+		return "", false, err
+	}
+	plain, err := s.box.Open(sealed, []byte(name))
+	if err != nil {
+		return "", false, err
+	}
+	return string(plain), true, nil
+}
+
+func (s sealedValues) Put(ctx context.Context, name, value string) error {
+	return s.kv.PutValue(ctx, "sealed."+name, base64.StdEncoding.EncodeToString(s.box.Seal([]byte(value), []byte(name))))
 }

@@ -471,7 +471,7 @@ func (s *Service) startCopilotLocked(conn *catalog.ConnEntry, a *account) *copil
 		defer s.wg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), refreshTimeout)
 		defer cancel()
-		ans, github, err := s.mintCopilot(ctx, conn, a)
+		ans, github, err := s.mintShared(ctx, conn, a)
 		now := s.opt.Clock.Now()
 		s.mu.Lock()
 		h := &a.copilot
@@ -532,6 +532,60 @@ func (a *account) takeSeed(seed copilotAnswer, now time.Time) {
 	if h := &a.copilot; h.flight == nil && (h.token == "" || !now.Before(h.expires)) {
 		h.set(seed, now)
 	}
+}
+
+// sharedCopilot is a Copilot token as one replica tells the others: GitHub's answer and when it
+// was exchanged, so its refresh_in counts from then.
+type sharedCopilot struct {
+	Answer      copilotAnswer `json:"answer"`
+	ExchangedAt int64         `json:"exchanged_at"` // unix ms
+}
+
+// copilotAdoptMargin is the least time before a shared token's refresh_in that makes it worth
+// taking instead of exchanging anew.
+const copilotAdoptMargin = 30 * time.Second
+
+// mintShared is mintCopilot for one of several replicas sharing a store: under the account's
+// lease, a token another replica exchanged a moment ago (before its refresh_in, and not the one
+// this replica holds or saw refused) is taken as it is; else this replica exchanges and leaves
+// the token for the others. One replica alone exchanges as mintCopilot does.
+func (s *Service) mintShared(ctx context.Context, conn *catalog.ConnEntry, a *account) (copilotAnswer, string, error) {
+	if s.opt.Leases == nil || s.opt.Shared == nil {
+		return s.mintCopilot(ctx, conn, a)
+	}
+	id := strconv.FormatInt(conn.ID, 10)
+	release, err := s.opt.Leases.Acquire(ctx, "copilot_exchange:"+id, refreshTimeout+5*time.Second)
+	if err != nil {
+		return copilotAnswer{}, "", fmt.Errorf("wait for the Copilot exchange lease: %w", err)
+	}
+	defer release()
+	name := "copilot_token:" + id
+	if raw, ok, err := s.opt.Shared.Get(ctx, name); err != nil {
+		s.opt.Log.Warn("Copilot token of the other replicas unreadable; exchanging", "connection_id", conn.ID, "error", err)
+	} else if ok {
+		var sh sharedCopilot
+		if json.Unmarshal([]byte(raw), &sh) == nil && sh.Answer.Token != "" {
+			now := s.opt.Clock.Now()
+			refresh, _ := copilotTimes(time.UnixMilli(sh.ExchangedAt), sh.Answer)
+			s.mu.Lock()
+			held, old := a.copilot.token, a.copilot.old
+			s.mu.Unlock()
+			if left := refresh.Sub(now); left > copilotAdoptMargin && sh.Answer.Token != held && sh.Answer.Token != old {
+				ans := sh.Answer
+				ans.RefreshIn = int64(left / time.Second) // from now, as set counts it
+				return ans, "", nil
+			}
+		}
+	}
+	ans, github, err := s.mintCopilot(ctx, conn, a)
+	if err != nil {
+		return ans, github, err
+	}
+	v, _ := json.Marshal(sharedCopilot{Answer: ans, ExchangedAt: s.opt.Clock.Now().UnixMilli()})
+	if err := s.opt.Shared.Put(ctx, name, string(v)); err != nil {
+		s.opt.Log.Warn("Copilot token not left for the other replicas", "connection_id", conn.ID, "error", err)
+	}
+	return ans, github, nil
 }
 
 // mintCopilot makes one exchange for the account. A 401 means the GitHub token is dead; a token

@@ -78,6 +78,15 @@ type Options struct {
 	// Leases makes each refresh exclusive across replicas sharing a store; nil (one replica)
 	// leaves the in-process single flight alone in charge.
 	Leases Leaser
+	// Shared keeps what the replicas sharing a store hand each other (the Copilot token one of
+	// them exchanged), sealed at rest; nil on one replica. It is used only with Leases.
+	Shared SharedValues
+}
+
+// SharedValues are named values in the store the replicas share, sealed at rest.
+type SharedValues interface {
+	Get(ctx context.Context, name string) (value string, ok bool, err error)
+	Put(ctx context.Context, name, value string) error
 }
 
 // Leaser hands out leases shared by the replicas of one store.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"switchyard/services/servicetest"
 	"switchyard/services/statestore"
 )
 
@@ -183,5 +184,94 @@ func TestApplyRefreshStateFollowsTheCredential(t *testing.T) {
 	}
 	if recs := storeB.take(); len(recs) != 0 {
 		t.Fatalf("B persisted %+v", recs)
+	}
+}
+
+// memLeases are leases among services in one process: one holder per name at a time.
+type memLeases struct {
+	mu    sync.Mutex
+	names map[string]*sync.Mutex
+}
+
+func (l *memLeases) Acquire(_ context.Context, name string, _ time.Duration) (func(), error) {
+	l.mu.Lock()
+	if l.names == nil {
+		l.names = map[string]*sync.Mutex{}
+	}
+	m := l.names[name]
+	if m == nil {
+		m = &sync.Mutex{}
+		l.names[name] = m
+	}
+	l.mu.Unlock()
+	m.Lock()
+	return m.Unlock, nil
+}
+
+// memShared are shared values in memory.
+type memShared struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+func (s *memShared) Get(_ context.Context, name string) (string, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.m[name]
+	return v, ok, nil
+}
+
+func (s *memShared) Put(_ context.Context, name, value string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[string]string{}
+	}
+	s.m[name] = value
+	return nil
+}
+
+// Two replicas of one Copilot account exchange its GitHub token once: the second takes the
+// token the first left in the shared store. A token one replica saw refused is exchanged anew
+// once, and the other replica, refused the same token, takes the new one.
+func TestCopilotExchangeOnceAcrossReplicas(t *testing.T) {
+	h := newCopilotHarness(t)
+	ctx := context.Background()
+	conn := h.mustSignIn("octo", 42)
+	entry := h.entry(conn.ID)
+	leases, shared := &memLeases{}, &memShared{}
+	replica := func() *Service {
+		svc, err := New(ctx, Options{Catalog: h.cat, Settings: h.opts, Client: h.fake.Client(), Clock: h.clock,
+			Store: &recordStore{}, Expire: &expirer{}, Leases: leases, Shared: shared})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.cat.OnChange(svc.Sync)
+		return svc
+	}
+	a, b := replica(), replica()
+	before := h.gh.exchanges.Load()
+	tokA, _, err := a.CopilotToken(ctx, entry)
+	if err != nil || h.gh.exchanges.Load() != before+1 {
+		t.Fatalf("first replica: %v, %d exchanges, want 1", err, h.gh.exchanges.Load()-before)
+	}
+	tokB, _, err := b.CopilotToken(ctx, entry)
+	if err != nil || tokB != tokA || h.gh.exchanges.Load() != before+1 {
+		t.Fatalf("second replica: same token %v, %v, %d exchanges, want the first's token and no exchange",
+			tokB == tokA, err, h.gh.exchanges.Load()-before)
+	}
+	next, _, err := b.CopilotRejected(ctx, entry, tokB)
+	if err != nil || next == tokB || h.gh.exchanges.Load() != before+2 {
+		t.Fatalf("refused on B: %v, new %v, %d exchanges, want a new token from one exchange", err, next != tokB, h.gh.exchanges.Load()-before)
+	}
+	again, _, err := a.CopilotRejected(ctx, entry, tokA)
+	if err != nil || again != next || h.gh.exchanges.Load() != before+2 {
+		t.Fatalf("refused on A: got B's new token %v, %v, %d exchanges, want B's token and no exchange",
+			again == next, err, h.gh.exchanges.Load()-before)
+	}
+	h.clock.Advance(1500 * time.Second) // past refresh_in: the shared token is not taken any more
+	servicetest.Eventually(func() bool { tok, _, _ := a.CopilotToken(ctx, entry); return tok != next })
+	if n := h.gh.exchanges.Load(); n != before+3 {
+		t.Fatalf("%d exchanges after refresh_in, want 3", n-before)
 	}
 }
