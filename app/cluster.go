@@ -324,7 +324,7 @@ type sealedValues struct {
 	box *secrets.Box
 }
 
-func (s sealedValues) Get(ctx context.Context, name string) (string, bool, error) {
+func (s sealedValues) GetValue(ctx context.Context, name string) (string, bool, error) {
 	raw, ok, err := s.kv.GetValue(ctx, "sealed."+name)
 	if err != nil || !ok {
 		return "", false, err
@@ -340,6 +340,6 @@ func (s sealedValues) Get(ctx context.Context, name string) (string, bool, error
 	return string(plain), true, nil
 }
 
-func (s sealedValues) Put(ctx context.Context, name, value string) error {
+func (s sealedValues) PutValue(ctx context.Context, name, value string) error {
 	return s.kv.PutValue(ctx, "sealed."+name, base64.StdEncoding.EncodeToString(s.box.Seal([]byte(value), []byte(name))))
 }

@@ -560,7 +560,7 @@ func (s *Service) mintShared(ctx context.Context, conn *catalog.ConnEntry, a *ac
 	}
 	defer release()
 	name := "copilot_token:" + id
-	if raw, ok, err := s.opt.Shared.Get(ctx, name); err != nil {
+	if raw, ok, err := s.opt.Shared.GetValue(ctx, name); err != nil {
 		s.opt.Log.Warn("Copilot token of the other replicas unreadable; exchanging", "connection_id", conn.ID, "error", err)
 	} else if ok {
 		var sh sharedCopilot
@@ -582,7 +582,7 @@ func (s *Service) mintShared(ctx context.Context, conn *catalog.ConnEntry, a *ac
 		return ans, github, err
 	}
 	v, _ := json.Marshal(sharedCopilot{Answer: ans, ExchangedAt: s.opt.Clock.Now().UnixMilli()})
-	if err := s.opt.Shared.Put(ctx, name, string(v)); err != nil {
+	if err := s.opt.Shared.PutValue(ctx, name, string(v)); err != nil {
 		s.opt.Log.Warn("Copilot token not left for the other replicas", "connection_id", conn.ID, "error", err)
 	}
 	return ans, github, nil

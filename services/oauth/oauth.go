@@ -85,8 +85,8 @@ type Options struct {
 
 // SharedValues are named values in the store the replicas share, sealed at rest.
 type SharedValues interface {
-	Get(ctx context.Context, name string) (value string, ok bool, err error)
-	Put(ctx context.Context, name, value string) error
+	GetValue(ctx context.Context, name string) (value string, ok bool, err error)
+	PutValue(ctx context.Context, name, value string) error
 }
 
 // Leaser hands out leases shared by the replicas of one store.

@@ -158,6 +158,13 @@ func (m *memStore) GetValue(_ context.Context, k string) (string, bool, error) {
 	return v, ok, nil
 }
 
+func (m *memStore) PutValue(_ context.Context, k, v string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.m[k] = v
+	return nil
+}
+
 func (m *memStore) SaveRevision(_ context.Context, k, v string) (int64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

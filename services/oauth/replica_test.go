@@ -208,29 +208,6 @@ func (l *memLeases) Acquire(_ context.Context, name string, _ time.Duration) (fu
 	return m.Unlock, nil
 }
 
-// memShared are shared values in memory.
-type memShared struct {
-	mu sync.Mutex
-	m  map[string]string
-}
-
-func (s *memShared) Get(_ context.Context, name string) (string, bool, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	v, ok := s.m[name]
-	return v, ok, nil
-}
-
-func (s *memShared) Put(_ context.Context, name, value string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.m == nil {
-		s.m = map[string]string{}
-	}
-	s.m[name] = value
-	return nil
-}
-
 // Two replicas of one Copilot account exchange its GitHub token once: the second takes the
 // token the first left in the shared store. A token one replica saw refused is exchanged anew
 // once, and the other replica, refused the same token, takes the new one.
@@ -239,7 +216,7 @@ func TestCopilotExchangeOnceAcrossReplicas(t *testing.T) {
 	ctx := context.Background()
 	conn := h.mustSignIn("octo", 42)
 	entry := h.entry(conn.ID)
-	leases, shared := &memLeases{}, &memShared{}
+	leases, shared := &memLeases{}, &memStore{m: map[string]string{}}
 	replica := func() *Service {
 		svc, err := New(ctx, Options{Catalog: h.cat, Settings: h.opts, Client: h.fake.Client(), Clock: h.clock,
 			Store: &recordStore{}, Expire: &expirer{}, Leases: leases, Shared: shared})
