@@ -33,8 +33,6 @@ func anthropicSetup(t *testing.T, handler http.HandlerFunc) (*testenv.Env, *test
 	return e, up, key, a, b
 }
 
-const messagesBody = `{"model":"anthropic/claude-test","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}`
-
 // sseEvents reads a streamed answer into its events (name and data).
 func sseEvents(t *testing.T, r *http.Response) (names, data []string) {
 	t.Helper()
@@ -78,7 +76,7 @@ func TestMessagesPassThroughToAnthropic(t *testing.T) {
 	}
 
 	// Claude Code sends its key as a bearer token; streams pass event by event, in order.
-	req, _ := http.NewRequest("POST", e.Base+"/v1/messages", strings.NewReader(strings.Replace(messagesBody, `"max_tokens"`, `"stream":true,"max_tokens"`, 1)))
+	req, _ := http.NewRequest("POST", e.Base+"/v1/messages", strings.NewReader(strings.Replace(testenv.MessagesBody, `"max_tokens"`, `"stream":true,"max_tokens"`, 1)))
 	req.Header.Set("Authorization", "Bearer "+key)
 	req.Header.Set("anthropic-version", "2023-06-01")
 	r, err := testenv.ChatClient.Do(req)
@@ -150,7 +148,7 @@ func TestMessagesErrorsInAnthropicShape(t *testing.T) {
 	// A provider that refuses the models it does not list answers an unknown one itself.
 	e.MustAPI("PATCH", fmt.Sprintf("/api/providers/%d", e.ProviderID("anthropic")), map[string]any{"listed_models_only": true}, 200)
 	check("unknown model", e.PostAnthropic("/v1/messages", key, `{"model":"anthropic/nope","max_tokens":1,"messages":[]}`, nil), 404, "not_found_error")
-	check("bad key", e.PostAnthropic("/v1/messages", "sk-wrong", messagesBody, nil), 401, "authentication_error")
+	check("bad key", e.PostAnthropic("/v1/messages", "sk-wrong", testenv.MessagesBody, nil), 401, "authentication_error")
 	check("bad json", e.PostAnthropic("/v1/messages", key, `{"model":`, nil), 400, "invalid_request_error")
 	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"circuit_breaker": map[string]any{"failure_threshold": 1}}, 200)
 	e.API("POST", "/api/resilience/breakers/reset", map[string]any{"provider": "anthropic"}, nil)
@@ -202,7 +200,7 @@ func TestAnthropicFailuresCoolTheConnectionAndFailOver(t *testing.T) {
 			e, up, key, a, b := anthropicSetup(t, func(w http.ResponseWriter, r *http.Request) { (*handler.Load())(w, r) })
 			h := testenv.ByAPIKey(map[string]http.HandlerFunc{"sk-ant-a": c.a(e), "sk-ant-b": testenv.MessagesAnswer()})
 			handler.Store(&h)
-			r := e.PostAnthropic("/v1/messages", key, messagesBody, nil)
+			r := e.PostAnthropic("/v1/messages", key, testenv.MessagesBody, nil)
 			body := testenv.ReadAll(t, r)
 			if r.StatusCode != c.wantStatus || body != testenv.MessageJSON {
 				t.Fatalf("client: %d %s", r.StatusCode, body)
@@ -246,7 +244,7 @@ var capacityCases = []capacityCase{
 		}))
 		return e, key, a, b, func() int { return len(up.MessageRequests()) }
 	}, post: func(e *testenv.Env, key string) *http.Response {
-		return e.PostAnthropic("/v1/messages", key, messagesBody, nil)
+		return e.PostAnthropic("/v1/messages", key, testenv.MessagesBody, nil)
 	}},
 }
 
@@ -395,7 +393,7 @@ func TestAnthropicBrokenStreamAndBreaker(t *testing.T) {
 		}
 		testenv.SSEAnswer(testenv.MessageEvents, 4)(w, r) // message_start, block start, ping, "Hel": then the body ends
 	})
-	r := e.PostAnthropic("/v1/messages", key, strings.Replace(messagesBody, `"max_tokens"`, `"stream":true,"max_tokens"`, 1), nil)
+	r := e.PostAnthropic("/v1/messages", key, strings.Replace(testenv.MessagesBody, `"max_tokens"`, `"stream":true,"max_tokens"`, 1), nil)
 	names, data := sseEvents(t, r)
 	if len(names) < 2 || names[0] != "message_start" || names[len(names)-1] != "error" ||
 		gjson.Get(data[len(data)-1], "error.code").String() != "stream_incomplete" || gjson.Get(data[len(data)-1], "type").String() != "error" {
@@ -406,7 +404,7 @@ func TestAnthropicBrokenStreamAndBreaker(t *testing.T) {
 	// breaker at a threshold of 2.
 	failing.Store(true)
 	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"circuit_breaker": map[string]any{"failure_threshold": 2}}, 200)
-	r = e.PostAnthropic("/v1/messages", key, messagesBody, nil)
+	r = e.PostAnthropic("/v1/messages", key, testenv.MessagesBody, nil)
 	if body := testenv.ReadAll(t, r); r.StatusCode != 500 || gjson.Get(body, "error.type").String() != "api_error" {
 		t.Fatalf("failure: %d %s", r.StatusCode, body)
 	}
@@ -414,7 +412,7 @@ func TestAnthropicBrokenStreamAndBreaker(t *testing.T) {
 	if s := e.ProviderStatus("anthropic"); s["breaker"] != "open" {
 		t.Fatalf("breaker: %v", s)
 	}
-	r = e.PostAnthropic("/v1/messages", key, messagesBody, nil)
+	r = e.PostAnthropic("/v1/messages", key, testenv.MessagesBody, nil)
 	body := testenv.ReadAll(t, r)
 	if r.StatusCode != 503 || gjson.Get(body, "error.type").String() != "overloaded_error" || r.Header.Get("Retry-After") == "" {
 		t.Fatalf("open breaker: %d %s %v", r.StatusCode, body, r.Header)
@@ -440,7 +438,7 @@ func TestAnthropicStreamCutAfterTheFirstBlock(t *testing.T) {
 		t.Run(cut+"/messages", func(t *testing.T) {
 			e, _, key, _, _ := anthropicSetup(t, h)
 			e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"circuit_breaker": map[string]any{"failure_threshold": 1}}, 200)
-			r := e.PostAnthropic("/v1/messages", key, strings.Replace(messagesBody, `"max_tokens"`, `"stream":true,"max_tokens"`, 1), nil)
+			r := e.PostAnthropic("/v1/messages", key, strings.Replace(testenv.MessagesBody, `"max_tokens"`, `"stream":true,"max_tokens"`, 1), nil)
 			names, data := sseEvents(t, r)
 			if strings.Join(names, ",") != "message_start,content_block_start,ping,content_block_delta,content_block_delta,content_block_stop,error" {
 				t.Fatalf("events %v", names)

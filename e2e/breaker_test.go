@@ -3,12 +3,11 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"strings"
-	"switchyard/e2e/testenv"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"switchyard/e2e/testenv"
 )
 
 // wantBreaker checks provider up's status and breaker in the state API and the breaker gauge's
@@ -23,23 +22,9 @@ func wantBreaker(t *testing.T, e *testenv.Env, when, status, breaker string, gau
 	}
 }
 
-// failingUntilFixed is an upstream that answers 500 until the flag it returns is cleared, and
-// then a completion.
-func failingUntilFixed() (*atomic.Bool, http.HandlerFunc) {
-	failing := &atomic.Bool{}
-	failing.Store(true)
-	return failing, func(w http.ResponseWriter, r *http.Request) {
-		if failing.Load() {
-			testenv.Status(500, nil, `{"error":{"message":"internal error"}}`)(w, r)
-			return
-		}
-		testenv.JSONAnswer(testenv.CompletionJSON)(w, r)
-	}
-}
-
 func TestBreakerOpensRecoversAndSurvivesRestart(t *testing.T) {
-	failing, handler := failingUntilFixed()
-	e, up, key := setupOne(t, handler)
+	failing, handler := testenv.FailingUntilFixed()
+	e, up, key := testenv.SetupOne(t, handler)
 	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0}}, 200)
 	if s := e.ProviderStatus("up"); s["status"] != "healthy" {
 		t.Fatalf("start: %v", s)
@@ -100,7 +85,7 @@ func TestBreakerOpensRecoversAndSurvivesRestart(t *testing.T) {
 }
 
 func TestBreakerResetByOperator(t *testing.T) {
-	e, _, key := setupOne(t, testenv.Status(502, nil, `bad gateway`))
+	e, _, key := testenv.SetupOne(t, testenv.Status(502, nil, `bad gateway`))
 	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0},
 		"circuit_breaker": map[string]any{"failure_threshold": 1}}, 200)
 	testenv.ReadAll(t, e.Chat(context.Background(), key, testenv.ChatBody))
@@ -118,8 +103,8 @@ func TestBreakerResetByOperator(t *testing.T) {
 // not degraded by the failures that opened the breaker), the transition is logged and the gauge
 // shows closed. No restart in between, which would clear the window by itself.
 func TestSuccessfulProbesMakeTheProviderHealthyAgain(t *testing.T) {
-	failing, handler := failingUntilFixed()
-	e, _, key := setupOne(t, handler)
+	failing, handler := testenv.FailingUntilFixed()
+	e, _, key := testenv.SetupOne(t, handler)
 	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0},
 		"circuit_breaker": map[string]any{"failure_threshold": 3}}, 200)
 	for i := 0; i < 3; i++ {

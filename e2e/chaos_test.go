@@ -9,9 +9,10 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"switchyard/e2e/testenv"
 	"testing"
 	"time"
+
+	"switchyard/e2e/testenv"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/Shopify/toxiproxy/v2/collectors"

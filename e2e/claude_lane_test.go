@@ -143,7 +143,7 @@ func (l *laneEnv) slow(status int, slowStatus string, kv ...string) func(http.Re
 
 func (l *laneEnv) post() (int, string) {
 	l.T.Helper()
-	resp := l.PostAnthropic("/v1/messages", l.key, messagesBody, nil)
+	resp := l.PostAnthropic("/v1/messages", l.key, testenv.MessagesBody, nil)
 	body := testenv.ReadAll(l.T, resp)
 	return resp.StatusCode, body
 }
@@ -225,7 +225,7 @@ func TestLaneSlotBusyWaits(t *testing.T) {
 	got := make(chan *http.Response, 1)
 	go func() {
 		req, _ := http.NewRequestWithContext(ctx, "POST", l.Base+"/v1/messages",
-			strings.NewReader(strings.Replace(messagesBody, `"max_tokens":64`, `"max_tokens":64,"stream":true`, 1)))
+			strings.NewReader(strings.Replace(testenv.MessagesBody, `"max_tokens":64`, `"max_tokens":64,"stream":true`, 1)))
 		req.Header.Set("x-api-key", l.key)
 		resp, err := testenv.ChatClient.Do(req)
 		if err != nil {

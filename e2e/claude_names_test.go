@@ -66,7 +66,7 @@ func TestClaudeAccountEmailStaysWithOperators(t *testing.T) {
 	e.Eventually("the account polled", func() bool { return connState(e, id)["usage"].(map[string]any)["skipped_until"] != nil })
 	excluded := func(want string) {
 		t.Helper()
-		resp := e.PostAnthropic("/v1/messages", key, messagesBody, nil)
+		resp := e.PostAnthropic("/v1/messages", key, testenv.MessagesBody, nil)
 		body := testenv.ReadAll(t, resp)
 		if resp.StatusCode != 429 {
 			t.Fatalf("at the wall: %d %s", resp.StatusCode, body)
@@ -139,7 +139,7 @@ func TestUpstreamErrorsLoseTheAccountsEmail(t *testing.T) {
 	})
 	e.AddClaudeAccount(f, "ada@example.com")
 	e.WaitModels(key, "anthropic/claude-test")
-	resp := e.PostAnthropic("/v1/messages", key, messagesBody, nil)
+	resp := e.PostAnthropic("/v1/messages", key, testenv.MessagesBody, nil)
 	body := testenv.ReadAll(t, resp)
 	if resp.StatusCode != 400 || strings.Contains(body, "@") || !strings.Contains(body, "may not use this model") {
 		t.Fatalf("%d %s", resp.StatusCode, body)

@@ -84,7 +84,7 @@ func TestClaudeSignInThroughTheAPI(t *testing.T) {
 	}
 	// The account serves requests at once.
 	e.WaitModels(key, "anthropic/claude-test")
-	resp := e.PostAnthropic("/v1/messages", key, messagesBody, nil)
+	resp := e.PostAnthropic("/v1/messages", key, testenv.MessagesBody, nil)
 	if body := testenv.ReadAll(t, resp); resp.StatusCode != 200 {
 		t.Fatalf("messages: %d %s", resp.StatusCode, body)
 	}
@@ -97,7 +97,7 @@ func TestClaudeSignInThroughTheAPI(t *testing.T) {
 	if items := e.MustAPI("GET", "/api/connections", nil, 200)["items"].([]any); len(items) != 1 {
 		t.Fatalf("%d connections after re-auth", len(items))
 	}
-	resp = e.PostAnthropic("/v1/messages", key, messagesBody, nil)
+	resp = e.PostAnthropic("/v1/messages", key, testenv.MessagesBody, nil)
 	testenv.ReadAll(t, resp)
 	reqs := f.MessageRequests()
 	if len(reqs) != before+1 || bearerOf(reqs[before]) == bearerOf(reqs[before-1]) {
@@ -129,7 +129,7 @@ func adaServedOnce(t *testing.T, e *testenv.Env, f *testenv.FakeClaude, key stri
 	t.Helper()
 	id := e.AddClaudeAccount(f, "ada@example.com")
 	e.WaitModels(key, "anthropic/claude-test")
-	testenv.ReadAll(t, e.PostAnthropic("/v1/messages", key, messagesBody, nil))
+	testenv.ReadAll(t, e.PostAnthropic("/v1/messages", key, testenv.MessagesBody, nil))
 	return id, bearerOf(f.MessageRequests()[0])
 }
 
@@ -150,7 +150,7 @@ func TestClaudeSetupToken(t *testing.T) {
 		t.Fatalf("connection %v", conn)
 	}
 	e.Clock.Advance(24 * time.Hour) // long-lived: nothing to refresh
-	resp := e.PostAnthropic("/v1/messages", key, messagesBody, nil)
+	resp := e.PostAnthropic("/v1/messages", key, testenv.MessagesBody, nil)
 	if body := testenv.ReadAll(t, resp); resp.StatusCode != 200 {
 		t.Fatalf("messages: %d %s", resp.StatusCode, body)
 	}
@@ -175,7 +175,7 @@ func TestClaudeRefreshAheadOfExpiryAndOn401(t *testing.T) {
 
 	// The upstream refuses the token: one refresh, and the same request succeeds.
 	f.Revoke(first)
-	resp := e.PostAnthropic("/v1/messages", key, messagesBody, nil)
+	resp := e.PostAnthropic("/v1/messages", key, testenv.MessagesBody, nil)
 	if body := testenv.ReadAll(t, resp); resp.StatusCode != 200 {
 		t.Fatalf("after a 401: %d %s", resp.StatusCode, body)
 	}
@@ -191,7 +191,7 @@ func TestClaudeRefreshAheadOfExpiryAndOn401(t *testing.T) {
 	// Inside the refresh margin (5 min before the 8 h expiry) the token is refreshed first.
 	e.Clock.Advance(8*time.Hour - 5*time.Minute)
 	e.Eventually("the refresher refreshes ahead of expiry", func() bool { return f.Refreshes.Load() == 2 })
-	resp = e.PostAnthropic("/v1/messages", key, messagesBody, nil)
+	resp = e.PostAnthropic("/v1/messages", key, testenv.MessagesBody, nil)
 	testenv.ReadAll(t, resp)
 	reqs = f.MessageRequests()
 	if third := bearerOf(reqs[len(reqs)-1]); third == second || f.Refreshes.Load() != 2 {
@@ -272,7 +272,7 @@ func TestClaudeRefreshStrikesAndInvalidGrant(t *testing.T) {
 	if f.Refreshes.Load() != 3 {
 		t.Fatalf("%d refresh calls", f.Refreshes.Load())
 	}
-	resp := e.PostAnthropic("/v1/messages", key, messagesBody, nil)
+	resp := e.PostAnthropic("/v1/messages", key, testenv.MessagesBody, nil)
 	if body := testenv.ReadAll(t, resp); resp.StatusCode != 401 || !strings.Contains(body, "expired") {
 		t.Fatalf("an expired account: %d %s", resp.StatusCode, body)
 	}
@@ -307,7 +307,7 @@ func TestClaudeRefreshWaitsRetryAfter(t *testing.T) {
 		t.Fatalf("token %v, refreshes %d", tok, f.Refreshes.Load())
 	}
 	// Requests keep the token that still works.
-	resp := e.PostAnthropic("/v1/messages", key, messagesBody, nil)
+	resp := e.PostAnthropic("/v1/messages", key, testenv.MessagesBody, nil)
 	if testenv.ReadAll(t, resp); resp.StatusCode != 200 || f.Refreshes.Load() != 1 {
 		t.Fatalf("status %d, refreshes %d", resp.StatusCode, f.Refreshes.Load())
 	}

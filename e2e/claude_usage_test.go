@@ -39,7 +39,7 @@ func TestClaudeUsagePollingAndWindowSkipping(t *testing.T) {
 
 	// ada (priority 0) is at its wall: bob serves.
 	for range 3 {
-		resp := e.PostAnthropic("/v1/messages", key, messagesBody, nil)
+		resp := e.PostAnthropic("/v1/messages", key, testenv.MessagesBody, nil)
 		if out := testenv.ReadAll(t, resp); resp.StatusCode != 200 {
 			t.Fatalf("%d %s", resp.StatusCode, out)
 		}
@@ -72,7 +72,7 @@ func TestClaudeUsagePollingAndWindowSkipping(t *testing.T) {
 	f.SetUsage("bob@example.com", testenv.UsageJSON(100, now.Add(3*time.Hour), 10, now.Add(96*time.Hour)))
 	e.Clock.Advance(5 * time.Minute) // the poll interval
 	e.Eventually("bob polled at its wall", func() bool { return connState(e, bob)["usage"].(map[string]any)["skipped_until"] != nil })
-	resp := e.PostAnthropic("/v1/messages", key, messagesBody, nil)
+	resp := e.PostAnthropic("/v1/messages", key, testenv.MessagesBody, nil)
 	body := testenv.ReadAll(t, resp)
 	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("both at the wall: %d %s", resp.StatusCode, body)
@@ -94,7 +94,7 @@ func TestClaudeUsagePollingAndWindowSkipping(t *testing.T) {
 	// ada's window resets: it serves again, first.
 	f.SetUsage("ada@example.com", testenv.UsageJSON(0, now.Add(7*time.Hour), 41, now.Add(72*time.Hour)))
 	e.Clock.Advance(2*time.Hour - 5*time.Minute)
-	resp = e.PostAnthropic("/v1/messages", key, messagesBody, nil)
+	resp = e.PostAnthropic("/v1/messages", key, testenv.MessagesBody, nil)
 	if out := testenv.ReadAll(t, resp); resp.StatusCode != 200 {
 		t.Fatalf("after the reset: %d %s", resp.StatusCode, out)
 	}
@@ -130,7 +130,7 @@ func TestClaudeUnifiedHeadersUpdateUsage(t *testing.T) {
 	e.WaitModels(key, "anthropic/claude-test")
 	e.Eventually("first poll", func() bool { return connState(e, id)["usage"].(map[string]any)["polled_at"] != nil })
 	polls := len(f.Requests("/api/oauth/usage"))
-	resp := e.PostAnthropic("/v1/messages", key, messagesBody, nil)
+	resp := e.PostAnthropic("/v1/messages", key, testenv.MessagesBody, nil)
 	testenv.ReadAll(t, resp)
 	five := connState(e, id)["usage"].(map[string]any)["five_hour"].(map[string]any)
 	if u := five["utilization"].(float64); u < 62.9 || u > 63.1 {
@@ -139,7 +139,7 @@ func TestClaudeUnifiedHeadersUpdateUsage(t *testing.T) {
 	wall.Store(true)
 	f.SetUsage("ada@example.com", testenv.UsageJSON(100, now.Add(90*time.Minute), 20, now.Add(80*time.Hour))) // what a poll now says
 	e.Clock.Advance(time.Minute)
-	resp = e.PostAnthropic("/v1/messages", key, messagesBody, nil)
+	resp = e.PostAnthropic("/v1/messages", key, testenv.MessagesBody, nil)
 	if testenv.ReadAll(t, resp); resp.StatusCode != 429 {
 		t.Fatalf("the wall: %d", resp.StatusCode)
 	}

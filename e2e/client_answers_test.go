@@ -57,13 +57,13 @@ func TestBannedConnectionNeedsNewCredentials(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			conns := []upConn{{"ban", "sk-ban", 0}}
+			conns := []testenv.UpConn{{Name: "ban", Key: "sk-ban"}}
 			answers := map[string]http.HandlerFunc{"sk-ban": bannedAnswer}
 			if c.other != nil {
-				conns = append(conns, upConn{"other", "sk-other", 1})
+				conns = append(conns, testenv.UpConn{Name: "other", Key: "sk-other", Priority: 1})
 				answers["sk-other"] = c.other
 			}
-			e, up, key, ids := setupConns(t, testenv.ByKey(answers), conns...)
+			e, up, key, ids := testenv.SetupConns(t, testenv.ByKey(answers), conns...)
 			e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0}}, 200)
 			typ := "authentication_error"
 			if c.status == 429 {

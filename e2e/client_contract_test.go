@@ -36,7 +36,7 @@ func whileWaiting(e *testenv.Env, f func()) {
 // an SDK with its default retries adds no upstream call.
 func TestRetryBudgetBoundsUpstreamCalls(t *testing.T) {
 	limited := testenv.Status(429, map[string]string{"Retry-After": "1"}, `{"error":{"message":"slow down","type":"rate_limit_error"}}`)
-	e, up, key, _, _ := twoKeys(t, limited)
+	e, up, key, _, _ := testenv.TwoKeys(t, limited)
 	var r *http.Response
 	var body string
 	whileWaiting(e, func() {
@@ -77,7 +77,7 @@ func TestRetryBudgetBoundsUpstreamCalls(t *testing.T) {
 func TestOutageIs503AndRateLimitsAre429(t *testing.T) {
 	var outage atomic.Bool
 	outage.Store(true)
-	e, _, key, _, _ := twoKeys(t, func(w http.ResponseWriter, r *http.Request) {
+	e, _, key, _, _ := testenv.TwoKeys(t, func(w http.ResponseWriter, r *http.Request) {
 		if outage.Load() {
 			testenv.Status(503, nil, `{"error":{"message":"service unavailable"}}`)(w, r)
 			return

@@ -60,11 +60,11 @@ func TestLivePollsAnswerOnlyChanges(t *testing.T) {
 // TestOverviewWithoutJavaScript: the Overview names each trouble with a link to its place and
 // draws the charts on the server; the Request log filters with a plain GET form.
 func TestOverviewWithoutJavaScript(t *testing.T) {
-	e, _, key, ids := setupConns(t, testenv.ByKey(map[string]http.HandlerFunc{
+	e, _, key, ids := testenv.SetupConns(t, testenv.ByKey(map[string]http.HandlerFunc{
 		"sk-a":    testenv.Status(429, map[string]string{"Retry-After": "600"}, `{"error":{"message":"Rate limit reached"}}`),
 		"sk-dead": testenv.Status(401, nil, `{"error":{"message":"Incorrect API key sk-dead"}}`),
 		"sk-b":    testenv.JSONAnswer(testenv.CompletionJSON),
-	}), upConn{"a", "sk-a", 0}, upConn{"dead", "sk-dead", 1}, upConn{"b", "sk-b", 2})
+	}), testenv.UpConn{Name: "a", Key: "sk-a", Priority: 0}, testenv.UpConn{Name: "dead", Key: "sk-dead", Priority: 1}, testenv.UpConn{Name: "b", Key: "sk-b", Priority: 2})
 	a, dead := ids[0], ids[1]
 	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0}}, 200)
 	testenv.ReadAll(t, e.Chat(context.Background(), key, testenv.ChatBody))

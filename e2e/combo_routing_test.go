@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/tidwall/gjson"
 
 	"switchyard/e2e/testenv"
@@ -579,6 +580,30 @@ func passTime(t *testing.T, e *testenv.Env, step, limit time.Duration, fn func()
 var rateLimited = testenv.Status(429, map[string]string{"Retry-After": "20"},
 	`{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}`)
 
+// sharedRateLimit is a rate limit two providers share, for tests that expect both targets of a
+// combo to be tried in each round: the first target called in a round (a) sets the moment both
+// come back, 20 to 21 s after its answer, and both send it as an HTTP date in Retry-After. With
+// relative Retry-After seconds, a step of the test's clock between a's and b's answers would
+// leave b out a little longer than a, and the round after the wait would find b still cooling.
+func sharedRateLimit() (a, b http.HandlerFunc, setClock func(*clockwork.FakeClock)) {
+	var clock atomic.Pointer[clockwork.FakeClock]
+	var mu sync.Mutex
+	var reset time.Time
+	answer := func(first bool) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			if first || reset.IsZero() {
+				reset = clock.Load().Now().Truncate(time.Second).Add(21 * time.Second)
+			}
+			at := reset
+			mu.Unlock()
+			testenv.Status(429, map[string]string{"Retry-After": at.UTC().Format(http.TimeFormat)},
+				`{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}`)(w, r)
+		}
+	}
+	return answer(true), answer(false), func(c *clockwork.FakeClock) { clock.Store(c) }
+}
+
 var outOfQuota = testenv.Status(429, map[string]string{"Retry-After": "120"},
 	`{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}}`)
 
@@ -646,7 +671,9 @@ func rounds(d map[string]any) []int {
 // budget_ms bounds the waits of a request together: two 20 s waits fit in a 50 s budget, a third
 // does not, though each is well under max_wait_ms and max_attempts allows more.
 func TestComboCooldownWaitBudgetBoundsAllWaits(t *testing.T) {
-	e, upA, upB, key := twoProviders(t, rateLimited, rateLimited)
+	a, b, setClock := sharedRateLimit()
+	e, upA, upB, key := twoProviders(t, a, b)
+	setClock(e.Clock)
 	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"circuit_breaker": map[string]any{"enabled": false},
 		"combo_cooldown_wait": map[string]any{"max_wait_ms": 30_000, "budget_ms": 50_000, "max_attempts": 5}}, 200)
 	addCombo(t, e, map[string]any{"name": "c", "targets": []any{target("pa", "m"), target("pb", "m")}})
@@ -668,10 +695,13 @@ func TestComboCooldownWaitBudgetBoundsAllWaits(t *testing.T) {
 }
 
 // max_attempts caps the number of waits: with the defaults (5 waits, 90 s each, 300 s in all)
-// a combo whose targets stay rate limited is dispatched six times, then answers the last 429.
+// a combo whose targets stay rate limited (about 20 s each time) is dispatched six times, then
+// answers the last 429.
 // (The breaker is off: only the rate limits' own 20 s cooldowns are waited for.)
 func TestComboCooldownWaitCapsItsAttempts(t *testing.T) {
-	e, upA, upB, key := twoProviders(t, rateLimited, rateLimited)
+	a, b, setClock := sharedRateLimit()
+	e, upA, upB, key := twoProviders(t, a, b)
+	setClock(e.Clock)
 	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"circuit_breaker": map[string]any{"enabled": false}}, 200)
 	addCombo(t, e, map[string]any{"name": "c", "targets": []any{target("pa", "m"), target("pb", "m")}})
 	var st int

@@ -292,13 +292,13 @@ func TestCombosNeverDangleUnderConcurrentChanges(t *testing.T) {
 // by the gateway, in OpenAI's shape, and with its name as display name in Anthropic's;
 // GET /v1/models/{name} answers it; a deleted combo is gone from both.
 func TestCombosAreListedAsModels(t *testing.T) {
-	e, _, key := setupOne(t, testenv.JSONAnswer(testenv.CompletionJSON))
+	e, _, key := testenv.SetupOne(t, testenv.JSONAnswer(testenv.CompletionJSON))
 	id := comboID(t, e.MustAPI("POST", "/api/combos", map[string]any{"name": "resilient-chat",
 		"targets": []any{map[string]any{"provider": "up", "model": "gpt-test"}}}, 201))
 
 	get := func(path string, anthropic bool) (int, map[string]any) {
 		t.Helper()
-		st, _, body := call(t, http.DefaultClient, "GET", e.Base+path, "", clientHeader(key, anthropic))
+		st, _, body := testenv.Call(t, http.DefaultClient, "GET", e.Base+path, "", clientHeader(key, anthropic))
 		var out map[string]any
 		json.Unmarshal([]byte(body), &out)
 		return st, out

@@ -125,7 +125,7 @@ func TestSlowClientsAreCutOffAtTheReadTimeout(t *testing.T) {
 
 // An authenticated proxy call may send its body slowly: the body deadline is lifted for it.
 func TestReadTimeoutSparesAuthenticatedProxyBodies(t *testing.T) {
-	e, _, key := setupOne(t, testenv.JSONAnswer(testenv.CompletionJSON), "--read-timeout", "1s")
+	e, _, key := testenv.SetupOne(t, testenv.JSONAnswer(testenv.CompletionJSON), "--read-timeout", "1s")
 
 	// A proxy body that pauses longer than the read timeout half-way.
 	pr, pw := io.Pipe()

@@ -4,9 +4,10 @@ import (
 	"context"
 	"slices"
 	"strings"
-	"switchyard/e2e/testenv"
 	"testing"
 	"time"
+
+	"switchyard/e2e/testenv"
 )
 
 func TestDiscoveryHidesFailedProviderAndRecheckRestoresIt(t *testing.T) {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -16,30 +15,18 @@ import (
 	"switchyard/e2e/testenv"
 )
 
-// rawFrom opens a connection to the gateway from a loopback address of its own.
-func rawFrom(t *testing.T, base, ip string) net.Conn {
-	t.Helper()
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
-	c, err := d.Dial("tcp", strings.TrimPrefix(base, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
 // A client past its login budget is answered at once, before its body is read: a login that
 // declares a body and never sends it gets its 429 without waiting for the read timeout, and the
 // page it came for survives in the form's address.
 func TestLoginThrottleAnswersBeforeReadingTheBody(t *testing.T) {
 	e := testenv.New(t)
-	c := clientFrom(t, "127.0.4.1")
+	c := testenv.ClientFrom(t, "127.0.4.1")
 	for i := range 5 {
-		if st := login(t, c, e.Base, "guess", nil); st != http.StatusUnauthorized {
+		if st := testenv.Login(t, c, e.Base, "guess", nil); st != http.StatusUnauthorized {
 			t.Fatalf("attempt %d: %d", i, st)
 		}
 	}
-	conn := rawFrom(t, e.Base, "127.0.4.1")
+	conn := testenv.RawFrom(t, e.Base, "127.0.4.1")
 	start := time.Now()
 	io.WriteString(conn, "POST /login?next=%2Fkeys HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\n"+
 		"Content-Length: 4000\r\n\r\n") // and no body
@@ -77,7 +64,7 @@ func TestAnonymousLoginBodiesDoNotGrowTheHeap(t *testing.T) {
 	e := testenv.New(t)
 	const clients = 100
 	big := "password=" + strings.Repeat("a", 256<<10)
-	warm := rawFrom(t, e.Base, "127.0.5.250") // warm the pools up
+	warm := testenv.RawFrom(t, e.Base, "127.0.5.250") // warm the pools up
 	io.WriteString(warm, "GET /login HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
 	if resp, err := http.ReadResponse(bufio.NewReader(warm), nil); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("login page: %v", err)
@@ -86,7 +73,7 @@ func TestAnonymousLoginBodiesDoNotGrowTheHeap(t *testing.T) {
 	statuses := make([]int, clients)
 	var wg sync.WaitGroup
 	for i := range clients {
-		conn := rawFrom(t, e.Base, fmt.Sprintf("127.0.5.%d", i+1))
+		conn := testenv.RawFrom(t, e.Base, fmt.Sprintf("127.0.5.%d", i+1))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -123,7 +110,7 @@ func TestAnonymousLoginBodiesDoNotGrowTheHeap(t *testing.T) {
 // Bodies past the edge's limits get 413 in the caller's format: admin JSON on /api, the HTML
 // error page on the dashboard and the login. Authenticated proxy calls are not held to them.
 func TestBodyLimitsOutsideTheProxy(t *testing.T) {
-	e, _, key := setupOne(t, testenv.JSONAnswer(testenv.CompletionJSON))
+	e, _, key := testenv.SetupOne(t, testenv.JSONAnswer(testenv.CompletionJSON))
 	twoMiB := strings.Repeat("x", 2<<20)
 
 	send := func(c *http.Client, method, path, ctype string, body io.Reader, length int64, header map[string]string) (*http.Response, string) {

@@ -18,7 +18,7 @@ import (
 // A field named twice is refused before anything is sent upstream: the gateway would check the
 // first while the upstream ran the second.
 func TestDuplicatedFieldsAreRefused(t *testing.T) {
-	e, up, key := setupOne(t, testenv.JSONAnswer(testenv.CompletionJSON))
+	e, up, key := testenv.SetupOne(t, testenv.JSONAnswer(testenv.CompletionJSON))
 	for _, body := range []string{
 		`{"model":"up/gpt-test","model":"other-model","messages":[]}`,
 		`{"model":"up/gpt-test","stream":false,"messages":[],"stream":true}`,
@@ -47,8 +47,8 @@ func TestDuplicatedFieldsAreRefused(t *testing.T) {
 // state API or the log.
 func TestUpstreamErrorsNeverCarryTheKey(t *testing.T) {
 	const secret = "sk-a-SECRET-0123456789abcdef"
-	e, _, key, ids := setupConns(t, testenv.Status(500, nil, `{"error":{"message":"Invalid request with key `+secret+` and sk-proj-OTHER0123456789abc"}}`),
-		upConn{"main", secret, 0})
+	e, _, key, ids := testenv.SetupConns(t, testenv.Status(500, nil, `{"error":{"message":"Invalid request with key `+secret+` and sk-proj-OTHER0123456789abc"}}`),
+		testenv.UpConn{Name: "main", Key: secret, Priority: 0})
 	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0}}, 200)
 	r := e.Chat(context.Background(), key, testenv.ChatBody)
 	body := testenv.ReadAll(t, r)
@@ -73,8 +73,8 @@ func TestUpstreamErrorsNeverCarryTheKey(t *testing.T) {
 func TestUpstream400QuotingTheKeyIsScrubbed(t *testing.T) {
 	for _, secret := range []string{"sk-proj-SECRET0123456789abcdef", "local.vllm.token.0042"} {
 		t.Run(secret[:8], func(t *testing.T) {
-			e, _, key, _ := setupConns(t, testenv.Status(400, nil,
-				`{"error":{"message":"Invalid request with key `+secret+`","type":"invalid_request_error"}}`), upConn{"main", secret, 0})
+			e, _, key, _ := testenv.SetupConns(t, testenv.Status(400, nil,
+				`{"error":{"message":"Invalid request with key `+secret+`","type":"invalid_request_error"}}`), testenv.UpConn{Name: "main", Key: secret, Priority: 0})
 			r := e.Chat(context.Background(), key, testenv.ChatBody)
 			body := testenv.ReadAll(t, r)
 			if r.StatusCode != 400 || !strings.Contains(body, "Invalid request with key [redacted]") {
@@ -101,8 +101,8 @@ func TestUpstream400QuotingTheKeyIsScrubbed(t *testing.T) {
 func TestStreamErrorEventQuotingTheKeyIsScrubbed(t *testing.T) {
 	t.Run("chat", func(t *testing.T) {
 		const secret = "sk-proj-STREAM0123456789abcdef"
-		e, _, key, _ := setupConns(t, sseThenError(testenv.SSEChunks[1],
-			`data: {"error":{"message":"Invalid request with key `+secret+`","type":"invalid_request_error"}}`), upConn{"main", secret, 0})
+		e, _, key, _ := testenv.SetupConns(t, sseThenError(testenv.SSEChunks[1],
+			`data: {"error":{"message":"Invalid request with key `+secret+`","type":"invalid_request_error"}}`), testenv.UpConn{Name: "main", Key: secret, Priority: 0})
 		r := e.Chat(context.Background(), key, `{"model":"up/gpt-test","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
 		got := testenv.ReadAll(t, r)
 		if r.StatusCode != 200 || !strings.Contains(got, `"Hel"`) || !strings.Contains(got, "[redacted]") || strings.Contains(got, secret) {
@@ -160,7 +160,7 @@ func TestShortAndMaskedKeyEchoesAreScrubbed(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			// A 403 is relayed with the upstream's words (a 401 would make the connection
 			// expired and the client read the gateway's own message instead).
-			e, _, key, _ := setupConns(t, testenv.Status(403, nil, `{"error":{"message":"`+c.echo+`","type":"invalid_request_error"}}`), upConn{"main", c.key, 0})
+			e, _, key, _ := testenv.SetupConns(t, testenv.Status(403, nil, `{"error":{"message":"`+c.echo+`","type":"invalid_request_error"}}`), testenv.UpConn{Name: "main", Key: c.key, Priority: 0})
 			r := e.Chat(context.Background(), key, testenv.ChatBody)
 			body := testenv.ReadAll(t, r)
 			if r.StatusCode != 403 || !strings.Contains(body, "[redacted]") || !strings.Contains(body, c.stays) {
@@ -202,7 +202,7 @@ func TestUpstreamProtocolFailuresFailOver(t *testing.T) {
 				}
 				testenv.JSONAnswer(testenv.CompletionJSON)(w, r)
 			}
-			e, _, key, a, _ := twoKeys(t, testenv.ByKey(map[string]http.HandlerFunc{"sk-a": c.a, "sk-b": good}))
+			e, _, key, a, _ := testenv.TwoKeys(t, testenv.ByKey(map[string]http.HandlerFunc{"sk-a": c.a, "sk-b": good}))
 			body := testenv.ChatBody
 			if c.stream {
 				body = `{"model":"up/gpt-test","stream":true,"messages":[]}`
@@ -219,7 +219,7 @@ func TestUpstreamProtocolFailuresFailOver(t *testing.T) {
 		})
 	}
 	// With nowhere to fail over to, the client gets a 502 naming the broken protocol.
-	e, _, key := setupOne(t, testenv.JSONAnswer(`<html>oops</html>`))
+	e, _, key := testenv.SetupOne(t, testenv.JSONAnswer(`<html>oops</html>`))
 	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0}}, 200)
 	r := e.Chat(context.Background(), key, testenv.ChatBody)
 	got := testenv.ReadAll(t, r)
@@ -232,7 +232,7 @@ func TestUpstreamProtocolFailuresFailOver(t *testing.T) {
 // wait in line only when every connection is full.
 func TestSaturatedConnectionSpillsOver(t *testing.T) {
 	g := newGated()
-	e, up, key, a, _ := twoKeys(t, g.handler)
+	e, up, key, a, _ := testenv.TwoKeys(t, g.handler)
 	e.MustAPI("PATCH", fmt.Sprintf("/api/connections/%d", a), map[string]any{"max_concurrent": 2}, 200)
 	send := func(n int) *sync.WaitGroup {
 		var wg sync.WaitGroup
@@ -267,7 +267,7 @@ func TestSaturatedConnectionSpillsOver(t *testing.T) {
 
 	// Both full: the next request waits on the first connection, which the dashboard shows.
 	g2 := newGated()
-	e2, _, key2, a2, b2 := twoKeys(t, g2.handler)
+	e2, _, key2, a2, b2 := testenv.TwoKeys(t, g2.handler)
 	e2.MustAPI("PATCH", fmt.Sprintf("/api/connections/%d", a2), map[string]any{"max_concurrent": 1}, 200)
 	e2.MustAPI("PATCH", fmt.Sprintf("/api/connections/%d", b2), map[string]any{"max_concurrent": 1}, 200)
 	var wg2 sync.WaitGroup
@@ -352,7 +352,7 @@ func TestProviderWithoutConnectionIsANonRetryable404(t *testing.T) {
 // request can succeed then), naming both states; the Retry-After counts down with the clock.
 // Every connection expired or banned: 401 connections_unusable.
 func TestOutOfCreditsIsNotBadCredentials(t *testing.T) {
-	e, _, key, a, b := twoKeys(t, testenv.ByKey(map[string]http.HandlerFunc{
+	e, _, key, a, b := testenv.TwoKeys(t, testenv.ByKey(map[string]http.HandlerFunc{
 		"sk-a": testenv.Status(402, nil, `{"error":{"message":"Insufficient credits: top up to continue","type":"insufficient_credits"}}`),
 		"sk-b": testenv.Status(401, nil, `{"error":{"message":"key revoked"}}`),
 	}))

@@ -293,7 +293,7 @@ func TestComboNamesArePrintable(t *testing.T) {
 // --public-host given twice: both names are answered (any port, any case, a trailing dot) on the
 // dashboard, the admin API and /health, and a third name gets 421 on them.
 func TestTwoPublicHostsAreBothAnswered(t *testing.T) {
-	e, _, key := setupOne(t, testenv.JSONAnswer(testenv.CompletionJSON),
+	e, _, key := testenv.SetupOne(t, testenv.JSONAnswer(testenv.CompletionJSON),
 		"--public-host", "gateway.example.com", "--public-host", "llm.internal.example")
 	// The session's cookie, sent by hand: a cookie jar files it under the address the test
 	// dials, not under the names the requests carry.
@@ -310,7 +310,7 @@ func TestTwoPublicHostsAreBothAnswered(t *testing.T) {
 		for k, v := range header {
 			h[k] = v
 		}
-		st, _, body := call(t, c, "GET", e.Base+path, "", h)
+		st, _, body := testenv.Call(t, c, "GET", e.Base+path, "", h)
 		return st, body
 	}
 	type route struct {
@@ -344,7 +344,7 @@ func TestTwoPublicHostsAreBothAnswered(t *testing.T) {
 		}
 	}
 	// A proxy call with a valid client key is answered for any name.
-	st, _, body := call(t, http.DefaultClient, "POST", e.Base+"/v1/chat/completions", testenv.ChatBody,
+	st, _, body := testenv.Call(t, http.DefaultClient, "POST", e.Base+"/v1/chat/completions", testenv.ChatBody,
 		map[string]string{"Host": "third.example.com", "Authorization": "Bearer " + key, "Content-Type": "application/json"})
 	if st != http.StatusOK {
 		t.Fatalf("proxy call for a third name: %d %s", st, body)

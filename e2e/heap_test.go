@@ -6,8 +6,9 @@ import (
 	"net/http"
 	"runtime"
 	"strings"
-	"switchyard/e2e/testenv"
 	"testing"
+
+	"switchyard/e2e/testenv"
 )
 
 func liveHeap() uint64 {
@@ -24,7 +25,7 @@ func TestHeapStaysBoundedOverManyStreams(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs 600 streams")
 	}
-	e, _, key := setupOne(t, func(w http.ResponseWriter, r *http.Request) {
+	e, _, key := testenv.SetupOne(t, func(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case strings.Contains(r.Header.Get("User-Agent"), "cut"):
 			testenv.SSEAnswer(testenv.SSEChunks, 2)(w, r)

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"sync"
@@ -11,17 +10,6 @@ import (
 
 	"switchyard/e2e/testenv"
 )
-
-// limitedKey creates a client key with limits and returns the key and its id.
-func limitedKey(e *testenv.Env, name string, limits map[string]any) (string, int64) {
-	e.T.Helper()
-	body := map[string]any{"name": name}
-	for k, v := range limits {
-		body[k] = v
-	}
-	out := e.MustAPI("POST", "/api/keys", body, 201)
-	return out["key"].(string), int64(out["id"].(float64))
-}
 
 // limitedSetup is a gateway with provider "up" on a fake upstream answering chat and a key
 // "agent" with limits; it returns the key and its id. The caller waits for the models with
@@ -32,36 +20,8 @@ func limitedSetup(t *testing.T, chat http.HandlerFunc, limits map[string]any) (*
 	e := testenv.New(t)
 	e.AddProvider("up", up.URL+"/v1")
 	e.AddConnection("up", "c1", "sk-up", 0)
-	key, id := limitedKey(e, "agent", limits)
+	key, id := testenv.LimitedKey(e, "agent", limits)
 	return e, up, key, id
-}
-
-// refusal reads a 429's limit from its diagnostics (both formats carry them beside the error).
-type refusal struct {
-	Error struct {
-		Type string `json:"type"`
-		Code string `json:"code"`
-	} `json:"error"`
-	Type        string `json:"type"`
-	Diagnostics struct {
-		Limit    string    `json:"limit"`
-		Budget   string    `json:"budget"`
-		Value    float64   `json:"limit_value"`
-		ResetsAt time.Time `json:"resets_at"`
-	} `json:"diagnostics"`
-}
-
-func readRefusal(t *testing.T, r *http.Response) refusal {
-	t.Helper()
-	body := testenv.ReadAll(t, r)
-	if r.StatusCode != 429 {
-		t.Fatalf("status %d, want 429: %s", r.StatusCode, body)
-	}
-	var out refusal
-	if err := json.Unmarshal([]byte(body), &out); err != nil {
-		t.Fatalf("%v: %s", err, body)
-	}
-	return out
 }
 
 // A key with 2 requests per minute is refused its third on every surface, in that surface's
@@ -95,7 +55,7 @@ func TestKeyRequestsPerMinuteOnEverySurface(t *testing.T) {
 			if got := r.Header.Get("X-Should-Retry"); got != "" {
 				t.Errorf("x-should-retry %q on a rate limit", got)
 			}
-			ref := readRefusal(t, r)
+			ref := testenv.ReadRefusal(t, r)
 			switch s.format {
 			case "openai":
 				if ref.Error.Code != "key_rate_limited" || ref.Error.Type != "rate_limit_error" && ref.Error.Type != "requests" {
@@ -157,7 +117,7 @@ func TestKeyTokensPerMinute(t *testing.T) {
 	if got := r.Header.Get("Retry-After"); got != "45" {
 		t.Errorf("Retry-After %q, want 45", got)
 	}
-	if ref := readRefusal(t, r); ref.Error.Code != "key_token_limited" {
+	if ref := testenv.ReadRefusal(t, r); ref.Error.Code != "key_token_limited" {
 		t.Fatalf("code %q", ref.Error.Code)
 	}
 	e.Clock.Advance(45 * time.Second)
@@ -191,7 +151,7 @@ func TestKeyParallelRequests(t *testing.T) {
 	if got := r.Header.Get("Retry-After"); got != "1" {
 		t.Errorf("Retry-After %q", got)
 	}
-	if ref := readRefusal(t, r); ref.Error.Code != "key_parallel_limited" {
+	if ref := testenv.ReadRefusal(t, r); ref.Error.Code != "key_parallel_limited" {
 		t.Fatalf("code %q", ref.Error.Code)
 	}
 	once.Do(func() { close(release) })
@@ -208,7 +168,7 @@ func TestKeyParallelRequests(t *testing.T) {
 // refused out of range with the field named.
 func TestKeyLimitsAPI(t *testing.T) {
 	e := testenv.New(t)
-	_, id := limitedKey(e, "agent", map[string]any{"rpm_limit": 60, "daily_budget_usd": 5, "budget_webhook_url": "https://hooks.example/budget"})
+	_, id := testenv.LimitedKey(e, "agent", map[string]any{"rpm_limit": 60, "daily_budget_usd": 5, "budget_webhook_url": "https://hooks.example/budget"})
 	path := "/api/keys/" + strconv.FormatInt(id, 10)
 	got := e.MustAPI("GET", path, nil, 200)
 	if got["rpm_limit"] != 60.0 || got["daily_budget_usd"] != 5.0 || got["budget_webhook_url"] != "https://hooks.example/budget" {

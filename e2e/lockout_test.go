@@ -4,9 +4,10 @@ import (
 	"context"
 	"net/http"
 	"strings"
-	"switchyard/e2e/testenv"
 	"testing"
 	"time"
+
+	"switchyard/e2e/testenv"
 )
 
 func setupLockouts(t *testing.T, chat http.HandlerFunc, extra map[string]any) (*testenv.Env, *testenv.FakeUpstream, string) {
@@ -97,7 +98,7 @@ func TestRateLimitLocksTheQuotaFamily(t *testing.T) {
 }
 
 func TestLockoutOffByDefault(t *testing.T) {
-	e, _, key := setupOne(t, testenv.Status(404, nil, `{"error":{"message":"no such model"}}`))
+	e, _, key := testenv.SetupOne(t, testenv.Status(404, nil, `{"error":{"message":"no such model"}}`))
 	testenv.ReadAll(t, e.Chat(context.Background(), key, testenv.ChatBody))
 	if items := e.ModelCooldowns(); len(items) != 0 {
 		t.Fatalf("lockouts while switched off: %v", items)

@@ -50,7 +50,7 @@ func bodyOf(r *http.Response) string {
 // text; dashboard addresses keep the plain text. Other unusable keys are dropped and logged at
 // debug.
 func TestMalformedHeadersAreRefusedInTheSurfacesFormat(t *testing.T) {
-	e, up, key := setupOne(t, testenv.JSONAnswer(testenv.CompletionJSON))
+	e, up, key := testenv.SetupOne(t, testenv.JSONAnswer(testenv.CompletionJSON))
 	post := func(path, badHeader string) string {
 		return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + key + "\r\nContent-Type: application/json\r\n" +
 			badHeader + "Content-Length: " + itoa(int64(len(testenv.ChatBody))) + "\r\n\r\n" + testenv.ChatBody

@@ -4,8 +4,9 @@ import (
 	"context"
 	"net/http"
 	"strings"
-	"switchyard/e2e/testenv"
 	"testing"
+
+	"switchyard/e2e/testenv"
 )
 
 func TestMetricsEndpoint(t *testing.T) {

@@ -8,51 +8,17 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"switchyard/e2e/testenv"
 	"testing"
 	"time"
+
+	"switchyard/e2e/testenv"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 )
 
-// setupOne starts a gateway (with the command-line flags args) with one provider "up" and one
-// connection to the fake upstream, and a key that already sees up/gpt-test.
-func setupOne(t *testing.T, chat http.HandlerFunc, args ...string) (*testenv.Env, *testenv.FakeUpstream, string) {
-	t.Helper()
-	up := testenv.NewFakeUpstream(t, chat)
-	e := testenv.New(t, args...)
-	e.AddProvider("up", up.URL+"/v1")
-	e.AddConnection("up", "main", "sk-upstream-secret-1", 0)
-	key := e.NewKey()
-	e.WaitModels(key, "up/gpt-test")
-	return e, up, key
-}
-
-// upConn is one connection of provider "up": its name, its upstream key and its priority.
-type upConn struct {
-	name, key string
-	priority  int
-}
-
-// setupConns starts a gateway whose provider "up" reaches the fake upstream through conns, and
-// a key that already sees up/gpt-test; it returns the connections' ids in the order given.
-func setupConns(t *testing.T, chat http.HandlerFunc, conns ...upConn) (*testenv.Env, *testenv.FakeUpstream, string, []int64) {
-	t.Helper()
-	up := testenv.NewFakeUpstream(t, chat)
-	e := testenv.New(t)
-	e.AddProvider("up", up.URL+"/v1")
-	ids := make([]int64, len(conns))
-	for i, c := range conns {
-		ids[i] = e.AddConnection("up", c.name, c.key, c.priority)
-	}
-	key := e.NewKey()
-	e.WaitModels(key, "up/gpt-test")
-	return e, up, key, ids
-}
-
 func TestChatNonStreamingPassesThrough(t *testing.T) {
-	e, up, key := setupOne(t, testenv.JSONAnswer(testenv.CompletionJSON))
+	e, up, key := testenv.SetupOne(t, testenv.JSONAnswer(testenv.CompletionJSON))
 	resp := e.Chat(context.Background(), key, `{"model":"up/gpt-test","messages":[{"role":"user","content":"hi"}]}`)
 	body := testenv.ReadAll(t, resp)
 	if resp.StatusCode != 200 || body != testenv.CompletionJSON {
@@ -76,7 +42,7 @@ func TestChatNonStreamingPassesThrough(t *testing.T) {
 }
 
 func TestChatStreamingRelaysEveryEvent(t *testing.T) {
-	e, _, key := setupOne(t, testenv.SSEAnswer(testenv.SSEChunks, -1))
+	e, _, key := testenv.SetupOne(t, testenv.SSEAnswer(testenv.SSEChunks, -1))
 	resp := e.Chat(context.Background(), key, `{"model":"up/gpt-test","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
 	defer resp.Body.Close()
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
@@ -104,7 +70,7 @@ func TestLongStreamEventsArriveWhole(t *testing.T) {
 	}
 	events := []string{long(0, 5000), long(1, 10), long(2, 1023), long(3, 1024), long(4, 1025), long(5, 70000), long(6, 3)}
 	events = append(events, "data: [DONE]")
-	e, _, key := setupOne(t, func(w http.ResponseWriter, r *http.Request) {
+	e, _, key := testenv.SetupOne(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		for _, ev := range events {
 			io.WriteString(w, ev+"\n\n")
@@ -119,7 +85,7 @@ func TestLongStreamEventsArriveWhole(t *testing.T) {
 }
 
 func TestTruncatedStreamEndsWithStreamIncomplete(t *testing.T) {
-	e, _, key := setupOne(t, testenv.SSEAnswer(testenv.SSEChunks, 2))
+	e, _, key := testenv.SetupOne(t, testenv.SSEAnswer(testenv.SSEChunks, 2))
 	resp := e.Chat(context.Background(), key, `{"model":"up/gpt-test","stream":true,"messages":[]}`)
 	body := testenv.ReadAll(t, resp)
 	if !strings.Contains(body, testenv.SSEChunks[1]) {
@@ -134,7 +100,7 @@ func TestTruncatedStreamEndsWithStreamIncomplete(t *testing.T) {
 }
 
 func TestUpstream500IsOpenAIError(t *testing.T) {
-	e, _, key := setupOne(t, func(w http.ResponseWriter, r *http.Request) {
+	e, _, key := testenv.SetupOne(t, func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "<html>boom</html>", http.StatusInternalServerError)
 	})
 	resp := e.Chat(context.Background(), key, `{"model":"up/gpt-test","messages":[]}`)
@@ -152,7 +118,7 @@ func TestUpstream500IsOpenAIError(t *testing.T) {
 func TestClientCancelReachesUpstream(t *testing.T) {
 	started := make(chan struct{})
 	canceled := make(chan struct{})
-	e, _, key := setupOne(t, func(w http.ResponseWriter, r *http.Request) {
+	e, _, key := testenv.SetupOne(t, func(w http.ResponseWriter, r *http.Request) {
 		close(started)
 		<-r.Context().Done()
 		close(canceled)
@@ -177,7 +143,7 @@ func TestClientCancelReachesUpstream(t *testing.T) {
 }
 
 func TestProxyRejectsBadRequests(t *testing.T) {
-	e, up, key := setupOne(t, testenv.JSONAnswer(testenv.CompletionJSON))
+	e, up, key := testenv.SetupOne(t, testenv.JSONAnswer(testenv.CompletionJSON))
 	// A provider forwards models it does not list unless told otherwise; this one refuses them.
 	e.MustAPI("PATCH", fmt.Sprintf("/api/providers/%d", e.ProviderID("up")), map[string]any{"listed_models_only": true}, 200)
 	big := `{"model":"up/gpt-test","messages":[{"role":"user","content":"` + strings.Repeat("x", 33<<20) + `"}]}`
@@ -232,8 +198,8 @@ func TestProxyRejectsBadRequests(t *testing.T) {
 }
 
 func TestConnectionsSpreadByPriorityThenRoundRobin(t *testing.T) {
-	e, up, key, _ := setupConns(t, testenv.JSONAnswer(testenv.CompletionJSON),
-		upConn{"a", "sk-a", 0}, upConn{"b", "sk-b", 0}, upConn{"backup", "sk-backup", 5})
+	e, up, key, _ := testenv.SetupConns(t, testenv.JSONAnswer(testenv.CompletionJSON),
+		testenv.UpConn{Name: "a", Key: "sk-a", Priority: 0}, testenv.UpConn{Name: "b", Key: "sk-b", Priority: 0}, testenv.UpConn{Name: "backup", Key: "sk-backup", Priority: 5})
 	for i := 0; i < 6; i++ {
 		testenv.ReadAll(t, e.Chat(context.Background(), key, `{"model":"up/gpt-test","messages":[]}`))
 	}
@@ -247,7 +213,7 @@ func TestConnectionsSpreadByPriorityThenRoundRobin(t *testing.T) {
 }
 
 func TestOpenAISDKThroughGateway(t *testing.T) {
-	e, _, key := setupOne(t, func(w http.ResponseWriter, r *http.Request) {
+	e, _, key := testenv.SetupOne(t, func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			Model  string
 			Stream bool

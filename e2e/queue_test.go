@@ -6,11 +6,12 @@ import (
 	"net/http"
 	"runtime"
 	"strings"
-	"switchyard/e2e/testenv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"switchyard/e2e/testenv"
 )
 
 // gatedUpstream holds every chat request until released, and records its peak concurrency.
@@ -28,7 +29,7 @@ func newGated() *gatedUpstream {
 func gatedSetup(t *testing.T, patch map[string]any) (*gatedUpstream, *testenv.Env, *testenv.FakeUpstream, string, int64) {
 	t.Helper()
 	g := newGated()
-	e, up, key := setupOne(t, g.handler)
+	e, up, key := testenv.SetupOne(t, g.handler)
 	id := e.ConnectionID("main")
 	e.MustAPI("PATCH", fmt.Sprintf("/api/connections/%d", id), patch, 200)
 	return g, e, up, key, id
@@ -75,7 +76,7 @@ func chatBurst(t *testing.T, e *testenv.Env, key string, n int) map[int]int {
 
 func TestMaxConcurrentOneServesABurstOneAtATime(t *testing.T) {
 	var inFlight, peak atomic.Int32
-	e, up, key := setupOne(t, func(w http.ResponseWriter, r *http.Request) {
+	e, up, key := testenv.SetupOne(t, func(w http.ResponseWriter, r *http.Request) {
 		n := inFlight.Add(1)
 		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
 		}
@@ -161,7 +162,7 @@ func TestExecutionTimeoutIs504(t *testing.T) {
 	arrived, release := make(chan struct{}, 1), make(chan struct{})
 	defer close(release)
 	// The upstream answers at once with headers, then never finishes the body.
-	e, _, key := setupOne(t, func(w http.ResponseWriter, r *http.Request) {
+	e, _, key := testenv.SetupOne(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(200)
 		w.Write([]byte(`{"id":`))
@@ -193,7 +194,7 @@ func TestExecutionTimeoutIs504(t *testing.T) {
 func TestFirstByteTimeoutIsAnUpstreamTimeout(t *testing.T) {
 	g := newGated()
 	defer close(g.release)
-	e, _, key := setupOne(t, g.handler)
+	e, _, key := testenv.SetupOne(t, g.handler)
 	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0},
 		"streams": map[string]any{"first_byte_timeout_ms": 2000}}, 200)
 	res := make(chan *http.Response, 1)

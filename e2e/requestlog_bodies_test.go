@@ -117,7 +117,7 @@ func TestRequestLogBodies(t *testing.T) {
 // TestRequestLogBodiesOffByDefault: without the setting no body is kept; the API has none and the
 // detail page says so in one line.
 func TestRequestLogBodiesOffByDefault(t *testing.T) {
-	e, _, key := setupOne(t, testenv.JSONAnswer(testenv.CompletionJSON))
+	e, _, key := testenv.SetupOne(t, testenv.JSONAnswer(testenv.CompletionJSON))
 	testenv.ReadAll(t, e.Chat(context.Background(), key, `{"model":"up/gpt-test","api_key":"plain-value-123","messages":[]}`))
 	logged := requestLog(t, e, "?surface=/v1/chat/completions")
 	if len(logged) != 1 {

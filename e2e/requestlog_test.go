@@ -61,11 +61,11 @@ func requestLog(t *testing.T, e *testenv.Env, query string) []loggedRequest {
 // asked, what the engine did and how it ended (one refused for its key is not); a failed-over request shows its attempt chain, a later one
 // the connection it skipped; filters select, newest first; no secret appears.
 func TestRequestLogAPI(t *testing.T) {
-	e, _, key, _ := setupConns(t, testenv.ByKey(map[string]http.HandlerFunc{
+	e, _, key, _ := testenv.SetupConns(t, testenv.ByKey(map[string]http.HandlerFunc{
 		"sk-first-SECRET": testenv.Status(429, map[string]string{"Retry-After": "60"},
 			`{"error":{"message":"Rate limit reached for sk-first-SECRET","type":"requests"}}`),
 		"sk-second-SECRET": testenv.JSONAnswer(testenv.CompletionJSON),
-	}), upConn{"first", "sk-first-SECRET", 0}, upConn{"second", "sk-second-SECRET", 1})
+	}), testenv.UpConn{Name: "first", Key: "sk-first-SECRET", Priority: 0}, testenv.UpConn{Name: "second", Key: "sk-second-SECRET", Priority: 1})
 	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0}}, 200)
 
 	if r := e.Chat(context.Background(), key, testenv.ChatBody); r.StatusCode != 200 {
@@ -196,7 +196,7 @@ func TestRequestLogAPI(t *testing.T) {
 // TestRequestLogRetention: rows older than the retention are pruned; with a retention of 0 days
 // nothing is kept while the charts still count.
 func TestRequestLogRetention(t *testing.T) {
-	e, _, key := setupOne(t, testenv.JSONAnswer(testenv.CompletionJSON))
+	e, _, key := testenv.SetupOne(t, testenv.JSONAnswer(testenv.CompletionJSON))
 	testenv.ReadAll(t, e.Chat(context.Background(), key, testenv.ChatBody))
 	if n := len(requestLog(t, e, "?surface=/v1/chat/completions")); n != 1 {
 		t.Fatalf("%d rows", n)
@@ -208,7 +208,7 @@ func TestRequestLogRetention(t *testing.T) {
 		t.Fatalf("%d rows after the retention passed, want only the new one", len(got))
 	}
 
-	off, _, key2 := setupOne(t, testenv.JSONAnswer(testenv.CompletionJSON))
+	off, _, key2 := testenv.SetupOne(t, testenv.JSONAnswer(testenv.CompletionJSON))
 	off.Args = []string{"--request-log-days", "0"}
 	off.Restart()
 	testenv.ReadAll(t, off.Chat(context.Background(), key2, testenv.ChatBody))
@@ -248,7 +248,7 @@ func refusedTotal(metrics string, keep func(labels string) bool) float64 {
 // become request-log rows, so nobody without a key can rotate the log; the refusals are counted
 // in switchyard_refused_requests_total by surface and reason and in the traffic charts.
 func TestRefusedAnonymousRequestsAreCountedNotLogged(t *testing.T) {
-	e, _, key := setupOne(t, testenv.JSONAnswer(testenv.CompletionJSON))
+	e, _, key := testenv.SetupOne(t, testenv.JSONAnswer(testenv.CompletionJSON))
 	testenv.ReadAll(t, e.Chat(context.Background(), key, testenv.ChatBody))
 	// The request is handed to the log just after its answer went out.
 	e.Eventually("the authenticated request is logged", func() bool { return len(requestLog(t, e, "?surface=/v1/chat/completions")) == 1 })
@@ -275,8 +275,8 @@ func TestRefusedAnonymousRequestsAreCountedNotLogged(t *testing.T) {
 		{"GET", "/v1/no-such-surface", ""},
 	}
 	// From an address of their own: past five wrong keys the address is throttled (429, still a
-	// refusal), and the admin reading the metrics below must not be.
-	anon := clientFrom(t, "127.0.0.9")
+	// testenv.Refusal), and the admin reading the metrics below must not be.
+	anon := testenv.ClientFrom(t, "127.0.0.9")
 	const rounds = 20
 	for i := 0; i < rounds; i++ {
 		for _, c := range calls {
@@ -357,7 +357,7 @@ func requestDetail(t *testing.T, e *testenv.Env, id int64) loggedRequest {
 // what its chain shows; a request that passes over a connection with a full queue counts no move.
 func TestRequestLogCountsMatchTheChain(t *testing.T) {
 	var bCalls atomic.Int64
-	e, _, key, _, _ := twoKeys(t, testenv.ByKey(map[string]http.HandlerFunc{
+	e, _, key, _, _ := testenv.TwoKeys(t, testenv.ByKey(map[string]http.HandlerFunc{
 		"sk-a": testenv.Status(502, nil, `{"error":{"message":"bad gateway"}}`),
 		"sk-b": func(w http.ResponseWriter, r *http.Request) {
 			if bCalls.Add(1) == 1 {
@@ -427,7 +427,7 @@ func TestRequestLogCountsMatchTheChain(t *testing.T) {
 // whether it asked for a stream: an unknown model, an ambiguous one, a field named twice, a
 // provider without a connection, an open breaker.
 func TestRequestLogKeepsWhatRefusedRequestsAskedFor(t *testing.T) {
-	e, up, key := setupOne(t, testenv.Status(500, nil, `{"error":{"message":"kaboom"}}`))
+	e, up, key := testenv.SetupOne(t, testenv.Status(500, nil, `{"error":{"message":"kaboom"}}`))
 	other := testenv.NewFakeUpstream(t, testenv.JSONAnswer(testenv.CompletionJSON))
 	e.AddProvider("twin", other.URL+"/v1")
 	e.AddConnection("twin", "main", "sk-twin", 0)
@@ -468,7 +468,7 @@ func TestRequestLogKeepsWhatRefusedRequestsAskedFor(t *testing.T) {
 // TestRequestLogNamesUpstreamFailuresInWords: a request an upstream refused is listed with its
 // reason in the reader's language (Ratenlimit, not rate_limit), on the list and on its page.
 func TestRequestLogNamesUpstreamFailuresInWords(t *testing.T) {
-	e, _, key := setupOne(t, testenv.Status(429, map[string]string{"Retry-After": "60"},
+	e, _, key := testenv.SetupOne(t, testenv.Status(429, map[string]string{"Retry-After": "60"},
 		`{"error":{"message":"Rate limit reached","type":"requests"}}`))
 	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0}}, 200)
 	r := e.Chat(context.Background(), key, testenv.ChatBody)

@@ -5,25 +5,18 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"switchyard/e2e/testenv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-)
 
-// twoKeys starts a gateway with provider "up" and two connections a (priority 0) and b
-// (priority 1), so a is always tried first.
-func twoKeys(t *testing.T, chat http.HandlerFunc) (*testenv.Env, *testenv.FakeUpstream, string, int64, int64) {
-	t.Helper()
-	e, up, key, ids := setupConns(t, chat, upConn{"a", "sk-a", 0}, upConn{"b", "sk-b", 1})
-	return e, up, key, ids[0], ids[1]
-}
+	"switchyard/e2e/testenv"
+)
 
 // twoKeysBAnswers is twoKeys whose connection a is answered by a and b with a completion.
 func twoKeysBAnswers(t *testing.T, a http.HandlerFunc) (*testenv.Env, *testenv.FakeUpstream, string, int64, int64) {
 	t.Helper()
-	return twoKeys(t, testenv.ByKey(map[string]http.HandlerFunc{"sk-a": a, "sk-b": testenv.JSONAnswer(testenv.CompletionJSON)}))
+	return testenv.TwoKeys(t, testenv.ByKey(map[string]http.HandlerFunc{"sk-a": a, "sk-b": testenv.JSONAnswer(testenv.CompletionJSON)}))
 }
 
 func TestRetryAfterCoolsExactlyThatConnection(t *testing.T) {
@@ -74,7 +67,7 @@ func TestConcurrent429sRaiseTheLevelOnce(t *testing.T) {
 	arrived.Add(n)
 	release := make(chan struct{})
 	go func() { arrived.Wait(); close(release) }()
-	e, _, key := setupOne(t, func(w http.ResponseWriter, r *http.Request) {
+	e, _, key := testenv.SetupOne(t, func(w http.ResponseWriter, r *http.Request) {
 		arrived.Done()
 		<-release // every request is in flight before the first answer
 		testenv.Status(429, nil, `{"error":{"message":"slow down","type":"rate_limit"}}`)(w, r)
@@ -91,7 +84,7 @@ func TestConcurrent429sRaiseTheLevelOnce(t *testing.T) {
 }
 
 func TestUnauthorizedMakesConnectionExpiredAcrossRestart(t *testing.T) {
-	e, up, key := setupOne(t, testenv.Status(401, nil, `{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","code":"invalid_api_key"}}`))
+	e, up, key := testenv.SetupOne(t, testenv.Status(401, nil, `{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","code":"invalid_api_key"}}`))
 	r := e.Chat(context.Background(), key, testenv.ChatBody)
 	body := testenv.ReadAll(t, r)
 	if r.StatusCode != 401 || !strings.Contains(body, "expired") || !strings.Contains(body, "dashboard") {
@@ -122,7 +115,7 @@ func TestUnauthorizedMakesConnectionExpiredAcrossRestart(t *testing.T) {
 }
 
 func TestAllCoolingAnswers429WithRetryAfter(t *testing.T) {
-	e, up, key, _, _ := twoKeys(t, testenv.Status(429, map[string]string{"Retry-After": "20"}, `{"error":{"message":"Too many requests"}}`))
+	e, up, key, _, _ := testenv.TwoKeys(t, testenv.Status(429, map[string]string{"Retry-After": "20"}, `{"error":{"message":"Too many requests"}}`))
 	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{"retry": map[string]any{"max_retries": 0}}, 200)
 	r := e.Chat(context.Background(), key, testenv.ChatBody)
 	testenv.ReadAll(t, r)
@@ -143,7 +136,7 @@ func TestAllCoolingAnswers429WithRetryAfter(t *testing.T) {
 
 func TestRetriesWaitForCooldownAndForwardIdempotencyKey(t *testing.T) {
 	var calls atomic.Int32
-	e, up, key := setupOne(t, func(w http.ResponseWriter, r *http.Request) {
+	e, up, key := testenv.SetupOne(t, func(w http.ResponseWriter, r *http.Request) {
 		if calls.Add(1) <= 2 {
 			testenv.Status(503, nil, `{"error":{"message":"upstream overloaded, try later"}}`)(w, r)
 			return
@@ -183,8 +176,8 @@ func TestRetriesWaitForCooldownAndForwardIdempotencyKey(t *testing.T) {
 }
 
 func TestInvalidIdempotencyKeyIsDropped(t *testing.T) {
-	e, up, key := setupOne(t, testenv.JSONAnswer(testenv.CompletionJSON))
-	call(t, http.DefaultClient, "POST", e.Base+"/v1/chat/completions", testenv.ChatBody,
+	e, up, key := testenv.SetupOne(t, testenv.JSONAnswer(testenv.CompletionJSON))
+	testenv.Call(t, http.DefaultClient, "POST", e.Base+"/v1/chat/completions", testenv.ChatBody,
 		map[string]string{"Authorization": "Bearer " + key, "Idempotency-Key": "has space"})
 	if got := up.ChatRequests()[0].Header.Get("Idempotency-Key"); got != "" {
 		t.Fatalf("invalid key forwarded: %q", got)
@@ -192,7 +185,7 @@ func TestInvalidIdempotencyKeyIsDropped(t *testing.T) {
 }
 
 func TestNoRetryAfterFirstStreamedByte(t *testing.T) {
-	e, up, key, _, _ := twoKeys(t, testenv.SSEAnswer(testenv.SSEChunks, 2))
+	e, up, key, _, _ := testenv.TwoKeys(t, testenv.SSEAnswer(testenv.SSEChunks, 2))
 	r := e.Chat(context.Background(), key, `{"model":"up/gpt-test","stream":true,"messages":[]}`)
 	body := testenv.ReadAll(t, r)
 	if !strings.Contains(body, "stream_incomplete") {
@@ -215,7 +208,7 @@ func TestHiddenErrorIn200FailsOver(t *testing.T) {
 }
 
 func TestHiddenErrorInStreamFailsOver(t *testing.T) {
-	e, _, key, _, _ := twoKeys(t, testenv.ByKey(map[string]http.HandlerFunc{
+	e, _, key, _, _ := testenv.TwoKeys(t, testenv.ByKey(map[string]http.HandlerFunc{
 		"sk-a": testenv.SSEAnswer([]string{`data: {"error":{"message":"overloaded","type":"server_error"}}`}, -1),
 		"sk-b": testenv.SSEAnswer(testenv.SSEChunks, -1),
 	}))
@@ -227,7 +220,7 @@ func TestHiddenErrorInStreamFailsOver(t *testing.T) {
 }
 
 func TestPlainBadRequestDoesNotFailOver(t *testing.T) {
-	e, up, key, a, _ := twoKeys(t, testenv.Status(400, nil, `{"error":{"message":"messages: field required","type":"invalid_request_error"}}`))
+	e, up, key, a, _ := testenv.TwoKeys(t, testenv.Status(400, nil, `{"error":{"message":"messages: field required","type":"invalid_request_error"}}`))
 	r := e.Chat(context.Background(), key, testenv.ChatBody)
 	body := testenv.ReadAll(t, r)
 	if r.StatusCode != 400 || !strings.Contains(body, "field required") || len(up.ChatRequests()) != 1 {
@@ -251,7 +244,7 @@ func TestContextOverflowFailsOverWithoutCooldown(t *testing.T) {
 }
 
 func TestStatusRestatementRule(t *testing.T) {
-	e, _, key := setupOne(t, testenv.Status(403, nil, `{"error":{"message":"quota exceeded for this billing period"}}`))
+	e, _, key := testenv.SetupOne(t, testenv.Status(403, nil, `{"error":{"message":"quota exceeded for this billing period"}}`))
 	e.MustAPI("PATCH", "/api/settings/resilience", map[string]any{
 		"retry": map[string]any{"max_retries": 0},
 		"status_restatements": []any{map[string]any{"name": "gw-quota", "from_status": 403,

@@ -226,7 +226,7 @@ func TestPreviousResponseID(t *testing.T) {
 // A translated Responses stream that breaks ends with an error event that continues the
 // sequence, never silently.
 func TestBrokenResponsesStreamEndsWithError(t *testing.T) {
-	e, _, key := setupOne(t, testenv.SSEAnswer(testenv.SSEChunks, 2))
+	e, _, key := testenv.SetupOne(t, testenv.SSEAnswer(testenv.SSEChunks, 2))
 	r := e.Post(context.Background(), "/v1/responses", key, `{"model":"up/gpt-test","input":"hi","stream":true}`, nil)
 	names, data := sseEvents(t, r)
 	last := data[len(data)-1]
@@ -312,7 +312,7 @@ func modelsGateway(t *testing.T) (*testenv.Env, string) {
 // getModel asks GET /v1/models/{id}, in Anthropic's dialect when anthropic is set.
 func getModel(t *testing.T, e *testenv.Env, key, id string, anthropic bool) (int, string) {
 	t.Helper()
-	st, _, body := call(t, http.DefaultClient, "GET", e.Base+"/v1/models/"+id, "", clientHeader(key, anthropic))
+	st, _, body := testenv.Call(t, http.DefaultClient, "GET", e.Base+"/v1/models/"+id, "", clientHeader(key, anthropic))
 	return st, body
 }
 
@@ -462,7 +462,7 @@ func TestResponsesWebSocketIsRefused(t *testing.T) {
 // store: false even when the request asked for true: the whole answer, and the response objects
 // of a stream's response.created and response.completed.
 func TestTranslatedResponsesSayStoreFalse(t *testing.T) {
-	e, _, key := setupOne(t, func(w http.ResponseWriter, r *http.Request) {
+	e, _, key := testenv.SetupOne(t, func(w http.ResponseWriter, r *http.Request) {
 		if strings.Contains(string(mustRead(r)), `"stream":true`) {
 			testenv.SSEAnswer(testenv.SSEChunks, -1)(w, r)
 			return

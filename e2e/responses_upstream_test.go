@@ -818,7 +818,7 @@ func codexGateway(t *testing.T) (*testenv.Env, *testenv.FakeUpstream, string) {
 	e.AddConnection("openai", "main", "sk-openai-main", 0)
 	key := e.NewKey()
 	e.WaitModels(key, "openai/"+codexModel)
-	setPrice(e, "openai/"+codexModel, 10, 20, 12.5, 1)
+	testenv.SetPrice(e, "openai/"+codexModel, 10, 20, 12.5, 1)
 	return e, up, key
 }
 
@@ -967,7 +967,7 @@ func checkCodexRow(t *testing.T, e *testenv.Env, hr *http.Response) {
 	cost, _ := row["cost_usd"].(float64)
 	if row["provider"] != "openai" || row["model"] != codexModel || row["status"] != 200.0 || row["input_tokens"] != float64(codexIn) ||
 		row["cache_read_tokens"] != float64(codexCached) || row["output_tokens"] != float64(codexOut) ||
-		row["reasoning_tokens"] != float64(codexReasoning) || !near(cost, codexCost) {
+		row["reasoning_tokens"] != float64(codexReasoning) || !testenv.Near(cost, codexCost) {
 		t.Fatalf("logged %v", row)
 	}
 }

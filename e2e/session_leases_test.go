@@ -14,39 +14,11 @@ import (
 	"switchyard/e2e/testenv"
 )
 
-// leaseCall posts to the session-leases surface and decodes the answer.
-func leaseCall(t *testing.T, e *testenv.Env, path, key string, body any) (int, map[string]any, http.Header) {
-	t.Helper()
-	b, _ := json.Marshal(body)
-	r := e.Post(context.Background(), path, key, string(b), nil)
-	raw := testenv.ReadAll(t, r)
-	var out map[string]any
-	if err := json.Unmarshal([]byte(raw), &out); err != nil {
-		t.Fatalf("%s: not JSON: %q", path, raw)
-	}
-	return r.StatusCode, out, r.Header
-}
-
 // errCode is the code of an OpenAI-shaped error answer.
 func errCode(out map[string]any) string {
 	e, _ := out["error"].(map[string]any)
 	code, _ := e["code"].(string)
 	return code
-}
-
-// leaseKey creates a client key with the lease scope on the given connections.
-func leaseKey(e *testenv.Env, name string, conns ...int64) (string, string) {
-	out := e.MustAPI("POST", "/api/keys", map[string]any{"name": name, "scopes": []string{"lease:exclusive"}, "allowed_connections": conns}, 201)
-	return out["key"].(string), itoa(int64(out["id"].(float64)))
-}
-
-// usedKeys lists the upstream credential of each chat call from index from on.
-func usedKeys(up *testenv.FakeUpstream, from int) []string {
-	var out []string
-	for _, r := range up.ChatRequests()[from:] {
-		out = append(out, strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
-	}
-	return out
 }
 
 // An exclusive session lease, end to end: a key with the scope acquires one of its connections
@@ -67,12 +39,12 @@ func TestSessionLeaseLifecycle(t *testing.T) {
 	plain := e.NewKey()
 	e.WaitModels(plain, "up/gpt-test")
 	e.WaitModels(plain, "other/gpt-other")
-	key, keyID := leaseKey(e, "agent", c1)
+	key, keyID := testenv.LeaseKey(e, "agent", c1)
 
-	if st, out, _ := leaseCall(t, e, "/v1/session-leases", plain, map[string]any{"action": "acquire"}); st != 403 || errCode(out) != "lease_not_allowed" {
+	if st, out, _ := testenv.LeaseCall(t, e, "/v1/session-leases", plain, map[string]any{"action": "acquire"}); st != 403 || errCode(out) != "lease_not_allowed" {
 		t.Fatalf("a key without the scope: %d %v", st, out)
 	}
-	st, got, _ := leaseCall(t, e, "/v1/session-leases", key, map[string]any{"action": "acquire"})
+	st, got, _ := testenv.LeaseCall(t, e, "/v1/session-leases", key, map[string]any{"action": "acquire"})
 	owner, _ := got["owner"].(string)
 	conn, _ := got["connection"].(map[string]any)
 	if st != 200 || !strings.HasPrefix(owner, "swl_") || len(owner) != 47 || got["generation"] != float64(1) ||
@@ -94,7 +66,7 @@ func TestSessionLeaseLifecycle(t *testing.T) {
 			t.Fatalf("holder: %d %s", st, body)
 		}
 	}
-	if got := usedKeys(up, from); strings.Join(got, ",") != "sk-c1,sk-c1,sk-c1" {
+	if got := testenv.UsedKeys(up, from); strings.Join(got, ",") != "sk-c1,sk-c1,sk-c1" {
 		t.Fatalf("the holder was served by %v", got)
 	}
 	for _, r := range up.Requests() {
@@ -115,7 +87,7 @@ func TestSessionLeaseLifecycle(t *testing.T) {
 			t.Fatalf("plain: %d %s", st, body)
 		}
 	}
-	if got := usedKeys(up, from); strings.Join(got, ",") != "sk-c2,sk-c2" {
+	if got := testenv.UsedKeys(up, from); strings.Join(got, ",") != "sk-c2,sk-c2" {
 		t.Fatalf("plain requests were served by %v", got)
 	}
 	e.Eventually("the skip is logged", func() bool {
@@ -168,7 +140,7 @@ func TestSessionLeaseLifecycle(t *testing.T) {
 
 	// Renew (also without /v1) extends the lease and keeps the generation.
 	e.Clock.Advance(8 * time.Minute)
-	st, got, _ = leaseCall(t, e, "/session-leases", key, map[string]any{"action": "renew", "owner": owner, "ttl_ms": 300000})
+	st, got, _ = testenv.LeaseCall(t, e, "/session-leases", key, map[string]any{"action": "renew", "owner": owner, "ttl_ms": 300000})
 	if st != 200 || got["generation"] != float64(1) || got["ttl_ms"] != float64(300000) || got["owner"] != nil {
 		t.Fatalf("renew: %d %v", st, got)
 	}
@@ -182,16 +154,16 @@ func TestSessionLeaseLifecycle(t *testing.T) {
 	if st, body := chat(key, lease(1)); st != 409 || !strings.Contains(body, "lease_expired") {
 		t.Fatalf("expired: %d %s", st, body)
 	}
-	if st, out, _ := leaseCall(t, e, "/v1/session-leases", key, map[string]any{"action": "renew", "owner": owner}); st != 409 || errCode(out) != "lease_expired" {
+	if st, out, _ := testenv.LeaseCall(t, e, "/v1/session-leases", key, map[string]any{"action": "renew", "owner": owner}); st != 409 || errCode(out) != "lease_expired" {
 		t.Fatalf("renewing an expired lease: %d %v", st, out)
 	}
 	from = len(up.ChatRequests())
-	if st, _ := chat(plain, nil); st != 200 || strings.Join(usedKeys(up, from), ",") != "sk-c1" {
-		t.Fatalf("the expired lease still keeps others off c1: %v", usedKeys(up, from))
+	if st, _ := chat(plain, nil); st != 200 || strings.Join(testenv.UsedKeys(up, from), ",") != "sk-c1" {
+		t.Fatalf("the expired lease still keeps others off c1: %v", testenv.UsedKeys(up, from))
 	}
 
 	// Re-acquiring with the token gives the next generation; the old one is stale.
-	st, got, _ = leaseCall(t, e, "/v1/session-leases", key, map[string]any{"action": "acquire", "owner": owner})
+	st, got, _ = testenv.LeaseCall(t, e, "/v1/session-leases", key, map[string]any{"action": "acquire", "owner": owner})
 	if st != 200 || got["generation"] != float64(2) || got["owner"] != owner {
 		t.Fatalf("re-acquire: %d %v", st, got)
 	}
@@ -203,13 +175,13 @@ func TestSessionLeaseLifecycle(t *testing.T) {
 	}
 
 	// Release frees at once; the token is then unknown.
-	if st, out, _ := leaseCall(t, e, "/v1/session-leases", key, map[string]any{"action": "release", "owner": owner}); st != 200 || out["released"] != true {
+	if st, out, _ := testenv.LeaseCall(t, e, "/v1/session-leases", key, map[string]any{"action": "release", "owner": owner}); st != 200 || out["released"] != true {
 		t.Fatalf("release: %d %v", st, out)
 	}
 	if st, body := chat(key, lease(2)); st != 409 || !strings.Contains(body, "lease_not_found") {
 		t.Fatalf("after release: %d %s", st, body)
 	}
-	if st, out, _ := leaseCall(t, e, "/v1/session-leases", key, map[string]any{"action": "release", "owner": owner}); st != 404 || errCode(out) != "lease_not_found" {
+	if st, out, _ := testenv.LeaseCall(t, e, "/v1/session-leases", key, map[string]any{"action": "release", "owner": owner}); st != 404 || errCode(out) != "lease_not_found" {
 		t.Fatalf("releasing twice: %d %v", st, out)
 	}
 
@@ -225,13 +197,13 @@ func TestSessionLeaseLifecycle(t *testing.T) {
 		{map[string]any{"action": "acquire", "ttl_ms": -1}, "invalid_request"},
 		{map[string]any{"action": "acquire", "lease": true}, "invalid"},
 	} {
-		if st, out, _ := leaseCall(t, e, "/v1/session-leases", key, c.body); st != 400 || errCode(out) != c.code {
+		if st, out, _ := testenv.LeaseCall(t, e, "/v1/session-leases", key, c.body); st != 400 || errCode(out) != c.code {
 			t.Errorf("%v: %d %v", c.body, st, out)
 		}
 	}
 
 	// A key that loses the scope loses its leases.
-	st, got, _ = leaseCall(t, e, "/v1/session-leases", key, map[string]any{"action": "acquire", "connection": c1})
+	st, got, _ = testenv.LeaseCall(t, e, "/v1/session-leases", key, map[string]any{"action": "acquire", "connection": c1})
 	if st != 200 {
 		t.Fatalf("acquire again: %d %v", st, got)
 	}
@@ -240,7 +212,7 @@ func TestSessionLeaseLifecycle(t *testing.T) {
 	if st, body := chat(key, lease(1)); st != 409 || !strings.Contains(body, "lease_not_found") {
 		t.Fatalf("after the scope went: %d %s", st, body)
 	}
-	if st, out, _ := leaseCall(t, e, "/v1/session-leases", key, map[string]any{"action": "acquire"}); st != 403 || errCode(out) != "lease_not_allowed" {
+	if st, out, _ := testenv.LeaseCall(t, e, "/v1/session-leases", key, map[string]any{"action": "acquire"}); st != 403 || errCode(out) != "lease_not_allowed" {
 		t.Fatalf("acquire without the scope: %d %v", st, out)
 	}
 }
@@ -250,17 +222,17 @@ func TestSessionLeaseLifecycle(t *testing.T) {
 // diagnostics.excluded with reason lease and the seconds until its lease ends; an acquire that
 // finds every allowed connection leased gets the same code.
 func TestLeaseCapacity(t *testing.T) {
-	e, up, plain, ids := setupConns(t, testenv.JSONAnswer(testenv.CompletionJSON), upConn{"c1", "sk-c1", 0}, upConn{"c2", "sk-c2", 0})
+	e, up, plain, ids := testenv.SetupConns(t, testenv.JSONAnswer(testenv.CompletionJSON), testenv.UpConn{Name: "c1", Key: "sk-c1", Priority: 0}, testenv.UpConn{Name: "c2", Key: "sk-c2", Priority: 0})
 	c1, c2 := ids[0], ids[1]
-	key, _ := leaseKey(e, "agents", c1, c2)
+	key, _ := testenv.LeaseKey(e, "agents", c1, c2)
 
-	if st, out, _ := leaseCall(t, e, "/v1/session-leases", key, map[string]any{"action": "acquire", "ttl_ms": 120000}); st != 200 {
+	if st, out, _ := testenv.LeaseCall(t, e, "/v1/session-leases", key, map[string]any{"action": "acquire", "ttl_ms": 120000}); st != 200 {
 		t.Fatalf("first: %d %v", st, out)
 	}
-	if st, out, _ := leaseCall(t, e, "/v1/session-leases", key, map[string]any{"action": "acquire", "ttl_ms": 3600000}); st != 200 {
+	if st, out, _ := testenv.LeaseCall(t, e, "/v1/session-leases", key, map[string]any{"action": "acquire", "ttl_ms": 3600000}); st != 200 {
 		t.Fatalf("second: %d %v", st, out)
 	}
-	st, out, h := leaseCall(t, e, "/v1/session-leases", key, map[string]any{"action": "acquire"})
+	st, out, h := testenv.LeaseCall(t, e, "/v1/session-leases", key, map[string]any{"action": "acquire"})
 	if st != 429 || errCode(out) != "lease_capacity" || h.Get("Retry-After") != "120" {
 		t.Fatalf("a third acquire: %d %v Retry-After %q", st, out, h.Get("Retry-After"))
 	}
@@ -290,7 +262,7 @@ func TestLeaseCapacity(t *testing.T) {
 
 	// Retry-After is bounded: with both leases far out, five minutes at most.
 	e.Clock.Advance(121 * time.Second)
-	if st, out, _ := leaseCall(t, e, "/v1/session-leases", key, map[string]any{"action": "acquire", "ttl_ms": 86400000}); st != 200 {
+	if st, out, _ := testenv.LeaseCall(t, e, "/v1/session-leases", key, map[string]any{"action": "acquire", "ttl_ms": 86400000}); st != 200 {
 		t.Fatalf("taking the expired one: %d %v", st, out)
 	}
 	r = e.Chat(context.Background(), plain, testenv.ChatBody)
@@ -298,7 +270,7 @@ func TestLeaseCapacity(t *testing.T) {
 	if r.StatusCode != 429 || r.Header.Get("Retry-After") != "300" {
 		t.Fatalf("bounded Retry-After: %d %q", r.StatusCode, r.Header.Get("Retry-After"))
 	}
-	_, _, h = leaseCall(t, e, "/v1/session-leases", key, map[string]any{"action": "acquire"})
+	_, _, h = testenv.LeaseCall(t, e, "/v1/session-leases", key, map[string]any{"action": "acquire"})
 	if h.Get("Retry-After") != "300" {
 		t.Fatalf("acquire's bounded Retry-After: %q", h.Get("Retry-After"))
 	}
@@ -320,7 +292,7 @@ func TestConcurrentLeaseAcquiresOverHTTP(t *testing.T) {
 	for i := range 3 {
 		conns = append(conns, e.AddConnection("up", fmt.Sprintf("c%d", i), fmt.Sprintf("sk-c%d", i), 0))
 	}
-	key, _ := leaseKey(e, "swarm", conns...)
+	key, _ := testenv.LeaseKey(e, "swarm", conns...)
 	type result struct {
 		status int
 		conn   float64
@@ -387,8 +359,8 @@ func TestConcurrentLeaseAcquiresOverHTTP(t *testing.T) {
 		resp := e.Post(context.Background(), "/v1/chat/completions", key, testenv.ChatBody, map[string]string{
 			"X-Switchyard-Lease-Owner": r.owner, "X-Switchyard-Lease-Generation": strconv.Itoa(int(r.gen))})
 		testenv.ReadAll(t, resp)
-		if want := fmt.Sprintf("sk-c%d", int(r.conn)-int(conns[0])); resp.StatusCode != 200 || strings.Join(usedKeys(up, from), ",") != want {
-			t.Fatalf("holder of %v: %d, served by %v", r.conn, resp.StatusCode, usedKeys(up, from))
+		if want := fmt.Sprintf("sk-c%d", int(r.conn)-int(conns[0])); resp.StatusCode != 200 || strings.Join(testenv.UsedKeys(up, from), ",") != want {
+			t.Fatalf("holder of %v: %d, served by %v", r.conn, resp.StatusCode, testenv.UsedKeys(up, from))
 		}
 	}
 }
@@ -402,8 +374,8 @@ func TestLeaseTokensStayOutOfTheLogs(t *testing.T) {
 	c1 := e.AddConnection("up", "c1", "sk-c1", 0)
 	plain := e.NewKey()
 	e.WaitModels(plain, "up/gpt-test")
-	key, _ := leaseKey(e, "agent", c1)
-	_, got, _ := leaseCall(t, e, "/v1/session-leases", key, map[string]any{"action": "acquire"})
+	key, _ := testenv.LeaseKey(e, "agent", c1)
+	_, got, _ := testenv.LeaseCall(t, e, "/v1/session-leases", key, map[string]any{"action": "acquire"})
 	owner := got["owner"].(string)
 	h := map[string]string{"X-Switchyard-Lease-Owner": owner, "X-Switchyard-Lease-Generation": "1"}
 	r := e.Post(context.Background(), "/v1/chat/completions", key, testenv.ChatBody, h)
@@ -411,7 +383,7 @@ func TestLeaseTokensStayOutOfTheLogs(t *testing.T) {
 	if r.StatusCode != 200 {
 		t.Fatalf("holder: %d", r.StatusCode)
 	}
-	leaseCall(t, e, "/v1/session-leases", key, map[string]any{"action": "renew", "owner": owner})
+	testenv.LeaseCall(t, e, "/v1/session-leases", key, map[string]any{"action": "renew", "owner": owner})
 	e.Eventually("the lease calls are logged", func() bool { return len(requestLog(t, e, "?surface=/v1/session-leases")) == 2 })
 	for _, it := range requestLog(t, e, "?surface=/v1/session-leases") {
 		var detail map[string]any

@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -34,13 +32,6 @@ var chatStreamWithCache = []string{
 	`data: [DONE]`,
 }
 
-// setPrice sets an operator price for provider/model (USD per million tokens).
-func setPrice(e *testenv.Env, model string, in, out, cacheWrite, cacheRead float64) {
-	e.T.Helper()
-	e.MustAPI("PATCH", "/api/settings/prices", map[string]any{"models": map[string]any{model: map[string]any{
-		"input_per_mtok": in, "output_per_mtok": out, "cache_write_per_mtok": cacheWrite, "cache_read_per_mtok": cacheRead}}}, 200)
-}
-
 // loggedRow is the request-log row of an answered request, found by the X-Request-Id the answer
 // carried (the row is written just after the answer reached the client).
 func loggedRow(e *testenv.Env, r *http.Response) map[string]any {
@@ -58,8 +49,6 @@ func loggedRow(e *testenv.Env, r *http.Response) map[string]any {
 	})
 	return row
 }
-
-func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
 
 // Every surface's request is priced by what the upstream reported, cache reads and reasoning
 // included: the chat answer has 600 uncached and 400 cached prompt tokens and 500 output tokens
@@ -83,7 +72,7 @@ func TestCostOfEverySurface(t *testing.T) {
 	e.AddConnection("up", "c1", "sk-up", 0)
 	key := e.NewKey()
 	e.WaitModels(key, "up/gpt-test")
-	setPrice(e, "up/gpt-test", 10, 20, 12.5, 1)
+	testenv.SetPrice(e, "up/gpt-test", 10, 20, 12.5, 1)
 	for _, tc := range []struct{ name, path, body string }{
 		{"chat", "/v1/chat/completions", testenv.ChatBody},
 		{"chat stream (no usage asked)", "/v1/chat/completions", `{"model":"up/gpt-test","stream":true,"messages":[{"role":"user","content":"hi"}]}`},
@@ -103,7 +92,7 @@ func TestCostOfEverySurface(t *testing.T) {
 			}
 			row := loggedRow(e, r)
 			cost, _ := row["cost_usd"].(float64)
-			if !near(cost, 0.0164) || row["input_tokens"] != 1000.0 || row["output_tokens"] != 500.0 ||
+			if !testenv.Near(cost, 0.0164) || row["input_tokens"] != 1000.0 || row["output_tokens"] != 500.0 ||
 				row["cache_read_tokens"] != 400.0 || row["reasoning_tokens"] != 300.0 {
 				t.Fatalf("logged %v", row)
 			}
@@ -118,9 +107,9 @@ func TestCostOfAnAnthropicAnswerWithCache(t *testing.T) {
 	answer := `{"id":"msg_1","type":"message","role":"assistant","model":"claude-test","content":[{"type":"text","text":"Hi"}],` +
 		`"stop_reason":"end_turn","usage":{"input_tokens":50,"cache_creation_input_tokens":2000,"cache_read_input_tokens":3000,"output_tokens":70}}`
 	e, _, key, _, _ := anthropicSetup(t, testenv.JSONAnswer(answer))
-	setPrice(e, "anthropic/claude-test", 3, 15, 3.75, 0.3)
+	testenv.SetPrice(e, "anthropic/claude-test", 3, 15, 3.75, 0.3)
 	for _, path := range []string{"/v1/messages", "/v1/chat/completions"} {
-		body := messagesBody
+		body := testenv.MessagesBody
 		if path == "/v1/chat/completions" {
 			body = `{"model":"anthropic/claude-test","messages":[{"role":"user","content":"hi"}]}`
 		}
@@ -129,7 +118,7 @@ func TestCostOfAnAnthropicAnswerWithCache(t *testing.T) {
 			t.Fatalf("%s: %d %s", path, r.StatusCode, b)
 		}
 		row := loggedRow(e, r)
-		if cost, _ := row["cost_usd"].(float64); !near(cost, 0.0096) || row["input_tokens"] != 5050.0 ||
+		if cost, _ := row["cost_usd"].(float64); !testenv.Near(cost, 0.0096) || row["input_tokens"] != 5050.0 ||
 			row["cache_write_tokens"] != 2000.0 || row["cache_read_tokens"] != 3000.0 {
 			t.Fatalf("%s: logged %v", path, row)
 		}
@@ -158,7 +147,7 @@ func TestPriceOverrideBeatsTheBuiltInTable(t *testing.T) {
 	if c, ok := builtIn.(float64); !ok || c <= 0 {
 		t.Fatalf("gpt-4o from the built-in table: %v", builtIn)
 	}
-	setPrice(e, "oa/gpt-4o", 1, 2, 0, 0)
+	testenv.SetPrice(e, "oa/gpt-4o", 1, 2, 0, 0)
 	if c := chat("gpt-4o")["cost_usd"]; c != 3.0 {
 		t.Fatalf("with the override: %v, want 3 (1 + 2 USD for a million each)", c)
 	}
@@ -178,9 +167,9 @@ func budgetSetup(t *testing.T, handler http.HandlerFunc, limits map[string]any) 
 	e := testenv.New(t)
 	e.AddProvider("up", up.URL+"/v1")
 	e.AddConnection("up", "c1", "sk-up", 0)
-	key, id := limitedKey(e, "agent", limits)
+	key, id := testenv.LimitedKey(e, "agent", limits)
 	e.WaitModels(key, "up/gpt-test")
-	setPrice(e, "up/gpt-test", 100000, 100000, 0, 0)
+	testenv.SetPrice(e, "up/gpt-test", 100000, 100000, 0, 0)
 	return e, key, id
 }
 
@@ -217,7 +206,7 @@ func TestDailyBudgetInItsTimeZone(t *testing.T) {
 			if got := r.Header.Get("X-Should-Retry"); got != "false" {
 				t.Errorf("%s %s: x-should-retry %q", when, s.path, got)
 			}
-			ref := readRefusal(t, r)
+			ref := testenv.ReadRefusal(t, r)
 			if ref.Diagnostics.Limit != "key_budget_exceeded" || ref.Diagnostics.Budget != "daily" {
 				t.Errorf("%s %s: %+v", when, s.path, ref)
 			}
@@ -229,21 +218,14 @@ func TestDailyBudgetInItsTimeZone(t *testing.T) {
 	check("after spending")
 	e.Restart()
 	check("after a restart")
-	if keyUse(e, id)["day_spend_usd"] != 1.0 {
-		t.Errorf("day spend after the restart: %v", keyUse(e, id))
+	if testenv.KeyUse(e, id)["day_spend_usd"] != 1.0 {
+		t.Errorf("day spend after the restart: %v", testenv.KeyUse(e, id))
 	}
 	e.Clock.Advance(30 * time.Minute)
 	r := e.Chat(context.Background(), key, testenv.ChatBody)
 	if b := testenv.ReadAll(t, r); r.StatusCode != 200 {
 		t.Fatalf("the next day in Berlin: %d %s", r.StatusCode, b)
 	}
-}
-
-// keyUse is a key's use against its limits, as the admin API shows it.
-func keyUse(e *testenv.Env, id int64) map[string]any {
-	e.T.Helper()
-	out := e.MustAPI("GET", "/api/keys/"+strconv.FormatInt(id, 10)+"/usage", nil, 200)
-	return out
 }
 
 // 20 requests at once against a budget with room left: all are admitted (nothing finished yet),
@@ -289,11 +271,11 @@ func TestConcurrentRequestsOvershootByTheRunningOnly(t *testing.T) {
 			t.Errorf("status %d of a request admitted under the budget", c)
 		}
 	}
-	if spent := keyUse(e, id)["day_spend_usd"].(float64); !near(spent, 1+0.5*20) {
+	if spent := testenv.KeyUse(e, id)["day_spend_usd"].(float64); !testenv.Near(spent, 1+0.5*20) {
 		t.Fatalf("spend %.2f, want 11: 1 before and the 20 running requests' own cost, nothing more", spent)
 	}
 	r := e.Chat(context.Background(), key, testenv.ChatBody)
-	if ref := readRefusal(t, r); ref.Diagnostics.Limit != "key_budget_exceeded" {
+	if ref := testenv.ReadRefusal(t, r); ref.Diagnostics.Limit != "key_budget_exceeded" {
 		t.Fatalf("after the budget: %+v", ref)
 	}
 }
@@ -378,12 +360,12 @@ func TestSubscriptionRequestsCostNothing(t *testing.T) {
 		`"stop_reason":"end_turn","usage":{"input_tokens":1000,"output_tokens":1000}}`
 	e, f, _ := claudeSetup(t, testenv.JSONAnswer(answer))
 	e.AddClaudeAccount(f, "ada@example.com")
-	key, id := limitedKey(e, "agent", map[string]any{"daily_budget_usd": 0.01})
+	key, id := testenv.LimitedKey(e, "agent", map[string]any{"daily_budget_usd": 0.01})
 	e.WaitModels(key, "anthropic/claude-test")
-	setPrice(e, "anthropic/claude-test", 100, 100, 0, 0)
+	testenv.SetPrice(e, "anthropic/claude-test", 100, 100, 0, 0)
 	var r *http.Response
 	for range 3 {
-		r = e.PostAnthropic("/v1/messages", key, messagesBody, nil)
+		r = e.PostAnthropic("/v1/messages", key, testenv.MessagesBody, nil)
 		if b := testenv.ReadAll(t, r); r.StatusCode != 200 {
 			t.Fatalf("%d %s", r.StatusCode, b)
 		}
@@ -392,7 +374,7 @@ func TestSubscriptionRequestsCostNothing(t *testing.T) {
 	if c, ok := row["cost_usd"].(float64); !ok || c != 0 || row["input_tokens"] != 1000.0 || row["output_tokens"] != 1000.0 {
 		t.Fatalf("logged %v", row)
 	}
-	if spent := keyUse(e, id)["day_spend_usd"]; spent != 0.0 {
+	if spent := testenv.KeyUse(e, id)["day_spend_usd"]; spent != 0.0 {
 		t.Fatalf("day spend %v", spent)
 	}
 }

@@ -286,7 +286,7 @@ func TestOverloadedIsRetried(t *testing.T) {
 	var status int
 	var body string
 	passTime(t, e, time.Second, 2*time.Minute, func() {
-		r := e.PostAnthropic("/v1/messages", key, messagesBody, nil)
+		r := e.PostAnthropic("/v1/messages", key, testenv.MessagesBody, nil)
 		status, body = r.StatusCode, testenv.ReadAll(t, r)
 	})
 	if status != 200 || calls != 2 {

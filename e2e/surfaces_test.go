@@ -39,19 +39,19 @@ func TestSurfacesAnswerWithAndWithoutV1(t *testing.T) {
 	// @ai-sdk/anthropic's habit: its headers, and /messages straight after the base URL.
 	aiSDK := map[string]string{"x-api-key": key, "anthropic-version": "2023-06-01", "content-type": "application/json"}
 	ask := `{"model":"anthropic/claude-test","max_tokens":64,"messages":[{"role":"user","content":"Weather in Paris?"}]}`
-	st, _, body := call(t, testenv.NoRedirect(), "POST", e.Base+"/messages", ask, aiSDK)
+	st, _, body := testenv.Call(t, testenv.NoRedirect(), "POST", e.Base+"/messages", ask, aiSDK)
 	if st != 200 || gjson.Get(body, "type").String() != "message" || gjson.Get(body, "stop_reason").String() != "tool_use" {
 		t.Fatalf("POST /messages: %d %s", st, body)
 	}
 	// Translated, to the OpenAI-compatible provider, the same.
-	st, _, body = call(t, testenv.NoRedirect(), "POST", e.Base+"/messages", strings.Replace(ask, "anthropic/claude-test", "up/gpt-test", 1), aiSDK)
+	st, _, body = testenv.Call(t, testenv.NoRedirect(), "POST", e.Base+"/messages", strings.Replace(ask, "anthropic/claude-test", "up/gpt-test", 1), aiSDK)
 	if st != 200 || gjson.Get(body, "type").String() != "message" {
 		t.Fatalf("POST /messages, translated: %d %s", st, body)
 	}
 	// count_tokens answers alike on both addresses.
 	count := `{"model":"anthropic/claude-test","messages":[{"role":"user","content":"hi"}]}`
-	st1, _, b1 := call(t, testenv.NoRedirect(), "POST", e.Base+"/v1/messages/count_tokens", count, aiSDK)
-	st2, _, b2 := call(t, testenv.NoRedirect(), "POST", e.Base+"/messages/count_tokens", count, aiSDK)
+	st1, _, b1 := testenv.Call(t, testenv.NoRedirect(), "POST", e.Base+"/v1/messages/count_tokens", count, aiSDK)
+	st2, _, b2 := testenv.Call(t, testenv.NoRedirect(), "POST", e.Base+"/messages/count_tokens", count, aiSDK)
 	if st1 != st2 || b1 != b2 || strings.Contains(b2, "Nothing answers") {
 		t.Fatalf("count_tokens: /v1 %d %s, without /v1 %d %s", st1, b1, st2, b2)
 	}
@@ -77,7 +77,7 @@ func TestSurfacesAnswerWithAndWithoutV1(t *testing.T) {
 	}
 	// The model list in Anthropic's shape when asked by an Anthropic client; like every proxy
 	// answer, without the dashboard's page headers.
-	st, h, body := call(t, testenv.NoRedirect(), "GET", e.Base+"/models", "", aiSDK)
+	st, h, body := testenv.Call(t, testenv.NoRedirect(), "GET", e.Base+"/models", "", aiSDK)
 	if st != 200 || gjson.Get(body, "data.0.type").String() != "model" || !gjson.Get(body, "has_more").Exists() {
 		t.Fatalf("GET /models for an Anthropic client: %d %s", st, body)
 	}
@@ -85,7 +85,7 @@ func TestSurfacesAnswerWithAndWithoutV1(t *testing.T) {
 		t.Errorf("GET /models carries page headers: %v", h)
 	}
 	// Codex's WebSocket attempt on /responses gets the same 426 as on /v1/responses.
-	st, _, body = call(t, testenv.NoRedirect(), "GET", e.Base+"/responses", "", map[string]string{"Authorization": "Bearer " + key,
+	st, _, body = testenv.Call(t, testenv.NoRedirect(), "GET", e.Base+"/responses", "", map[string]string{"Authorization": "Bearer " + key,
 		"Upgrade": "websocket", "Connection": "Upgrade"})
 	if st != http.StatusUpgradeRequired || gjson.Get(body, "error.code").String() != "websocket_unsupported" {
 		t.Fatalf("WebSocket upgrade on /responses: %d %s", st, body)
@@ -106,7 +106,7 @@ func TestSurfacesAnswerWithAndWithoutV1(t *testing.T) {
 		{"models for an Anthropic client without a key", "GET", "/models", "", map[string]string{"anthropic-version": "2023-06-01"}, 401, true, "authentication_error"},
 		{"responses without a key", "POST", "/responses", `{}`, nil, 401, false, "missing_api_key"},
 	} {
-		st, h, body := call(t, testenv.NoRedirect(), c.method, e.Base+c.path, c.body, c.header)
+		st, h, body := testenv.Call(t, testenv.NoRedirect(), c.method, e.Base+c.path, c.body, c.header)
 		got := gjson.Get(body, "error.code").String()
 		if c.anthropic {
 			got = gjson.Get(body, "error.type").String()
@@ -172,7 +172,7 @@ func hasModel(list []openai.Model, id string) bool {
 // page; so does a dashboard address called by such a client without a session (the admin API
 // keeps its own shape). Browsers still go to the login page.
 func TestUnknownAddressesAnswerAPIClientsInTheirFormat(t *testing.T) {
-	e, _, key := setupOne(t, testenv.JSONAnswer(testenv.CompletionJSON))
+	e, _, key := testenv.SetupOne(t, testenv.JSONAnswer(testenv.CompletionJSON))
 	curl := map[string]string{"Accept": "*/*"}
 	withKey := map[string]string{"Authorization": "Bearer " + key, "Accept": browserAccept}
 	anthropicKey := map[string]string{"x-api-key": key, "anthropic-version": "2023-06-01"}
@@ -192,7 +192,7 @@ func TestUnknownAddressesAnswerAPIClientsInTheirFormat(t *testing.T) {
 		{"an SDK posting to a dashboard form", "POST", "/keys", withKey, false},
 		{"a key and a browser's Accept on a dashboard page", "GET", "/settings", withKey, false},
 	} {
-		st, h, body := call(t, testenv.NoRedirect(), c.method, e.Base+c.path, `{}`, c.header)
+		st, h, body := testenv.Call(t, testenv.NoRedirect(), c.method, e.Base+c.path, `{}`, c.header)
 		shape := gjson.Get(body, "error.code").String() == "not_found" && gjson.Get(body, "error.type").String() == "invalid_request_error"
 		if c.anthropic {
 			shape = gjson.Get(body, "type").String() == "error" && gjson.Get(body, "error.type").String() == "not_found_error"
@@ -203,7 +203,7 @@ func TestUnknownAddressesAnswerAPIClientsInTheirFormat(t *testing.T) {
 		}
 	}
 	// The admin API answers in its own shape.
-	st, _, body := call(t, testenv.NoRedirect(), "GET", e.Base+"/api/nothing", "", map[string]string{"Authorization": "Bearer " + testenv.AdminToken})
+	st, _, body := testenv.Call(t, testenv.NoRedirect(), "GET", e.Base+"/api/nothing", "", map[string]string{"Authorization": "Bearer " + testenv.AdminToken})
 	if st != http.StatusNotFound || gjson.Get(body, "error.code").String() != "not_found" || gjson.Get(body, "error.type").Exists() {
 		t.Errorf("unknown admin API address: %d %s", st, body)
 	}
@@ -211,12 +211,12 @@ func TestUnknownAddressesAnswerAPIClientsInTheirFormat(t *testing.T) {
 	// Browsers: the dashboard's pages (and unknown addresses) still send them to the login;
 	// htmx is told where to go; once logged in an unknown address is an HTML page.
 	for _, path := range []string{"/providers", "/", "/nothing/here"} {
-		st, h, _ := call(t, testenv.NoRedirect(), "GET", e.Base+path, "", map[string]string{"Accept": browserAccept})
+		st, h, _ := testenv.Call(t, testenv.NoRedirect(), "GET", e.Base+path, "", map[string]string{"Accept": browserAccept})
 		if st != http.StatusSeeOther || h.Get("Location") != "/login?next="+path {
 			t.Errorf("a browser on %s: %d %q, want a redirect to the login", path, st, h.Get("Location"))
 		}
 	}
-	if st, h, _ := call(t, testenv.NoRedirect(), "GET", e.Base+"/providers/state", "", map[string]string{"HX-Request": "true", "Accept": "*/*"}); st != http.StatusUnauthorized || h.Get("HX-Redirect") != "/login" {
+	if st, h, _ := testenv.Call(t, testenv.NoRedirect(), "GET", e.Base+"/providers/state", "", map[string]string{"HX-Request": "true", "Accept": "*/*"}); st != http.StatusUnauthorized || h.Get("HX-Redirect") != "/login" {
 		t.Errorf("htmx without a session: %d %q", st, h.Get("HX-Redirect"))
 	}
 	c := e.Login()

@@ -35,7 +35,7 @@ func echoModel(w http.ResponseWriter, r *http.Request) {
 // answers its 404 (locked out when the model lockout is on). GET /v1/models/{id} still knows
 // only listed models.
 func TestUnlistedModelIsForwardedAndTheUpstreamDecides(t *testing.T) {
-	e, up, key := setupOne(t, echoModel)
+	e, up, key := testenv.SetupOne(t, echoModel)
 	id := e.ProviderID("up")
 	if p := e.MustAPI("GET", fmt.Sprintf("/api/providers/%d", id), nil, 200); p["listed_models_only"] != false {
 		t.Fatalf("listed_models_only must default to false: %v", p)
@@ -125,7 +125,7 @@ func TestUnlistedModelIsForwardedAndTheUpstreamDecides(t *testing.T) {
 // the refreshed list shows goes through. The switch is set and read through the API and
 // survives a restart.
 func TestListedModelsOnlyRefusesUnlistedModels(t *testing.T) {
-	e, up, key := setupOne(t, echoModel)
+	e, up, key := testenv.SetupOne(t, echoModel)
 	id := e.ProviderID("up")
 
 	// Strict JSON, as for every other field: a wrong type or a misspelt key is refused and

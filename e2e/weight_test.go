@@ -63,7 +63,7 @@ func TestAssetsCompressedAndCacheable(t *testing.T) {
 		t.Errorf("unknown file: %d", resp.StatusCode)
 	}
 	key := e.NewKey()
-	_, h, _ := call(t, http.DefaultClient, "GET", e.Base+"/v1/models", "",
+	_, h, _ := testenv.Call(t, http.DefaultClient, "GET", e.Base+"/v1/models", "",
 		map[string]string{"Authorization": "Bearer " + key, "Accept-Encoding": "gzip"})
 	if h.Get("Content-Encoding") != "" {
 		t.Error("the proxy surface was compressed")

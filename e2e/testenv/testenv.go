@@ -13,6 +13,7 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -121,6 +122,9 @@ func (c closingIdle) Run() int {
 	code := c.m.Run()
 	http.DefaultClient.CloseIdleConnections()
 	ChatClient.CloseIdleConnections()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
 	// The tests' shared PostgreSQL server (make test-postgres) has a goroutine waiting on it.
 	if err := dbtest.StopAll(); err != nil {
 		fmt.Fprintln(os.Stderr, "stop the tests' PostgreSQL:", err)
@@ -480,4 +484,33 @@ func (e *Env) QueueStats(id int64) map[string]any {
 	}
 	e.T.Fatalf("no connection %d", id)
 	return nil
+}
+
+// built is the gateway binary of this test process, built once by BuildBinary and removed when
+// the tests end.
+var built struct {
+	once     sync.Once
+	dir, bin string
+	err      error
+}
+
+// BuildBinary builds the real gateway binary from the working tree, once per test process, and
+// returns its path.
+func BuildBinary(t testing.TB) string {
+	t.Helper()
+	built.once.Do(func() {
+		if built.dir, built.err = os.MkdirTemp("", "switchyard-bin-"); built.err != nil {
+			return
+		}
+		built.bin = filepath.Join(built.dir, "switchyard")
+		cmd := exec.Command("go", "build", "-o", built.bin, "switchyard")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("build: %v\n%s", err, out)
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.bin
 }

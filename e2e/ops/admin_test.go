@@ -1,4 +1,4 @@
-package e2e
+package ops
 
 import (
 	"bytes"
@@ -7,8 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"switchyard/e2e/testenv"
 	"testing"
+
+	"switchyard/e2e/testenv"
 )
 
 func TestSettingsAPIStrictPatchAndPersistence(t *testing.T) {
@@ -135,7 +136,7 @@ func TestCatalogCRUDNeverReturnsSecretsAndSurvivesRestart(t *testing.T) {
 }
 
 func TestKeyRevocationTakesEffectAtOnce(t *testing.T) {
-	e, _, key := setupOne(t, testenv.JSONAnswer(testenv.CompletionJSON))
+	e, _, key := testenv.SetupOne(t, testenv.JSONAnswer(testenv.CompletionJSON))
 	keys := e.MustAPI("GET", "/api/keys", nil, 200)["items"].([]any)
 	id := int64(keys[0].(map[string]any)["id"].(float64))
 	if r := e.Chat(context.Background(), key, `{"model":"up/gpt-test"}`); r.StatusCode != 200 {
@@ -150,7 +151,7 @@ func TestKeyRevocationTakesEffectAtOnce(t *testing.T) {
 }
 
 func TestKeyLastUsedIsRecordedAndSurvivesRestart(t *testing.T) {
-	e, _, _ := setupOne(t, testenv.JSONAnswer(testenv.CompletionJSON))
+	e, _, _ := testenv.SetupOne(t, testenv.JSONAnswer(testenv.CompletionJSON))
 	key := e.NewKey() // listed first (newest first)
 	lastUsed := func() any {
 		return e.MustAPI("GET", "/api/keys", nil, 200)["items"].([]any)[0].(map[string]any)["last_used_at"]
@@ -169,7 +170,7 @@ func TestKeyLastUsedIsRecordedAndSurvivesRestart(t *testing.T) {
 }
 
 func TestResetAllEndsCooldownsLockoutsAndBreakersButKeepsTerminalStates(t *testing.T) {
-	e, _, key, a, b := twoKeys(t, testenv.ByKey(map[string]http.HandlerFunc{
+	e, _, key, a, b := testenv.TwoKeys(t, testenv.ByKey(map[string]http.HandlerFunc{
 		"sk-a": testenv.Status(429, map[string]string{"Retry-After": "60"}, `{"error":{"message":"slow down"}}`),
 		"sk-b": testenv.Status(401, nil, `{"error":{"message":"Incorrect API key provided"}}`),
 	}))

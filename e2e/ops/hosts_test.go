@@ -1,4 +1,4 @@
-package e2e
+package ops
 
 import (
 	"encoding/json"
@@ -14,14 +14,14 @@ import (
 // addresses, the listen address, --public-host) is refused with 421 in the caller's format on
 // every route, with or without credentials; only a proxy call with a valid client key passes.
 func TestRequestsForForeignHostsAreRefused(t *testing.T) {
-	e, _, key := setupOne(t, testenv.JSONAnswer(testenv.CompletionJSON), "--public-host", "gateway.example.com")
+	e, _, key := testenv.SetupOne(t, testenv.JSONAnswer(testenv.CompletionJSON), "--public-host", "gateway.example.com")
 	dash := e.Login()
 
 	send := func(c *http.Client, host, method, path, body string, header map[string]string) (int, http.Header, string) {
 		t.Helper()
 		h := map[string]string{"Host": host}
 		maps.Copy(h, header)
-		return call(t, c, method, e.Base+path, body, h)
+		return testenv.Call(t, c, method, e.Base+path, body, h)
 	}
 	admin := map[string]string{"Authorization": "Bearer " + testenv.AdminToken}
 	client := map[string]string{"Authorization": "Bearer " + key, "Content-Type": "application/json"}

@@ -1,4 +1,4 @@
-package e2e
+package ops
 
 import (
 	"bytes"
@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -18,18 +17,6 @@ import (
 	"switchyard/db"
 	"switchyard/e2e/testenv"
 )
-
-// buildBinary builds the real gateway binary once per test run.
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "switchyard")
-	cmd := exec.Command("go", "build", "-o", bin, "switchyard")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	return bin
-}
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
@@ -65,7 +52,7 @@ func TestCrashSafety(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and kills the real binary")
 	}
-	bin := buildBinary(t)
+	bin := testenv.BuildBinary(t)
 	dir := t.TempDir()
 	storeEnv, store := testenv.ProcessStore(t, dir)
 	var ackedConns []string

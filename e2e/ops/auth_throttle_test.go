@@ -1,12 +1,10 @@
-package e2e
+package ops
 
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/cookiejar"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -14,36 +12,19 @@ import (
 	"switchyard/e2e/testenv"
 )
 
-// clientFrom is an HTTP client whose connections start from a given loopback address (all of
-// 127.0.0.0/8 reaches the gateway on 127.0.0.1), so a test can be two different clients.
-func clientFrom(t *testing.T, ip string) *http.Client {
-	t.Helper()
-	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
-	tr := &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}
-	t.Cleanup(tr.CloseIdleConnections)
-	return &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-}
-
-// login posts the password with extra headers and returns the status (303 = logged in).
-func login(t *testing.T, c *http.Client, base, password string, header map[string]string) int {
-	t.Helper()
-	st, _ := testenv.Fetch(t, c, "POST", base+"/login", url.Values{"password": {password}}, header)
-	return st
-}
-
 // Without trusted proxies, forwarding headers are the client's own words: a guesser who sends a
 // new X-Forwarded-For or X-Real-IP with every attempt is throttled on its real address all the
 // same, and naming the admin's address locks out only the guesser.
 func TestLoginThrottleIgnoresForwardingHeadersFromUntrustedPeers(t *testing.T) {
 	e := testenv.New(t)
-	attacker, admin := clientFrom(t, "127.0.0.2"), clientFrom(t, "127.0.0.1")
+	attacker, admin := testenv.ClientFrom(t, "127.0.0.2"), testenv.ClientFrom(t, "127.0.0.1")
 	throttled := 0
 	for i := range 30 {
 		h := map[string]string{"X-Forwarded-For": fmt.Sprintf("203.0.113.%d", i+1), "X-Real-IP": fmt.Sprintf("198.51.100.%d", i+1)}
 		if i%2 == 1 {
 			h = map[string]string{"X-Forwarded-For": "127.0.0.1", "X-Real-IP": "127.0.0.1"} // the admin's own address
 		}
-		switch st := login(t, attacker, e.Base, "guess", h); st {
+		switch st := testenv.Login(t, attacker, e.Base, "guess", h); st {
 		case http.StatusTooManyRequests:
 			throttled++
 		case http.StatusUnauthorized:
@@ -54,7 +35,7 @@ func TestLoginThrottleIgnoresForwardingHeadersFromUntrustedPeers(t *testing.T) {
 	if throttled != 25 {
 		t.Fatalf("%d of 30 spoofed attempts throttled, want 25 (5 allowed, then every one)", throttled)
 	}
-	if st := login(t, admin, e.Base, testenv.Password, nil); st != http.StatusSeeOther {
+	if st := testenv.Login(t, admin, e.Base, testenv.Password, nil); st != http.StatusSeeOther {
 		t.Fatalf("the admin, from another address, was refused: %d", st)
 	}
 }
@@ -65,11 +46,11 @@ func TestLoginThrottleIgnoresForwardingHeadersFromUntrustedPeers(t *testing.T) {
 // on its own address whatever it sends.
 func TestLoginThrottleKeysOnTheClientBehindATrustedProxy(t *testing.T) {
 	e := testenv.New(t, "--trusted-proxies", "127.0.0.1/32")
-	proxy, direct := clientFrom(t, "127.0.0.1"), clientFrom(t, "127.0.0.2")
+	proxy, direct := testenv.ClientFrom(t, "127.0.0.1"), testenv.ClientFrom(t, "127.0.0.2")
 	const adminIP, guesserIP = "198.51.100.7", "203.0.113.66"
 	count := func(c *http.Client, header func(i int) map[string]string) (throttled int) {
 		for i := range 12 {
-			switch st := login(t, c, e.Base, "guess", header(i)); st {
+			switch st := testenv.Login(t, c, e.Base, "guess", header(i)); st {
 			case http.StatusTooManyRequests:
 				throttled++
 			case http.StatusUnauthorized:
@@ -91,11 +72,11 @@ func TestLoginThrottleKeysOnTheClientBehindATrustedProxy(t *testing.T) {
 	}); n != 7 {
 		t.Fatalf("untrusted peer: %d of 12 throttled, want 7", n)
 	}
-	if st := login(t, proxy, e.Base, testenv.Password, map[string]string{"X-Forwarded-For": adminIP}); st != http.StatusSeeOther {
+	if st := testenv.Login(t, proxy, e.Base, testenv.Password, map[string]string{"X-Forwarded-For": adminIP}); st != http.StatusSeeOther {
 		t.Fatalf("the admin behind the proxy was refused: %d", st)
 	}
 	// X-Real-IP from the trusted proxy names the client too.
-	if st := login(t, proxy, e.Base, testenv.Password, map[string]string{"X-Real-IP": "192.0.2.200"}); st != http.StatusSeeOther {
+	if st := testenv.Login(t, proxy, e.Base, testenv.Password, map[string]string{"X-Real-IP": "192.0.2.200"}); st != http.StatusSeeOther {
 		t.Fatalf("a client named by X-Real-IP was refused: %d", st)
 	}
 }
@@ -105,14 +86,14 @@ func TestLoginThrottleKeysOnTheClientBehindATrustedProxy(t *testing.T) {
 // Retry-After, and its keys are not checked at all; another address is unaffected, and
 // successful checks spend nothing.
 func TestFailedClientKeyChecksAreThrottledPerAddress(t *testing.T) {
-	e, _, key := setupOne(t, testenv.JSONAnswer(testenv.CompletionJSON))
+	e, _, key := testenv.SetupOne(t, testenv.JSONAnswer(testenv.CompletionJSON))
 	chat := func(c *http.Client, k string) (int, http.Header, string) {
-		return call(t, c, "POST", e.Base+"/v1/chat/completions", testenv.ChatBody,
+		return testenv.Call(t, c, "POST", e.Base+"/v1/chat/completions", testenv.ChatBody,
 			map[string]string{"Authorization": "Bearer " + k, "Content-Type": "application/json"})
 	}
 
 	// Successes spend nothing: twenty good calls, then the full budget of five failures.
-	busy := clientFrom(t, "127.0.7.3")
+	busy := testenv.ClientFrom(t, "127.0.7.3")
 	for i := range 20 {
 		if st, _, body := chat(busy, key); st != 200 {
 			t.Fatalf("good call %d: %d %s", i, st, body)
@@ -124,7 +105,7 @@ func TestFailedClientKeyChecksAreThrottledPerAddress(t *testing.T) {
 		}
 	}
 
-	guesser := clientFrom(t, "127.0.7.1")
+	guesser := testenv.ClientFrom(t, "127.0.7.1")
 	for i := range 5 {
 		st, _, body := chat(guesser, "sk-sy-guess")
 		if st != 401 || !strings.Contains(body, `"code":"invalid_api_key"`) {
@@ -138,7 +119,7 @@ func TestFailedClientKeyChecksAreThrottledPerAddress(t *testing.T) {
 		t.Fatalf("sixth guess: %d Retry-After %q %s", st, h.Get("Retry-After"), body)
 	}
 	// The Anthropic surface answers in its own format; x-api-key counts like a bearer key.
-	st, h, body = call(t, guesser, "POST", e.Base+"/v1/messages", `{"model":"up/gpt-test","max_tokens":5,"messages":[]}`,
+	st, h, body = testenv.Call(t, guesser, "POST", e.Base+"/v1/messages", `{"model":"up/gpt-test","max_tokens":5,"messages":[]}`,
 		map[string]string{"x-api-key": "sk-sy-guess", "anthropic-version": "2023-06-01"})
 	var an struct {
 		Type  string
@@ -153,7 +134,7 @@ func TestFailedClientKeyChecksAreThrottledPerAddress(t *testing.T) {
 		t.Fatalf("the right key from the throttled address: %d, want 429", st)
 	}
 	// Another address with a valid key is not affected.
-	if st, _, body := chat(clientFrom(t, "127.0.7.2"), key); st != 200 {
+	if st, _, body := chat(testenv.ClientFrom(t, "127.0.7.2"), key); st != 200 {
 		t.Fatalf("valid key from another address: %d %s", st, body)
 	}
 	// One attempt comes back every 12 s.
@@ -167,40 +148,40 @@ func TestFailedClientKeyChecksAreThrottledPerAddress(t *testing.T) {
 // logged-in session still passes while the token budget is spent.
 func TestFailedAdminTokenChecksAreThrottledPerAddress(t *testing.T) {
 	e := testenv.New(t)
-	guesser := clientFrom(t, "127.0.7.10")
+	guesser := testenv.ClientFrom(t, "127.0.7.10")
 	wrong := map[string]string{"Authorization": "Bearer wrong-admin-token-000000"}
 	for i := range 3 {
-		if st, _, _ := call(t, guesser, "GET", e.Base+"/api/providers", "", wrong); st != 401 {
+		if st, _, _ := testenv.Call(t, guesser, "GET", e.Base+"/api/providers", "", wrong); st != 401 {
 			t.Fatalf("guess %d: %d", i, st)
 		}
 	}
 	for i := range 2 {
-		if st, _, _ := call(t, guesser, "GET", e.Base+"/metrics", "", wrong); st != 401 {
+		if st, _, _ := testenv.Call(t, guesser, "GET", e.Base+"/metrics", "", wrong); st != 401 {
 			t.Fatalf("metrics guess %d: %d", i, st)
 		}
 	}
-	st, h, body := call(t, guesser, "GET", e.Base+"/api/providers", "", wrong)
+	st, h, body := testenv.Call(t, guesser, "GET", e.Base+"/api/providers", "", wrong)
 	if st != 429 || h.Get("Retry-After") != "12" || h.Get("Content-Type") != "application/json" ||
 		!strings.Contains(body, `"code":"too_many_auth_failures"`) {
 		t.Fatalf("sixth guess: %d Retry-After %q %s", st, h.Get("Retry-After"), body)
 	}
-	if st, _, _ := call(t, guesser, "GET", e.Base+"/metrics", "", wrong); st != 429 {
+	if st, _, _ := testenv.Call(t, guesser, "GET", e.Base+"/metrics", "", wrong); st != 429 {
 		t.Fatalf("metrics past the budget: %d", st)
 	}
 	right := map[string]string{"Authorization": "Bearer " + testenv.AdminToken}
-	if st, _, _ := call(t, guesser, "GET", e.Base+"/api/providers", "", right); st != 429 {
+	if st, _, _ := testenv.Call(t, guesser, "GET", e.Base+"/api/providers", "", right); st != 429 {
 		t.Fatalf("the right token from the throttled address: %d, want 429", st)
 	}
-	if st, _, _ := call(t, clientFrom(t, "127.0.7.11"), "GET", e.Base+"/api/providers", "", right); st != 200 {
+	if st, _, _ := testenv.Call(t, testenv.ClientFrom(t, "127.0.7.11"), "GET", e.Base+"/api/providers", "", right); st != 200 {
 		t.Fatalf("the right token from another address: %d", st)
 	}
 	// The password login has a budget of its own, and a session needs no token.
 	jar, _ := cookiejar.New(nil)
 	guesser.Jar = jar
-	if st := login(t, guesser, e.Base, testenv.Password, nil); st != http.StatusSeeOther {
+	if st := testenv.Login(t, guesser, e.Base, testenv.Password, nil); st != http.StatusSeeOther {
 		t.Fatalf("login from the throttled address: %d", st)
 	}
-	if st, _, body := call(t, guesser, "GET", e.Base+"/api/providers", "", wrong); st != 200 {
+	if st, _, body := testenv.Call(t, guesser, "GET", e.Base+"/api/providers", "", wrong); st != 200 {
 		t.Fatalf("session with a wrong token from the throttled address: %d %s", st, body)
 	}
 }

@@ -1,4 +1,4 @@
-package e2e
+package ops
 
 import (
 	"fmt"
@@ -24,7 +24,7 @@ var loginAddr atomic.Int32
 func sessionCookie(t *testing.T, e *testenv.Env) string {
 	t.Helper()
 	n := loginAddr.Add(1)
-	c := clientFrom(t, fmt.Sprintf("127.0.%d.%d", 10+n/250, 1+n%250))
+	c := testenv.ClientFrom(t, fmt.Sprintf("127.0.%d.%d", 10+n/250, 1+n%250))
 	req, _ := http.NewRequest("POST", e.Base+"/login", strings.NewReader(url.Values{"password": {testenv.Password}}.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	resp, err := c.Do(req)

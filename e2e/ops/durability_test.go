@@ -1,4 +1,4 @@
-package e2e
+package ops
 
 import (
 	"context"
@@ -39,7 +39,7 @@ type process struct {
 
 // newProcess is a gateway binary on a fresh data directory and store, not started yet.
 func newProcess(t *testing.T) *process {
-	p := &process{t: t, bin: buildBinary(t), dir: t.TempDir()}
+	p := &process{t: t, bin: testenv.BuildBinary(t), dir: t.TempDir()}
 	p.env, p.store = testenv.ProcessStore(t, p.dir)
 	return p
 }

@@ -1,4 +1,4 @@
-package e2e
+package ops
 
 import (
 	"bytes"
@@ -21,7 +21,7 @@ func TestRotatedTokensSurviveKillNine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and kills the real binary")
 	}
-	bin := buildBinary(t)
+	bin := testenv.BuildBinary(t)
 	dir := t.TempDir()
 	storeEnv, _ := testenv.ProcessStore(t, dir)
 	f := testenv.NewFakeClaude(t, nil)
@@ -57,7 +57,7 @@ func TestRotatedTokensSurviveKillNine(t *testing.T) {
 		for i := 0; i < n; i++ {
 			f.RevokeAll()
 			before := f.Refreshes.Load()
-			req, _ := http.NewRequest("POST", base+"/v1/messages", bytes.NewReader([]byte(messagesBody)))
+			req, _ := http.NewRequest("POST", base+"/v1/messages", bytes.NewReader([]byte(testenv.MessagesBody)))
 			req.Header.Set("x-api-key", key)
 			resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
 			if err != nil {

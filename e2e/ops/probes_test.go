@@ -1,4 +1,4 @@
-package e2e
+package ops
 
 import (
 	"encoding/json"
@@ -16,21 +16,21 @@ func TestMetricsWithoutATokenAnswerLoopbackClientsOnly(t *testing.T) {
 	e := testenv.New(t, "--trusted-proxies", "127.0.0.1/32")
 	delete(e.Vars, "SWITCHYARD_ADMIN_TOKEN")
 	e.Restart()
-	proxy := clientFrom(t, "127.0.0.1")
+	proxy := testenv.ClientFrom(t, "127.0.0.1")
 	remote := map[string]string{"X-Forwarded-For": "203.0.113.5"}
-	if st, h, _ := call(t, proxy, "GET", e.Base+"/metrics", "", nil); st != 200 || !strings.HasPrefix(h.Get("Content-Type"), "text/plain") {
+	if st, h, _ := testenv.Call(t, proxy, "GET", e.Base+"/metrics", "", nil); st != 200 || !strings.HasPrefix(h.Get("Content-Type"), "text/plain") {
 		t.Fatalf("loopback client: %d %s", st, h.Get("Content-Type"))
 	}
 	// A scraper configured with some bearer token is not guessing anything: no token is set.
 	for i := range 7 {
-		if st, _, _ := call(t, proxy, "GET", e.Base+"/metrics", "", map[string]string{"Authorization": "Bearer stale-token-0123456789"}); st != 200 {
+		if st, _, _ := testenv.Call(t, proxy, "GET", e.Base+"/metrics", "", map[string]string{"Authorization": "Bearer stale-token-0123456789"}); st != 200 {
 			t.Fatalf("loopback scraper with a bearer token, scrape %d: %d", i, st)
 		}
 	}
-	if st, _, _ := call(t, clientFrom(t, "127.0.0.2"), "GET", e.Base+"/metrics", "", map[string]string{"X-Forwarded-For": "203.0.113.5"}); st != 200 {
+	if st, _, _ := testenv.Call(t, testenv.ClientFrom(t, "127.0.0.2"), "GET", e.Base+"/metrics", "", map[string]string{"X-Forwarded-For": "203.0.113.5"}); st != 200 {
 		t.Fatalf("loopback client that is no trusted proxy (its header is not believed): %d", st)
 	}
-	st, h, body := call(t, proxy, "GET", e.Base+"/metrics", "", remote)
+	st, h, body := testenv.Call(t, proxy, "GET", e.Base+"/metrics", "", remote)
 	if st != http.StatusForbidden || h.Get("Content-Type") != "application/json" || !strings.Contains(body, "loopback") {
 		t.Fatalf("remote client: %d %s", st, body)
 	}
@@ -53,7 +53,7 @@ func TestHealthShowsTheVersionOnlyToTheAdmin(t *testing.T) {
 	e := testenv.New(t)
 	fields := func(c *http.Client, path string, header map[string]string) map[string]any {
 		t.Helper()
-		st, _, body := call(t, c, "GET", e.Base+path, "", header)
+		st, _, body := testenv.Call(t, c, "GET", e.Base+path, "", header)
 		var out map[string]any
 		if st != 200 || json.Unmarshal([]byte(body), &out) != nil {
 			t.Fatalf("%s: %d %s", path, st, body)
@@ -92,7 +92,7 @@ func TestCrossOriginChecksFallBackToTheReferer(t *testing.T) {
 	noRedirect := *c
 	noRedirect.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	post := func(path, ctype, body, referer string) int {
-		st, _, _ := call(t, &noRedirect, "POST", e.Base+path, body, map[string]string{"Content-Type": ctype, "Referer": referer})
+		st, _, _ := testenv.Call(t, &noRedirect, "POST", e.Base+path, body, map[string]string{"Content-Type": ctype, "Referer": referer})
 		return st
 	}
 	form := url.Values{"name": {"laptop"}}.Encode()

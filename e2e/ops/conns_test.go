@@ -1,4 +1,4 @@
-package e2e
+package ops
 
 import (
 	"bufio"
@@ -29,7 +29,7 @@ type rawConn struct {
 }
 
 func dialRaw(t *testing.T, base, from string) *rawConn {
-	c := rawFrom(t, base, from)
+	c := testenv.RawFrom(t, base, from)
 	return &rawConn{Conn: c, br: bufio.NewReader(c)}
 }
 
@@ -211,7 +211,7 @@ func TestIdleConnectionFloodLeavesRoomForWhatMatters(t *testing.T) {
 	}
 	perHelper := int(lim.Max)/2 + 500 // together past the gateway's own limit
 	up := testenv.NewFakeUpstream(t, testenv.JSONAnswer(testenv.CompletionJSON))
-	bin := buildBinary(t)
+	bin := testenv.BuildBinary(t)
 	addr := freeAddr(t)
 	base := "http://" + addr
 	logs := &testenv.SyncBuffer{}

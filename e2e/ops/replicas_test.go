@@ -1,4 +1,4 @@
-package e2e
+package ops
 
 import (
 	"context"
@@ -134,7 +134,7 @@ func TestReplicasShareCooldowns(t *testing.T) {
 
 // A breaker opened by A fails fast on B; a lockout set on A and re-enabled on C is gone on A.
 func TestReplicasShareBreakersAndLockouts(t *testing.T) {
-	failing, handler := failingUntilFixed()
+	failing, handler := testenv.FailingUntilFixed()
 	missing := testenv.Status(404, nil, `{"error":{"message":"The model gpt-a does not exist","code":"model_not_found"}}`)
 	up := testenv.NewFakeUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -207,7 +207,7 @@ func TestReplicasRefreshAnAccountOnce(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				r := e.Post(context.Background(), "/v1/messages", key, messagesBody, nil)
+				r := e.Post(context.Background(), "/v1/messages", key, testenv.MessagesBody, nil)
 				testenv.ReadAll(t, r)
 				statuses <- r.StatusCode
 			}()
@@ -394,7 +394,7 @@ func TestKilledReplicaFreesItsSlots(t *testing.T) {
 		<-r.Context().Done() // held until the replica that opened it dies
 	})
 	url, redis := dbtest.Postgres(t), dbtest.Redis(t)
-	bin := buildBinary(t)
+	bin := testenv.BuildBinary(t)
 	replica := func() *process {
 		p := &process{t: t, bin: bin, dir: t.TempDir(), store: url, args: []string{"--cap-lease-ttl", ttl.String()},
 			env: []string{"SWITCHYARD_DATABASE_URL=" + url, "SWITCHYARD_SECRET_KEY=" + testenv.SecretKey, "SWITCHYARD_REDIS_URL=" + redis}}
@@ -472,11 +472,11 @@ func TestReplicasShareKeyLimits(t *testing.T) {
 	a := rs[0]
 	a.AddProvider("up", up.URL+"/v1")
 	a.AddConnection("up", "main", "sk-main", 0)
-	key, id := limitedKey(a, "agent", map[string]any{"rpm_limit": 3, "daily_budget_usd": 2, "budget_webhook_url": hook.URL})
+	key, id := testenv.LimitedKey(a, "agent", map[string]any{"rpm_limit": 3, "daily_budget_usd": 2, "budget_webhook_url": hook.URL})
 	for _, e := range rs {
 		e.WaitModels(key, "up/gpt-test")
 	}
-	setPrice(a, "up/gpt-test", 100000, 100000, 0, 0) // $0.50 a request
+	testenv.SetPrice(a, "up/gpt-test", 100000, 100000, 0, 0) // $0.50 a request
 	eventually(t, "the price reaches every replica", func() bool {
 		for _, e := range rs {
 			m, _ := e.MustAPI("GET", "/api/settings/prices", nil, 200)["models"].(map[string]any)
@@ -487,8 +487,8 @@ func TestReplicasShareKeyLimits(t *testing.T) {
 		return true
 	})
 	seen := func(e *testenv.Env, requests, spend float64) bool {
-		u := keyUse(e, id)
-		return u["requests_last_minute"] == requests && near(u["day_spend_usd"].(float64), spend)
+		u := testenv.KeyUse(e, id)
+		return u["requests_last_minute"] == requests && testenv.Near(u["day_spend_usd"].(float64), spend)
 	}
 	for i, e := range rs { // one request on each replica; each sees those before it
 		r := e.Chat(context.Background(), key, testenv.ChatBody)
@@ -506,7 +506,7 @@ func TestReplicasShareKeyLimits(t *testing.T) {
 		t.Logf("request %d counted on every replica after %v", i+1, took)
 	}
 	r := a.Chat(context.Background(), key, testenv.ChatBody)
-	if ref := readRefusal(t, r); ref.Diagnostics.Limit != "key_rate_limited" {
+	if ref := testenv.ReadRefusal(t, r); ref.Diagnostics.Limit != "key_rate_limited" {
 		t.Fatalf("the 4th request of the minute: %+v, want key_rate_limited", ref)
 	}
 	a.Clock.Advance(61 * time.Second) // the replicas share the clock: the minute is over
@@ -516,14 +516,14 @@ func TestReplicasShareKeyLimits(t *testing.T) {
 	}
 	eventually(t, "the budget is spent on every replica", func() bool {
 		for _, o := range rs {
-			if !near(keyUse(o, id)["day_spend_usd"].(float64), 2) {
+			if !testenv.Near(testenv.KeyUse(o, id)["day_spend_usd"].(float64), 2) {
 				return false
 			}
 		}
 		return true
 	})
 	r = rs[2].Chat(context.Background(), key, testenv.ChatBody)
-	if ref := readRefusal(t, r); ref.Diagnostics.Limit != "key_budget_exceeded" {
+	if ref := testenv.ReadRefusal(t, r); ref.Diagnostics.Limit != "key_budget_exceeded" {
 		t.Fatalf("after $2 of $2 spent over two replicas: %+v, want key_budget_exceeded", ref)
 	}
 	eventually(t, "the 80 % and 100 % thresholds are announced", func() bool {
@@ -552,11 +552,11 @@ func TestReplicasShareSessionLeases(t *testing.T) {
 	c1 := a.AddConnection("up", "c1", "sk-c1", 0)
 	a.AddConnection("up", "c2", "sk-c2", 1)
 	plain := a.NewKey()
-	key, _ := leaseKey(a, "agent", c1)
+	key, _ := testenv.LeaseKey(a, "agent", c1)
 	for _, e := range rs {
 		e.WaitModels(plain, "up/gpt-test")
 	}
-	st, got, _ := leaseCall(t, a, "/v1/session-leases", key, map[string]any{"action": "acquire"})
+	st, got, _ := testenv.LeaseCall(t, a, "/v1/session-leases", key, map[string]any{"action": "acquire"})
 	owner, _ := got["owner"].(string)
 	if st != 200 || owner == "" {
 		t.Fatalf("acquire on A: %d %v", st, got)
@@ -578,14 +578,14 @@ func TestReplicasShareSessionLeases(t *testing.T) {
 			t.Fatalf("another key on C: %d", st)
 		}
 	}
-	if got := strings.Join(usedKeys(up, from), ","); got != "sk-c1,sk-c2,sk-c1,sk-c2" {
+	if got := strings.Join(testenv.UsedKeys(up, from), ","); got != "sk-c1,sk-c2,sk-c1,sk-c2" {
 		t.Fatalf("upstream keys %s: the holder must get c1 on B, everybody else c2 on C", got)
 	}
-	if st, out, _ := leaseCall(t, c, "/v1/session-leases", key, map[string]any{"action": "release", "owner": owner}); st != 200 || out["released"] != true {
+	if st, out, _ := testenv.LeaseCall(t, c, "/v1/session-leases", key, map[string]any{"action": "release", "owner": owner}); st != 200 || out["released"] != true {
 		t.Fatalf("release on C: %d %v", st, out)
 	}
 	eventually(t, "A gives c1 to everybody again", func() bool {
 		from := len(up.ChatRequests())
-		return chat(a, plain, nil) == 200 && strings.Join(usedKeys(up, from), ",") == "sk-c1"
+		return chat(a, plain, nil) == 200 && strings.Join(testenv.UsedKeys(up, from), ",") == "sk-c1"
 	})
 }

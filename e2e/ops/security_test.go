@@ -1,12 +1,13 @@
-package e2e
+package ops
 
 import (
 	"context"
 	"net/http"
 	"net/url"
 	"strings"
-	"switchyard/e2e/testenv"
 	"testing"
+
+	"switchyard/e2e/testenv"
 )
 
 // Every route that is not public refuses a caller without credentials; the test walks the route
@@ -70,7 +71,7 @@ func TestCrossOriginPostsAreRefused(t *testing.T) {
 			{"Content-Type": "application/json", "Sec-Fetch-Site": "cross-site"},
 			{"Content-Type": "application/json", "Origin": "http://evil.example"},
 		} {
-			if st, _, _ := call(t, c, "POST", e.Base+path, `{"name":"x","type":"openai","base_url":"http://a/v1"}`, h); st != http.StatusForbidden {
+			if st, _, _ := testenv.Call(t, c, "POST", e.Base+path, `{"name":"x","type":"openai","base_url":"http://a/v1"}`, h); st != http.StatusForbidden {
 				t.Errorf("POST %s with %v: %d", path, h, st)
 			}
 		}
