@@ -44,6 +44,9 @@ func startBrowser(t *testing.T) context.Context {
 		chromedp.NoFirstRun,
 		chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.UserDataDir(t.TempDir()),
+		// Chromium keeps its singleton socket in a directory of its own under TMPDIR, which it
+		// leaves behind when it is killed at the end of the test: give it one that is removed.
+		chromedp.Env("TMPDIR="+t.TempDir()),
 		chromedp.WindowSize(1280, 900),
 	)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
