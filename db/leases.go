@@ -31,6 +31,17 @@ func ReleaseLease(ctx context.Context, q Querier, name, owner string) error {
 	return nil
 }
 
+// PruneLeases deletes the leases that ended at or before now (unix ms). An ended lease is free
+// to take anyway (TryLease), so nothing changes for its holders; without the sweep, leases named
+// once and never taken again (a budget crossing's, one per key, threshold and period) would
+// stay in the table for good.
+func PruneLeases(ctx context.Context, q Querier, now int64) error {
+	if _, err := q.ExecContext(ctx, `DELETE FROM leases WHERE expires_at <= ?`, now); err != nil {
+		return fmt.Errorf("prune leases: %w", err)
+	}
+	return nil
+}
+
 // ReserveIDs hands out n ids of the named counter, which follows column (a table's id) when it
 // starts: it returns the first of n ids no other caller of ReserveIDs got. Run it in its own
 // transaction (on the writer) so the range is taken at once.

@@ -31,6 +31,33 @@ func TestLeases(t *testing.T) {
 	}
 }
 
+// Pruning deletes the leases that ended and keeps the running ones; a pruned name is free.
+func TestPruneLeases(t *testing.T) {
+	ctx := context.Background()
+	d := openTestDB(t, ctx, -1)
+	for name, expires := range map[string]int64{"ended": 1000, "ends-now": 2000, "running": 3000} {
+		if ok, err := TryLease(ctx, d.W, name, "a", 0, expires); err != nil || !ok {
+			t.Fatalf("take %s: %v %v", name, ok, err)
+		}
+	}
+	if err := PruneLeases(ctx, d.W, 2000); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	if err := d.R.SelectContext(ctx, &names, `SELECT name FROM leases ORDER BY name`); err != nil {
+		t.Fatal(err)
+	}
+	if len(names) != 1 || names[0] != "running" {
+		t.Fatalf("left %v, want only the running lease", names)
+	}
+	if ok, err := TryLease(ctx, d.W, "running", "b", 2000, 4000); err != nil || ok {
+		t.Fatalf("the running lease must stay a's: %v %v", ok, err)
+	}
+	if ok, err := TryLease(ctx, d.W, "ended", "b", 2000, 4000); err != nil || !ok {
+		t.Fatalf("a pruned lease is free: %v %v", ok, err)
+	}
+}
+
 // Ranges of ids never overlap and start after the table's newest id.
 func TestReserveIDs(t *testing.T) {
 	ctx := context.Background()

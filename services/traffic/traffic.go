@@ -473,6 +473,11 @@ func (s *Service) flush(ctx context.Context) error {
 		if err := db.PruneUsageBuckets(ctx, tx, bucketOf(now.Add(-usageRetention))); err != nil {
 			return err
 		}
+		// The store's leases end on the wall clock (they are shared between replicas), not on
+		// the engine's clock.
+		if err := db.PruneLeases(ctx, tx, time.Now().UnixMilli()); err != nil {
+			return err
+		}
 		return db.PruneTrafficMinutes(ctx, tx, now.Unix()/60-2*24*60)
 	})
 	if err != nil {

@@ -275,3 +275,28 @@ func TestDroppedRoundTrip(t *testing.T) {
 	defer stop()
 	check(again)
 }
+
+// The request log's periodic prune also sweeps the store's ended leases (db.PruneLeases): on the
+// wall clock, which the replicas share, whatever the engine's clock says.
+func TestPruneSweepsEndedLeases(t *testing.T) {
+	d := dbtest.Open(t)
+	ctx := context.Background()
+	now := time.Now().UnixMilli()
+	for name, expires := range map[string]int64{"budget:1:daily:80:0": now - 1000, "refresh:7": now + time.Hour.Milliseconds()} {
+		if ok, err := db.TryLease(ctx, d.W, name, "replica-a", now-2000, expires); err != nil || !ok {
+			t.Fatalf("take %s: %v %v", name, ok, err)
+		}
+	}
+	clk := clockwork.NewFakeClockAt(time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)) // far from the wall clock
+	s := newService(t, d, clk, Options{Retention: time.Hour})
+	_, stop := servicetest.Start(t, s.Run)
+	s.Record(Entry{At: clk.Now(), Surface: "/v1/chat/completions", Status: 200})
+	stop()
+	var names []string
+	if err := d.R.SelectContext(ctx, &names, `SELECT name FROM leases ORDER BY name`); err != nil {
+		t.Fatal(err)
+	}
+	if len(names) != 1 || names[0] != "refresh:7" {
+		t.Fatalf("leases left %v, want only the running one", names)
+	}
+}
