@@ -124,6 +124,9 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 	if err != nil {
 		return nil, err
 	}
+	if caps != nil {
+		limiter.UseSlots(globalcap.KeySlots{Limiter: caps}) // max_parallel exact across replicas
+	}
 
 	a := &App{DB: st.db, Log: log, Inventory: eng.inventory, State: res.store, Traffic: tr, served: make(chan error, 1), accounts: accounts,
 		caps: caps}

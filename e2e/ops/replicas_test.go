@@ -371,6 +371,60 @@ func TestReplicasHoldMaxConcurrentInRedis(t *testing.T) {
 	}
 }
 
+// With Redis, a key's max_parallel holds across the replicas exactly: a key with 2 may run both
+// on one replica (without Redis each of two replicas would hold 1), and then none on the other
+// until one ends.
+func TestReplicasHoldKeyParallelInRedis(t *testing.T) {
+	gate := make(chan struct{})
+	var running atomic.Int32
+	up := testenv.NewFakeUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		running.Add(1)
+		defer running.Add(-1)
+		<-gate
+		testenv.JSONAnswer(testenv.CompletionJSON)(w, r)
+	})
+	var open sync.Once
+	release := func() { open.Do(func() { close(gate) }) }
+	t.Cleanup(release) // before the upstream closes, which waits for its handlers
+	rs := testenv.NewReplicas(t, 2, map[string]string{"SWITCHYARD_REDIS_URL": dbtest.Redis(t)})
+	b, a := rs[0], rs[1] // a started last, so it has counted b already
+	a.AddProvider("up", up.URL+"/v1")
+	a.AddConnection("up", "main", "sk-main", 0)
+	key, _ := testenv.LimitedKey(a, "agent", map[string]any{"max_parallel": 2})
+	for _, e := range rs {
+		e.WaitModels(key, "up/gpt-test")
+	}
+	dash := a.Login()
+	eventually(t, "A counts two live replicas", func() bool {
+		resp, err := dash.Get(a.Base + "/overview/replicas")
+		return err == nil && strings.Contains(testenv.ReadAll(t, resp), ">2 live<")
+	})
+	statuses := make(chan int, 2)
+	for range 2 {
+		go func() {
+			r := a.Chat(context.Background(), key, testenv.ChatBody)
+			testenv.ReadAll(t, r)
+			statuses <- r.StatusCode
+		}()
+	}
+	eventually(t, "both requests run on A", func() bool { return running.Load() == 2 })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // admitted, it would wait for the gate
+	defer cancel()
+	if ref := testenv.ReadRefusal(t, b.Chat(ctx, key, testenv.ChatBody)); ref.Error.Code != "key_parallel_limited" {
+		t.Fatalf("a third request on B: %+v, want key_parallel_limited", ref)
+	}
+	release()
+	for range 2 {
+		if st := <-statuses; st != 200 {
+			t.Fatalf("a request on A answered %d", st)
+		}
+	}
+	r := b.Chat(context.Background(), key, testenv.ChatBody)
+	if body := testenv.ReadAll(t, r); r.StatusCode != 200 {
+		t.Fatalf("on B once A's requests ended: %d %s", r.StatusCode, body)
+	}
+}
+
 // Two replica binaries share one PostgreSQL and one Redis; a connection takes two requests at a
 // time. Replica A holds both slots with two streams the upstream keeps open; a request on B
 // waits in line. A is killed with SIGKILL: no release, no goodbye. B's request must reach the

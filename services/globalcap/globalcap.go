@@ -310,6 +310,26 @@ func (l *Limiter) Counts(ctx context.Context, connID int64) (holding, waiting in
 
 func noRelease() {}
 
+// KeySlots are client keys' max_parallel slots (spend.ParallelSlots) in the store of the
+// connections' caps, with the same leases, renewals and expiry. A key's slots are kept under
+// the negated key id, so they never meet a connection's (ids start at 1).
+type KeySlots struct{ Limiter *Limiter }
+
+// Healthy says whether Redis answers now.
+func (k KeySlots) Healthy() bool { return k.Limiter.Healthy() }
+
+// TryTake takes one of the key's n slots if one is free now; taken is false when all are held.
+func (k KeySlots) TryTake(ctx context.Context, keyID int64, n int) (release func(), taken bool, err error) {
+	release, err = k.Limiter.TryAcquire(ctx, -keyID, n)
+	switch {
+	case errors.Is(err, resilience.ErrSlotsTaken):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, err
+	}
+	return release, true, nil
+}
+
 // keys are the connection's lease and waiter sets.
 func (l *Limiter) keys(connID int64) []string {
 	tag := l.opt.Prefix + "{" + strconv.FormatInt(connID, 10) + "}"

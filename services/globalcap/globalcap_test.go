@@ -383,3 +383,32 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		rel()
 	}
 }
+
+// A key's slots hold across replicas and are apart from the connection with the same id.
+func TestKeySlots(t *testing.T) {
+	url := dbtest.Redis(t)
+	ls := replicas(t, url, 2, time.Second)
+	a, b := KeySlots{Limiter: ls[0]}, KeySlots{Limiter: ls[1]}
+	ctx := context.Background()
+	rel, taken, err := a.TryTake(ctx, 5, 1)
+	if err != nil || !taken {
+		t.Fatalf("first slot on a: %v %v", taken, err)
+	}
+	if _, taken, err := b.TryTake(ctx, 5, 1); err != nil || taken {
+		t.Fatalf("key 5's only slot is a's, yet b took one: %v %v", taken, err)
+	}
+	connRel, err := ls[1].TryAcquire(ctx, 5, 1)
+	if err != nil {
+		t.Fatalf("connection 5 must not share key 5's slots: %v", err)
+	}
+	connRel()
+	if h, _ := counts(t, ls[0], -5); h != 1 {
+		t.Fatalf("key 5 holds %d slots, want 1", h)
+	}
+	rel()
+	rel2, taken, err := b.TryTake(ctx, 5, 1)
+	if err != nil || !taken {
+		t.Fatalf("b after a gave the slot back: %v %v", taken, err)
+	}
+	rel2()
+}

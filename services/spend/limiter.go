@@ -64,6 +64,8 @@ type Limiter struct {
 
 	// shared collects what keys do here for the other replicas (Share); nil on one replica.
 	shared *sharing
+	// slots hold max_parallel across the replicas (UseSlots); nil: each replica counts its own.
+	slots ParallelSlots
 }
 
 // keyState is one key's counters; its own mutex guards it.
@@ -72,8 +74,10 @@ type keyState struct {
 	requests window
 	tokens   window
 	parallel int64
-	day      period
-	month    period
+	// slots are the releases of the shared slots this replica's running requests hold.
+	slots []func()
+	day   period
+	month period
 }
 
 // period is the spend of one calendar day or month.
@@ -245,7 +249,11 @@ func (k *keyState) roll(now time.Time, loc *time.Location) {
 // requests and tokens, then the requests running.
 func (l *Limiter) Admit(id int64, lim Limits) *Refusal {
 	now := l.now()
-	r := l.admit(now, id, lim)
+	exact := lim.MaxParallel > 0 && l.slots != nil && l.slots.Healthy()
+	r := l.admit(now, id, lim, exact)
+	if r == nil && exact {
+		r = l.takeSlot(now, id, lim)
+	}
 	if r != nil {
 		r.ResetsAt = now.Add(r.RetryAfter)
 	} else if l.shared != nil {
@@ -254,7 +262,8 @@ func (l *Limiter) Admit(id int64, lim Limits) *Refusal {
 	return r
 }
 
-func (l *Limiter) admit(now time.Time, id int64, lim Limits) *Refusal {
+// admit checks and counts the request; with exact, max_parallel is left to the shared slots.
+func (l *Limiter) admit(now time.Time, id int64, lim Limits, exact bool) *Refusal {
 	k := l.state(id)
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -272,7 +281,7 @@ func (l *Limiter) admit(now time.Time, id int64, lim Limits) *Refusal {
 	if lim.TPM > 0 && k.tokens.sum(sec) >= lim.TPM {
 		return &Refusal{Code: CodeTokenLimited, Limit: float64(lim.TPM), RetryAfter: k.tokens.waitBelow(sec, lim.TPM)}
 	}
-	if lim.MaxParallel > 0 && k.parallel >= l.parallelShare(lim.MaxParallel) {
+	if lim.MaxParallel > 0 && !exact && k.parallel >= l.parallelShare(lim.MaxParallel) {
 		return &Refusal{Code: CodeParallelLimited, Limit: float64(lim.MaxParallel), RetryAfter: time.Second}
 	}
 	k.requests.add(sec, 1)
@@ -299,6 +308,13 @@ func (l *Limiter) Finish(id int64, lim Limits, u Usage, cost float64) {
 	if k.parallel > 0 {
 		k.parallel--
 	}
+	// A request admitted while the store failed holds no slot, and which request ends is not
+	// known here: a slot is given back only while more are held than requests run, so slots
+	// are never given back early, at worst late.
+	var release func()
+	if n := len(k.slots); int64(n) > k.parallel {
+		release, k.slots = k.slots[n-1], k.slots[:n-1]
+	}
 	k.tokens.add(now.Unix(), u.Total())
 	var crossed []Crossing
 	if cost > 0 {
@@ -306,6 +322,9 @@ func (l *Limiter) Finish(id int64, lim Limits, u Usage, cost float64) {
 		crossed = k.month.charge(cost, lim.MonthlyUSD, "monthly", id, lim, crossed)
 	}
 	k.mu.Unlock()
+	if release != nil {
+		release()
+	}
 	if l.shared != nil && (u.Total() > 0 || cost > 0) {
 		l.shared.note(id, now.Unix(), 0, u.Total(), cost)
 	}

@@ -1,6 +1,7 @@
 package spend
 
 import (
+	"context"
 	"sync"
 	"time"
 )
@@ -29,6 +30,41 @@ type sharing struct {
 // by live (this replica included). Call it once, before the first request.
 func (l *Limiter) Share(live func() int) {
 	l.shared = &sharing{pending: map[int64]*KeyDelta{}, live: live}
+}
+
+// ParallelSlots hold a key's max_parallel exactly across replicas: one slot per running request
+// of the key, in a store every replica reaches (Redis, services/globalcap).
+type ParallelSlots interface {
+	// Healthy says whether the store answers now; while it does not, each replica holds its
+	// share of max_parallel instead.
+	Healthy() bool
+	// TryTake takes one of the key's n slots if one is free now. taken is false when all n are
+	// held; an error is a failure of the store.
+	TryTake(ctx context.Context, keyID int64, n int) (release func(), taken bool, err error)
+}
+
+// UseSlots makes max_parallel hold across the replicas through slots while they are healthy,
+// instead of each replica's share of it. Call it once, before the first request.
+func (l *Limiter) UseSlots(s ParallelSlots) { l.slots = s }
+
+// takeSlot takes a slot in the shared store for a request admit has just counted (k.parallel
+// includes it). When every slot is held, the request is taken back out of the counts and
+// refused; when the store fails, this replica's share of max_parallel decides.
+func (l *Limiter) takeSlot(now time.Time, id int64, lim Limits) *Refusal {
+	release, taken, err := l.slots.TryTake(context.Background(), id, int(lim.MaxParallel))
+	k := l.state(id)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	switch {
+	case err == nil && taken:
+		k.slots = append(k.slots, release)
+		return nil
+	case err != nil && k.parallel <= l.parallelShare(lim.MaxParallel):
+		return nil
+	}
+	k.requests.add(now.Unix(), -1) // it never ran
+	k.parallel--
+	return &Refusal{Code: CodeParallelLimited, Limit: float64(lim.MaxParallel), RetryAfter: time.Second}
 }
 
 // parallelShare is how many requests of a key with max_parallel n may run here at once.
