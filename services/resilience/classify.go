@@ -195,6 +195,10 @@ type Outcome struct {
 	Restatement string
 	// Message is a short English explanation for logs and last_error.
 	Message string
+	// At is when the answer was classified (Input.Now). Cooldown counts from it, so a cooldown
+	// recorded a moment later still ends at the instant an upstream's reset names; zero: the
+	// cooldown engine's own clock.
+	At time.Time
 }
 
 // cooldownKind says how a built-in verdict gets its cooldown when it has a scope.
@@ -393,7 +397,7 @@ func Classify(in Input) Outcome {
 		// lockouts see the 502 it amounts to; the table still names the redirect.
 		status = http.StatusBadGateway
 	}
-	out := Outcome{Status: status}
+	out := Outcome{Status: status, At: in.Now}
 
 	var restatedFrom int
 	var restatement *Restatement

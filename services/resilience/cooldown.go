@@ -175,7 +175,10 @@ func (c *Cooldowns) state(id int64) *ConnState {
 // RecordFailure applies a classified failure to the connection and returns the new state. Only
 // connection-scope outcomes and terminal verdicts change it.
 func (c *Cooldowns) RecordFailure(id int64, out Outcome, policy CooldownPolicy) ConnState {
-	now := c.clock.Now()
+	now := out.At
+	if now.IsZero() {
+		now = c.clock.Now()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.state(id)

@@ -1,6 +1,7 @@
 package resilience
 
 import (
+	"net/http"
 	"testing"
 	"time"
 
@@ -57,6 +58,20 @@ func TestCooldownHonoursUpstreamHintByAuthType(t *testing.T) {
 	s = c.RecordFailure(3, rateLimited(2*time.Hour), apiKeyPolicy)
 	if got := s.Until.Sub(clk.Now()); got != 2*time.Hour {
 		t.Fatalf("hint above max: %v", got)
+	}
+}
+
+// A cooldown counts from when its answer was classified: an upstream's absolute reset (a
+// Retry-After date) ends the cooldown at that instant, though the clock moved before the record.
+func TestCooldownCountsFromTheClassification(t *testing.T) {
+	clk := clockwork.NewFakeClockAt(time.Date(2026, 12, 3, 10, 0, 0, 250_000_000, time.UTC))
+	c := NewCooldowns(clk, nil)
+	reset := time.Date(2026, 12, 3, 10, 0, 20, 0, time.UTC)
+	out := Classify(Input{Status: 429, Header: http.Header{"Retry-After": {reset.Format(http.TimeFormat)}},
+		Body: `{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}`, Now: clk.Now()})
+	clk.Advance(250 * time.Millisecond)
+	if s := c.RecordFailure(1, out, apiKeyPolicy); !s.Until.Equal(reset) {
+		t.Fatalf("cooling until %v, want the upstream's reset %v", s.Until, reset)
 	}
 }
 
