@@ -14,6 +14,7 @@ import (
 	"switchyard/db/dbtest"
 	"switchyard/services/errs"
 	"switchyard/services/secrets"
+	"switchyard/services/servicetest"
 )
 
 // replica is one catalog on the shared database with what its hooks heard.
@@ -360,43 +361,30 @@ func TestReloadBesideWritesAndReads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	done := make(chan struct{})
-	wg.Go(func() {
-		for {
-			select {
-			case <-done:
-				return
-			default:
-			}
-			if p, ok := b.Registry().Provider("p"); ok {
-				_ = p.Candidates()
-			}
+	read := func() {
+		if p, ok := b.Registry().Provider("p"); ok {
+			_ = p.Candidates()
 		}
-	})
-	wg.Go(func() {
+	}
+	servicetest.Beside(t, read, 10, func(i int) error {
+		if err := b.Reload(ctx); err != nil {
+			return err
+		}
+		_, err := b.UpdateProvider(ctx, local.ID, ProviderInput{BaseURL: ptr(fmt.Sprintf("https://x/%d", i))}, nil)
+		return err
+	}, func() {
 		for i := range 10 {
-			if err := b.Reload(ctx); err != nil {
-				t.Error(err)
+			name := fmt.Sprintf("c%d", i)
+			if i == 0 {
+				if _, err := a.CreateProvider(ctx, ProviderInput{Name: ptr("p"), Type: ptr(TypeOpenAI), BaseURL: ptr("https://x")}, nil); err != nil {
+					t.Fatal(err)
+				}
 			}
-			if _, err := b.UpdateProvider(ctx, local.ID, ProviderInput{BaseURL: ptr(fmt.Sprintf("https://x/%d", i))}, nil); err != nil {
-				t.Error(err)
-			}
-		}
-	})
-	for i := range 10 {
-		name := fmt.Sprintf("c%d", i)
-		if i == 0 {
-			if _, err := a.CreateProvider(ctx, ProviderInput{Name: ptr("p"), Type: ptr(TypeOpenAI), BaseURL: ptr("https://x")}, nil); err != nil {
+			if _, err := a.CreateConnection(ctx, ConnectionInput{Provider: ptr("p"), Name: &name, APIKey: ptr("k")}, nil); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if _, err := a.CreateConnection(ctx, ConnectionInput{Provider: ptr("p"), Name: &name, APIKey: ptr("k")}, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	close(done)
-	wg.Wait()
+	})
 	if err := b.Reload(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"switchyard/db"
 	"switchyard/db/dbtest"
+	"switchyard/services/servicetest"
 )
 
 // heard is one call of the change hooks.
@@ -157,39 +158,25 @@ func TestReloadBesideRequestsAndWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	done := make(chan struct{})
-	wg.Go(func() {
-		for {
-			select {
-			case <-done:
-				return
-			default:
-				b.Authenticate(k.Secret)
-			}
-		}
-	})
-	wg.Go(func() {
-		for range 10 {
-			if err := b.Reload(ctx); err != nil {
-				t.Error(err)
-			}
-			if _, err := b.Update(ctx, k.ID, Input{AllowedModels: ptr([]string{"p/*"})}); err != nil {
-				t.Error(err)
-			}
-			b.Flush(ctx)
-		}
-	})
 	var made []Created
-	for range 10 {
-		c, err := a.Create(ctx, Input{Name: ptr("remote")})
-		if err != nil {
-			t.Fatal(err)
+	servicetest.Beside(t, func() { b.Authenticate(k.Secret) }, 10, func(int) error {
+		if err := b.Reload(ctx); err != nil {
+			return err
 		}
-		made = append(made, c)
-	}
-	close(done)
-	wg.Wait()
+		if _, err := b.Update(ctx, k.ID, Input{AllowedModels: ptr([]string{"p/*"})}); err != nil {
+			return err
+		}
+		b.Flush(ctx)
+		return nil
+	}, func() {
+		for range 10 {
+			c, err := a.Create(ctx, Input{Name: ptr("remote")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			made = append(made, c)
+		}
+	})
 	if err := b.Reload(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -5,10 +5,10 @@ import (
 	"io"
 	"log/slog"
 	"slices"
-	"sync"
 	"testing"
 
 	"switchyard/services/errs"
+	"switchyard/services/servicetest"
 )
 
 // A combo saved by one replica resolves on another after its reload, and the registry's
@@ -137,35 +137,19 @@ func TestReloadBesideWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	done := make(chan struct{})
-	wg.Go(func() {
-		for {
-			select {
-			case <-done:
-				return
-			default:
-				b.Registry().Expand("remote-0")
-			}
+	servicetest.Beside(t, func() { b.Registry().Expand("remote-0") }, 10, func(i int) error {
+		if err := b.Reload(ctx); err != nil {
+			return err
 		}
-	})
-	wg.Go(func() {
+		_, err := b.Create(ctx, input("local-"+string(rune('0'+i)), TargetInput{Provider: "a", Model: "m"}))
+		return err
+	}, func() {
 		for i := range 10 {
-			if err := b.Reload(ctx); err != nil {
-				t.Error(err)
-			}
-			if _, err := b.Create(ctx, input("local-"+string(rune('0'+i)), TargetInput{Provider: "a", Model: "m"})); err != nil {
-				t.Error(err)
+			if _, err := a.Create(ctx, input("remote-"+string(rune('0'+i)), TargetInput{Provider: "a", Model: "m"})); err != nil {
+				t.Fatal(err)
 			}
 		}
 	})
-	for i := range 10 {
-		if _, err := a.Create(ctx, input("remote-"+string(rune('0'+i)), TargetInput{Provider: "a", Model: "m"})); err != nil {
-			t.Fatal(err)
-		}
-	}
-	close(done)
-	wg.Wait()
 	if err := b.Reload(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ package servicetest
 import (
 	"context"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 )
@@ -61,4 +62,34 @@ func Start(tb testing.TB, loop func(ctx context.Context)) (ctx context.Context, 
 	}
 	tb.Cleanup(stop)
 	return ctx, stop
+}
+
+// Beside runs main (a test's writes) while one goroutine calls read over and over and another
+// calls step(i) for i from 0 to n-1: how a reload is shown to be safe beside requests and local
+// writes (run with -race). It returns once main has returned and both goroutines have ended;
+// an error of step fails the test.
+func Beside(tb testing.TB, read func(), n int, step func(i int) error, main func()) {
+	tb.Helper()
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	wg.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+				read()
+			}
+		}
+	})
+	wg.Go(func() {
+		for i := range n {
+			if err := step(i); err != nil {
+				tb.Error(err)
+			}
+		}
+	})
+	defer wg.Wait()
+	defer close(done)
+	main()
 }

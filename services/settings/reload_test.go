@@ -10,6 +10,7 @@ import (
 
 	"switchyard/db"
 	"switchyard/db/dbtest"
+	"switchyard/services/servicetest"
 )
 
 // resilienceReplica is one resilience settings service on the shared store, with the snapshots
@@ -213,32 +214,14 @@ func TestReloadBesideSaves(t *testing.T) {
 	if _, err := a.Patch(ctx, patchOf("retry.max_retries", "9")); err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	done := make(chan struct{})
-	wg.Go(func() {
-		for {
-			select {
-			case <-done:
-				return
-			default:
-				_ = b.Snapshot().Resilience().Retry.MaxRetries
+	read := func() { _ = b.Snapshot().Resilience().Retry.MaxRetries }
+	servicetest.Beside(t, read, 20, func(int) error { return b.Reload(ctx) }, func() {
+		for _, jitter := range []string{"0.1", "0.2", "0.3", "0.4", "0.5"} {
+			if _, err := b.Patch(ctx, patchOf("retry.jitter", jitter)); err != nil {
+				t.Fatal(err)
 			}
 		}
 	})
-	wg.Go(func() {
-		for range 20 {
-			if err := b.Reload(ctx); err != nil {
-				t.Error(err)
-			}
-		}
-	})
-	for _, jitter := range []string{"0.1", "0.2", "0.3", "0.4", "0.5"} {
-		if _, err := b.Patch(ctx, patchOf("retry.jitter", jitter)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	close(done)
-	wg.Wait()
 	if r := b.Snapshot().Resilience(); r.Retry.MaxRetries != 9 || r.Retry.Jitter != 0.5 {
 		t.Fatalf("after the saves: retries %d, jitter %v", r.Retry.MaxRetries, r.Retry.Jitter)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"switchyard/db"
 	"switchyard/db/dbtest"
+	"switchyard/services/servicetest"
 )
 
 // priceReplica is one price service on the shared store with what its hooks heard.
@@ -182,36 +183,20 @@ func TestPricesReloadBesideSaves(t *testing.T) {
 	if _, err := a.Patch(ctx, []byte(`{"models": {"p/m": {"input_per_mtok": 1, "output_per_mtok": 2}}}`)); err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	done := make(chan struct{})
-	wg.Go(func() {
-		for {
-			select {
-			case <-done:
-				return
-			default:
-				b.Lookup("p", "openai", "m")
-				b.Webhook()
+	read := func() {
+		b.Lookup("p", "openai", "m")
+		b.Webhook()
+	}
+	servicetest.Beside(t, read, 20, func(int) error { return b.Reload(ctx) }, func() {
+		for _, zone := range []string{"Asia/Tokyo", "Europe/Berlin", "America/New_York"} {
+			if _, err := b.Patch(ctx, []byte(`{"time_zone": "`+zone+`"}`)); err != nil {
+				t.Fatal(err)
 			}
 		}
-	})
-	wg.Go(func() {
-		for range 20 {
-			if err := b.Reload(ctx); err != nil {
-				t.Error(err)
-			}
-		}
-	})
-	for _, zone := range []string{"Asia/Tokyo", "Europe/Berlin", "America/New_York"} {
-		if _, err := b.Patch(ctx, []byte(`{"time_zone": "`+zone+`"}`)); err != nil {
+		if _, err := b.RotateWebhookSecret(ctx); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if _, err := b.RotateWebhookSecret(ctx); err != nil {
-		t.Fatal(err)
-	}
-	close(done)
-	wg.Wait()
+	})
 	if p, _, ok := b.Lookup("p", "openai", "m"); !ok || p.InputPerMTok != 1 || b.Location().String() != "America/New_York" {
 		t.Fatalf("after the saves: %+v, %s", p, b.Location())
 	}
