@@ -19,6 +19,29 @@ var doneLine = []byte("data: [DONE]")
 // returns what was read with the read error.
 func readEvent(br *bufio.Reader) ([]byte, error) { return readEventInto(br, nil) }
 
+// eventBuffered reports whether br holds a whole event already, one readEventInto returns
+// without reading from the upstream: a line with more than white space, then a blank line.
+func eventBuffered(br *bufio.Reader) bool {
+	b, _ := br.Peek(br.Buffered())
+	content := false
+	for {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			return false
+		}
+		line := b[:i]
+		b = b[i+1:]
+		switch {
+		case len(bytes.TrimRight(line, "\r")) == 0:
+			if content {
+				return true
+			}
+		case len(bytes.TrimSpace(line)) > 0:
+			content = true
+		}
+	}
+}
+
 // readEventInto is readEvent appending to buf[:0], so a relay can reuse one buffer.
 func readEventInto(br *bufio.Reader, buf []byte) ([]byte, error) {
 	ev := buf[:0]
@@ -107,6 +130,18 @@ func relayStream(ctx context.Context, w http.ResponseWriter, commit func(), res 
 	}
 	commit()
 	rc := http.NewResponseController(w)
+	// Events are flushed to the client before the relay could wait for the upstream: events
+	// that arrived together leave together, in one write, as a proxy that copies what each read
+	// brings would send them; none waits behind a read.
+	pending := false // written to w, not yet flushed
+	flush := func() {
+		if pending {
+			pending = false
+			_ = rc.Flush()
+			written()
+		}
+	}
+	defer flush()
 	var out []byte // one buffer for the client's bytes of every event
 	send := func(ev []byte) bool {
 		if errorEvent(ev) {
@@ -122,8 +157,7 @@ func relayStream(ctx context.Context, w http.ResponseWriter, commit func(), res 
 		if _, err := w.Write(out); err != nil {
 			return false
 		}
-		_ = rc.Flush()
-		written()
+		pending = true
 		return true
 	}
 	for i, ev := range res.held {
@@ -138,6 +172,9 @@ func relayStream(ctx context.Context, w http.ResponseWriter, commit func(), res 
 	dst := res.wd.format
 	var buf []byte // one buffer for every upstream event: each is relayed before the next is read
 	for {
+		if !eventBuffered(res.br) {
+			flush()
+		}
 		ev, err := readEventInto(res.br, buf)
 		buf = ev
 		// An event cut by the end of the body is relayed only when it is whole anyway (a last
@@ -173,7 +210,7 @@ func relayStream(ctx context.Context, w http.ResponseWriter, commit func(), res 
 			} else {
 				_, _ = w.Write(abortEvent(src, end, msg))
 			}
-			_ = rc.Flush()
+			pending = true // the deferred flush sends it
 			return end
 		}
 	}
