@@ -60,5 +60,7 @@ var (
 // object ("error" as a key or a type) or an SSE error event. Deltas carry neither, so they pay
 // a few substring scans and no pattern.
 func errorEvent(ev []byte) bool {
-	return bytes.Contains(ev, errorKey) || bytes.Contains(ev, eventError) || bytes.Contains(ev, eventErrorShort)
+	// Most events have no "error" at all: one scan tells, before the three exact ones.
+	return bytes.Contains(ev, errorWord) &&
+		(bytes.Contains(ev, errorKey) || bytes.Contains(ev, eventError) || bytes.Contains(ev, eventErrorShort))
 }

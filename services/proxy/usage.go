@@ -34,6 +34,11 @@ var usageKey = []byte(`"usage":`)
 // usageAt is where the last usage object of a document starts; -1 when it has none (or its
 // last usage is null).
 func usageAt(doc []byte) int {
+	// bytes.Index scans with vector instructions, LastIndex byte by byte: most events have no
+	// usage, and Index tells so at a fraction of the cost.
+	if !bytes.Contains(doc, usageKey) {
+		return -1
+	}
 	i := bytes.LastIndex(doc, usageKey)
 	if i < 0 {
 		return -1
