@@ -631,9 +631,19 @@ func TestCodexDevicePoll(t *testing.T) {
 	if p, err := poll("token"); err != nil || !p.Pending || h.oai.devPolls.Load() != 3 {
 		t.Fatalf("404 %+v %v", p, err)
 	}
+	// A slow answer does not push the next poll later: the interval counts from a poll's start,
+	// so an approval given while that answer was on its way is picked up one interval after it.
+	h.oai.deviceNext = []func(http.ResponseWriter){func(w http.ResponseWriter) {
+		h.clock.Advance(4 * time.Second)
+		w.WriteHeader(404)
+	}}
+	h.clock.Advance(12 * time.Second)
+	if p, err := poll("token"); err != nil || !p.Pending || h.oai.devPolls.Load() != 4 {
+		t.Fatalf("slow pending poll %+v %v", p, err)
+	}
 	// Approved: the code is exchanged with the device redirect and the verifier OpenAI made.
 	h.oai.approveNext("acct-7", "dev@example.com", h.oai.URL+"/deviceauth/callback")
-	h.clock.Advance(12 * time.Second)
+	h.clock.Advance(8 * time.Second)
 	p, err := poll("token")
 	if err != nil || p.Pending || !p.Created || p.Conn.Name != "chatgpt-1" || p.Conn.Account.Plan != "plus" {
 		t.Fatalf("approved %+v %v", p, err)

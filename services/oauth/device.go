@@ -135,9 +135,11 @@ func (s *Service) pollFlow(ctx context.Context, kind, id, owner string,
 
 	res, cred, err := step(ctx, f)
 
+	// The interval counts from this poll's start, as the upstream counts its requests: a poll
+	// that waited on a slow answer does not push the next one later, and a flow approved while
+	// this call was on its way is picked up by the first poll one interval after it.
 	s.mu.Lock()
 	f.polling = false
-	now = s.opt.Clock.Now()
 	switch {
 	case err != nil:
 		delete(s.flows, id)
