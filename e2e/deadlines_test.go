@@ -121,6 +121,16 @@ func TestSlowClientsAreCutOffAtTheReadTimeout(t *testing.T) {
 			t.Fatalf("answer %q, want 408 in the admin error shape", a)
 		}
 	})
+	// A proxy call is spared the deadline only once its key is checked: without one, its body
+	// may not hold the connection while net/http reads it away before the refusal.
+	t.Run("slow proxy body without a key", func(t *testing.T) {
+		start := time.Now()
+		conns := slowClients(t, addr, 1, "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"+
+			"Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{\"model\":\"", false)
+		if a := awaitHangUp(t, conns, start, time.Second, 6*time.Second)[0]; a != "" && !strings.HasPrefix(a, "HTTP/1.1 401 ") {
+			t.Fatalf("answer %.60q, want 401", a)
+		}
+	})
 }
 
 // An authenticated proxy call may send its body slowly: the body deadline is lifted for it.

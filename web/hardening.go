@@ -11,12 +11,13 @@ import (
 // (http.Server's ReadHeaderTimeout covers the headers before that). A client that dribbles its
 // body then gets an error instead of holding the connection. Once the body is read to its end,
 // net/http clears the deadline itself before it watches the connection for the client going
-// away, so a handler may work longer than timeout. Authenticated proxy calls lift it at once
-// (liftReadDeadline): their bodies may be large and slow.
-func readDeadline(timeout time.Duration) echo.MiddlewareFunc {
+// away, so a handler may work longer than timeout. The proxy routes (clientRoutes) are left to
+// their key check, which sets the deadline only when it refuses (refusedBodyDeadline): an
+// authenticated proxy call's body may be large and slow, and the check reads no body.
+func readDeadline(timeout time.Duration, clientRoutes map[string]bool) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			if r := c.Request(); timeout > 0 && hasBody(r) {
+			if r := c.Request(); timeout > 0 && hasBody(r) && !clientRoutes[r.Method+" "+c.Path()] {
 				_ = setReadDeadline(c.Response(), time.Now().Add(timeout))
 			}
 			return next(c)
@@ -29,16 +30,12 @@ func readDeadline(timeout time.Duration) echo.MiddlewareFunc {
 // cancel a slow handler's context instead.
 func hasBody(r *http.Request) bool { return r.Body != nil && r.Body != http.NoBody }
 
-// liftReadDeadline ends the body deadline of a request that proved to be an authenticated proxy
-// call.
-func liftReadDeadline() echo.MiddlewareFunc {
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
-			if hasBody(c.Request()) {
-				_ = setReadDeadline(c.Response(), time.Time{})
-			}
-			return next(c)
-		}
+// refusedBodyDeadline gives a proxy call whose key was refused the body deadline readDeadline
+// spared it: net/http reads the unread body away before it sends the refusal, and a client
+// without a key may not hold the connection while it dribbles.
+func refusedBodyDeadline(c echo.Context, timeout time.Duration) {
+	if timeout > 0 && hasBody(c.Request()) {
+		_ = setReadDeadline(c.Response(), time.Now().Add(timeout))
 	}
 }
 

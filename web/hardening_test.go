@@ -18,7 +18,7 @@ import (
 func TestReadDeadlineSparesSlowHandlers(t *testing.T) {
 	const timeout = 200 * time.Millisecond
 	e := echo.New()
-	e.Use(readDeadline(timeout))
+	e.Use(readDeadline(timeout, nil))
 	work := func(c echo.Context) error {
 		if _, err := io.ReadAll(c.Request().Body); err != nil {
 			return err

@@ -314,12 +314,13 @@ func dashboardAuth(s *Sessions) echo.MiddlewareFunc {
 // (with what it may address) in the trace and for the handlers. A key that does not check out spends the client address's budget of failed
 // checks; while it is spent, keys from that address are not checked (429 with Retry-After), and
 // other addresses are unaffected. A valid key lifts the edge's body cap and marks the connection
-// authenticated. A call for a host the gateway does not answer for passes only with a valid key
+// authenticated; a refused call's body gets the read deadline (refusedBodyDeadline). A call for a host the gateway does not answer for passes only with a valid key
 // (421 otherwise; see hostGuard).
-func clientKey(k *clientkeys.Service, a *auth.Service) echo.MiddlewareFunc {
+func clientKey(k *clientkeys.Service, a *auth.Service, readTimeout time.Duration) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			if err := checkClientKey(c, k, a); err != nil {
+				refusedBodyDeadline(c, readTimeout)
 				return err
 			}
 			return next(c)

@@ -37,7 +37,7 @@ func routes(e *echo.Echo, d Deps, files *assets) []Route {
 	// The chain is put around each surface's handler once, not given to the /v1 group, whose
 	// middleware echo would apply again on every request; the group's catch-all for unknown
 	// addresses gets it the same way (as echo's Group.Use would register it).
-	chain := []echo.MiddlewareFunc{trace(), recordRequest(d.Traffic, d.Metrics, d.Now), clientKey(d.Keys, d.Auth), liftReadDeadline(),
+	chain := []echo.MiddlewareFunc{trace(), recordRequest(d.Traffic, d.Metrics, d.Now), clientKey(d.Keys, d.Auth, d.ReadTimeout),
 		noteIgnoredIdempotencyKey(d.Log)}
 	v1 := e.Group("/v1")
 	unknown := chained(echo.NotFoundHandler, chain...)

@@ -102,7 +102,7 @@ func New(d Deps) (*echo.Echo, []Route, error) {
 	// middleware given to Use): echo would chain such middleware anew on every request, a
 	// closure per middleware and request.
 	edge := chained(func(c echo.Context) error { return c.Handler()(c) },
-		recoverer(d.Log), requestID(), requestLog(d.Log), securityHeaders(), readDeadline(d.ReadTimeout), limitBody(MaxEdgeBody),
+		recoverer(d.Log), requestID(), requestLog(d.Log), securityHeaders(), readDeadline(d.ReadTimeout, clientRoutes), limitBody(MaxEdgeBody),
 		hostGuard(newHostPolicy(d.Hosts), clientRoutes), compress(), withAssets(files))
 	e.Use(func(echo.HandlerFunc) echo.HandlerFunc { return edge })
 	table := routes(e, d, files)
