@@ -413,12 +413,13 @@ func (s *Service) startLocked(id int64, a *account) *flight {
 	}
 	f := &flight{done: make(chan struct{})}
 	a.flight = f
+	due := a.cred.Rev // the revision found due; a newer one arriving meanwhile needs no refresh
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), refreshTimeout)
 		defer cancel()
-		f.token, f.err = s.refresh(ctx, id)
+		f.token, f.err = s.refresh(ctx, id, due)
 		s.mu.Lock()
 		a.flight = nil
 		s.mu.Unlock()
@@ -428,18 +429,16 @@ func (s *Service) startLocked(id int64, a *account) *flight {
 	return f
 }
 
-// refresh makes one refresh of account id and returns the new access token. The rotated pair is
-// committed to the database before this returns, so no request uses a token that a crash could
-// lose; a pair whose commit failed is held and committed first on the next try.
-func (s *Service) refresh(ctx context.Context, id int64) (string, error) {
-	s.mu.Lock()
-	a := s.accounts[id]
-	if a == nil {
-		s.mu.Unlock()
+// refresh makes one refresh of account id, whose revision due was found due, and returns the
+// new access token. The rotated pair is committed to the database before this returns, so no
+// request uses a token that a crash could lose; a pair whose commit failed is held and committed
+// first on the next try. A newer revision than due that reached the account meanwhile (another
+// replica's refresh, through the registry or the store) is taken instead of refreshing again.
+func (s *Service) refresh(ctx context.Context, id, due int64) (string, error) {
+	cred, pending, kind, ok := s.held(id)
+	if !ok {
 		return "", ErrNoToken
 	}
-	cred, pending, kind := a.cred, a.pending, a.kind
-	s.mu.Unlock()
 	if pending != nil {
 		return s.commit(ctx, id, cred, *pending)
 	}
@@ -451,6 +450,15 @@ func (s *Service) refresh(ctx context.Context, id int64) (string, error) {
 			return "", fmt.Errorf("wait for the refresh lease: %w", err)
 		}
 		defer release()
+		// Read again with the lease held: the registry may have brought a newer pair.
+		if cred, _, _, ok = s.held(id); !ok {
+			return "", ErrNoToken
+		}
+	}
+	if due > 0 && cred.Rev > due {
+		return cred.AccessToken.Reveal(), nil
+	}
+	if s.opt.Leases != nil {
 		if stored, err := s.opt.Catalog.OAuthCredential(ctx, id); err == nil && stored.Rev > cred.Rev {
 			return s.adopt(id, stored), nil
 		}
@@ -471,6 +479,18 @@ func (s *Service) refresh(ctx context.Context, id int64) (string, error) {
 		return "", err
 	}
 	return s.commit(ctx, id, cred, next)
+}
+
+// held is account id's credential, the refreshed pair waiting to be committed over it and the
+// account's kind; ok is false when the account is gone.
+func (s *Service) held(id int64) (cred catalog.OAuthCredential, pending *catalog.OAuthCredential, kind string, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.accounts[id]
+	if a == nil {
+		return catalog.OAuthCredential{}, nil, "", false
+	}
+	return a.cred, a.pending, a.kind, true
 }
 
 // refreshClaude makes one refresh of a Claude account (JSON body).

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -250,5 +251,63 @@ func TestCopilotExchangeOnceAcrossReplicas(t *testing.T) {
 	servicetest.Eventually(func() bool { tok, _, _ := a.CopilotToken(ctx, entry); return tok != next })
 	if n := h.gh.exchanges.Load(); n != before+3 {
 		t.Fatalf("%d exchanges after refresh_in, want 3", n-before)
+	}
+}
+
+// gatedLeases holds every Acquire until open is closed, then takes the lease from inner.
+type gatedLeases struct {
+	inner   *memLeases
+	open    chan struct{}
+	waiting atomic.Int32
+}
+
+func (g *gatedLeases) Acquire(ctx context.Context, name string, ttl time.Duration) (func(), error) {
+	g.waiting.Add(1)
+	<-g.open
+	return g.inner.Acquire(ctx, name, ttl)
+}
+
+// A replica whose refresh waits for the lease while another replica refreshes takes the pair
+// that reaches it meanwhile through the registry: one refresh across the two, not one each
+// (the second would spend the new refresh token and need no refresh at all).
+func TestRefreshTakesThePairAnotherReplicaMadeMeanwhile(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t)
+	leases := &memLeases{}
+	gate := &gatedLeases{inner: leases, open: make(chan struct{})}
+	replica := func(l Leaser) *Service {
+		svc, err := New(ctx, Options{Catalog: h.cat, Settings: h.opts, Client: h.fake.Client(), Clock: h.clock,
+			Store: &recordStore{}, Expire: &expirer{}, Leases: l, Shared: &memStore{m: map[string]string{}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.cat.OnChange(svc.Sync)
+		return svc
+	}
+	a, b := replica(leases), replica(gate)
+	conn, _ := h.signIn("ada@example.com")
+	tok := h.stored(conn.ID).AccessToken.Reveal()
+	before := h.fake.refreshes.Load()
+
+	got := make(chan string, 1)
+	go func() {
+		next, _ := b.TokenRejected(ctx, h.entry(conn.ID), tok)
+		got <- next
+	}()
+	servicetest.WaitUntil(t, "B's refresh waits for the lease", func() bool { return gate.waiting.Load() == 1 })
+	fresh, err := a.TokenRejected(ctx, h.entry(conn.ID), tok)
+	if err != nil || fresh == tok {
+		t.Fatalf("A's refresh: %v", err)
+	}
+	// A's pair reaches B through the registry, as another replica's catalog reload brings it.
+	if err := h.cat.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if cred, _, _, _ := b.held(conn.ID); cred.AccessToken.Reveal() != fresh {
+		t.Fatal("A's pair did not reach B")
+	}
+	close(gate.open)
+	if next := <-got; next != fresh || h.fake.refreshes.Load() != before+1 {
+		t.Fatalf("B got A's token: %v; %d refreshes, want 1", next == fresh, h.fake.refreshes.Load()-before)
 	}
 }
