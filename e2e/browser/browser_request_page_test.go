@@ -32,11 +32,15 @@ func requestPages(t *testing.T, e *testenv.Env) *cockpit {
 	return ck
 }
 
-// onlyChatRequest is the id of the one chat completions request the log holds.
+// onlyChatRequest is the id of the one chat completions request the log holds, once it holds it
+// (a request is handed to the log just after its answer went out).
 func onlyChatRequest(t *testing.T, e *testenv.Env) int64 {
 	t.Helper()
 	var list struct{ Items []struct{ ID int64 } }
-	if e.API("GET", "/api/requests?surface=/v1/chat/completions", nil, &list); len(list.Items) != 1 {
+	e.Eventually("the chat request is logged", func() bool {
+		return e.API("GET", "/api/requests?surface=/v1/chat/completions", nil, &list) == 200 && len(list.Items) > 0
+	})
+	if len(list.Items) != 1 {
 		t.Fatalf("logged: %+v", list.Items)
 	}
 	return list.Items[0].ID
