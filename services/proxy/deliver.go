@@ -1,9 +1,12 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
+	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"switchyard/services/catalog"
 	"switchyard/services/errs"
@@ -48,6 +51,9 @@ func (e *Engine) deliver(ctx context.Context, w http.ResponseWriter, c *call, co
 			e.opt.Observer.FirstToken(c.t.provider.Name, c.trace.TTFT)
 		}
 	})
+	if r.Done() || res.done {
+		finishStream(res.br, res.wd.abort)
+	}
 	c.trace.Complete, c.trace.StreamEnd = end == "", end
 	if end != "" {
 		c.trace.ErrorCode = end
@@ -55,6 +61,28 @@ func (e *Engine) deliver(ctx context.Context, w http.ResponseWriter, c *call, co
 	}
 	e.account(c, conn, &res.usage)
 	return nil
+}
+
+// Bounds on reading what follows a stream's terminal event (see finishStream).
+const (
+	streamTailWait  = 250 * time.Millisecond
+	streamTailBytes = 64 << 10
+)
+
+// finishStream reads an upstream stream whose terminal event was relayed to its end, so its
+// connection goes back to the pool: a body closed before its end (the chunked body's last
+// chunk, which follows the terminal event) closes the connection, and the next request dials
+// anew, on TLS with a handshake. The client already has the whole stream; an upstream that
+// sends more or holds the stream open after its terminal event is waited for no longer than
+// streamTailWait (real time: a bound on a socket read, not a policy of the gateway's clock)
+// and streamTailBytes, then abort ends the attempt's context and the connection with it.
+func finishStream(br *bufio.Reader, abort func()) {
+	if br == nil {
+		return
+	}
+	t := time.AfterFunc(streamTailWait, abort)
+	defer t.Stop()
+	_, _ = io.CopyN(io.Discard, br, streamTailBytes)
 }
 
 // account notes what the delivered answer used and cost: its usage as the upstream reported
