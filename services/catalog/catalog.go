@@ -17,6 +17,7 @@ import (
 	"sync"
 
 	"switchyard/db"
+	"switchyard/services/announce"
 	"switchyard/services/errs"
 	"switchyard/services/names"
 	"switchyard/services/routing"
@@ -111,11 +112,10 @@ type Service struct {
 	// rows are what the current registry was built from, so Reload can tell what changed;
 	// guarded by mu.
 	rows loaded
-	// committed are the OnCommitted functions; dirty records, under mu, that a write committed
-	// since the lock was taken; renamed that New committed the one-time renaming.
-	committed []func(topic string)
-	dirty     bool
-	renamed   bool
+	// commits are the OnCommitted functions and whether a write committed since mu was taken;
+	// renamed that New committed the one-time renaming. Both guarded by mu.
+	commits announce.Commits
+	renamed bool
 }
 
 // Change is a catalog change that can break what names providers and connections (combos): a
@@ -195,7 +195,7 @@ func (s *Service) OnNewCredentials(fn func(ctx context.Context, connectionID int
 
 // New loads the registry from the database.
 func New(ctx context.Context, d *db.DB, box *secrets.Box, log *slog.Logger) (*Service, error) {
-	s := &Service{db: d, box: box, log: log}
+	s := &Service{db: d, box: box, log: log, commits: announce.New(Topic)}
 	renamed, err := s.renameEmailNamed(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("rename connections named after e-mails: %w", err)

@@ -33,7 +33,7 @@ func (l loaded) same(o loaded) bool {
 // hears of it at once when it registers. Registering never replaces an earlier fn.
 func (s *Service) OnCommitted(fn func(topic string)) {
 	s.mu.Lock()
-	s.committed = append(s.committed, fn)
+	s.commits.On(fn)
 	renamed := s.renamed
 	s.mu.Unlock()
 	if renamed {
@@ -46,22 +46,13 @@ func (s *Service) commit(ctx context.Context, fn func(tx *db.Tx) error) error {
 	if err := s.db.WithTx(ctx, fn); err != nil {
 		return err
 	}
-	s.dirty = true
+	s.commits.Mark()
 	return nil
 }
 
 // unlock releases s.mu and then, when a write committed while it was held, calls the
 // OnCommitted functions: whatever the local rebuild and hooks did, the database changed.
-func (s *Service) unlock() {
-	dirty, fns := s.dirty, s.committed
-	s.dirty = false
-	s.mu.Unlock()
-	if dirty {
-		for _, fn := range fns {
-			fn(Topic)
-		}
-	}
-}
+func (s *Service) unlock() { s.commits.Unlock(&s.mu) }
 
 // Reload re-reads every provider and connection (another replica changed them) and applies
 // what changed as the local write would have: a new registry is published (OnChange), the

@@ -250,18 +250,11 @@ func TestCommittedWritesAreAnnounced(t *testing.T) {
 	// A function that calls back into the service runs outside its lock.
 	a.OnCommitted(func(string) { _ = a.Registry(); _, _ = a.ListProviders(ctx) })
 
-	step := func(what string, want int, write func() error) {
-		t.Helper()
-		a.forget()
-		err := write()
-		if want > 0 && err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
+	step := servicetest.Announcements(t, Topic, func() []string {
 		_, _, _, got := a.heard()
-		if len(got) != want || (want > 0 && got[0] != Topic) {
-			t.Errorf("%s: announced %v, want %d × %q", what, got, want, Topic)
-		}
-	}
+		a.forget()
+		return got
+	})
 	var p Provider
 	step("create provider", 1, func() (err error) {
 		p, err = a.CreateProvider(ctx, ProviderInput{Name: ptr("p"), Type: ptr(TypeAnthropic), BaseURL: ptr("https://x")}, nil)

@@ -16,6 +16,7 @@ import (
 	"unsafe"
 
 	"switchyard/db"
+	"switchyard/services/announce"
 	"switchyard/services/errs"
 	"switchyard/services/secrets"
 	"switchyard/services/spend"
@@ -118,10 +119,8 @@ type Service struct {
 
 	active atomic.Pointer[map[keyHash]*entry] // key hash → entry, for keys not revoked
 	mu     sync.Mutex                         // guards writes and rebuilds
-	// committed are the OnCommitted functions; dirty records, under mu, that a write committed
-	// since the lock was taken.
-	committed []func(topic string)
-	dirty     bool
+	// commits are the OnCommitted functions and whether a write committed since mu was taken.
+	commits announce.Commits
 }
 
 // entry is one active key; lastUsed is written on the request path without locks and flushed
@@ -136,7 +135,7 @@ type entry struct {
 // New loads the active keys into memory. connectionExists tells whether a connection id exists
 // (the catalog's registry): allowed_connections may name only existing connections.
 func New(ctx context.Context, d *db.DB, log *slog.Logger, now func() time.Time, connectionExists func(id int64) bool) (*Service, error) {
-	s := &Service{db: d, log: log, now: now, exists: connectionExists}
+	s := &Service{db: d, log: log, now: now, exists: connectionExists, commits: announce.New(Topic)}
 	if err := s.reload(ctx); err != nil {
 		return nil, err
 	}
@@ -218,7 +217,7 @@ func (s *Service) Create(ctx context.Context, in Input) (Created, error) {
 	if err := db.InsertClientKey(ctx, s.db.W, &row); err != nil {
 		return Created{}, err
 	}
-	s.dirty = true
+	s.commits.Mark()
 	if err := s.reload(ctx); err != nil {
 		return Created{}, err
 	}
@@ -268,7 +267,7 @@ func (s *Service) Update(ctx context.Context, id int64, in Input) (Key, error) {
 		}
 		return Key{}, err
 	}
-	s.dirty = true
+	s.commits.Mark()
 	if err := s.reload(ctx); err != nil {
 		return Key{}, err
 	}
@@ -327,7 +326,7 @@ func (s *Service) Revoke(ctx context.Context, id int64) error {
 		}
 		return err
 	}
-	s.dirty = true
+	s.commits.Mark()
 	if err := s.reload(ctx); err != nil {
 		return err
 	}

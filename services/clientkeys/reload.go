@@ -13,21 +13,12 @@ const Topic = "keys"
 func (s *Service) OnCommitted(fn func(topic string)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.committed = append(s.committed, fn)
+	s.commits.On(fn)
 }
 
 // unlock releases s.mu and then, when a write committed while it was held, calls the
 // OnCommitted functions.
-func (s *Service) unlock() {
-	dirty, fns := s.dirty, s.committed
-	s.dirty = false
-	s.mu.Unlock()
-	if dirty {
-		for _, fn := range fns {
-			fn(Topic)
-		}
-	}
-}
+func (s *Service) unlock() { s.commits.Unlock(&s.mu) }
 
 // Reload re-reads every key (another replica changed them) and applies what changed as the
 // local write would have: a key revoked there is refused here from now on and the change hooks

@@ -121,18 +121,7 @@ func TestCommittedWritesAreAnnounced(t *testing.T) {
 	ctx := context.Background()
 	a := newReplica(t, dbtest.Open(t))
 	a.OnCommitted(func(string) { _ = a.NameOf(1); _, _ = a.List(ctx) }) // runs outside the lock
-	step := func(what string, want int, write func() error) {
-		t.Helper()
-		a.take()
-		err := write()
-		if want > 0 && err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		_, got := a.take()
-		if len(got) != want || (want > 0 && got[0] != Topic) {
-			t.Errorf("%s: announced %v, want %d × %q", what, got, want, Topic)
-		}
-	}
+	step := servicetest.Announcements(t, Topic, func() []string { _, got := a.take(); return got })
 	var k Created
 	step("create", 1, func() (err error) { k, err = a.Create(ctx, Input{Name: ptr("agent")}); return err })
 	step("invalid create", 0, func() error { _, err := a.Create(ctx, Input{Name: ptr("")}); return err })
