@@ -86,17 +86,11 @@ func TestCommittedWritesAreAnnounced(t *testing.T) {
 		got = append(got, topic)
 		_ = s.Reload(ctx) // runs outside the lock
 	})
-	step := func(what string, want int, write func() error) {
-		t.Helper()
+	step := servicetest.Announcements(t, Topic, func() []string {
+		heard := got
 		got = nil
-		err := write()
-		if want > 0 && err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		if len(got) != want || (want > 0 && got[0] != Topic) {
-			t.Errorf("%s: announced %v, want %d × %q", what, got, want, Topic)
-		}
-	}
+		return heard
+	})
 	var c Combo
 	step("create", 1, func() (err error) {
 		c, err = s.Create(ctx, input("chat", TargetInput{Provider: "a", Model: "x"}, TargetInput{Provider: "a", Model: "y"}))

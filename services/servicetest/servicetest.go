@@ -93,3 +93,22 @@ func Beside(tb testing.TB, read func(), n int, step func(i int) error, main func
 	defer close(done)
 	main()
 }
+
+// Announcements returns a check of a service's commit announcements (its OnCommitted functions):
+// check(what, want, write) runs write and expects it to have announced topic want times, and
+// when want is 0, nothing (write may then fail; a write that should announce must not). heard
+// returns the topics announced since its last call and forgets them; check calls it before
+// write too, so that only write's announcements count.
+func Announcements(tb testing.TB, topic string, heard func() []string) (check func(what string, want int, write func() error)) {
+	return func(what string, want int, write func() error) {
+		tb.Helper()
+		heard()
+		err := write()
+		if want > 0 && err != nil {
+			tb.Fatalf("%s: %v", what, err)
+		}
+		if got := heard(); len(got) != want || (want > 0 && got[0] != topic) {
+			tb.Errorf("%s: announced %v, want %d × %q", what, got, want, topic)
+		}
+	}
+}

@@ -150,17 +150,7 @@ func TestPricesCommittedWritesAreAnnounced(t *testing.T) {
 	kv := newMemKV()
 	a := newPriceReplica(t, kv, newBox(t, "k"))
 	a.OnCommitted(func(string) { _ = a.Reload(ctx) }) // runs outside the lock
-	step := func(what string, want int, write func() error) {
-		t.Helper()
-		a.take()
-		err := write()
-		if want > 0 && err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		if _, got := a.take(); len(got) != want || (want > 0 && got[0] != Topic) {
-			t.Errorf("%s: announced %v, want %d × %q", what, got, want, Topic)
-		}
-	}
+	step := servicetest.Announcements(t, Topic, func() []string { _, got := a.take(); return got })
 	patch := func(body string) func() error {
 		return func() error { _, err := a.Patch(ctx, []byte(body)); return err }
 	}
