@@ -34,6 +34,28 @@ type hitsOf struct{ cool, ok atomic.Int64 }
 
 // A provider, connection and key made on replica A serve on C; a settings change on B holds on
 // A; a deleted key stops working everywhere.
+// allAnswered sends n requests at once, request i with send(i), reads each answer whole and
+// fails the test when one answered other than 200.
+func allAnswered(t *testing.T, n int, send func(i int) *http.Response) {
+	t.Helper()
+	var wg sync.WaitGroup
+	statuses := make(chan int, n)
+	for i := range n {
+		wg.Go(func() {
+			r := send(i)
+			testenv.ReadAll(t, r)
+			statuses <- r.StatusCode
+		})
+	}
+	wg.Wait()
+	close(statuses)
+	for st := range statuses {
+		if st != 200 {
+			t.Fatalf("a request answered %d", st)
+		}
+	}
+}
+
 func TestReplicasShareConfiguration(t *testing.T) {
 	rs := testenv.NewReplicas(t, 3, nil)
 	a, b, c := rs[0], rs[1], rs[2]
@@ -200,26 +222,9 @@ func TestReplicasRefreshAnAccountOnce(t *testing.T) {
 	}
 	f.RevokeAll()
 	before := f.Refreshes.Load()
-	var wg sync.WaitGroup
-	statuses := make(chan int, 9)
-	for _, e := range rs {
-		for range 3 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				r := e.Post(context.Background(), "/v1/messages", key, testenv.MessagesBody, nil)
-				testenv.ReadAll(t, r)
-				statuses <- r.StatusCode
-			}()
-		}
-	}
-	wg.Wait()
-	close(statuses)
-	for st := range statuses {
-		if st != 200 {
-			t.Fatalf("a request answered %d", st)
-		}
-	}
+	allAnswered(t, 9, func(i int) *http.Response {
+		return rs[i%3].Post(context.Background(), "/v1/messages", key, testenv.MessagesBody, nil)
+	})
 	if n := f.Refreshes.Load() - before; n != 1 || f.BurnedUses.Load() != 0 {
 		t.Fatalf("%d refreshes (%d with a spent token) across three replicas, want one", n, f.BurnedUses.Load())
 	}
@@ -341,24 +346,7 @@ func TestReplicasHoldMaxConcurrentInRedis(t *testing.T) {
 	for _, e := range rs {
 		e.WaitModels(key, "up/gpt-test")
 	}
-	var wg sync.WaitGroup
-	statuses := make(chan int, 30)
-	for i := range 30 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := rs[i%3].Chat(context.Background(), key, testenv.ChatBody)
-			testenv.ReadAll(t, r)
-			statuses <- r.StatusCode
-		}()
-	}
-	wg.Wait()
-	close(statuses)
-	for st := range statuses {
-		if st != 200 {
-			t.Fatalf("a request answered %d", st)
-		}
-	}
+	allAnswered(t, 30, func(i int) *http.Response { return rs[i%3].Chat(context.Background(), key, testenv.ChatBody) })
 	if p := peak.Load(); p > 2 || p == 0 {
 		t.Fatalf("the upstream saw %d requests at once across three replicas, want at most 2", p)
 	}

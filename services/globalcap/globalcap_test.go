@@ -56,6 +56,37 @@ func (p *peak) enter() {
 
 func (p *peak) leave() { p.cur.Add(-1) }
 
+// crowd sends 30 requests at once, request i taking its slot with acquire(i) and holding it
+// for a short upstream call, and checks that at most limit of them held a slot at once and that
+// every one was served.
+func crowd(t *testing.T, limit int64, acquire func(i int) (release func(), err error)) {
+	t.Helper()
+	var p peak
+	var served atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 30 {
+		wg.Go(func() {
+			rel, err := acquire(i)
+			if err != nil {
+				t.Errorf("request %d went without a slot: %v", i, err)
+				return
+			}
+			p.enter()
+			time.Sleep(2 * time.Millisecond) // the upstream call
+			p.leave()
+			rel()
+			served.Add(1)
+		})
+	}
+	wg.Wait()
+	if got := p.max.Load(); got != limit {
+		t.Fatalf("at most %d held at once, want %d (the cap, and no more)", got, limit)
+	}
+	if got := served.Load(); got != 30 {
+		t.Fatalf("%d of 30 requests served", got)
+	}
+}
+
 func counts(t *testing.T, l *Limiter, conn int64) (holding, waiting int) {
 	t.Helper()
 	h, w, err := l.Counts(t.Context(), conn)
@@ -69,30 +100,7 @@ func TestCapHoldsAcrossReplicas(t *testing.T) {
 	url := dbtest.Redis(t) // its server's goroutine outlives the check
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	ls := replicas(t, url, 3, 15*time.Second)
-	var p peak
-	var served atomic.Int64
-	var wg sync.WaitGroup
-	for i := range 30 {
-		wg.Go(func() {
-			rel, err := ls[i%3].Acquire(t.Context(), 1, 2, 30*time.Second, 0)
-			if err != nil {
-				t.Errorf("request %d: %v", i, err)
-				return
-			}
-			p.enter()
-			time.Sleep(2 * time.Millisecond) // the upstream call
-			p.leave()
-			rel()
-			served.Add(1)
-		})
-	}
-	wg.Wait()
-	if got := p.max.Load(); got != 2 {
-		t.Fatalf("at most %d held at once, want 2 (the cap, and no more)", got)
-	}
-	if got := served.Load(); got != 30 {
-		t.Fatalf("%d of 30 requests served", got)
-	}
+	crowd(t, 2, func(i int) (func(), error) { return ls[i%3].Acquire(t.Context(), 1, 2, 30*time.Second, 0) })
 	if h, w := counts(t, ls[0], 1); h != 0 || w != 0 {
 		t.Fatalf("after every release: %d leases, %d waiters", h, w)
 	}

@@ -4,8 +4,6 @@ package globalcap
 
 import (
 	"errors"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,31 +32,7 @@ func gateways(t *testing.T, url string, n int, ttl time.Duration) []gateway {
 
 func TestSemaphoresShareTheCap(t *testing.T) {
 	gs := gateways(t, dbtest.Redis(t), 3, 15*time.Second)
-	var p peak
-	var served atomic.Int64
-	var wg sync.WaitGroup
-	for i := range 30 {
-		wg.Go(func() {
-			g := gs[i%3]
-			rel, err := g.sem.AcquireSlot(t.Context(), 1, 2, 30*time.Second, 0)
-			if err != nil {
-				t.Errorf("request %d went without a slot: %v", i, err)
-				return
-			}
-			p.enter()
-			time.Sleep(2 * time.Millisecond) // the upstream call
-			p.leave()
-			rel()
-			served.Add(1)
-		})
-	}
-	wg.Wait()
-	if got := p.max.Load(); got != 2 {
-		t.Fatalf("at most %d held at once, want 2", got)
-	}
-	if got := served.Load(); got != 30 {
-		t.Fatalf("%d of 30 requests served", got)
-	}
+	crowd(t, 2, func(i int) (func(), error) { return gs[i%3].sem.AcquireSlot(t.Context(), 1, 2, 30*time.Second, 0) })
 	for _, g := range gs {
 		if st := g.sem.Stats(1); st.Holding != 0 || st.Waiting != 0 || st.Max != 2 || st.Share != 0 {
 			t.Fatalf("stats = %+v", st)
