@@ -72,6 +72,9 @@
 // "GOMEMLIMIT=560MiB"; an experiment too),
 // BENCH_SURFACES=json-large-0ms,sse-20x10ms (the chat scenarios whose traffic shape the messages and
 // Responses rows repeat; "none" leaves them out and configures the chat provider alone),
+// BENCH_SCENARIOS="" (a comma list of the rounds' scenarios to run, by their native rows' names,
+// e.g. "sse-20x10ms,messages/sse-20x10ms": each comes with its translated rows; the maximum-rate
+// search and the plateau still use json-small-0ms; empty: all),
 // BENCH_SWITCHYARD_BIN="" (a prebuilt binary instead of building this tree: with BENCH_SURFACES=none
 // it compares two builds, an older one included, under the same harness), BENCH_STORE=sqlite
 // ("postgres": the gateway keeps its store in a private PostgreSQL the harness starts on
@@ -245,6 +248,9 @@ type benchConfig struct {
 	Store           string        `json:"store"`
 	Strict          bool          `json:"strict"`
 	SurfaceModels   []string      `json:"surface_scenarios"`
+	// Scenarios names the rounds' scenarios to run (their native rows' names, with their
+	// translated rows); empty: all.
+	Scenarios []string `json:"scenarios,omitempty"`
 }
 
 func benchLoadConfig(t *testing.T) benchConfig {
@@ -317,7 +323,36 @@ func benchLoadConfig(t *testing.T) benchConfig {
 			c.SurfaceModels = append(c.SurfaceModels, m)
 		}
 	}
+	if v := os.Getenv("BENCH_SCENARIOS"); v != "" {
+		for _, n := range strings.Split(v, ",") {
+			if n = strings.TrimSpace(n); n != "" {
+				c.Scenarios = append(c.Scenarios, n)
+			}
+		}
+	}
 	return c
+}
+
+// benchPick is the scenarios the rounds run: those named (BENCH_SCENARIOS), or all. A name that
+// is not a scenario's stops the run with the names there are.
+func benchPick(t *testing.T, all []benchScenario, names []string) []benchScenario {
+	if len(names) == 0 {
+		return all
+	}
+	var out []benchScenario
+	var known []string
+	for _, sc := range all {
+		known = append(known, sc.Name)
+		if slices.Contains(names, sc.Name) {
+			out = append(out, sc)
+		}
+	}
+	for _, n := range names {
+		if !slices.Contains(known, n) {
+			t.Fatalf("BENCH_SCENARIOS: %q is not a scenario; there are %s", n, strings.Join(known, ", "))
+		}
+	}
+	return out
 }
 
 func benchEnvInt(t *testing.T, k string, def, lo, hi int) int {
@@ -2021,6 +2056,7 @@ func TestBench(t *testing.T) {
 	}
 	began := time.Now()
 	cfg := benchLoadConfig(t)
+	legs := benchPick(t, benchScenarios(cfg), cfg.Scenarios) // a misspelt name stops the run before anything starts
 	if cfg.LoadgenProcs > 0 {
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(cfg.LoadgenProcs))
 	}
@@ -2077,7 +2113,7 @@ func TestBench(t *testing.T) {
 		newBenchTarget("switchyard", syURL, sy, key),
 	}
 	scenarios := benchScenarios(cfg)
-	groups, results := benchLegs(scenarios, targets, tick)
+	groups, results := benchLegs(legs, targets, tick)
 	if cfg.Only == "slow" {
 		groups, results = nil, nil
 	}
