@@ -93,6 +93,10 @@
 // (native), switchyard/messages-to-chat|responses-to-chat|chat-to-messages|chat-to-responses|messages-to-responses/<model>
 // (translated), and paired/json-small-0ms|json-large-0ms, which send each request to the bare
 // proxy and then to Switchyard: on a shared machine the ratio of the two roles' CPU is steadier there.
+// paired-ttft/chat|messages|responses measure the added time to the first token the same way, one
+// stream at a time on one P (metric added-ttft-µs):
+//
+//	go test -tags bench -run '^$' -bench 'BenchmarkBenchGateway/paired-ttft' -benchtime 2000x ./bench
 package bench
 
 import (
@@ -3032,6 +3036,49 @@ func BenchmarkBenchGateway(b *testing.B) {
 					}
 				}
 			})
+		})
+	}
+	// paired-ttft/<format> sends one stream (sse-fast) at a time to the bare proxy and then to
+	// Switchyard, with GOMAXPROCS=1: every role's work is then done one after the other, so the
+	// difference of the two times to the first content chunk is the work each proxy does on the
+	// first token's path, without the scheduling noise of the external rows (where 3 rounds
+	// spread by about ±100 µs). Metrics: the median of the per-pair differences (added-ttft-µs)
+	// and each proxy's median time to the first chunk.
+	for _, f := range []benchFormat{benchChat, benchMessages, benchResponses} {
+		rq := tg.request(benchScenario{Name: "sse-fast", Model: "sse-fast", Stream: true, Wire: f}, f)
+		b.Run("paired-ttft/"+f.String(), func(b *testing.B) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+			client := &http.Client{Transport: benchTransport(4)}
+			defer client.Transport.(*http.Transport).CloseIdleConnections()
+			ttft := func(url string) time.Duration {
+				req, _ := http.NewRequest("POST", url+rq.Path, bytes.NewReader(rq.Body))
+				req.Header = rq.Header.Clone()
+				start := time.Now()
+				resp, err := client.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				body := &benchBody{rc: resp.Body, start: start, sse: true, format: f}
+				_, _ = io.Copy(io.Discard, body)
+				body.Close()
+				if resp.StatusCode != http.StatusOK || !body.st.intact() {
+					b.Fatalf("%s: status %d, stream %+v", url, resp.StatusCode, body.st)
+				}
+				return body.st.ttft
+			}
+			var bare, sy, added []time.Duration
+			for range b.N {
+				tb := ttft(bareURL)
+				ts := ttft(syURL)
+				bare, sy, added = append(bare, tb), append(sy, ts), append(added, ts-tb)
+			}
+			median := func(d []time.Duration) float64 {
+				slices.Sort(d)
+				return float64(d[len(d)/2]) / float64(time.Microsecond)
+			}
+			b.ReportMetric(median(added), "added-ttft-µs")
+			b.ReportMetric(median(bare), "bare-ttft-µs")
+			b.ReportMetric(median(sy), "switchyard-ttft-µs")
 		})
 	}
 }
