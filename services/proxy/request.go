@@ -125,8 +125,13 @@ func jsonErrorText(err error) string {
 
 // gjsonBool reads a boolean at a path; anything else is false.
 func gjsonBool(body []byte, path string) bool {
-	return gjson.GetBytes(body, path).Type == gjson.True
+	return jsonAt(body, path).Type == gjson.True
 }
+
+// jsonAt reads the value at path in b without copying it: its strings are b's bytes, valid while
+// b is. gjson.GetBytes copies them; the checks run on every event of a stream read the value
+// and let it go.
+func jsonAt(b []byte, path string) gjson.Result { return gjson.Get(convo.View(b), path) }
 
 // duplicateKey returns a key that appears twice at the top level of a JSON object, or inside
 // its stream_options, "" when none does. The gateway reads model, stream and

@@ -62,5 +62,5 @@ var (
 func errorEvent(ev []byte) bool {
 	// Most events have no "error" at all: one scan tells, before the three exact ones.
 	return bytes.Contains(ev, errorWord) &&
-		(bytes.Contains(ev, errorKey) || bytes.Contains(ev, eventError) || bytes.Contains(ev, eventErrorShort))
+		(containsQuoted(ev, errorKey) || bytes.Contains(ev, eventError) || bytes.Contains(ev, eventErrorShort))
 }

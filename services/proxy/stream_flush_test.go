@@ -129,3 +129,41 @@ func TestEventBuffered(t *testing.T) {
 		}
 	}
 }
+
+// A Responses stream passed through: its terminal and error events are told by their names (or
+// their data's type), not by words in a text; the last sequence number is kept for an error
+// event the gateway adds.
+func TestResponsesPassthroughEvents(t *testing.T) {
+	ev := func(name, data string) []byte {
+		if name == "" {
+			return []byte("data: " + data + "\n\n")
+		}
+		return []byte("event: " + name + "\ndata: " + data + "\n\n")
+	}
+	delta := ev("response.output_text.delta", `{"type":"response.output_text.delta","sequence_number":4,"delta":"response.failed response.incomplete error"}`)
+	for _, c := range []struct {
+		name                  string
+		events                [][]byte
+		done, failed, cut, er bool
+		seq                   int64
+	}{
+		{"text only", [][]byte{delta}, false, false, false, false, 5},
+		{"completed", [][]byte{delta, ev("response.completed", `{"type":"response.completed","sequence_number":5,"response":{"output":[{"text":"response.failed"}]}}`)}, true, false, false, false, 6},
+		{"failed", [][]byte{ev("response.failed", `{"type":"response.failed","sequence_number":2}`)}, true, true, false, false, 3},
+		{"incomplete, unnamed", [][]byte{delta, ev("", `{"type":"response.incomplete","sequence_number":9}`)}, true, false, true, false, 10},
+		{"error, unnamed", [][]byte{delta, ev("", `{"type":"error","code":"server_error","sequence_number":5}`)}, false, false, false, true, 6},
+	} {
+		p := &passthrough{format: FormatResponses, sequenced: true}
+		var out []byte
+		for _, e := range c.events {
+			out = p.Event(out, e)
+		}
+		if string(out) != string(bytes.Join(c.events, nil)) {
+			t.Errorf("%s: relayed %q, want the events as they came", c.name, out)
+		}
+		if p.Done() != c.done || p.Failed() != c.failed || p.Cut() != c.cut || p.Errored() != c.er || p.seq != c.seq {
+			t.Errorf("%s: done %v failed %v cut %v errored %v seq %d; want %v %v %v %v %d", c.name,
+				p.Done(), p.Failed(), p.Cut(), p.Errored(), p.seq, c.done, c.failed, c.cut, c.er, c.seq)
+		}
+	}
+}

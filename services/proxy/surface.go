@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 
 	"switchyard/services/catalog"
@@ -380,7 +379,7 @@ func (c *call) relay() streamRelay {
 	case c.src == c.dst && c.dst == FormatMessages:
 		return &passthrough{format: FormatMessages, terminal: isMessageStop, isError: isNamedError}
 	case c.src == c.dst:
-		return &passthrough{format: FormatResponses, terminal: isResponsesTerminal, sequenced: true, isError: isNamedError}
+		return &passthrough{format: FormatResponses, sequenced: true}
 	}
 	return newBridge(c.src, c.dst, c.req, c.start.Unix())
 }
@@ -457,12 +456,11 @@ func (p *passthrough) Event(dst, ev []byte) []byte {
 	if p.hideUsage && usageOnlyChunk(ev) {
 		return dst // asked for by the gateway, not by the client
 	}
+	if p.sequenced {
+		return p.responsesEvent(dst, ev)
+	}
 	if p.terminal(ev) {
 		p.done = true
-		if p.sequenced {
-			p.failed = bytes.Contains(ev, []byte("response.failed"))
-			p.cut = bytes.Contains(ev, []byte("response.incomplete"))
-		}
 	}
 	if p.isError != nil && p.isError(ev) {
 		p.errored = true
@@ -470,11 +468,28 @@ func (p *passthrough) Event(dst, ev []byte) []byte {
 			return p.rewriteError(dst, ev)
 		}
 	}
-	if p.sequenced {
-		if _, data := convo.ParseEvent(ev); len(data) > 0 {
-			if n := gjson.GetBytes(data, "sequence_number"); n.Exists() {
-				p.seq = n.Int() + 1
-			}
+	return append(dst, terminate(ev)...)
+}
+
+// responsesEvent is Event for a Responses stream: the event is parsed once, its name (its data's
+// type where an upstream names none) tells the terminal and the error events, and its
+// sequence_number is kept.
+func (p *passthrough) responsesEvent(dst, ev []byte) []byte {
+	name, data := convo.ParseEvent(ev)
+	if name == "" {
+		name = jsonAt(data, "type").String()
+	}
+	switch name {
+	case "response.completed", "response.failed", "response.incomplete":
+		p.done = true
+		p.failed = name == "response.failed"
+		p.cut = name == "response.incomplete"
+	case "error":
+		p.errored = true
+	}
+	if len(data) > 0 {
+		if n := jsonAt(data, "sequence_number"); n.Exists() {
+			p.seq = n.Int() + 1
 		}
 	}
 	return append(dst, terminate(ev)...)
@@ -506,7 +521,7 @@ func (p *passthrough) Abort(dst []byte, code, msg string) []byte {
 func isResponsesTerminal(ev []byte) bool {
 	name, data := convo.ParseEvent(ev)
 	if name == "" {
-		name = gjson.GetBytes(data, "type").String()
+		name = jsonAt(data, "type").String()
 	}
 	return name == "response.completed" || name == "response.failed" || name == "response.incomplete"
 }
@@ -514,7 +529,7 @@ func isResponsesTerminal(ev []byte) bool {
 // isChatError reports whether a chat completions event carries the upstream's error object. The
 // cheap look for the key comes first: content never carries it unescaped.
 func isChatError(ev []byte) bool {
-	if !bytes.Contains(ev, []byte(`"error"`)) {
+	if !containsQuoted(ev, errorKey) {
 		return false
 	}
 	_, _, ok := streamError(ev)
@@ -524,12 +539,12 @@ func isChatError(ev []byte) bool {
 // isNamedError reports whether an event of Anthropic's or the Responses stream is an error event
 // (its name, else its data's type, says "error").
 func isNamedError(ev []byte) bool {
-	if !bytes.Contains(ev, []byte("error")) {
+	if !bytes.Contains(ev, errorWord) {
 		return false
 	}
 	name, data := convo.ParseEvent(ev)
 	if name == "" {
-		name = gjson.GetBytes(data, "type").String()
+		name = jsonAt(data, "type").String()
 	}
 	return name == "error"
 }
@@ -572,7 +587,7 @@ type openAIStreamError struct {
 // isMessageStop reports whether an Anthropic event is the stream's last.
 func isMessageStop(ev []byte) bool {
 	name, data := convo.ParseEvent(ev)
-	return name == "message_stop" || (name == "" && strings.Contains(string(data), `"type":"message_stop"`))
+	return name == "message_stop" || (name == "" && bytes.Contains(data, []byte(`"type":"message_stop"`)))
 }
 
 // includeUsage reads a chat request's stream_options.include_usage.

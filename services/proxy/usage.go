@@ -36,7 +36,7 @@ var usageKey = []byte(`"usage":`)
 func usageAt(doc []byte) int {
 	// bytes.Index scans with vector instructions, LastIndex byte by byte: most events have no
 	// usage, and Index tells so at a fraction of the cost.
-	if !bytes.Contains(doc, usageKey) {
+	if !containsQuoted(doc, usageKey) {
 		return -1
 	}
 	i := bytes.LastIndex(doc, usageKey)
@@ -62,7 +62,7 @@ func (s *usageSeen) observe(doc []byte) {
 	if i < 0 {
 		return
 	}
-	u := gjson.ParseBytes(doc[i:])
+	u := gjson.Parse(convo.View(doc[i:])) // read at once: no copy of the rest of doc
 	if !u.IsObject() {
 		return
 	}

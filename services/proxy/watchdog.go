@@ -3,12 +3,14 @@ package proxy
 import (
 	"bytes"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/jonboulle/clockwork"
 
+	"switchyard/services/proxy/convo"
 	"switchyard/services/settings"
 )
 
@@ -305,10 +307,10 @@ func classifyChat(ev []byte) (eventKind, int) {
 	if n := textAfter(ev, markContent); n > 0 {
 		return evText, n
 	}
-	if bytes.Contains(ev, markToolCalls) {
+	if containsQuoted(ev, markToolCalls) {
 		return evTool, 0
 	}
-	if bytes.Contains(ev, markReasoning1) || bytes.Contains(ev, markReasoning2) {
+	if containsQuoted(ev, markReasoning1) || containsQuoted(ev, markReasoning2) {
 		return evReasoning, 0
 	}
 	return evMeta, 0
@@ -317,25 +319,29 @@ func classifyChat(ev []byte) (eventKind, int) {
 // classifyMessages: content_block_delta events carry text, thinking (or its signature) or a
 // tool call's input; a content_block_start opens a tool call or a thinking block.
 func classifyMessages(ev []byte) (eventKind, int) {
-	switch {
-	case bytes.Contains(ev, []byte("content_block_delta")):
-		if bytes.Contains(ev, markTextDelta) {
-			if n := textAfter(ev, markText); n > 0 {
+	name, data := convo.ParseEvent(ev)
+	if name == "" {
+		name = jsonAt(data, "type").String()
+	}
+	switch name {
+	case "content_block_delta":
+		if containsQuoted(data, markTextDelta) {
+			if n := textAfter(data, markText); n > 0 {
 				return evText, n
 			}
 			return evMeta, 0
 		}
-		if bytes.Contains(ev, markJSONDelta) {
+		if containsQuoted(data, markJSONDelta) {
 			return evTool, 0
 		}
-		if bytes.Contains(ev, markThinking) || bytes.Contains(ev, markSignature) {
+		if containsQuoted(data, markThinking) || containsQuoted(data, markSignature) {
 			return evReasoning, 0
 		}
-	case bytes.Contains(ev, []byte("content_block_start")):
-		if bytes.Contains(ev, markToolUse) || bytes.Contains(ev, markServerTool) {
+	case "content_block_start":
+		if containsQuoted(data, markToolUse) || containsQuoted(data, markServerTool) {
 			return evTool, 0
 		}
-		if bytes.Contains(ev, markThinking) || bytes.Contains(ev, markRedacted) {
+		if containsQuoted(data, markThinking) || containsQuoted(data, markRedacted) {
 			return evReasoning, 0
 		}
 	}
@@ -343,18 +349,22 @@ func classifyMessages(ev []byte) (eventKind, int) {
 }
 
 // classifyResponses: output text deltas are text, reasoning (summary) deltas reasoning, and
-// function call items and their argument deltas tool calls.
+// function call items and their argument deltas tool calls. The event's name tells (its data's
+// type where an upstream names none).
 func classifyResponses(ev []byte) (eventKind, int) {
+	name, data := convo.ParseEvent(ev)
+	if name == "" {
+		name = jsonAt(data, "type").String()
+	}
 	switch {
-	case bytes.Contains(ev, []byte("response.output_text.delta")):
-		if n := textAfter(ev, markDelta); n > 0 {
+	case name == "response.output_text.delta":
+		if n := textAfter(data, markDelta); n > 0 {
 			return evText, n
 		}
-	case bytes.Contains(ev, []byte("response.reasoning")):
+	case strings.HasPrefix(name, "response.reasoning"):
 		return evReasoning, 0
-	case bytes.Contains(ev, []byte("response.function_call_arguments.delta")),
-		bytes.Contains(ev, []byte("response.custom_tool_call_input.delta")),
-		bytes.Contains(ev, []byte("response.output_item.added")) && bytes.Contains(ev, []byte(`call"`)):
+	case name == "response.function_call_arguments.delta", name == "response.custom_tool_call_input.delta",
+		name == "response.output_item.added" && bytes.Contains(data, []byte(`call"`)):
 		return evTool, 0
 	}
 	return evMeta, 0
@@ -363,11 +373,33 @@ func classifyResponses(ev []byte) (eventKind, int) {
 // textAfter is the UTF-8 length of the JSON string that begins right after mark in ev (0 without
 // mark).
 func textAfter(ev, mark []byte) int {
-	if i := bytes.Index(ev, mark); i >= 0 {
+	if i := indexQuoted(ev, mark); i >= 0 {
 		return jsonStringLen(ev[i+len(mark):])
 	}
 	return 0
 }
+
+// indexQuoted is bytes.Index for a mark that begins with a quote (a JSON key or string): it
+// looks for the rest of the mark and then for the quote before it. bytes.Index hunts for a
+// pattern's first byte, and a quote is in a JSON text every few bytes; the byte after it is far
+// rarer, so this scans several times faster on the per-event checks.
+func indexQuoted(b, mark []byte) int {
+	rest := mark[1:]
+	for from := 1; from <= len(b); {
+		j := bytes.Index(b[from:], rest)
+		if j < 0 {
+			return -1
+		}
+		if j += from; b[j-1] == mark[0] {
+			return j - 1
+		}
+		from = j + 1
+	}
+	return -1
+}
+
+// containsQuoted is bytes.Contains for a mark that begins with a quote (see indexQuoted).
+func containsQuoted(b, mark []byte) bool { return indexQuoted(b, mark) >= 0 }
 
 // jsonStringLen is the UTF-8 length of the JSON string whose text begins at b (after its opening
 // quote), escapes decoded; it stops at the closing quote or the end of b.

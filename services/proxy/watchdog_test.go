@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -210,6 +211,13 @@ func TestClassifyEvents(t *testing.T) {
 		{FormatResponses, "event: response.reasoning_summary_text.delta\ndata: {\"type\":\"response.reasoning_summary_text.delta\",\"delta\":\"x\"}", evReasoning, 0},
 		{FormatResponses, "event: response.function_call_arguments.delta\ndata: {\"delta\":\"{\"}", evTool, 0},
 		{FormatResponses, "event: response.in_progress\ndata: {}", evMeta, 0},
+		// An upstream that names no event: its data's type tells.
+		{FormatResponses, "data: {\"type\":\"response.output_text.delta\",\"delta\":\"ab\"}", evText, 2},
+		{FormatResponses, "data: {\"type\":\"response.output_item.added\",\"item\":{\"type\":\"function_call\"}}", evTool, 0},
+		{FormatMessages, "data: {\"type\":\"content_block_delta\",\"delta\":{\"type\":\"text_delta\",\"text\":\"Hey\"}}", evText, 3},
+		// The name decides, not a mention of another event in the data.
+		{FormatResponses, "event: response.created\ndata: {\"response\":{\"instructions\":\"think with response.reasoning_summary_text.delta\"}}", evMeta, 0},
+		{FormatMessages, "event: message_start\ndata: {\"message\":{\"model\":\"content_block_start \\\"thinking\"}}", evMeta, 0},
 	} {
 		k, n := classifyEvent(c.f, []byte(c.ev))
 		if k != c.kind || n != c.useful {
@@ -240,6 +248,35 @@ func FuzzClassifyEvent(f *testing.F) {
 			if _, n := classifyEvent(fm, []byte(ev)); n < 0 || n > len(ev) {
 				t.Fatalf("%d useful bytes of %d", n, len(ev))
 			}
+		}
+	})
+}
+
+// indexQuoted finds what bytes.Index finds, for marks that begin with a quote.
+func TestIndexQuoted(t *testing.T) {
+	marks := [][]byte{markContent, markText, markToolCalls, []byte(`"a"`), []byte(`""`)}
+	for _, b := range []string{
+		``, `"`, `content":"`, `"content":"`, `x"content":"y`, `content":" "content":"`,
+		`{"a":"content":"","content":"x"}`, `"text":"`, `""text":"`, `"a"a"`, `"""`, `a""`,
+		`{"tool_calls":[{"tool_calls":[`, `tool_calls":["tool_calls":[`,
+	} {
+		for _, m := range marks {
+			if got, want := indexQuoted([]byte(b), m), bytes.Index([]byte(b), m); got != want {
+				t.Errorf("indexQuoted(%q, %q) = %d, want %d", b, m, got, want)
+			}
+		}
+	}
+}
+
+func FuzzIndexQuoted(f *testing.F) {
+	f.Add([]byte(`{"choices":[{"delta":{"content":"hi"}}]}`), []byte(`"content":"`))
+	f.Add([]byte(`""""`), []byte(`""`))
+	f.Fuzz(func(t *testing.T, b, mark []byte) {
+		if len(mark) == 0 || mark[0] != '"' {
+			return
+		}
+		if got, want := indexQuoted(b, mark), bytes.Index(b, mark); got != want {
+			t.Fatalf("indexQuoted(%q, %q) = %d, want %d", b, mark, got, want)
 		}
 	})
 }
