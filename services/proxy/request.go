@@ -20,6 +20,8 @@ type Request struct {
 	Body   []byte
 	Model  string
 	Stream bool
+	// Reasoning: the request asks the model to think first (see reasoningField).
+	Reasoning bool
 	// Raw is the body exactly as the client sent it, for forwarding it byte for byte.
 	Raw []byte
 }
@@ -43,12 +45,15 @@ func DecodeRequest(body []byte) (Request, *errs.Error) {
 	}
 	// One walk over the top-level members finds a duplicate key and the two values routing needs.
 	var model, stream string
+	reasoning := false
 	dup := topKeys(doc, func(k, v string) {
 		switch k {
 		case "model":
 			model = v
 		case "stream":
 			stream = v
+		default:
+			reasoning = reasoning || reasoningField(k, v)
 		}
 	})
 	if dup != "" {
@@ -65,7 +70,7 @@ func DecodeRequest(body []byte) (Request, *errs.Error) {
 		return Request{}, errInvalid("invalid_request", "proxy.model_empty")
 	}
 	// The name outlives the body (trace, log, metric labels) and the body's buffer is reused.
-	req := Request{Body: trimmed, Model: strings.Clone(name), Raw: body}
+	req := Request{Body: trimmed, Model: strings.Clone(name), Raw: body, Reasoning: reasoning}
 	switch stream {
 	case "", "false", "null":
 	case "true":

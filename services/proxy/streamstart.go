@@ -8,8 +8,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tidwall/gjson"
+
 	"switchyard/services/catalog"
 	"switchyard/services/errs"
+	"switchyard/services/proxy/convo"
 )
 
 // maxHeldBeforeContent bounds what a stream may send before its first content event (metadata,
@@ -81,30 +84,36 @@ var errorWord = []byte("rror")
 // watchConfig is the stream timeouts of the call, from its settings snapshot.
 func (c *call) watchConfig() watchConfig {
 	st := c.snap.Resilience().Streams
-	reasoning := asksReasoning(c.body) || reasoningModel(c.t.model)
+	reasoning := c.reasoning || reasoningModel(c.t.model)
 	return watchConfig{readiness: readinessFor(st, len(c.body), reasoning), idle: ms(st.IdleTimeoutMS),
 		total: ms(st.TotalTimeoutMS), tp: st.ThroughputWatchdog}
 }
 
-var (
-	reasoningMarks = [][]byte{[]byte(`"thinking":{`), []byte(`"reasoning_effort":"`), []byte(`"reasoning":{`)}
-	noReasoning    = [][]byte{[]byte(`"type":"disabled"`), []byte(`"reasoning_effort":"none"`), []byte(`"reasoning_effort":"minimal"`)}
-)
-
-// asksReasoning reports whether a request asks the model to think first (Anthropic's thinking,
-// OpenAI's reasoning_effort or reasoning object).
-func asksReasoning(body []byte) bool {
-	for _, m := range reasoningMarks {
-		if bytes.Contains(body, m) {
-			for _, n := range noReasoning {
-				if bytes.Contains(body, n) {
-					return false
-				}
-			}
-			return true
-		}
+// reasoningField tells from one top-level field of a request whether it asks the model to think
+// first: Anthropic's thinking (not disabled), OpenAI's reasoning_effort or Responses' reasoning
+// object (an effort above minimal). DecodeRequest calls it on its one walk over the fields, so no
+// search of the whole body runs per stream (tens of microseconds on an agent's request), and a
+// mark quoted in a message or a tool's schema does not count.
+func reasoningField(k, v string) bool {
+	switch k {
+	case "thinking":
+		return convo.Kind(v) == '{' && gjson.Get(v, "type").String() != "disabled"
+	case "reasoning_effort":
+		return convo.Kind(v) == '"' && effortAsks(v)
+	case "reasoning":
+		return convo.Kind(v) == '{' && effortAsks(gjson.Get(v, "effort").Raw)
 	}
 	return false
+}
+
+// effortAsks: an effort (a JSON value) other than none or minimal asks for reasoning; a reasoning
+// object without one (or with null) asks for the model's default.
+func effortAsks(v string) bool {
+	switch convo.Str(v) {
+	case "none", "minimal":
+		return false
+	}
+	return true
 }
 
 // reasoningModel reports whether a model thinks before it answers even when the request does not

@@ -173,15 +173,27 @@ func TestReadinessGrowsForLargeAndReasoningRequests(t *testing.T) {
 		}
 	}
 	for body, want := range map[string]bool{
-		`{"thinking":{"type":"enabled","budget_tokens":2048}}`: true,
-		`{"thinking":{"type":"disabled"}}`:                     false,
-		`{"reasoning_effort":"high"}`:                          true,
-		`{"reasoning_effort":"minimal"}`:                       false,
-		`{"reasoning":{"effort":"medium"}}`:                    true,
-		`{"messages":[{"content":"the \"thinking\":{ part"}]}`: false,
+		`{"model":"m","thinking":{"type":"enabled","budget_tokens":2048}}`:       true,
+		`{"model":"m","thinking":{"type":"disabled"}}`:                           false,
+		`{"model":"m","reasoning_effort":"high"}`:                                true,
+		`{"model":"m","reasoning_effort":"minimal"}`:                             false,
+		`{"model":"m","reasoning":{"effort":"medium"}}`:                          true,
+		`{"model":"m","messages":[{"content":"the \"thinking\":{ part"}]}`:       false,
+		`{"model":"m","reasoning":{"effort":"minimal"}}`:                         false,
+		`{"model":"m","reasoning":{"summary":"auto"}}`:                           true,
+		`{"model":"m","reasoning_effort":null}`:                                  false,
+		`{"model":"m","thinking":{"type":"adaptive"}}`:                           true,
+		`{"model":"m","thinking":{"type":"disabled"},"reasoning_effort":"high"}`: true,
+		// Marks in a message or a tool's schema are not the request's settings.
+		`{"model":"m","messages":[{"role":"user","content":"set \"reasoning_effort\":\"high\""}],"tools":[{"input_schema":{"properties":{"reasoning":{"type":"object"}}}}]}`: false,
+		`{"model":"m","thinking":{"type":"enabled"},"tools":[{"input_schema":{"properties":{"mode":{"type":"disabled"}}}}]}`:                                                 true,
 	} {
-		if got := asksReasoning([]byte(body)); got != want {
-			t.Errorf("asksReasoning(%s) = %v", body, got)
+		req, derr := DecodeRequest([]byte(body))
+		if derr != nil {
+			t.Fatalf("%s: %v", body, derr)
+		}
+		if req.Reasoning != want {
+			t.Errorf("%s: Reasoning %v, want %v", body, req.Reasoning, want)
 		}
 	}
 }

@@ -21,16 +21,19 @@ import (
 
 // call is one client request on its way through the engine.
 type call struct {
-	trace   *Trace
-	start   time.Time
-	t       target
-	body    []byte
-	header  http.Header
-	stream  bool
-	snap    *settings.Snapshot
-	retry   settings.Retry
-	retryOn *settings.StatusMatcher
-	probe   bool // a half-open breaker's probe: one attempt, no retries, no failover
+	trace  *Trace
+	start  time.Time
+	t      target
+	body   []byte
+	header http.Header
+	stream bool
+	// reasoning: the client's request asks the model to think first (its readiness timeout is
+	// the adaptive maximum).
+	reasoning bool
+	snap      *settings.Snapshot
+	retry     settings.Retry
+	retryOn   *settings.StatusMatcher
+	probe     bool // a half-open breaker's probe: one attempt, no retries, no failover
 	// lease is the caller's own exclusive lease when it sent one (the target is then narrowed to
 	// the leased connection); connections leased to other owners are never used.
 	lease *routing.Lease
