@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -256,7 +255,7 @@ func (e *Engine) codexAnswer(c *call, conn *catalog.ConnEntry, resp *http.Respon
 	for rest := b; len(rest) > 0 && !ended; {
 		var ev []byte
 		ev, rest = nextEvent(rest)
-		if bytes.Contains(ev, errorWord) {
+		if containsMark(ev, errorWord) {
 			if msg, embedded, ok := streamError(ev); ok {
 				return hiddenError(p.Name, resp.Header, embedded, []byte(e.scrub(msg, c, conn)))
 			}

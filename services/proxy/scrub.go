@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"net/http"
 
 	"switchyard/services/catalog"
@@ -61,6 +60,6 @@ var (
 // a few substring scans and no pattern.
 func errorEvent(ev []byte) bool {
 	// Most events have no "error" at all: one scan tells, before the three exact ones.
-	return bytes.Contains(ev, errorWord) &&
-		(containsQuoted(ev, errorKey) || bytes.Contains(ev, eventError) || bytes.Contains(ev, eventErrorShort))
+	return containsMark(ev, errorWord) &&
+		(containsMark(ev, errorKey) || containsMark(ev, eventError) || containsMark(ev, eventErrorShort))
 }

@@ -42,7 +42,7 @@ func (e *Engine) streamStart(c *call, conn *catalog.ConnEntry, resp *http.Respon
 		ev, rerr := readEvent(br)
 		whole := len(bytes.TrimSpace(ev)) > 0 && (rerr == nil || wholeEvent(ev))
 		if whole {
-			if bytes.Contains(ev, errorWord) {
+			if containsMark(ev, errorWord) {
 				if msg, embedded, ok := streamError(ev); ok {
 					return fail(hiddenError(p.Name, resp.Header, embedded, []byte(e.scrub(msg, c, conn))))
 				}
@@ -76,10 +76,7 @@ func (e *Engine) streamStart(c *call, conn *catalog.ConnEntry, resp *http.Respon
 	}
 }
 
-// errorWord is the first, cheap look for an error in an event: "rror" is in every way an event
-// says error, and bytes.Index, which hunts for a pattern's first byte, meets an 'r' in a JSON
-// text less often than an 'e'.
-var errorWord = []byte("rror")
+var errorWord = []byte("error")
 
 // watchConfig is the stream timeouts of the call, from its settings snapshot.
 func (c *call) watchConfig() watchConfig {

@@ -529,7 +529,7 @@ func isResponsesTerminal(ev []byte) bool {
 // isChatError reports whether a chat completions event carries the upstream's error object. The
 // cheap look for the key comes first: content never carries it unescaped.
 func isChatError(ev []byte) bool {
-	if !containsQuoted(ev, errorKey) {
+	if !containsMark(ev, errorKey) {
 		return false
 	}
 	_, _, ok := streamError(ev)
@@ -539,7 +539,7 @@ func isChatError(ev []byte) bool {
 // isNamedError reports whether an event of Anthropic's or the Responses stream is an error event
 // (its name, else its data's type, says "error").
 func isNamedError(ev []byte) bool {
-	if !bytes.Contains(ev, errorWord) {
+	if !containsMark(ev, errorWord) {
 		return false
 	}
 	name, data := convo.ParseEvent(ev)

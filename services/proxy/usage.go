@@ -36,7 +36,7 @@ var usageKey = []byte(`"usage":`)
 func usageAt(doc []byte) int {
 	// bytes.Index scans with vector instructions, LastIndex byte by byte: most events have no
 	// usage, and Index tells so at a fraction of the cost.
-	if !containsQuoted(doc, usageKey) {
+	if !containsMark(doc, usageKey) {
 		return -1
 	}
 	i := bytes.LastIndex(doc, usageKey)

@@ -307,10 +307,10 @@ func classifyChat(ev []byte) (eventKind, int) {
 	if n := textAfter(ev, markContent); n > 0 {
 		return evText, n
 	}
-	if containsQuoted(ev, markToolCalls) {
+	if containsMark(ev, markToolCalls) {
 		return evTool, 0
 	}
-	if containsQuoted(ev, markReasoning1) || containsQuoted(ev, markReasoning2) {
+	if containsMark(ev, markReasoning1) || containsMark(ev, markReasoning2) {
 		return evReasoning, 0
 	}
 	return evMeta, 0
@@ -325,23 +325,23 @@ func classifyMessages(ev []byte) (eventKind, int) {
 	}
 	switch name {
 	case "content_block_delta":
-		if containsQuoted(data, markTextDelta) {
+		if containsMark(data, markTextDelta) {
 			if n := textAfter(data, markText); n > 0 {
 				return evText, n
 			}
 			return evMeta, 0
 		}
-		if containsQuoted(data, markJSONDelta) {
+		if containsMark(data, markJSONDelta) {
 			return evTool, 0
 		}
-		if containsQuoted(data, markThinking) || containsQuoted(data, markSignature) {
+		if containsMark(data, markThinking) || containsMark(data, markSignature) {
 			return evReasoning, 0
 		}
 	case "content_block_start":
-		if containsQuoted(data, markToolUse) || containsQuoted(data, markServerTool) {
+		if containsMark(data, markToolUse) || containsMark(data, markServerTool) {
 			return evTool, 0
 		}
-		if containsQuoted(data, markThinking) || containsQuoted(data, markRedacted) {
+		if containsMark(data, markThinking) || containsMark(data, markRedacted) {
 			return evReasoning, 0
 		}
 	}
@@ -373,33 +373,37 @@ func classifyResponses(ev []byte) (eventKind, int) {
 // textAfter is the UTF-8 length of the JSON string that begins right after mark in ev (0 without
 // mark).
 func textAfter(ev, mark []byte) int {
-	if i := indexQuoted(ev, mark); i >= 0 {
+	if i := indexMark(ev, mark); i >= 0 {
 		return jsonStringLen(ev[i+len(mark):])
 	}
 	return 0
 }
 
-// indexQuoted is bytes.Index for a mark that begins with a quote (a JSON key or string): it
-// looks for the rest of the mark and then for the quote before it. bytes.Index hunts for a
-// pattern's first byte, and a quote is in a JSON text every few bytes; the byte after it is far
-// rarer, so this scans several times faster on the per-event checks.
-func indexQuoted(b, mark []byte) int {
-	rest := mark[1:]
-	for from := 1; from <= len(b); {
-		j := bytes.Index(b[from:], rest)
-		if j < 0 {
-			return -1
+// indexMark is bytes.Index for the short marks the per-event checks look for. bytes.Index hunts
+// for a pattern's first byte and moves to its vector search only after many false hits: in a
+// JSON event of a few hundred bytes, where a quote or a common letter comes every few bytes, it
+// hardly gets there. A short text is searched in windows of 64 bytes, which bytes.Index runs
+// through the vector search at once; a long one is left to bytes.Index, which is there soon.
+func indexMark(b, mark []byte) int {
+	const window = 64 // bytes.Index's brute-force vector search takes texts up to this size
+	if len(b) > 1024 || len(mark) > window/2 {
+		return bytes.Index(b, mark)
+	}
+	step := window - len(mark) + 1
+	for from := 0; from < len(b); from += step {
+		end := min(from+window, len(b))
+		if i := bytes.Index(b[from:end], mark); i >= 0 {
+			return from + i
 		}
-		if j += from; b[j-1] == mark[0] {
-			return j - 1
+		if end == len(b) {
+			break
 		}
-		from = j + 1
 	}
 	return -1
 }
 
-// containsQuoted is bytes.Contains for a mark that begins with a quote (see indexQuoted).
-func containsQuoted(b, mark []byte) bool { return indexQuoted(b, mark) >= 0 }
+// containsMark is bytes.Contains for the marks of the per-event checks (see indexMark).
+func containsMark(b, mark []byte) bool { return indexMark(b, mark) >= 0 }
 
 // jsonStringLen is the UTF-8 length of the JSON string whose text begins at b (after its opening
 // quote), escapes decoded; it stops at the closing quote or the end of b.

@@ -264,31 +264,40 @@ func FuzzClassifyEvent(f *testing.F) {
 	})
 }
 
-// indexQuoted finds what bytes.Index finds, for marks that begin with a quote.
-func TestIndexQuoted(t *testing.T) {
-	marks := [][]byte{markContent, markText, markToolCalls, []byte(`"a"`), []byte(`""`)}
-	for _, b := range []string{
+// indexMark finds what bytes.Index finds: in short texts (searched in windows), across the
+// windows' edges, and in long ones.
+func TestIndexMark(t *testing.T) {
+	marks := [][]byte{markContent, markText, markToolCalls, []byte(`"a"`), []byte(`""`), []byte("rror"), []byte("x")}
+	texts := []string{
 		``, `"`, `content":"`, `"content":"`, `x"content":"y`, `content":" "content":"`,
 		`{"a":"content":"","content":"x"}`, `"text":"`, `""text":"`, `"a"a"`, `"""`, `a""`,
 		`{"tool_calls":[{"tool_calls":[`, `tool_calls":["tool_calls":[`,
-	} {
+	}
+	for _, at := range []int{0, 1, 50, 55, 58, 60, 63, 64, 65, 100, 113, 1000, 1020, 1030, 3000} {
+		for _, m := range []string{`"content":"`, "rror"} {
+			texts = append(texts, strings.Repeat("y", at)+m+strings.Repeat("z", 7))
+			texts = append(texts, strings.Repeat("y", at)+m)
+		}
+	}
+	for _, b := range texts {
 		for _, m := range marks {
-			if got, want := indexQuoted([]byte(b), m), bytes.Index([]byte(b), m); got != want {
-				t.Errorf("indexQuoted(%q, %q) = %d, want %d", b, m, got, want)
+			if got, want := indexMark([]byte(b), m), bytes.Index([]byte(b), m); got != want {
+				t.Errorf("indexMark(%d bytes %.20q…, %q) = %d, want %d", len(b), b, m, got, want)
 			}
 		}
 	}
 }
 
-func FuzzIndexQuoted(f *testing.F) {
+func FuzzIndexMark(f *testing.F) {
 	f.Add([]byte(`{"choices":[{"delta":{"content":"hi"}}]}`), []byte(`"content":"`))
 	f.Add([]byte(`""""`), []byte(`""`))
+	f.Add([]byte(strings.Repeat("a", 70)+"error"), []byte("error"))
 	f.Fuzz(func(t *testing.T, b, mark []byte) {
-		if len(mark) == 0 || mark[0] != '"' {
+		if len(mark) == 0 {
 			return
 		}
-		if got, want := indexQuoted(b, mark), bytes.Index(b, mark); got != want {
-			t.Fatalf("indexQuoted(%q, %q) = %d, want %d", b, mark, got, want)
+		if got, want := indexMark(b, mark), bytes.Index(b, mark); got != want {
+			t.Fatalf("indexMark(%q, %q) = %d, want %d", b, mark, got, want)
 		}
 	})
 }
