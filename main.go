@@ -48,6 +48,7 @@ func run(args []string, lookupEnv func(string) (string, bool), stdout, stderr io
 		fmt.Fprintln(stderr, "switchyard:", err)
 		return 2
 	}
+	defer app.CloseLogger(log)
 	app.Version = version
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -182,8 +182,9 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 			return nil, fmt.Errorf("cannot listen for the other replicas' changes: %v", rep.bus.Err())
 		}
 	}
-	go func() { a.served <- a.server.Serve(guard.Listener(web.MalformedRequestListener(ln, log))) }()
 	log.Info("switchyard listening", "addr", "http://"+a.Addr, "version", Version, "data_dir", cfg.DataDir)
+	FlushLogger(log) // the start's lines are out before the first answer
+	go func() { a.served <- a.server.Serve(guard.Listener(web.MalformedRequestListener(ln, log))) }()
 	ok = true
 	return a, nil
 }

@@ -349,7 +349,12 @@ func envInt(lookupEnv func(string) (string, bool), key string, def int64) int64 
 	return n
 }
 
-// NewLogger builds the one logger of the process from the configuration.
+// LogFlushEvery is how long a log line waits at most to be written with the ones after it; a
+// line at warn or above is written at once.
+const LogFlushEvery = 100 * time.Millisecond
+
+// NewLogger builds the one logger of the process from the configuration. Its lines are written
+// together every LogFlushEvery (web.NewBufferedLogHandler); CloseLogger writes what waits.
 func NewLogger(c Config, w io.Writer) (*slog.Logger, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
@@ -357,5 +362,19 @@ func NewLogger(c Config, w io.Writer) (*slog.Logger, error) {
 	}
 	// slog's text or JSON handler; the request line, written for every request, is formatted by
 	// hand to the same bytes (web.LogHandler).
-	return slog.New(web.NewLogHandler(w, c.LogFormat == "json", level)), nil
+	return slog.New(web.NewBufferedLogHandler(w, c.LogFormat == "json", level, LogFlushEvery)), nil
+}
+
+// FlushLogger writes the lines a logger from NewLogger holds back.
+func FlushLogger(l *slog.Logger) {
+	if h, ok := l.Handler().(*web.LogHandler); ok {
+		h.Flush()
+	}
+}
+
+// CloseLogger writes the lines a logger from NewLogger holds back, and every later line at once.
+func CloseLogger(l *slog.Logger) {
+	if h, ok := l.Handler().(*web.LogHandler); ok {
+		h.Close()
+	}
 }

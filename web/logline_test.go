@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -189,4 +190,120 @@ func BenchmarkRequestLine(b *testing.B) {
 			logLine(log, ctx, &l, time.Now())
 		}
 	})
+}
+
+// countingWriter records each Write it is given.
+type countingWriter struct {
+	mu     sync.Mutex
+	writes []string
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.writes = append(w.writes, string(p))
+	return len(p), nil
+}
+
+func (w *countingWriter) got() (all string, writes int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.Join(w.writes, ""), len(w.writes)
+}
+
+func TestBufferedLogHandlerHoldsLinesBackUntilDue(t *testing.T) {
+	var w countingWriter
+	h := NewBufferedLogHandler(&w, false, slog.LevelInfo, time.Hour)
+	log := slog.New(h)
+	for i := range 50 {
+		log.Info("one", "i", i)
+		logLine(log, context.Background(), &requestLine{Level: slog.LevelInfo, RequestID: "r", Method: "GET", Path: "/v1/models", Status: 200}, time.Now())
+	}
+	if all, n := w.got(); n != 0 {
+		t.Fatalf("info lines written before they were due: %d writes: %q", n, all)
+	}
+	// A warning goes out at once, with every line before it, in one write.
+	log.Warn("careful")
+	all, n := w.got()
+	if n != 1 || strings.Count(all, "\n") != 101 || !strings.HasSuffix(all, "msg=careful\n") || !strings.Contains(all, "msg=one i=0\n") {
+		t.Fatalf("after the warning: %d writes, %d lines, ends %q", n, strings.Count(all, "\n"), all[max(0, len(all)-40):])
+	}
+	// So does one from a derived logger, and a request line at warn.
+	log.With("provider", "p").Info("held")
+	log.With("provider", "p").Error("failed")
+	if all, n := w.got(); n != 2 || !strings.HasSuffix(all, "msg=failed provider=p\n") || !strings.Contains(all, "msg=held provider=p\n") {
+		t.Fatalf("a derived logger's error did not write at once: %d writes: %q", n, all)
+	}
+	logLine(log, context.Background(), &requestLine{Level: slog.LevelWarn, RequestID: "r2", Method: "POST", Path: "/v1/messages", Status: 502}, time.Now())
+	if all, n := w.got(); n != 3 || !strings.Contains(all, "request_id=r2") {
+		t.Fatalf("a request line at warn did not write at once: %d writes", n)
+	}
+	// Flush writes what waits; Close makes later lines go out one by one.
+	log.Info("before close")
+	h.Flush()
+	if all, n := w.got(); n != 4 || !strings.HasSuffix(all, "msg=\"before close\"\n") {
+		t.Fatalf("Flush: %d writes", n)
+	}
+	h.Close()
+	log.Info("after close")
+	if all, n := w.got(); n != 5 || !strings.HasSuffix(all, "msg=\"after close\"\n") {
+		t.Fatalf("after Close a line waited: %d writes", n)
+	}
+}
+
+func TestBufferedLogHandlerWritesWhenFullAndWhenDue(t *testing.T) {
+	var w countingWriter
+	log := slog.New(NewBufferedLogHandler(&w, true, slog.LevelInfo, time.Hour))
+	long := strings.Repeat("x", 1000)
+	lines := 0
+	for {
+		log.Info("fill", "v", long)
+		lines++
+		if _, n := w.got(); n > 0 {
+			break
+		}
+		if lines > 2*LogBuffer/1000 {
+			t.Fatal("a full buffer was never written")
+		}
+	}
+	all, _ := w.got()
+	if len(all) > LogBuffer || strings.Count(all, "\n") != lines-1 {
+		t.Fatalf("the write when full: %d bytes, %d lines of %d", len(all), strings.Count(all, "\n"), lines)
+	}
+	// A line larger than the buffer is written by itself, after what waited.
+	huge := strings.Repeat("y", LogBuffer)
+	log.Info("huge", "v", huge)
+	all, n := w.got()
+	if n != 3 || !strings.Contains(all, huge) || strings.Count(all, "\n") != lines+1 {
+		t.Fatalf("a huge line: %d writes, %d lines", n, strings.Count(all, "\n"))
+	}
+
+	// With a short interval the timer writes the lines without anything else happening.
+	var w2 countingWriter
+	log2 := slog.New(NewBufferedLogHandler(&w2, false, slog.LevelInfo, time.Millisecond))
+	log2.Info("first")
+	log2.Info("second")
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		all, n := w2.got()
+		if strings.Contains(all, "msg=second") {
+			if n != 1 {
+				t.Fatalf("the due lines took %d writes", n)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("lines held back past their interval")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	log2.Info("third")
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if all, _ := w2.got(); strings.Contains(all, "msg=third") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the timer was not armed again")
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -42,15 +43,26 @@ type Env struct {
 	// Vars are the environment variables the gateway sees; change them before Restart.
 	Vars  map[string]string
 	Logs  *SyncBuffer
+	log   *slog.Logger // the running gateway's
 	Clock *clockwork.FakeClock
 	// Args are extra command-line flags, applied at every start.
 	Args []string
 }
 
-// SyncBuffer is a bytes.Buffer safe for concurrent writers (the gateway's log).
+// SyncBuffer is a bytes.Buffer safe for concurrent writers (the gateway's log). When the
+// gateway's logger holds lines back (app.NewLogger), String writes them first, so a test reads
+// every line logged before it asks.
 type SyncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu    sync.Mutex
+	b     bytes.Buffer
+	flush func()
+}
+
+// Flushing sets what String calls first.
+func (s *SyncBuffer) Flushing(flush func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.flush = flush
 }
 
 func (s *SyncBuffer) Write(p []byte) (int, error) {
@@ -60,6 +72,12 @@ func (s *SyncBuffer) Write(p []byte) (int, error) {
 }
 
 func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	flush := s.flush
+	s.mu.Unlock()
+	if flush != nil {
+		flush() // outside mu: it writes to s
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
@@ -153,11 +171,12 @@ func (e *Env) Start() {
 	if err != nil {
 		e.T.Fatal(err)
 	}
+	e.Logs.Flushing(func() { app.FlushLogger(log) })
 	a, err := app.Start(context.Background(), cfg, e.LookupEnv, log)
 	if err != nil {
 		e.T.Fatal(err)
 	}
-	e.App, e.Base = a, "http://"+a.Addr
+	e.App, e.Base, e.log = a, "http://"+a.Addr, log
 	e.T.Cleanup(func() { e.Stop() })
 }
 
@@ -169,6 +188,7 @@ func (e *Env) Stop() {
 	if err := e.App.Shutdown(5 * time.Second); err != nil {
 		e.T.Errorf("shutdown: %v", err)
 	}
+	app.CloseLogger(e.log)
 	e.App = nil
 }
 
