@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"switchyard/services/proxy"
 )
 
 // slogLine is the line slog's own handler writes for l at t: the reference.
@@ -305,5 +307,19 @@ func TestBufferedLogHandlerWritesWhenFullAndWhenDue(t *testing.T) {
 			t.Fatal("the timer was not armed again")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestNewRequestIDIsUniqueAndValid(t *testing.T) {
+	seen := map[string]bool{}
+	for range 100_000 {
+		id := newRequestID()
+		if len(id) != 16 || !proxy.ValidIdempotencyKey(id) || strings.Trim(id, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") != "" {
+			t.Fatalf("request id %q: not 16 base64url characters", id)
+		}
+		if seen[id] {
+			t.Fatalf("request id %q given twice", id)
+		}
+		seen[id] = true
 	}
 }

@@ -15,7 +15,6 @@ import (
 
 	"switchyard/services/errs"
 	"switchyard/services/proxy"
-	"switchyard/services/secrets"
 )
 
 // net/http refuses some requests while it reads their head, before any handler runs: a header
@@ -158,7 +157,7 @@ func (c *refusalConn) answer(status int, head []byte) []byte {
 	default:
 		body = adminErrorJSON(e)
 	}
-	id := secrets.RandomToken(12)
+	id := newRequestID()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	h.Set("Connection", "close")

@@ -1,9 +1,12 @@
 package web
 
 import (
+	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -19,7 +22,6 @@ import (
 	"switchyard/services/errs"
 	"switchyard/services/metrics"
 	"switchyard/services/proxy"
-	"switchyard/services/secrets"
 )
 
 // recoverer turns a panic into a 500 in the right format and a log line; the process goes on.
@@ -47,13 +49,24 @@ func requestID() echo.MiddlewareFunc {
 		return func(c echo.Context) error {
 			id := c.Request().Header.Get(echo.HeaderXRequestID)
 			if id == "" || len(id) > 64 || !proxy.ValidIdempotencyKey(id) {
-				id = secrets.RandomToken(12)
+				id = newRequestID()
 			}
 			setRequestID(c, id)
 			c.Response().Header().Set(echo.HeaderXRequestID, id)
 			return next(c)
 		}
 	}
+}
+
+// newRequestID is a request id of 16 characters: 12 bytes from the runtime's per-thread ChaCha8
+// generator, base64url. An id names a request in logs and answers and guards nothing, so it
+// needs uniqueness (96 random bits), not the operating system's randomness, which cost a
+// microsecond or more a request under load.
+func newRequestID() string {
+	var b [12]byte
+	binary.LittleEndian.PutUint64(b[:8], rand.Uint64())
+	binary.LittleEndian.PutUint32(b[8:], rand.Uint32())
+	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
 // requestLog renders a returned error through the error handler and writes one structured line
