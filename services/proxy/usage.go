@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"switchyard/services/proxy/convo"
 
 	"github.com/tidwall/gjson"
@@ -34,14 +33,18 @@ var usageKey = []byte(`"usage":`)
 // usageAt is where the last usage object of a document starts; -1 when it has none (or its
 // last usage is null).
 func usageAt(doc []byte) int {
-	// bytes.Index scans with vector instructions, LastIndex byte by byte: most events have no
-	// usage, and Index tells so at a fraction of the cost.
-	if !containsMark(doc, usageKey) {
-		return -1
-	}
-	i := bytes.LastIndex(doc, usageKey)
+	// Forward searches (vectorised) from one hit to the next, not bytes.LastIndex, which goes
+	// byte by byte (Rabin-Karp) from the end: a document has one usage, two at most.
+	i := indexMark(doc, usageKey)
 	if i < 0 {
 		return -1
+	}
+	for {
+		j := indexMark(doc[i+len(usageKey):], usageKey)
+		if j < 0 {
+			break
+		}
+		i += len(usageKey) + j
 	}
 	for j := i + len(usageKey); j < len(doc); j++ {
 		switch doc[j] {
@@ -56,7 +59,8 @@ func usageAt(doc []byte) int {
 }
 
 // observe reads the last usage object of a document or event, when it has one. Only that
-// object is parsed, not the document.
+// object is parsed, not the document, in one pass over its members (the first of a repeated
+// name counts).
 func (s *usageSeen) observe(doc []byte) {
 	i := usageAt(doc)
 	if i < 0 {
@@ -66,35 +70,86 @@ func (s *usageSeen) observe(doc []byte) {
 	if !u.IsObject() {
 		return
 	}
+	var f [usageFields]gjson.Result
+	u.ForEach(func(k, v gjson.Result) bool {
+		if n := usageField(k.Str); n >= 0 && !f[n].Exists() {
+			f[n] = v
+		}
+		return true
+	})
 	set := func(bit uint8, dst *int64, v gjson.Result) {
 		if v.Exists() {
 			*dst = v.Int()
 			s.has |= bit
 		}
 	}
-	if v := u.Get("prompt_tokens"); v.Exists() { // chat completions
-		set(hasInTotal, &s.inTotal, v)
-		set(hasOut, &s.out, u.Get("completion_tokens"))
-		set(hasCacheRead, &s.cacheRead, u.Get("prompt_tokens_details.cached_tokens"))
-		set(hasReasoning, &s.reasoning, u.Get("completion_tokens_details.reasoning_tokens"))
-		return
-	}
-	if u.Get("input_tokens_details").Exists() || u.Get("output_tokens_details").Exists() || u.Get("total_tokens").Exists() {
+	switch {
+	case f[uPromptTokens].Exists(): // chat completions
+		set(hasInTotal, &s.inTotal, f[uPromptTokens])
+		set(hasOut, &s.out, f[uCompletionTokens])
+		set(hasCacheRead, &s.cacheRead, f[uPromptDetails].Get("cached_tokens"))
+		set(hasReasoning, &s.reasoning, f[uCompletionDetails].Get("reasoning_tokens"))
+	case f[uInputDetails].Exists() || f[uOutputDetails].Exists() || f[uTotalTokens].Exists():
 		// Responses: input_tokens counts the cached ones too.
-		set(hasInTotal, &s.inTotal, u.Get("input_tokens"))
-		set(hasOut, &s.out, u.Get("output_tokens"))
-		set(hasCacheRead, &s.cacheRead, u.Get("input_tokens_details.cached_tokens"))
-		set(hasReasoning, &s.reasoning, u.Get("output_tokens_details.reasoning_tokens"))
-		return
+		set(hasInTotal, &s.inTotal, f[uInputTokens])
+		set(hasOut, &s.out, f[uOutputTokens])
+		set(hasCacheRead, &s.cacheRead, f[uInputDetails].Get("cached_tokens"))
+		set(hasReasoning, &s.reasoning, f[uOutputDetails].Get("reasoning_tokens"))
+	default:
+		// Anthropic messages: input_tokens are the uncached ones, cache reads and writes apart.
+		if v := f[uInputTokens]; v.Exists() {
+			set(hasUncached, &s.uncached, v)
+			s.has &^= hasInTotal
+		}
+		set(hasCacheRead, &s.cacheRead, f[uCacheRead])
+		set(hasCacheWrite, &s.cacheWrite, f[uCacheCreation])
+		set(hasOut, &s.out, f[uOutputTokens])
 	}
-	// Anthropic messages: input_tokens are the uncached ones, cache reads and writes apart.
-	if v := u.Get("input_tokens"); v.Exists() {
-		set(hasUncached, &s.uncached, v)
-		s.has &^= hasInTotal
+}
+
+// The members of a usage object observe reads, in every format.
+const (
+	uPromptTokens = iota
+	uCompletionTokens
+	uPromptDetails
+	uCompletionDetails
+	uInputTokens
+	uOutputTokens
+	uInputDetails
+	uOutputDetails
+	uTotalTokens
+	uCacheRead
+	uCacheCreation
+	usageFields
+)
+
+// usageField is the index of a usage member observe reads; -1 for any other.
+func usageField(name string) int {
+	switch name {
+	case "prompt_tokens":
+		return uPromptTokens
+	case "completion_tokens":
+		return uCompletionTokens
+	case "prompt_tokens_details":
+		return uPromptDetails
+	case "completion_tokens_details":
+		return uCompletionDetails
+	case "input_tokens":
+		return uInputTokens
+	case "output_tokens":
+		return uOutputTokens
+	case "input_tokens_details":
+		return uInputDetails
+	case "output_tokens_details":
+		return uOutputDetails
+	case "total_tokens":
+		return uTotalTokens
+	case "cache_read_input_tokens":
+		return uCacheRead
+	case "cache_creation_input_tokens":
+		return uCacheCreation
 	}
-	set(hasCacheRead, &s.cacheRead, u.Get("cache_read_input_tokens"))
-	set(hasCacheWrite, &s.cacheWrite, u.Get("cache_creation_input_tokens"))
-	set(hasOut, &s.out, u.Get("output_tokens"))
+	return -1
 }
 
 // take sets what a translating reader read (Input counts every prompt token).

@@ -32,6 +32,10 @@ func TestUsageSeenEveryFormat(t *testing.T) {
 			"event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"usage\":{\"input_tokens\":500," +
 				"\"input_tokens_details\":{\"cached_tokens\":100},\"output_tokens\":900,\"output_tokens_details\":{\"reasoning_tokens\":800},\"total_tokens\":1400}}}"},
 			spend.Usage{Input: 500, Output: 900, CacheRead: 100, Reasoning: 800}},
+		{"the last of several usage objects counts", []string{`{"tool":{"usage":{"prompt_tokens":1,"completion_tokens":1}},` +
+			`"choices":[{"usage":{"prompt_tokens":2}}],"usage":{"prompt_tokens":30,"completion_tokens":4,"prompt_tokens":99}}`},
+			spend.Usage{Input: 30, Output: 4}},
+		{"a last usage of null counts as none", []string{`{"x":{"usage":{"prompt_tokens":1}},"usage":null}`}, spend.Usage{}},
 		{"no usage at all", []string{`{"id":"x","choices":[]}`}, spend.Usage{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -52,5 +56,23 @@ func BenchmarkUsageObserveEvent(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		s.observe(ev)
+	}
+}
+
+// BenchmarkUsageObserveAnswer reads the usage of whole answers as upstreams send them.
+func BenchmarkUsageObserveAnswer(b *testing.B) {
+	for _, tc := range []struct{ name, doc string }{
+		{"chat", `{"id":"chatcmpl-1","object":"chat.completion","created":1700000000,"model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"Hello! How can I help you today?","refusal":null},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":19,"completion_tokens":10,"total_tokens":29,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}},"service_tier":"default","system_fingerprint":"fp_1"}`},
+		{"messages", `{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"Hello!"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":12,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"cache_creation":{"ephemeral_5m_input_tokens":0,"ephemeral_1h_input_tokens":0},"output_tokens":6,"service_tier":"standard"}}`},
+		{"responses", `{"id":"resp_1","object":"response","status":"completed","model":"gpt-5","output":[{"type":"message","id":"msg_1","status":"completed","role":"assistant","content":[{"type":"output_text","text":"Hello!","annotations":[]}]}],"usage":{"input_tokens":12,"input_tokens_details":{"cached_tokens":0},"output_tokens":6,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":18}}`},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			doc := []byte(tc.doc)
+			b.ReportAllocs()
+			for b.Loop() {
+				var s usageSeen
+				s.observe(doc)
+			}
+		})
 	}
 }
