@@ -69,9 +69,12 @@ func (t *throttle) take(client string, now time.Time) bool {
 // Asking spends nothing and remembers nothing (a client never refused has no entry).
 func (t *throttle) wait(client string, now time.Time) time.Duration {
 	t.mu.RLock()
-	e, ok := t.clients[clientNetwork(client)]
+	var e *throttleEntry
+	if len(t.clients) > 0 { // none refused lately (the usual case): no address to parse
+		e = t.clients[clientNetwork(client)]
+	}
 	t.mu.RUnlock()
-	if !ok {
+	if e == nil {
 		return 0
 	}
 	tokens := e.lim.TokensAt(now)
