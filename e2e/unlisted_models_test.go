@@ -223,7 +223,7 @@ func TestBareModelNeedsExactlyOneLister(t *testing.T) {
 	e := testenv.New(t)
 	e.AddProvider("a", a.URL+"/v1")
 	e.AddConnection("a", "main", "sk-a", 0)
-	e.AddProvider("b", b.URL+"/v1")
+	bID := e.AddProvider("b", b.URL+"/v1")
 	e.AddConnection("b", "main", "sk-b", 0)
 	key := e.NewKey()
 	e.WaitModels(key, "a/only-a")
@@ -244,5 +244,20 @@ func TestBareModelNeedsExactlyOneLister(t *testing.T) {
 	}
 	if len(a.ChatRequests())+len(b.ChatRequests()) != calls {
 		t.Fatal("a bare name nobody lists reached an upstream")
+	}
+
+	// Once b is gone, a alone lists the shared name, and it resolves there.
+	if status := e.API("DELETE", fmt.Sprintf("/api/providers/%d", bID), nil, nil); status != 204 {
+		t.Fatalf("delete provider b: %d", status)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		r = e.Chat(context.Background(), key, `{"model":"shared","messages":[]}`)
+		body := testenv.ReadAll(t, r)
+		if r.StatusCode == 200 && r.Header.Get("X-Switchyard-Provider") == "a" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after b was deleted: %d %s", r.StatusCode, body)
+		}
 	}
 }

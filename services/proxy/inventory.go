@@ -56,8 +56,12 @@ type Inventory struct {
 
 	mu         sync.RWMutex
 	byProvider map[string]*providerModels
-	sf         singleflight.Group
-	kick       chan struct{}
+	// byModel is, for each model a provider's inventory lists, the providers listing it,
+	// sorted: ServedBy is asked on every request naming a bare model. Made anew (never
+	// changed in place: ServedBy's callers keep the slices) whenever an inventory changes.
+	byModel map[string][]string
+	sf      singleflight.Group
+	kick    chan struct{}
 }
 
 // NewInventory builds an empty inventory; Run fills it.
@@ -140,6 +144,7 @@ func (i *Inventory) RefreshAll(ctx context.Context) {
 			delete(i.byProvider, name)
 		}
 	}
+	i.reindex()
 	i.mu.Unlock()
 }
 
@@ -183,6 +188,7 @@ func (i *Inventory) Refresh(ctx context.Context, p *catalog.ProviderEntry) error
 		for _, n := range names {
 			pm.set[n] = struct{}{}
 		}
+		i.reindex()
 		return nil, nil
 	})
 	return err
@@ -212,18 +218,26 @@ func (i *Inventory) Lookup(provider, model string) (found, listed bool) {
 	return found, true
 }
 
-// ServedBy returns the providers whose inventory lists this bare model name.
+// ServedBy returns the providers whose inventory lists this bare model name, sorted. The
+// slice is shared: callers only read it.
 func (i *Inventory) ServedBy(model string) []string {
 	i.mu.RLock()
 	defer i.mu.RUnlock()
-	var out []string
+	return i.byModel[model]
+}
+
+// reindex makes byModel anew from the inventories; the caller holds mu for writing.
+func (i *Inventory) reindex() {
+	m := make(map[string][]string, len(i.byModel))
 	for name, pm := range i.byProvider {
-		if _, ok := pm.set[model]; ok {
-			out = append(out, name)
+		for n := range pm.set {
+			m[n] = append(m[n], name)
 		}
 	}
-	sort.Strings(out)
-	return out
+	for _, provs := range m {
+		sort.Strings(provs)
+	}
+	i.byModel = m
 }
 
 // List returns the union of the providers' models as provider/model, sorted. A provider whose
