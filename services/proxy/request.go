@@ -39,14 +39,10 @@ func DecodeRequest(body []byte) (Request, *errs.Error) {
 		return Request{}, errInvalid("invalid_request", "proxy.body_not_object")
 	}
 	doc := convo.View(trimmed) // read in place: what is kept below is copied
-	if !convo.Document(doc, nil) {
-		var v any
-		return Request{}, errInvalid("invalid_request", "proxy.body_invalid_json", jsonErrorText(json.Unmarshal(trimmed, &v)))
-	}
-	// One walk over the top-level members finds a duplicate key and the two values routing needs.
+	// The walk that validates the document finds a duplicate key and the values routing needs.
 	var model, stream string
 	reasoning := false
-	dup := topKeys(doc, func(k, v string) {
+	valid, dup := topKeys(doc, func(k, v string) {
 		switch k {
 		case "model":
 			model = v
@@ -56,6 +52,10 @@ func DecodeRequest(body []byte) (Request, *errs.Error) {
 			reasoning = reasoning || reasoningField(k, v)
 		}
 	})
+	if !valid {
+		var v any
+		return Request{}, errInvalid("invalid_request", "proxy.body_invalid_json", jsonErrorText(json.Unmarshal(trimmed, &v)))
+	}
 	if dup != "" {
 		return Request{}, errInvalid("duplicate_key", "proxy.duplicate_key", dup)
 	}
@@ -145,16 +145,17 @@ func jsonAt(b []byte, path string) gjson.Result { return gjson.Get(convo.View(b)
 // are never read on the way through (a translated body is decoded and written anew, so the
 // upstream sees what was read).
 func duplicateKey(obj []byte) string {
-	return topKeys(convo.View(obj), nil)
+	_, dup := topKeys(convo.View(obj), nil)
+	return dup
 }
 
-// topKeys walks the members of the valid object doc, calling f (when not nil) with each key and
-// its value as it stands, and returns the first key met twice (see duplicateKey), copied.
-func topKeys(doc string, f func(k, v string)) string {
-	var dup string
+// topKeys validates the object doc while it walks its members, calling f (when not nil) with
+// each key and its value as it stands; it reports whether doc is valid and the first key met
+// twice (see duplicateKey), copied.
+func topKeys(doc string, f func(k, v string)) (valid bool, dup string) {
 	var small [24]string
 	seen := small[:0]
-	convo.FieldsOf(doc, func(k, v string) {
+	valid = convo.Members(doc, func(k, v string) {
 		if dup != "" {
 			return
 		}
@@ -180,5 +181,5 @@ func topKeys(doc string, f func(k, v string)) string {
 			f(k, v)
 		}
 	})
-	return dup
+	return valid, dup
 }

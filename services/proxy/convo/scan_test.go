@@ -108,3 +108,27 @@ func FuzzWalkers(f *testing.F) {
 		}
 	})
 }
+
+// FuzzMembers: Members agrees with Document on validity, and on a valid object hands over the
+// members FieldsOf walks, in order.
+func FuzzMembers(f *testing.F) {
+	f.Add([]byte(`{ "a" : [ "x\\\"" , {"b":"\\\\"} , 1e5 , true ] , "c\u0041" : "\"" , "d":null }`))
+	f.Add([]byte(`{"a":1,"b":}`))
+	f.Add([]byte(`{"a":{"b":[1,2,{"c":"d"}]},"e":"f"} `))
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		s := string(doc)
+		var got []string
+		valid := Members(s, func(k, v string) { got = append(got, k+"="+v) })
+		if valid != Document(s, nil) {
+			t.Fatalf("%q: Members says valid=%v, Document the opposite", s, valid)
+		}
+		if !valid {
+			return
+		}
+		var want []string
+		FieldsOf(s[skipSpace(s, 0):], func(k, v string) { want = append(want, k+"="+v) })
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Fatalf("%q:\nMembers  %q\nFieldsOf %q", s, got, want)
+		}
+	})
+}
