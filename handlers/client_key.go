@@ -10,13 +10,15 @@ import (
 const clientKeyKey = "switchyard.client_key"
 
 // SetClientKey notes the client key that authenticated a proxy request (the edge calls it).
-func SetClientKey(c echo.Context, id clientkeys.Identity) { c.Set(clientKeyKey, id) }
+func SetClientKey(c echo.Context, id *clientkeys.Identity) { c.Set(clientKeyKey, id) }
 
 // clientKeyOf is the client key of a proxy request; the zero Identity (no restrictions, no
 // leases) when none was noted.
 func clientKeyOf(c echo.Context) clientkeys.Identity {
-	id, _ := c.Get(clientKeyKey).(clientkeys.Identity)
-	return id
+	if id, _ := c.Get(clientKeyKey).(*clientkeys.Identity); id != nil {
+		return *id
+	}
+	return clientkeys.Identity{}
 }
 
 // ClientKeyOf is the client key of a proxy request (the zero Identity when none was noted).

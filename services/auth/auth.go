@@ -119,7 +119,7 @@ func (s *Service) AllowLogin(client string) bool {
 // while its budget of failed checks lasts, else how long until it may try again. Its budget is
 // that of the password login (a budget of its own): 5 failures at once, then one every 12 s.
 func (s *Service) CredentialWait(client string) time.Duration {
-	return s.credentials.wait(client, s.now())
+	return s.credentials.wait(client, s.now)
 }
 
 // CredentialFailed spends one attempt of the client's budget for a bearer token or client key

@@ -3,6 +3,7 @@ package auth
 import (
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -20,6 +21,9 @@ type throttle struct {
 	mu        sync.RWMutex // the table; each entry's limiter has a lock of its own
 	clients   map[string]*throttleEntry
 	lastPrune time.Time
+	// held is len(clients), kept under mu and read without it: wait, asked on every request,
+	// takes no lock and reads no clock while no client has been refused lately.
+	held atomic.Int64
 }
 
 type throttleEntry struct {
@@ -47,12 +51,14 @@ func (t *throttle) entry(client string, now time.Time) *throttleEntry {
 				delete(t.clients, k)
 			}
 		}
+		t.held.Store(int64(len(t.clients)))
 		t.lastPrune = now
 	}
 	e, ok := t.clients[client]
 	if !ok {
 		e = &throttleEntry{lim: rate.NewLimiter(rate.Every(t.interval), t.burst)}
 		t.clients[client] = e
+		t.held.Store(int64(len(t.clients)))
 	}
 	e.seen = now
 	return e
@@ -67,17 +73,17 @@ func (t *throttle) take(client string, now time.Time) bool {
 
 // wait is how long the client has to wait before its next attempt: 0 while its budget lasts.
 // Asking spends nothing and remembers nothing (a client never refused has no entry).
-func (t *throttle) wait(client string, now time.Time) time.Duration {
-	t.mu.RLock()
-	var e *throttleEntry
-	if len(t.clients) > 0 { // none refused lately (the usual case): no address to parse
-		e = t.clients[clientNetwork(client)]
+func (t *throttle) wait(client string, now func() time.Time) time.Duration {
+	if t.held.Load() == 0 {
+		return 0 // none refused lately (the usual case)
 	}
+	t.mu.RLock()
+	e := t.clients[clientNetwork(client)]
 	t.mu.RUnlock()
 	if e == nil {
 		return 0
 	}
-	tokens := e.lim.TokensAt(now)
+	tokens := e.lim.TokensAt(now())
 	if tokens >= 1 {
 		return 0
 	}

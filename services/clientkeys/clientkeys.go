@@ -184,9 +184,11 @@ func (s *Service) reload(ctx context.Context) error {
 }
 
 // Authenticate checks a presented key against the active keys without touching the database.
-func (s *Service) Authenticate(presented string) (Identity, bool) {
+// The identity is the key's own, shared and never changed (a change to the key makes a new
+// one): a request holds it without a copy.
+func (s *Service) Authenticate(presented string) (*Identity, bool) {
 	if !strings.HasPrefix(presented, KeyPrefix) || len(presented) > 200 {
-		return Identity{}, false
+		return nil, false
 	}
 	// The lookup is by SHA-256 of the key: equal hashes mean equal keys, and the map's timing
 	// depends on the hash, not on how much of the secret matched.
@@ -194,10 +196,10 @@ func (s *Service) Authenticate(presented string) (Identity, bool) {
 	// copy and no hex string per request.
 	e, ok := (*s.active.Load())[sha256.Sum256(unsafe.Slice(unsafe.StringData(presented), len(presented)))]
 	if !ok {
-		return Identity{}, false
+		return nil, false
 	}
 	e.lastUsed.Store(s.now().UnixMilli())
-	return e.Identity, true
+	return &e.Identity, true
 }
 
 // Create makes a new key and returns it; the key is not retrievable later. The name is required;

@@ -167,7 +167,15 @@ func (e *Engine) begin(ctx context.Context, w http.ResponseWriter, raw []byte, i
 	// that does not hold, a bad field, a full queue) is logged with what it asked for, its stream
 	// flag too. The key's allow-list is checked first, on the name as written, so a refused key
 	// learns nothing about which models exist and nothing is fetched or sent for it.
-	if m := peekModel(raw); m != "" {
+	// The body is decoded first: when it is valid, its model is the one peekModel would read
+	// (a trimmed top-level string), without a second pass over the body. An invalid body is
+	// refused after the checks below, as before, so it is logged with the model it names.
+	req, derr := DecodeRequest(raw)
+	m := req.Model
+	if derr != nil {
+		m = peekModel(raw)
+	}
+	if m != "" {
 		tr.Model = m
 		if !e.ModelAllowed(tr.Access, m) {
 			aerr := errModelNotAllowed(m)
@@ -187,7 +195,6 @@ func (e *Engine) begin(ctx context.Context, w http.ResponseWriter, raw []byte, i
 			}
 		}
 	}
-	req, derr := DecodeRequest(raw)
 	if derr != nil {
 		tr.Stream = peekStream(raw, countTokens)
 		return nil, nil, derr
