@@ -8,7 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync/atomic"
+	"time"
 
 	"switchyard/services/catalog"
 	"switchyard/services/errs"
@@ -63,13 +63,16 @@ func (e *Engine) attempt(ctx context.Context, cancel context.CancelFunc, c *call
 	if err != nil {
 		return attemptResult{err: &errs.Error{Code: errs.Internal, Msg: errs.M("err.internal"), Err: err}}
 	}
-	var firstByteLate atomic.Bool
+	limits := c.limits
+	if limits == nil { // a call made outside work's loop (tests): the first-byte limit alone
+		limits = newAttemptLimits(e.opt.Clock, cancel, time.Time{}, 0)
+	}
 	firstByte := ms(c.snap.Resilience().Streams.FirstByteTimeoutMS)
-	timer := e.opt.Clock.AfterFunc(firstByte, func() { firstByteLate.Store(true); cancel() })
+	limits.awaitHeaders(firstByte)
 	resp, err := e.rt.RoundTrip(req)
-	timer.Stop()
+	limits.gotHeaders()
 	if err != nil {
-		if firstByteLate.Load() {
+		if limits.firstByteLate() {
 			r := transportFailure(p.Name, context.DeadlineExceeded)
 			r.err.Msg = errs.M("proxy.first_byte_timeout", p.Name, firstByte.String())
 			return r

@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"switchyard/services/catalog"
@@ -65,6 +64,8 @@ type call struct {
 	// apply to them, and their first attempt is a failover when an earlier target was tried.
 	inCombo   bool
 	firstKind string
+	// limits are the running attempt's time limits (nil between attempts).
+	limits *attemptLimits
 	// answered is when the answer began to go to the client (zero: it never did).
 	answered time.Time
 	// last is the call's last failed attempt, classified; nil when none failed. timedOut is set
@@ -239,12 +240,13 @@ func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*err
 		e.pinAttempt(c, conn)
 		c.trace.attempt(conn, stepKind, began)
 		actx, cancel := context.WithCancel(ctx)
-		var execTimedOut atomic.Bool
-		backstop := e.opt.Clock.AfterFunc(deadline, func() { execTimedOut.Store(true); cancel() })
+		limits := newAttemptLimits(e.opt.Clock, cancel, began, deadline)
+		c.limits = limits
 		stat := e.stats.get(connStatKey(conn.ID))
 		stat.begin()
 		res := e.attemptOn(actx, cancel, w, c, conn, began.Add(deadline))
-		backstop.Stop()
+		limits.stop()
+		c.limits = nil
 		if res.err == nil {
 			stat.end(true, e.opt.Clock.Since(began))
 		} else {
@@ -252,7 +254,7 @@ func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*err
 		}
 		step := c.trace.step() // the last call (a Claude account may have made several)
 		step.end(res.status, e.opt.Clock.Now())
-		if res.err == nil && !execTimedOut.Load() {
+		if res.err == nil && !limits.timedOut() {
 			e.opt.Observer.Attempt(c.t.provider.Name, "ok", kind)
 			e.opt.Cooldowns.RecordSuccess(conn.ID)
 			e.opt.Lockouts.RecordSuccess(c.t.provider.Name, conn.ID, c.t.model)
@@ -266,7 +268,7 @@ func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*err
 		cancel()
 		adm.done()
 		res.discard()
-		if res.aborted != "" && ctx.Err() == nil && !execTimedOut.Load() {
+		if res.aborted != "" && ctx.Err() == nil && !limits.timedOut() {
 			e.opt.Observer.StreamEnd(c.t.provider.Name, res.aborted, true)
 			if !c.snap.Resilience().Streams.WatchdogCoolsConnection {
 				// A local decision: the connection is not cooled and the breaker is not told;
@@ -286,7 +288,7 @@ func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*err
 			step.Reason = "client_closed"
 			return clientGone(), &resilience.Result{ClientAbort: true} // never the upstream's fault
 		}
-		if execTimedOut.Load() {
+		if limits.timedOut() {
 			step.Reason = resilience.CodeExecutionTimeout
 			c.timedOut = true
 			return fail(errs.Timeout, resilience.CodeExecutionTimeout, "proxy.execution_timeout",
