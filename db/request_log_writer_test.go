@@ -65,4 +65,17 @@ func TestRequestLogWriter(t *testing.T) {
 	if err := d.R.Get(&count, `SELECT count(*) FROM request_log`); err != nil || count != len(all) {
 		t.Fatalf("%d rows after a failed batch, want %d (%v)", count, len(all), err)
 	}
+	// A taken id within a multi-row statement fails it too, and the writer goes on afterwards.
+	dup = dup[:requestLogBatch]
+	dup[5] = all[7]
+	if err := d.WithTx(ctx, func(tx *Tx) error { return w.Insert(ctx, tx, dup) }); err == nil {
+		t.Fatal("a multi-row insert with a taken id succeeded")
+	}
+	dup[5].ID = next + 10_000
+	if err := d.WithTx(ctx, func(tx *Tx) error { return w.Insert(ctx, tx, dup) }); err != nil {
+		t.Fatalf("the insert after a failed one: %v", err)
+	}
+	if err := d.R.Get(&count, `SELECT count(*) FROM request_log`); err != nil || count != len(all)+requestLogBatch {
+		t.Fatalf("%d rows, want %d (%v)", count, len(all)+requestLogBatch, err)
+	}
 }

@@ -214,6 +214,7 @@ func (r Range) window(now time.Time) (first int64, per int64, start time.Time) {
 // eachCell calls f, under the lock, for every cell of the range as it ends now, with the step
 // the cell falls in; it returns the start of the first step.
 func (s *Service) eachCell(r Range, f func(step int64, d dim, c *cell)) (start time.Time) {
+	s.catchUp()
 	first, per, start := r.window(s.now())
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -294,6 +295,7 @@ type Usage struct {
 
 // KeyUsage sums each client key's traffic from since on (at most a day back).
 func (s *Service) KeyUsage(since time.Time) map[int64]Usage {
+	s.catchUp()
 	from := since.Unix() / 60
 	out := map[int64]Usage{}
 	s.mu.Lock()

@@ -159,20 +159,25 @@ type Service struct {
 	// bodies counts the captured body bytes handed over and not yet written (maxPendingBodies).
 	bodies atomic.Int64
 
-	// queue holds the entries handed over and not yet taken by the runner (at most
-	// Options.Buffer). Record appends under qmu and wakes the runner only when the queue was
-	// empty; the runner takes the whole queue at once. Under load a wake-up so takes many
-	// entries, where a channel send per entry woke the runner for each.
+	// queue holds the entries handed over and not yet taken (at most Options.Buffer). Record
+	// appends under qmu and wakes the runner only when takeBatch entries wait; otherwise the
+	// runner takes them at its next tick (FlushInterval), and a reader of the aggregates takes
+	// them first itself (catchUp). Waking the runner for each request cost a switch to it and
+	// back on every request.
 	qmu   sync.Mutex
 	queue []Entry
-	// wake tells the runner that entries wait; syncs asks it to write everything recorded.
+	// wake tells the runner that a batch waits; syncs asks it to write everything recorded.
 	wake  chan struct{}
 	syncs chan chan error
 
+	// tmu guards what taking the queue changes: the ids, the spare slice and the pending
+	// entries. The runner takes and flushes; a reader of the aggregates may take too.
+	tmu     sync.Mutex
+	nextID  int64
+	spare   []Entry // the queue's other slice, swapped in when the queue is taken
+	pending []Entry
+
 	// Owned by the runner.
-	nextID    int64
-	spare     []Entry // the queue's other slice, swapped in when the runner takes the queue
-	pending   []Entry
 	rows      []db.RequestLogRow
 	writer    *db.RequestLogWriter // prepared at the first flush that writes rows
 	lastPrune time.Time
@@ -256,9 +261,9 @@ func (s *Service) Record(e Entry) {
 		return
 	}
 	s.queue = append(s.queue, e)
-	first := len(s.queue) == 1
+	batch := len(s.queue) == takeBatch
 	s.qmu.Unlock()
-	if first {
+	if batch {
 		select {
 		case s.wake <- struct{}{}:
 		default: // a wake-up is already due
@@ -287,7 +292,7 @@ func (s *Service) Run(ctx context.Context) {
 			_ = s.flush(context.WithoutCancel(ctx))
 			return
 		case <-s.wake:
-			if s.take(); len(s.pending) >= flushBatch {
+			if s.take() >= flushBatch {
 				_ = s.flush(ctx)
 			}
 		case done := <-s.syncs:
@@ -300,6 +305,10 @@ func (s *Service) Run(ctx context.Context) {
 	}
 }
 
+// takeBatch is how many queued entries wake the runner before its tick: the queue stays far
+// below Options.Buffer at any rate the gateway serves.
+const takeBatch = 256
+
 // flushBatch is how many pending entries are written at once, before the flush interval: a
 // transaction of 1,024 rows costs up to a tenth less per row than one of 256
 // (BenchmarkInsertRequestLog), and at a steady few hundred requests a second the interval
@@ -310,8 +319,10 @@ const flushBatch = 1024
 const keptEntries = 2 * flushBatch
 
 // take moves the queued entries to the pending ones, giving each its id and adding it to the
-// aggregates.
-func (s *Service) take() {
+// aggregates, and returns how many are pending.
+func (s *Service) take() int {
+	s.tmu.Lock()
+	defer s.tmu.Unlock()
 	s.qmu.Lock()
 	taken := s.queue
 	s.queue, s.spare = s.spare[:0], nil
@@ -325,7 +336,12 @@ func (s *Service) take() {
 	if cap(taken) <= keptEntries {
 		s.spare = taken[:0]
 	}
+	return len(s.pending)
 }
+
+// catchUp takes what waits in the queue, so a reader of the aggregates sees every request
+// recorded before it asked.
+func (s *Service) catchUp() { s.take() }
 
 // Sync returns once every entry recorded before it is written (or ctx ends).
 func (s *Service) Sync(ctx context.Context) error {
@@ -393,6 +409,7 @@ func (s *Service) flush(ctx context.Context) error {
 		s.opt.Log.Warn("request log fell behind; entries dropped", "dropped", n)
 	}
 	rows := s.rows[:0]
+	s.tmu.Lock()
 	if s.opt.Retention > 0 {
 		for i := range s.pending {
 			rows = append(rows, s.row(&s.pending[i]))
@@ -403,11 +420,15 @@ func (s *Service) flush(ctx context.Context) error {
 	}
 	clear(s.pending)
 	s.pending = s.pending[:0]
+	if cap(s.pending) > keptEntries {
+		s.pending = nil
+	}
+	s.tmu.Unlock()
 	defer func() {
 		clear(rows)
 		s.rows = rows[:0]
-		if cap(s.pending) > keptEntries {
-			s.pending, s.rows = nil, nil
+		if cap(rows) > keptEntries {
+			s.rows = nil
 		}
 	}()
 	s.mu.Lock()
