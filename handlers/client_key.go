@@ -4,7 +4,22 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"switchyard/services/clientkeys"
+	"switchyard/services/proxy"
 )
+
+// traceKey holds, on the echo context, a proxy request's trace: the edge creates it, the engine
+// fills it in, the request log and the metrics read it. On the echo context, not the request's
+// context: that would cost a copy of the request and a context value on every call.
+const traceKey = "switchyard.trace"
+
+// SetTrace gives a proxy request its trace (the edge calls it).
+func SetTrace(c echo.Context, tr *proxy.Trace) { c.Set(traceKey, tr) }
+
+// TraceOf is a proxy request's trace, nil when it has none.
+func TraceOf(c echo.Context) *proxy.Trace {
+	tr, _ := c.Get(traceKey).(*proxy.Trace)
+	return tr
+}
 
 // clientKeyKey holds, on the echo context, the client key the edge authenticated.
 const clientKeyKey = "switchyard.client_key"

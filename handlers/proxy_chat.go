@@ -100,7 +100,7 @@ func (p *Proxy) serve(c echo.Context, surface func(*proxy.Engine, context.Contex
 		return err
 	}
 	r := c.Request()
-	if e := surface(p.Engine, r.Context(), c.Response(), body, r.Header, proxy.TraceFrom(r.Context())); e != nil {
+	if e := surface(p.Engine, r.Context(), c.Response(), body, r.Header, TraceOf(c)); e != nil {
 		return e
 	}
 	return nil
@@ -128,7 +128,7 @@ func (p *Proxy) CountTokens(c echo.Context) error {
 		return err
 	}
 	r := c.Request()
-	if e := p.Engine.CountTokens(r.Context(), c.Response(), body, r.Header, proxy.TraceFrom(r.Context())); e != nil {
+	if e := p.Engine.CountTokens(r.Context(), c.Response(), body, r.Header, TraceOf(c)); e != nil {
 		return e
 	}
 	return nil

@@ -7,7 +7,7 @@ import (
 )
 
 // The edge's own per-request values live on the echo context behind these typed accessors;
-// values the handlers and the engine share travel in the request context (proxy.WithTrace).
+// those the handlers read too (a proxy request's trace and client key) have theirs in handlers.
 const (
 	requestIDKey = "switchyard.request_id"
 	errorKey     = "switchyard.error"

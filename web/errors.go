@@ -156,7 +156,7 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 			e = unknownAddress(c.Request(), err)
 		}
 		setRequestError(c, e)
-		if tr := proxy.TraceFrom(c.Request().Context()); tr != nil && tr.ErrorCode == "" {
+		if tr := handlers.TraceOf(c); tr != nil && tr.ErrorCode == "" {
 			tr.ErrorCode = e.ReasonCode()
 		}
 		if c.Response().Committed || e.Code == errs.ClientClosed {

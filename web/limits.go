@@ -8,7 +8,6 @@ import (
 
 	"switchyard/handlers"
 	"switchyard/services/errs"
-	"switchyard/services/proxy"
 	"switchyard/services/spend"
 )
 
@@ -80,7 +79,7 @@ type keyLimitDiagnostics struct {
 func finishKey(l KeyLimiter, c echo.Context, id int64, lim spend.Limits) {
 	var u spend.Usage
 	var cost float64
-	if tr := proxy.TraceFrom(c.Request().Context()); tr != nil {
+	if tr := handlers.TraceOf(c); tr != nil {
 		u, cost = tr.Usage, tr.CostUSD
 	}
 	l.Finish(id, lim, u, cost)

@@ -98,7 +98,7 @@ func logRequest(log *slog.Logger, c echo.Context, start time.Time) {
 	now := time.Now()
 	l := requestLine{Level: slog.LevelInfo, RequestID: requestIDOf(c), Method: r.Method, Path: r.URL.Path,
 		Status: c.Response().Status, Bytes: c.Response().Size, Duration: now.Sub(start)}
-	if tr := proxy.TraceFrom(r.Context()); tr != nil {
+	if tr := handlers.TraceOf(c); tr != nil {
 		l.ErrorCode = tr.ErrorCode
 		if tr.Provider != "" {
 			l.Upstream, l.Provider, l.Model, l.ConnectionID, l.Attempts = true, tr.Provider, tr.Model, tr.ConnectionID, tr.Attempts
@@ -119,8 +119,7 @@ func logRequest(log *slog.Logger, c echo.Context, start time.Time) {
 func trace() echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			r := c.Request()
-			c.SetRequest(r.WithContext(proxy.WithTrace(r.Context(), &proxy.Trace{})))
+			handlers.SetTrace(c, &proxy.Trace{})
 			return next(c)
 		}
 	}
@@ -146,7 +145,7 @@ func observe(m *metrics.Metrics, route string) echo.MiddlewareFunc {
 //go:noinline
 func observed(m *metrics.Metrics, route string, c echo.Context, start time.Time) {
 	provider, model := "", ""
-	if tr := proxy.TraceFrom(c.Request().Context()); tr != nil {
+	if tr := handlers.TraceOf(c); tr != nil {
 		provider, model = tr.Provider, tr.MetricModel
 	}
 	m.Request(route, c.Response().Status, provider, model, time.Since(start))
@@ -371,7 +370,7 @@ func checkClientKey(c echo.Context, k *clientkeys.Service, a *auth.Service) erro
 	}
 	markAuthenticated(r)
 	liftBodyLimit(c)
-	if tr := proxy.TraceFrom(r.Context()); tr != nil {
+	if tr := handlers.TraceOf(c); tr != nil {
 		tr.ClientKeyID = id.KeyID
 		if id.Access != nil { // a nil *Access in the interface would not read as nil
 			tr.Access = id.Access

@@ -56,7 +56,7 @@ func recordEntry(rec RequestRecorder, m *metrics.Metrics, c echo.Context, at, st
 	if in != nil {
 		e.Capture = &traffic.Capture{Request: in.buf, RequestSize: in.n, Response: out.buf, ResponseSize: out.n}
 	}
-	if tr := proxy.TraceFrom(c.Request().Context()); tr != nil {
+	if tr := handlers.TraceOf(c); tr != nil {
 		fromTrace(&e, tr)
 	}
 	if re := requestErrorOf(c); re != nil {
@@ -70,7 +70,7 @@ func recordEntry(rec RequestRecorder, m *metrics.Metrics, c echo.Context, at, st
 	}
 	if e.ClientKeyID != 0 && (e.InputTokens > 0 || e.OutputTokens > 0 || e.Priced) {
 		model := e.Model
-		if tr := proxy.TraceFrom(c.Request().Context()); tr != nil {
+		if tr := handlers.TraceOf(c); tr != nil {
 			model = tr.MetricModel // bounded: listed models, else "unlisted"
 		}
 		m.Spend(handlers.ClientKeyOf(c).Name, e.Provider, model, e.InputTokens, e.OutputTokens, e.CacheReadTokens,

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"strconv"
 	"time"
 	"unsafe"
@@ -181,17 +180,3 @@ func (nopObserver) QueueRejected(string, string, string) {}
 func (nopObserver) FailOpen(string, string)              {}
 func (nopObserver) StreamEnd(string, string, bool)       {}
 func (nopObserver) Dropped(string, string)               {}
-
-type traceKey struct{}
-
-// WithTrace returns ctx carrying the request's trace; the edge creates it, the engine fills it
-// in, the request log and metrics read it.
-func WithTrace(ctx context.Context, t *Trace) context.Context {
-	return context.WithValue(ctx, traceKey{}, t)
-}
-
-// TraceFrom returns the request's trace, nil when there is none.
-func TraceFrom(ctx context.Context) *Trace {
-	t, _ := ctx.Value(traceKey{}).(*Trace)
-	return t
-}
