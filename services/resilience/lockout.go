@@ -623,16 +623,7 @@ func (l *Lockouts) Sweep() int {
 
 // RunSweeper sweeps every interval until ctx ends.
 func (l *Lockouts) RunSweeper(ctx context.Context, interval time.Duration) {
-	t := l.clock.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.Chan():
-			l.Sweep()
-		}
-	}
+	runEvery(ctx, l.clock, interval, func() { l.Sweep() })
 }
 
 // Now is the lockout table's clock.
