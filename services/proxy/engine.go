@@ -139,6 +139,10 @@ func New(opt Options) *Engine {
 }
 
 // NewTransport returns the HTTP transport tuned for many concurrent upstream calls and streams.
+// It sets no response header timeout: a proxied call's wait for its headers is bounded by its
+// attempt (streams.first_byte_timeout_ms, up to an hour, which a fixed transport timeout would
+// cut short, on a timer of its own on every call); calls made through NewClient are bounded by
+// the client's timeout.
 func NewTransport() *http.Transport {
 	return &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
@@ -149,7 +153,6 @@ func NewTransport() *http.Transport {
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
-		ResponseHeaderTimeout: 10 * time.Minute,
 		// Compressed SSE would be buffered by the decompressor; ask upstreams for identity.
 		DisableCompression: true,
 	}
@@ -185,10 +188,15 @@ func dialWithConnectTimeout(ctx context.Context, network, addr string) (net.Conn
 const streamReadBuffer = 1 << 10
 
 // NewClient returns the HTTP client for calls to upstreams: NewTransport, and redirects are
-// never followed.
+// never followed. A call through the client (a sign-in, a usage poll, a model list, a
+// connection test) ends after clientTimeout; the engine's proxied calls use its transport
+// directly, bounded by their attempts' limits.
 func NewClient() *http.Client {
-	return &http.Client{Transport: NewTransport(), CheckRedirect: refuseRedirect}
+	return &http.Client{Transport: NewTransport(), CheckRedirect: refuseRedirect, Timeout: clientTimeout}
 }
+
+// clientTimeout bounds a whole call made through NewClient's client.
+const clientTimeout = 10 * time.Minute
 
 // refuseRedirect makes a client hand back a 3xx answer instead of following it. Following one
 // would send the call again, to wherever the upstream points (an internal address included),

@@ -115,3 +115,15 @@ func TestAttemptLimitsStopAndNoBackstop(t *testing.T) {
 		t.Fatalf("first byte without a backstop: cancels %d", cancels.Load())
 	}
 }
+
+// The transport the engine calls upstreams through sets no response header timeout of its own:
+// first_byte_timeout_ms (up to an hour) is the bound, kept by the attempt's limits. Calls made
+// through the client (sign-ins, usage polls, model lists) have the client's bound.
+func TestTransportLeavesTheHeaderWaitToTheAttempt(t *testing.T) {
+	if d := NewTransport().ResponseHeaderTimeout; d != 0 {
+		t.Fatalf("the transport cuts a header wait at %v", d)
+	}
+	if c := NewClient(); c.Timeout != clientTimeout || c.Timeout <= 0 {
+		t.Fatalf("the client's calls are bounded by %v", c.Timeout)
+	}
+}
