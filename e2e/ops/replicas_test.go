@@ -612,6 +612,16 @@ func TestReplicasShareSessionLeases(t *testing.T) {
 	}
 	took := eventually(t, "B serves the lease holder", func() bool { return chat(b, key, held) == 200 })
 	t.Logf("the lease reached B after %v", took)
+	// That B serves the holder does not mean the lease has reached C: until it has, C may
+	// still give c1 to another key.
+	eventually(t, "C keeps other keys off the leased connection", func() bool {
+		n := len(up.ChatRequests())
+		if chat(c, plain, nil) != 200 {
+			return false
+		}
+		used := testenv.UsedKeys(up, n)
+		return len(used) == 1 && used[0] == "sk-c2"
+	})
 	from := len(up.ChatRequests())
 	for range 2 {
 		if st := chat(b, key, held); st != 200 {
