@@ -78,7 +78,10 @@
 // BENCH_SWITCHYARD_BIN="" (a prebuilt binary instead of building this tree: with BENCH_SURFACES=none
 // it compares two builds, an older one included, under the same harness), BENCH_STORE=sqlite
 // ("postgres": the gateway keeps its store in a private PostgreSQL the harness starts on
-// loopback; needs Debian's postgresql; make bench-store compares the two).
+// loopback; needs Debian's postgresql; make bench-store compares the two), BENCH_PAIRED_ROUNDS=3
+// (after the interleaved rounds, each native scenario again with the bare proxy and Switchyard
+// loaded at the same time, for a CPU ratio the host's moment-to-moment load moves less; 0 leaves
+// it out).
 //
 // Output: a Markdown report on stdout and in docs/bench/latest.md, the raw numbers in
 // docs/bench/latest.json.
@@ -252,6 +255,7 @@ type benchConfig struct {
 	Store           string        `json:"store"`
 	Strict          bool          `json:"strict"`
 	SurfaceModels   []string      `json:"surface_scenarios"`
+	PairedRounds    int           `json:"paired_rounds"`
 	// Scenarios names the rounds' scenarios to run (their native rows' names, with their
 	// translated rows); empty: all.
 	Scenarios []string `json:"scenarios,omitempty"`
@@ -289,6 +293,7 @@ func benchLoadConfig(t *testing.T) benchConfig {
 		SwitchyardArgs:  os.Getenv("BENCH_SWITCHYARD_ARGS"),
 		SwitchyardEnv:   os.Getenv("BENCH_SWITCHYARD_ENV"),
 		Store:           os.Getenv("BENCH_STORE"),
+		PairedRounds:    benchEnvInt(t, "BENCH_PAIRED_ROUNDS", 3, 0, 20),
 	}
 	switch c.Store {
 	case "":
@@ -1987,6 +1992,7 @@ type benchReport struct {
 	PeakRSSMB       map[string]float64     `json:"peak_rss_after_rounds_mb"`
 	PeakRSSAllMB    map[string]float64     `json:"peak_rss_after_rate_search_mb"`
 	Plateau         benchPlateau           `json:"rss_after_load"`
+	Paired          []benchPairedRow       `json:"paired_cpu,omitempty"`
 	Checks          []benchCheck           `json:"checks"`
 	RequestLogLines int                    `json:"switchyard_request_log_lines"`
 	LogBytes        int64                  `json:"switchyard_log_bytes"`
@@ -2168,6 +2174,11 @@ func TestBench(t *testing.T) {
 		}
 	}
 	rep.Scenarios = results
+	if cfg.PairedRounds > 0 {
+		for _, g := range groups {
+			rep.Paired = append(rep.Paired, benchPairedCPU(t, g, cfg, tick))
+		}
+	}
 	for _, p := range []*benchProc{bare, sy} {
 		_, hwm := p.mem()
 		rep.PeakRSSMB[p.name] = benchMB(hwm)
@@ -2363,6 +2374,65 @@ func benchSummarise(res *benchScenarioResult) {
 	if res.Stream && b.AddedTTFT.P50 > 0 {
 		res.TTFTRatio = s.AddedTTFT.P50 / b.AddedTTFT.P50
 	}
+}
+
+// benchPairedRow is one native scenario with the bare proxy and Switchyard loaded at the same
+// time (see benchPairedCPU).
+type benchPairedRow struct {
+	Scenario   string     `json:"scenario"`
+	Requests   [2]int     `json:"requests"`           // bare, Switchyard
+	Errors     [2]int     `json:"errors"`             // bare, Switchyard
+	CPUusReq   [2]float64 `json:"cpu_us_per_request"` // bare, Switchyard: utime+stime over all rounds ÷ requests
+	UserUsReq  [2]float64 `json:"cpu_user_us_per_request"`
+	Ratio      float64    `json:"cpu_ratio"`
+	RoundRatio []float64  `json:"cpu_ratio_by_round"`
+}
+
+// benchPairedCPU loads the bare proxy and Switchyard with a scenario's native requests at the same
+// time, each at the scenario's rate, for cfg.PairedRounds rounds of cfg.Duration, and compares
+// their CPU per request. In the interleaved rounds the two proxies are measured seconds apart,
+// and what else the host does in those seconds moves the ratio (the bare proxy alone varies by
+// 15 % and more between rows of the same work); here whatever the host does falls on both at
+// once. The rows are reported beside the rounds' and judge nothing.
+func benchPairedCPU(t *testing.T, g *benchGroup, cfg benchConfig, tick float64) benchPairedRow {
+	legs := [2]*benchLeg{g.legs[1], g.legs[2]} // bare, Switchyard (benchLegs' order)
+	row := benchPairedRow{Scenario: legs[0].rows[0].Name}
+	var ticks, uticks [2]int64
+	for r := range cfg.PairedRounds {
+		var runs [2]benchRun
+		var wg sync.WaitGroup
+		for i, leg := range legs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				runs[i] = leg.tg.attack(leg.req, g.sc.Rate, cfg.Duration)
+			}()
+		}
+		wg.Wait()
+		for i, run := range runs {
+			row.Requests[i] += run.Requests
+			row.Errors[i] += run.Errors
+			ticks[i] += run.CPUTicks
+			uticks[i] += run.CPUUser
+		}
+		if runs[0].CPUTicks > 0 && runs[0].Requests > 0 && runs[1].Requests > 0 {
+			row.RoundRatio = append(row.RoundRatio, float64(runs[1].CPUTicks)/float64(runs[1].Requests)/
+				(float64(runs[0].CPUTicks)/float64(runs[0].Requests)))
+		}
+		t.Logf("paired %d %-28s bare n=%d cpu=%dt · switchyard n=%d cpu=%dt", r+1, row.Scenario,
+			runs[0].Requests, runs[0].CPUTicks, runs[1].Requests, runs[1].CPUTicks)
+		time.Sleep(150 * time.Millisecond)
+	}
+	for i := range legs {
+		if row.Requests[i] > 0 {
+			row.CPUusReq[i] = float64(ticks[i]) * tick / float64(row.Requests[i])
+			row.UserUsReq[i] = float64(uticks[i]) * tick / float64(row.Requests[i])
+		}
+	}
+	if row.CPUusReq[0] > 0 {
+		row.Ratio = row.CPUusReq[1] / row.CPUusReq[0]
+	}
+	return row
 }
 
 // benchCompareNative sets a translated row's ratios to its native row.
@@ -2837,6 +2907,20 @@ func benchMarkdown(rep *benchReport) string {
 			bb, y := s.Targets["bare"], s.Targets["switchyard"]
 			fmt.Fprintf(&b, "| %s | %.1f (%.1f) | %.1f (%.1f) | %+.1f | %s | %.1f / %.1f |\n", s.Name, bb.CPUusPerReq, bb.SchedUsReq,
 				y.CPUusPerReq, y.SchedUsReq, y.CPUusPerReq-bb.CPUusPerReq, benchRatio(s.CPURatio), bb.UserUsReq, y.UserUsReq)
+		}
+
+		if len(rep.Paired) > 0 {
+			b.WriteString("\n## CPU per request, paired (µs; the bare proxy and Switchyard loaded at the same time, " +
+				"each at the row's rate, so what else the host does falls on both alike; beside the rounds above, judges nothing)\n\n" +
+				"| Scenario | Bare proxy | Switchyard | Ratio | Ratio by round | User time: bare / Switchyard | Errors (bare / Switchyard) |\n|---|---|---|---|---|---|---|\n")
+			for _, p := range rep.Paired {
+				rounds := make([]string, len(p.RoundRatio))
+				for i, r := range p.RoundRatio {
+					rounds[i] = fmt.Sprintf("%.2f", r)
+				}
+				fmt.Fprintf(&b, "| %s | %.1f | %.1f | %s | %s | %.1f / %.1f | %d / %d |\n", p.Scenario, p.CPUusReq[0], p.CPUusReq[1],
+					benchRatio(p.Ratio), strings.Join(rounds, " · "), p.UserUsReq[0], p.UserUsReq[1], p.Errors[0], p.Errors[1])
+			}
 		}
 
 		b.WriteString("\n## Translation (µs; each translated row is measured in the rounds of the native row with the same upstream work and shares its direct runs)\n\n")
