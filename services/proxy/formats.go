@@ -65,7 +65,7 @@ func newBridge(src, dst Format, req *convo.Request, created int64) *bridge {
 	return &bridge{r: codecs[dst].streamReader(), w: codecs[src].streamWriter(req, created), responses: src == FormatResponses}
 }
 
-func (b *bridge) Event(dst, ev []byte) []byte {
+func (b *bridge) Event(dst, ev []byte, _ eventLook) []byte {
 	b.evs = b.r.Read(b.evs[:0], ev)
 	for i := range b.evs {
 		e := &b.evs[i]

@@ -71,10 +71,11 @@ func TestRelayScrubsMidStreamErrors(t *testing.T) {
 	w := httptest.NewRecorder()
 	res := &attemptResult{held: [][]byte{first}, br: bufio.NewReader(strings.NewReader(rest)), wd: startWatchdog(clockwork.NewFakeClock(), FormatChat, watchConfig{readiness: time.Minute, idle: time.Minute}, func() {})}
 	end := relayStream(context.Background(), w, func() {}, res, slog.New(slog.DiscardHandler),
-		&passthrough{format: FormatChat, terminal: hasDone}, FormatChat, clean, func() {})
+		&passthrough{format: FormatChat}, FormatChat, clean, func() {})
 	out := w.Body.String()
-	if ok := end == ""; !ok || strings.Contains(out, secret) || strings.Count(out, "[redacted]") != 2 || !strings.Contains(out, "no error here") {
-		t.Fatalf("complete %v, client got:\n%s", ok, out)
+	// The stream reached its end; its end is the upstream's error, as the client saw it.
+	if end != endUpstreamErr || strings.Contains(out, secret) || strings.Count(out, "[redacted]") != 2 || !strings.Contains(out, "no error here") {
+		t.Fatalf("end %q, client got:\n%s", end, out)
 	}
 	if len(cleaned) != 2 {
 		t.Fatalf("%d events went through the scrubber, want the 2 error events: %q", len(cleaned), cleaned)

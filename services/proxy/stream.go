@@ -116,7 +116,8 @@ const (
 // why. It returns how the stream ended ("" = complete).
 //
 // clean scrubs an event that carries an error (an upstream may echo the credential in an error
-// event at any point of a stream); other events pass the cheap errorEvent check only.
+// event at any point of a stream); each event is looked at once (lookEvent), for the watchdog,
+// the scrub, the usage and the relay.
 //
 // written runs after the first bytes reached the client (time to first token).
 func relayStream(ctx context.Context, w http.ResponseWriter, commit func(), res *attemptResult, log *slog.Logger,
@@ -143,14 +144,14 @@ func relayStream(ctx context.Context, w http.ResponseWriter, commit func(), res 
 	}
 	defer flush()
 	var out []byte // one buffer for the client's bytes of every event
-	send := func(ev []byte) bool {
-		if errorEvent(ev) {
+	send := func(ev []byte, l *eventLook) bool {
+		if l.scrub {
 			ev = clean(ev)
 		}
-		if !readsUsage {
+		if !readsUsage && l.usage {
 			res.usage.observe(ev)
 		}
-		out = r.Event(out[:0], ev)
+		out = r.Event(out[:0], ev, *l)
 		if len(out) == 0 {
 			return true
 		}
@@ -160,16 +161,18 @@ func relayStream(ctx context.Context, w http.ResponseWriter, commit func(), res 
 		pending = true
 		return true
 	}
+	dst := res.wd.format
 	for i, ev := range res.held {
 		res.held[i] = nil // relayed: the event's memory may go
-		if !send(ev) {
+		// The watchdog saw the event when it was held; the relay looks at it now.
+		l := lookEvent(dst, ev)
+		if !send(ev, &l) {
 			return endClientGone
 		}
 	}
 	if r.Done() || res.done {
 		return relayEnd(r)
 	}
-	dst := res.wd.format
 	var buf []byte // one buffer for every upstream event: each is relayed before the next is read
 	for {
 		if !eventBuffered(res.br) {
@@ -180,8 +183,9 @@ func relayStream(ctx context.Context, w http.ResponseWriter, commit func(), res 
 		// An event cut by the end of the body is relayed only when it is whole anyway (a last
 		// event without its blank line); a partial one would corrupt the client's parse.
 		if len(bytes.TrimSpace(ev)) > 0 && (err == nil || wholeEvent(ev)) {
-			res.wd.observe(classifyEvent(dst, ev))
-			if !send(ev) {
+			l := lookEvent(dst, ev)
+			res.wd.observe(l.kind, l.useful)
+			if !send(ev, &l) {
 				return endClientGone
 			}
 		}

@@ -56,8 +56,9 @@ func benchStream(f Format) [][]byte {
 }
 
 // BenchmarkPassthroughStream: what the gateway does with each event of a stream it passes through
-// (no translation), apart from reading and writing it: the watchdog's classification, the error
-// check, the usage sniff and the relay's own look. One op is one whole stream.
+// (no translation), apart from reading and writing it: the look at the event (the watchdog's
+// classification, the error check, whether it carries usage), the usage read and the relay's own
+// work. One op is one whole stream.
 func BenchmarkPassthroughStream(b *testing.B) {
 	for f, name := range []string{FormatChat: "chat", FormatMessages: "messages", FormatResponses: "responses"} {
 		f := Format(f)
@@ -69,12 +70,14 @@ func BenchmarkPassthroughStream(b *testing.B) {
 				r := (&call{src: f, dst: f}).relay()
 				var u usageSeen
 				for _, ev := range evs {
-					classifyEvent(f, ev)
-					if errorEvent(ev) {
+					l := lookEvent(f, ev)
+					if l.scrub {
 						b.Fatal("an error event")
 					}
-					u.observe(ev)
-					out = r.Event(out[:0], ev)
+					if l.usage {
+						u.observe(ev)
+					}
+					out = r.Event(out[:0], ev, l)
 				}
 				if !r.Done() {
 					b.Fatal("the stream did not end")

@@ -52,8 +52,13 @@ func TestStreamErrorRecognition(t *testing.T) {
 			if got := isChatError([]byte(tt.ev)); got != tt.chat {
 				t.Errorf("isChatError = %v", got)
 			}
-			if got := isNamedError([]byte(tt.ev)); got != tt.named {
-				t.Errorf("isNamedError = %v", got)
+			if got := lookEvent(FormatChat, []byte(tt.ev)).errorEv; got != tt.chat {
+				t.Errorf("chat look: error event = %v", got)
+			}
+			for _, f := range []Format{FormatMessages, FormatResponses} {
+				if got := lookEvent(f, []byte(tt.ev)).errorEv; got != tt.named {
+					t.Errorf("%v look: error event = %v", f, got)
+				}
 			}
 		})
 	}

@@ -63,7 +63,7 @@ func TestRelayFlushesBeforeItWaits(t *testing.T) {
 	ended := make(chan string, 1)
 	go func() {
 		ended <- relayStream(context.Background(), w, func() {}, res, slog.New(slog.DiscardHandler),
-			&passthrough{format: FormatChat, terminal: hasDone}, FormatChat, func(ev []byte) []byte { return ev }, func() {})
+			&passthrough{format: FormatChat}, FormatChat, func(ev []byte) []byte { return ev }, func() {})
 	}()
 
 	if got, want := w.next(t, "the held events"), string(role)+string(first); got != want {
@@ -156,7 +156,8 @@ func TestResponsesPassthroughEvents(t *testing.T) {
 		p := &passthrough{format: FormatResponses, sequenced: true}
 		var out []byte
 		for _, e := range c.events {
-			out = p.Event(out, e)
+			l := lookEvent(FormatResponses, e)
+			out = p.Event(out, e, l)
 		}
 		if string(out) != string(bytes.Join(c.events, nil)) {
 			t.Errorf("%s: relayed %q, want the events as they came", c.name, out)

@@ -47,15 +47,15 @@ func (e *Engine) streamStart(c *call, conn *catalog.ConnEntry, resp *http.Respon
 					return fail(hiddenError(p.Name, resp.Header, embedded, []byte(e.scrub(msg, c, conn))))
 				}
 			}
-			kind, useful := classifyEvent(c.dst, ev)
-			wd.observe(kind, useful)
+			l := lookEvent(c.dst, ev)
+			wd.observe(l.kind, l.useful)
 			res.held = append(res.held, ev)
 			held += len(ev)
-			if upstreamTerminal(c.dst, ev) {
+			if l.terminal {
 				res.done = true
 				return res
 			}
-			if kind != evMeta && holdUntil.IsZero() {
+			if l.kind != evMeta && holdUntil.IsZero() {
 				if !st.Recovery.Enabled || st.Recovery.HoldMS == 0 || st.Recovery.HoldBytes == 0 {
 					return res
 				}
@@ -127,17 +127,6 @@ func reasoningModel(model string) bool {
 		}
 	}
 	return strings.Contains(m, "reason") || strings.Contains(m, "thinking") || strings.Contains(m, "-r1")
-}
-
-// upstreamTerminal reports whether an upstream event of format f ends its stream.
-func upstreamTerminal(f Format, ev []byte) bool {
-	switch f {
-	case FormatChat:
-		return hasDone(ev)
-	case FormatMessages:
-		return isMessageStop(ev)
-	}
-	return isResponsesTerminal(ev)
 }
 
 // abortedAttempt is an attempt a stream watchdog ended before anything reached the client: a

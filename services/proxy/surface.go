@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -370,8 +369,9 @@ func withAuth(base http.Header, p *catalog.ProviderEntry, conn *catalog.ConnEntr
 
 // streamRelay turns the upstream's stream events into the client's, one at a time.
 type streamRelay interface {
-	// Event appends the client's bytes for one upstream event to dst.
-	Event(dst, ev []byte) []byte
+	// Event appends the client's bytes for one upstream event to dst; l is the relay's look at
+	// the event (lookEvent).
+	Event(dst, ev []byte, l eventLook) []byte
 	// Done reports whether the upstream's terminal event was seen.
 	Done() bool
 }
@@ -381,10 +381,9 @@ type streamRelay interface {
 func (c *call) relay() streamRelay {
 	switch {
 	case c.src == c.dst && c.dst == FormatChat:
-		return &passthrough{format: FormatChat, terminal: hasDone, isError: isChatError, rewriteError: appendOpenAIStreamError,
-			hideUsage: c.hideUsage}
+		return &passthrough{format: FormatChat, rewriteError: appendOpenAIStreamError, hideUsage: c.hideUsage}
 	case c.src == c.dst && c.dst == FormatMessages:
-		return &passthrough{format: FormatMessages, terminal: isMessageStop, isError: isNamedError}
+		return &passthrough{format: FormatMessages}
 	case c.src == c.dst:
 		return &passthrough{format: FormatResponses, sequenced: true}
 	}
@@ -441,9 +440,8 @@ func releaseAnswer(buf *[]byte) {
 
 // passthrough relays events as they came, ending each with its blank line.
 type passthrough struct {
-	format   Format
-	terminal func(ev []byte) bool
-	done     bool
+	format Format
+	done   bool
 	// hideUsage drops the usage chunk the gateway asked for on the client's behalf.
 	hideUsage bool
 	// sequenced: the format numbers its events (Responses); the last number is kept so an
@@ -452,51 +450,30 @@ type passthrough struct {
 	sequenced   bool
 	seq         int64
 	failed, cut bool
-	// isError recognises the upstream's own error event; rewriteError, when set, writes it in
-	// the client's documented shape. errored is set once one passed.
-	isError      func(ev []byte) bool
+	// rewriteError, when set, writes the upstream's own error event in the client's documented
+	// shape. errored is set once one passed.
 	rewriteError func(dst, ev []byte) []byte
 	errored      bool
 }
 
-func (p *passthrough) Event(dst, ev []byte) []byte {
+// Event relays one event; the look tells its end and error events (and, for Responses, the
+// failed and cut-short ends), and a Responses event's sequence_number is kept.
+func (p *passthrough) Event(dst, ev []byte, l eventLook) []byte {
 	if p.hideUsage && usageOnlyChunk(ev) {
 		return dst // asked for by the gateway, not by the client
 	}
-	if p.sequenced {
-		return p.responsesEvent(dst, ev)
+	if l.terminal {
+		p.done, p.failed, p.cut = true, l.failed, l.cut
 	}
-	if p.terminal(ev) {
-		p.done = true
+	if p.sequenced && len(l.data) > 0 {
+		if n := jsonAt(l.data, "sequence_number"); n.Exists() {
+			p.seq = n.Int() + 1
+		}
 	}
-	if p.isError != nil && p.isError(ev) {
+	if l.errorEv {
 		p.errored = true
 		if p.rewriteError != nil {
 			return p.rewriteError(dst, ev)
-		}
-	}
-	return append(dst, terminate(ev)...)
-}
-
-// responsesEvent is Event for a Responses stream: the event is parsed once, its name (its data's
-// type where an upstream names none) tells the terminal and the error events, and its
-// sequence_number is kept.
-func (p *passthrough) responsesEvent(dst, ev []byte) []byte {
-	name, data := convo.ParseEvent(ev)
-	if name == "" {
-		name = jsonAt(data, "type").String()
-	}
-	switch name {
-	case "response.completed", "response.failed", "response.incomplete":
-		p.done = true
-		p.failed = name == "response.failed"
-		p.cut = name == "response.incomplete"
-	case "error":
-		p.errored = true
-	}
-	if len(data) > 0 {
-		if n := jsonAt(data, "sequence_number"); n.Exists() {
-			p.seq = n.Int() + 1
 		}
 	}
 	return append(dst, terminate(ev)...)
@@ -524,15 +501,6 @@ func (p *passthrough) Abort(dst []byte, code, msg string) []byte {
 		"\"message\":%s,\"param\":null,\"sequence_number\":%d}\n\n", c, m, p.seq)...)
 }
 
-// isResponsesTerminal reports whether a Responses event ends the stream.
-func isResponsesTerminal(ev []byte) bool {
-	name, data := convo.ParseEvent(ev)
-	if name == "" {
-		name = jsonAt(data, "type").String()
-	}
-	return name == "response.completed" || name == "response.failed" || name == "response.incomplete"
-}
-
 // isChatError reports whether a chat completions event carries the upstream's error object. The
 // cheap look for the key comes first: content never carries it unescaped.
 func isChatError(ev []byte) bool {
@@ -541,19 +509,6 @@ func isChatError(ev []byte) bool {
 	}
 	_, _, ok := streamError(ev)
 	return ok
-}
-
-// isNamedError reports whether an event of Anthropic's or the Responses stream is an error event
-// (its name, else its data's type, says "error").
-func isNamedError(ev []byte) bool {
-	if !containsMark(ev, errorWord) {
-		return false
-	}
-	name, data := convo.ParseEvent(ev)
-	if name == "" {
-		name = jsonAt(data, "type").String()
-	}
-	return name == "error"
 }
 
 // appendOpenAIStreamError writes an upstream's error event in OpenAI's documented shape, keeping
@@ -589,12 +544,6 @@ type openAIStreamError struct {
 	Type    string  `json:"type"`
 	Code    *string `json:"code"`
 	Param   *string `json:"param"`
-}
-
-// isMessageStop reports whether an Anthropic event is the stream's last.
-func isMessageStop(ev []byte) bool {
-	name, data := convo.ParseEvent(ev)
-	return name == "message_stop" || (name == "" && bytes.Contains(data, []byte(`"type":"message_stop"`)))
 }
 
 // includeUsage reads a chat request's stream_options.include_usage.

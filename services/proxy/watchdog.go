@@ -10,7 +10,6 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
-	"switchyard/services/proxy/convo"
 	"switchyard/services/settings"
 )
 
@@ -271,19 +270,8 @@ func (d *watchdog) firedKind() string {
 	return d.fired
 }
 
-// classifyEvent says what an upstream event of format f carries, and for text its useful bytes
-// (the UTF-8 length of the text). It looks for markers rather than parsing: it runs on every
-// event of every stream.
-func classifyEvent(f Format, ev []byte) (eventKind, int) {
-	switch f {
-	case FormatChat:
-		return classifyChat(ev)
-	case FormatMessages:
-		return classifyMessages(ev)
-	}
-	return classifyResponses(ev)
-}
-
+// The watchdog's classification of an event (lookEvent asks): it looks for markers rather than
+// parsing, since it runs on every event of every stream.
 var (
 	markContent    = []byte(`"content":"`)
 	markReasoning1 = []byte(`"reasoning_content":"`)
@@ -318,11 +306,7 @@ func classifyChat(ev []byte) (eventKind, int) {
 
 // classifyMessages: content_block_delta events carry text, thinking (or its signature) or a
 // tool call's input; a content_block_start opens a tool call or a thinking block.
-func classifyMessages(ev []byte) (eventKind, int) {
-	name, data := convo.ParseEvent(ev)
-	if name == "" {
-		name = jsonAt(data, "type").String()
-	}
+func classifyMessages(name string, data []byte) (eventKind, int) {
 	switch name {
 	case "content_block_delta":
 		if containsMark(data, markTextDelta) {
@@ -349,13 +333,8 @@ func classifyMessages(ev []byte) (eventKind, int) {
 }
 
 // classifyResponses: output text deltas are text, reasoning (summary) deltas reasoning, and
-// function call items and their argument deltas tool calls. The event's name tells (its data's
-// type where an upstream names none).
-func classifyResponses(ev []byte) (eventKind, int) {
-	name, data := convo.ParseEvent(ev)
-	if name == "" {
-		name = jsonAt(data, "type").String()
-	}
+// function call items and their argument deltas tool calls. The event's name tells.
+func classifyResponses(name string, data []byte) (eventKind, int) {
 	switch {
 	case name == "response.output_text.delta":
 		if n := textAfter(data, markDelta); n > 0 {

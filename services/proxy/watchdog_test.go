@@ -231,33 +231,34 @@ func TestClassifyEvents(t *testing.T) {
 		{FormatResponses, "event: response.created\ndata: {\"response\":{\"instructions\":\"think with response.reasoning_summary_text.delta\"}}", evMeta, 0},
 		{FormatMessages, "event: message_start\ndata: {\"message\":{\"model\":\"content_block_start \\\"thinking\"}}", evMeta, 0},
 	} {
-		k, n := classifyEvent(c.f, []byte(c.ev))
-		if k != c.kind || n != c.useful {
+		l := lookEvent(c.f, []byte(c.ev))
+		if k, n := l.kind, l.useful; k != c.kind || n != c.useful {
 			t.Errorf("%s: %d/%d, want %d/%d", strings.SplitN(c.ev, "\n", 2)[0], k, n, c.kind, c.useful)
 		}
 	}
 }
 
-// The per-event cost of the watchdogs: classifying an event and noting it.
+// The per-event cost of the watchdogs: looking at an event and noting it.
 func BenchmarkWatchdogPerEvent(b *testing.B) {
 	d := startWatchdog(clockwork.NewRealClock(), FormatChat, tpConfig(), func() {})
 	defer d.stop()
 	ev := []byte(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-test","choices":[{"index":0,"delta":{"content":"lorem ipsum "},"finish_reason":null}]}` + "\n\n")
 	b.ReportAllocs()
 	for b.Loop() {
-		d.observe(classifyEvent(FormatChat, ev))
+		l := lookEvent(FormatChat, ev)
+		d.observe(l.kind, l.useful)
 	}
 }
 
-// FuzzClassifyEvent: any event is classified without a panic, and never counts more useful bytes
-// than it has.
-func FuzzClassifyEvent(f *testing.F) {
+// FuzzLookEvent: any event is looked at without a panic, and never counts more useful bytes than
+// it has.
+func FuzzLookEvent(f *testing.F) {
 	f.Add(`data: {"choices":[{"delta":{"content":"a\u00e9\ud83d"}}]}`)
 	f.Add("event: content_block_delta\ndata: {\"delta\":{\"type\":\"text_delta\",\"text\":\"\\")
 	f.Add("event: response.output_text.delta\ndata: {\"delta\":\"\\u12")
 	f.Fuzz(func(t *testing.T, ev string) {
 		for _, fm := range []Format{FormatChat, FormatMessages, FormatResponses} {
-			if _, n := classifyEvent(fm, []byte(ev)); n < 0 || n > len(ev) {
+			if n := lookEvent(fm, []byte(ev)).useful; n < 0 || n > len(ev) {
 				t.Fatalf("%d useful bytes of %d", n, len(ev))
 			}
 		}
