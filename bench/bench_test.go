@@ -80,8 +80,8 @@
 // ("postgres": the gateway keeps its store in a private PostgreSQL the harness starts on
 // loopback; needs Debian's postgresql; make bench-store compares the two), BENCH_PAIRED_ROUNDS=3
 // (after the interleaved rounds, each native scenario again with the bare proxy and Switchyard
-// loaded at the same time, for a CPU ratio the host's moment-to-moment load moves less; 0 leaves
-// it out).
+// loaded at the same time, for a CPU ratio and a TTFT difference the host's moment-to-moment
+// load moves less; 0 leaves it out).
 //
 // Output: a Markdown report on stdout and in docs/bench/latest.md, the raw numbers in
 // docs/bench/latest.json.
@@ -2386,6 +2386,10 @@ type benchPairedRow struct {
 	UserUsReq  [2]float64 `json:"cpu_user_us_per_request"`
 	Ratio      float64    `json:"cpu_ratio"`
 	RoundRatio []float64  `json:"cpu_ratio_by_round"`
+	// TTFT (streams): each proxy's time to the first token, p50 of a round, median over the
+	// rounds; their difference is what Switchyard adds over the bare proxy (the direct path
+	// they both add to cancels out).
+	TTFT50 *[2]float64 `json:"ttft_p50_us_median_of_rounds,omitempty"`
 }
 
 // benchPairedCPU loads the bare proxy and Switchyard with a scenario's native requests at the same
@@ -2393,11 +2397,14 @@ type benchPairedRow struct {
 // their CPU per request. In the interleaved rounds the two proxies are measured seconds apart,
 // and what else the host does in those seconds moves the ratio (the bare proxy alone varies by
 // 15 % and more between rows of the same work); here whatever the host does falls on both at
-// once. The rows are reported beside the rounds' and judge nothing.
+// once. The same holds for a stream's time to the first token: both proxies' p50 are taken in
+// the same seconds, and their difference is what Switchyard adds over the bare proxy. The rows
+// are reported beside the rounds' and judge nothing.
 func benchPairedCPU(t *testing.T, g *benchGroup, cfg benchConfig, tick float64) benchPairedRow {
 	legs := [2]*benchLeg{g.legs[1], g.legs[2]} // bare, Switchyard (benchLegs' order)
 	row := benchPairedRow{Scenario: legs[0].rows[0].Name}
 	var ticks, uticks [2]int64
+	var ttft [2][]float64
 	for r := range cfg.PairedRounds {
 		var runs [2]benchRun
 		var wg sync.WaitGroup
@@ -2414,6 +2421,7 @@ func benchPairedCPU(t *testing.T, g *benchGroup, cfg benchConfig, tick float64) 
 			row.Errors[i] += run.Errors
 			ticks[i] += run.CPUTicks
 			uticks[i] += run.CPUUser
+			ttft[i] = append(ttft[i], run.TTFT50us)
 		}
 		if runs[0].CPUTicks > 0 && runs[0].Requests > 0 && runs[1].Requests > 0 {
 			row.RoundRatio = append(row.RoundRatio, float64(runs[1].CPUTicks)/float64(runs[1].Requests)/
@@ -2431,6 +2439,9 @@ func benchPairedCPU(t *testing.T, g *benchGroup, cfg benchConfig, tick float64) 
 	}
 	if row.CPUusReq[0] > 0 {
 		row.Ratio = row.CPUusReq[1] / row.CPUusReq[0]
+	}
+	if g.sc.Stream {
+		row.TTFT50 = &[2]float64{benchMedian(ttft[0]), benchMedian(ttft[1])}
 	}
 	return row
 }
@@ -2910,16 +2921,20 @@ func benchMarkdown(rep *benchReport) string {
 		}
 
 		if len(rep.Paired) > 0 {
-			b.WriteString("\n## CPU per request, paired (µs; the bare proxy and Switchyard loaded at the same time, " +
+			b.WriteString("\n## CPU per request and TTFT, paired (µs; the bare proxy and Switchyard loaded at the same time, " +
 				"each at the row's rate, so what else the host does falls on both alike; beside the rounds above, judges nothing)\n\n" +
-				"| Scenario | Bare proxy | Switchyard | Ratio | Ratio by round | User time: bare / Switchyard | Errors (bare / Switchyard) |\n|---|---|---|---|---|---|---|\n")
+				"| Scenario | Bare proxy | Switchyard | Ratio | Ratio by round | User time: bare / Switchyard | TTFT p50: bare / Switchyard (Switchyard − bare) | Errors (bare / Switchyard) |\n|---|---|---|---|---|---|---|---|\n")
 			for _, p := range rep.Paired {
 				rounds := make([]string, len(p.RoundRatio))
 				for i, r := range p.RoundRatio {
 					rounds[i] = fmt.Sprintf("%.2f", r)
 				}
-				fmt.Fprintf(&b, "| %s | %.1f | %.1f | %s | %s | %.1f / %.1f | %d / %d |\n", p.Scenario, p.CPUusReq[0], p.CPUusReq[1],
-					benchRatio(p.Ratio), strings.Join(rounds, " · "), p.UserUsReq[0], p.UserUsReq[1], p.Errors[0], p.Errors[1])
+				ttft := "–"
+				if p.TTFT50 != nil {
+					ttft = fmt.Sprintf("%.0f / %.0f (%+.0f)", p.TTFT50[0], p.TTFT50[1], p.TTFT50[1]-p.TTFT50[0])
+				}
+				fmt.Fprintf(&b, "| %s | %.1f | %.1f | %s | %s | %.1f / %.1f | %s | %d / %d |\n", p.Scenario, p.CPUusReq[0], p.CPUusReq[1],
+					benchRatio(p.Ratio), strings.Join(rounds, " · "), p.UserUsReq[0], p.UserUsReq[1], ttft, p.Errors[0], p.Errors[1])
 			}
 		}
 
