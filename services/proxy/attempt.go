@@ -25,7 +25,7 @@ type attemptResult struct {
 	done   bool // the held events end the stream
 	wd     *watchdog
 	body   []byte  // for buffered answers: the whole body
-	pooled *[]byte // body's buffer, when it is a translation: back to the pool once delivered
+	pooled *[]byte // body's buffer: back to the pool once delivered (or discarded)
 	status int
 	header http.Header
 
@@ -96,7 +96,7 @@ func (e *Engine) attempt(ctx context.Context, cancel context.CancelFunc, c *call
 	if !c.stream && e.codexAccount(conn) {
 		return e.codexAnswer(c, conn, resp) // the Codex backend answers with a stream only
 	}
-	b, failed, ok := e.readAnswer(p.Name, resp)
+	b, buf, failed, ok := e.readAnswer(p.Name, resp)
 	if !ok {
 		return failed
 	}
@@ -113,15 +113,16 @@ func (e *Engine) attempt(ctx context.Context, cancel context.CancelFunc, c *call
 		return protocolFailure(p.Name, resp.Header, e.scrubBytes(b, c, conn), "proxy.protocol_not_json")
 	}
 	if c.src != c.dst {
-		tb, buf, seen, err := c.translateBody(b) // the usage is read in the upstream's format, with the rest
+		tb, tbuf, seen, err := c.translateBody(b) // the usage is read in the upstream's format, with the rest
 		if err != nil {
 			return protocolFailure(p.Name, resp.Header, e.scrubBytes(b, c, conn), "proxy.protocol_not_json")
 		}
-		return attemptResult{resp: resp, body: tb, pooled: buf, status: resp.StatusCode, header: resp.Header, translated: true, usage: seen}
+		releaseAnswer(buf) // the translation is a copy: nothing refers to the upstream's answer
+		return attemptResult{resp: resp, body: tb, pooled: tbuf, status: resp.StatusCode, header: resp.Header, translated: true, usage: seen}
 	}
 	var seen usageSeen
 	seen.observe(b)
-	return attemptResult{resp: resp, body: b, status: resp.StatusCode, header: resp.Header, usage: seen}
+	return attemptResult{resp: resp, body: b, pooled: buf, status: resp.StatusCode, header: resp.Header, usage: seen}
 }
 
 // discard lets go of an answer that will not be delivered (its attempt ran out of time as it
@@ -167,28 +168,53 @@ func protocolFailure(provider string, h http.Header, body []byte, key string) at
 var errorKey = []byte(`"error"`)
 
 // readAnswer reads a whole answer of at most MaxResponseBytes and closes its body; a read error or
-// a larger answer is the failed attempt it returns with ok false.
-func (e *Engine) readAnswer(provider string, resp *http.Response) (b []byte, failed attemptResult, ok bool) {
-	b, err := readBody(resp, e.opt.MaxResponseBytes+1)
+// a larger answer is the failed attempt it returns with ok false. The answer is read into a
+// buffer from the answer pool; buf is that buffer, for whoever writes the answer to give back
+// (releaseAnswer) once nothing refers to b any more. A buffer not given back is left to the
+// collector, so a failure that keeps b (its error body) simply does not give it back.
+func (e *Engine) readAnswer(provider string, resp *http.Response) (b []byte, buf *[]byte, failed attemptResult, ok bool) {
+	buf = answerBufs.Get().(*[]byte)
+	b, err := readBody(resp.Body, resp.ContentLength, e.opt.MaxResponseBytes+1, (*buf)[:0])
 	resp.Body.Close()
+	*buf = b
 	if err != nil {
-		return nil, transportFailure(provider, err), false
+		releaseAnswer(buf)
+		return nil, nil, transportFailure(provider, err), false
 	}
 	if int64(len(b)) > e.opt.MaxResponseBytes {
-		return nil, attemptResult{status: http.StatusBadGateway, err: fail(errs.Upstream, "upstream_response_too_large", "proxy.response_too_large")}, false
+		releaseAnswer(buf)
+		return nil, nil, attemptResult{status: http.StatusBadGateway, err: fail(errs.Upstream, "upstream_response_too_large", "proxy.response_too_large")}, false
 	}
-	return b, attemptResult{}, true
+	return b, buf, attemptResult{}, true
 }
 
-// readBody reads a whole upstream answer, sized from Content-Length when it is given.
-func readBody(resp *http.Response, limit int64) ([]byte, error) {
-	n := resp.ContentLength
-	if n < 0 || n > limit {
-		n = 4 << 10
+// readBody appends a whole upstream answer of at most limit bytes to dst, which is first given
+// room for the Content-Length (size) when it is known and within the limit, plus one byte, so
+// the read that meets the end needs no more room. (bytes.Buffer.ReadFrom and io.ReadAll make
+// room for 512 bytes more before every read, which for an answer of known length means a second
+// buffer of twice its size and a copy into it, on every call.)
+func readBody(r io.Reader, size, limit int64, dst []byte) ([]byte, error) {
+	if size >= 0 && size < limit && int64(cap(dst)) < size+1 {
+		dst = make([]byte, 0, size+1)
 	}
-	buf := bytes.NewBuffer(make([]byte, 0, n+1))
-	_, err := buf.ReadFrom(io.LimitReader(resp.Body, limit))
-	return buf.Bytes(), err
+	for int64(len(dst)) < limit {
+		if len(dst) == cap(dst) {
+			dst = append(dst, 0)[:len(dst)] // let append choose the next size
+		}
+		room := dst[len(dst):cap(dst)]
+		if rest := limit - int64(len(dst)); int64(len(room)) > rest {
+			room = room[:rest]
+		}
+		n, err := r.Read(room)
+		dst = dst[:len(dst)+n]
+		if err == io.EOF {
+			return dst, nil
+		}
+		if err != nil {
+			return dst, err
+		}
+	}
+	return dst, nil
 }
 
 // hiddenError is an error object inside an HTTP 200: treated as the error it is, with its

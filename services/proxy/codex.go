@@ -232,10 +232,13 @@ func (e *Engine) codexUsage(c *call, conn *catalog.ConnEntry, res *attemptResult
 // attempt like any other: classified, and another connection or target may serve the request.
 func (e *Engine) codexAnswer(c *call, conn *catalog.ConnEntry, resp *http.Response) attemptResult {
 	p := c.t.provider
-	b, failed, ok := e.readAnswer(p.Name, resp)
+	b, buf, failed, ok := e.readAnswer(p.Name, resp)
 	if !ok {
 		return failed
 	}
+	// The events' texts, and the error bodies below, point into b: its buffer goes back to the
+	// pool only once the answer was written in the client's format (a copy), else it is left
+	// to the collector.
 	if !isEventStream(resp.Header) {
 		if _, _, _, embedded, ok := resilience.ExtractError(b); ok {
 			return hiddenError(p.Name, resp.Header, embedded, e.scrubBytes(b, c, conn))
@@ -278,14 +281,17 @@ func (e *Engine) codexAnswer(c *call, conn *catalog.ConnEntry, resp *http.Respon
 	}
 	var seen usageSeen
 	seen.take(u)
-	buf := answerBufs.Get().(*[]byte)
-	out, err := codecs[c.src].appendAnswer((*buf)[:0], c.req, *evs, c.start.Unix())
+	obuf := answerBufs.Get().(*[]byte)
+	out, err := codecs[c.src].appendAnswer((*obuf)[:0], c.req, *evs, c.start.Unix())
 	if err != nil {
-		releaseAnswer(buf)
+		releaseAnswer(obuf)
 		return protocolFailure(p.Name, resp.Header, nil, "proxy.protocol_not_json")
 	}
-	*buf = out
-	return attemptResult{resp: resp, body: out, pooled: buf, status: resp.StatusCode, header: resp.Header, translated: true, usage: seen}
+	*obuf = out
+	clear(*evs) // they point into b, which goes back now
+	*evs = (*evs)[:0]
+	releaseAnswer(buf)
+	return attemptResult{resp: resp, body: out, pooled: obuf, status: resp.StatusCode, header: resp.Header, translated: true, usage: seen}
 }
 
 // nextEvent splits the first SSE event (through its blank line) off b.
