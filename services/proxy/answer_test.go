@@ -46,6 +46,29 @@ func TestReadBody(t *testing.T) {
 	}
 }
 
+// An answer of unknown length is read in reads of doubling room from 4 KiB, not from a few bytes.
+func TestReadBodyUnknownLengthGrows(t *testing.T) {
+	body := strings.Repeat("0123456789", 10000) // 100 KB
+	r := &countingReader{r: strings.NewReader(body)}
+	got, err := readBody(r, -1, 1<<20, nil)
+	if err != nil || string(got) != body {
+		t.Fatalf("read %d bytes, err %v", len(got), err)
+	}
+	if r.reads > 7 { // 4 + 4 + 8 + 16 + 32 + 64 KiB, then the end
+		t.Errorf("%d reads for 100 KB, want at most 7", r.reads)
+	}
+}
+
+type countingReader struct {
+	r     io.Reader
+	reads int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	c.reads++
+	return c.r.Read(p)
+}
+
 // A buffer from the pool that has room for the answer is read into as it is: no allocation.
 func TestReadBodyReusesRoom(t *testing.T) {
 	body := []byte(strings.Repeat("x", 10<<10))

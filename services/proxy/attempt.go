@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -188,6 +189,9 @@ func (e *Engine) readAnswer(provider string, resp *http.Response) (b []byte, buf
 	return b, buf, attemptResult{}, true
 }
 
+// minAnswerRead is the least room readBody gives a read of an answer of unknown length.
+const minAnswerRead = 4 << 10
+
 // readBody appends a whole upstream answer of at most limit bytes to dst, which is first given
 // room for the Content-Length (size) when it is known and within the limit, plus one byte, so
 // the read that meets the end needs no more room. (bytes.Buffer.ReadFrom and io.ReadAll make
@@ -199,7 +203,7 @@ func readBody(r io.Reader, size, limit int64, dst []byte) ([]byte, error) {
 	}
 	for int64(len(dst)) < limit {
 		if len(dst) == cap(dst) {
-			dst = append(dst, 0)[:len(dst)] // let append choose the next size
+			dst = slices.Grow(dst, max(len(dst), minAnswerRead)) // double, from 4 KiB
 		}
 		room := dst[len(dst):cap(dst)]
 		if rest := limit - int64(len(dst)); int64(len(room)) > rest {
