@@ -101,7 +101,7 @@ func (e *Engine) attempt(ctx context.Context, cancel context.CancelFunc, c *call
 	if !ok {
 		return failed
 	}
-	if !bytes.Contains(b, errorKey) {
+	if !containsMark(b, errorKey) {
 		// no error object possible: skip the parse
 	} else if _, _, _, embedded, ok := resilience.ExtractError(b); ok {
 		return hiddenError(p.Name, resp.Header, embedded, e.scrubBytes(b, c, conn))

@@ -280,6 +280,17 @@ func TestIndexMark(t *testing.T) {
 			texts = append(texts, strings.Repeat("y", at)+m)
 		}
 	}
+	// Long texts (searched from the mark's first byte, then by bytes.Index once it keeps coming):
+	// prose with the mark early, late, twice or missing, and quote-dense JSON around it.
+	prose := strings.Repeat("lorem ipsum dolor sit amet ", 400)
+	dense := strings.Repeat(`"a":"b",`, 1500)
+	for _, long := range []string{
+		prose, `{"id":"x","content":"` + prose + `"}`, prose + `"content":"` + prose, prose + `"tool_calls":[`,
+		dense, dense + `"content":"`, `"content":"` + dense, dense[:4000] + `"text":"` + prose, prose + dense + `"rror"`,
+		strings.Repeat(`"`, 3000) + `"a"`, strings.Repeat(`"a`, 2000) + `""`,
+	} {
+		texts = append(texts, long)
+	}
 	for _, b := range texts {
 		for _, m := range marks {
 			if got, want := indexMark([]byte(b), m), bytes.Index([]byte(b), m); got != want {
@@ -293,6 +304,8 @@ func FuzzIndexMark(f *testing.F) {
 	f.Add([]byte(`{"choices":[{"delta":{"content":"hi"}}]}`), []byte(`"content":"`))
 	f.Add([]byte(`""""`), []byte(`""`))
 	f.Add([]byte(strings.Repeat("a", 70)+"error"), []byte("error"))
+	f.Add([]byte(`{"a":"`+strings.Repeat("lorem ipsum ", 100)+`","usage":{}}`), []byte(`"usage":`))
+	f.Add([]byte(strings.Repeat(`"a":"b",`, 200)+`"error"`), []byte(`"error"`))
 	f.Fuzz(func(t *testing.T, b, mark []byte) {
 		if len(mark) == 0 {
 			return
