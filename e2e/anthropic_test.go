@@ -64,6 +64,7 @@ func TestMessagesPassThroughToAnthropic(t *testing.T) {
 	if r.StatusCode != 200 || got != testenv.MessageJSON {
 		t.Fatalf("answer: %d %s", r.StatusCode, got)
 	}
+	checkDate(t, r.Header)
 	sent := up.MessageRequests()[0]
 	want := strings.Replace(body, `"anthropic/claude-test"`, `"claude-test"`, 1)
 	if sent.Body != want {
@@ -86,12 +87,29 @@ func TestMessagesPassThroughToAnthropic(t *testing.T) {
 	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
 		t.Fatalf("content type %q", ct)
 	}
+	checkDate(t, r.Header)
 	names, _ := sseEvents(t, r)
 	if strings.Join(names, ",") != "message_start,content_block_start,ping,content_block_delta,content_block_delta,content_block_stop,message_delta,message_stop" {
 		t.Fatalf("events %v", names)
 	}
 	if u := up.MessageRequests()[1]; u.Header.Get("x-api-key") != "sk-ant-a" || u.Header.Get("Authorization") != "" {
 		t.Fatalf("bearer client: upstream headers %v", u.Header)
+	}
+}
+
+// checkDate: an answer has one Date header, the time it was sent as HTTP writes it.
+func checkDate(t *testing.T, h http.Header) {
+	t.Helper()
+	v := h.Values("Date")
+	if len(v) != 1 {
+		t.Fatalf("Date headers %q", v)
+	}
+	at, err := http.ParseTime(v[0])
+	if err != nil || v[0] != at.UTC().Format(http.TimeFormat) {
+		t.Fatalf("Date %q: %v", v[0], err)
+	}
+	if d := time.Since(at); d < -time.Second || d > 5*time.Second {
+		t.Fatalf("Date %q is %v off", v[0], d)
 	}
 }
 

@@ -240,6 +240,7 @@ func (o *clientOut) commitStream(w http.ResponseWriter, tr *Trace) {
 		h.Set("X-Switchyard-Provider", tr.Provider)
 	}
 	h.Set(RouteHeader, tr.route())
+	setDate(h)
 	w.WriteHeader(http.StatusOK)
 }
 

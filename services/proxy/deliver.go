@@ -27,6 +27,7 @@ func (e *Engine) deliver(ctx context.Context, w http.ResponseWriter, c *call, co
 			h.Set("Content-Type", "application/json")
 		}
 		h.Set("Content-Length", strconv.Itoa(len(res.body)))
+		setDate(h)
 		w.WriteHeader(res.status)
 		_, _ = w.Write(res.body)
 		// Send it all now: the request log and metrics run after the handler returns and must
