@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -61,8 +62,10 @@ func TestMessagesPassThroughToAnthropic(t *testing.T) {
 	r := e.PostAnthropic("/v1/messages", key, body, map[string]string{"anthropic-version": "2026-10-21",
 		"anthropic-beta": "context-management-2025-06-27,prompt-caching-2024-07-31"})
 	got := testenv.ReadAll(t, r)
-	if r.StatusCode != 200 || got != testenv.MessageJSON {
-		t.Fatalf("answer: %d %s", r.StatusCode, got)
+	// The answer is the upstream's, byte for byte, but for the model it names: the one asked for.
+	if r.StatusCode != 200 || got != testenv.MessageJSONNaming("anthropic/claude-test") ||
+		r.Header.Get("Content-Length") != strconv.Itoa(len(got)) {
+		t.Fatalf("answer: %d %s %v", r.StatusCode, got, r.Header)
 	}
 	checkDate(t, r.Header)
 	sent := up.MessageRequests()[0]
@@ -88,9 +91,19 @@ func TestMessagesPassThroughToAnthropic(t *testing.T) {
 		t.Fatalf("content type %q", ct)
 	}
 	checkDate(t, r.Header)
-	names, _ := sseEvents(t, r)
+	names, data := sseEvents(t, r)
 	if strings.Join(names, ",") != "message_start,content_block_start,ping,content_block_delta,content_block_delta,content_block_stop,message_delta,message_stop" {
 		t.Fatalf("events %v", names)
+	}
+	// Each event as the upstream sent it; message_start names the model asked for.
+	for i, ev := range testenv.MessageEvents {
+		want := ev[strings.Index(ev, "data: ")+len("data: "):]
+		if i == 0 {
+			want = strings.Replace(want, `"model":"claude-test"`, `"model":"anthropic/claude-test"`, 1)
+		}
+		if data[i] != want {
+			t.Fatalf("event %d\n got %s\nwant %s", i, data[i], want)
+		}
 	}
 	if u := up.MessageRequests()[1]; u.Header.Get("x-api-key") != "sk-ant-a" || u.Header.Get("Authorization") != "" {
 		t.Fatalf("bearer client: upstream headers %v", u.Header)
@@ -220,7 +233,7 @@ func TestAnthropicFailuresCoolTheConnectionAndFailOver(t *testing.T) {
 			handler.Store(&h)
 			r := e.PostAnthropic("/v1/messages", key, testenv.MessagesBody, nil)
 			body := testenv.ReadAll(t, r)
-			if r.StatusCode != c.wantStatus || body != testenv.MessageJSON {
+			if r.StatusCode != c.wantStatus || body != testenv.MessageJSONNaming("anthropic/claude-test") {
 				t.Fatalf("client: %d %s", r.StatusCode, body)
 			}
 			if n := len(up.MessageRequests()); n != 2 {
@@ -529,7 +542,7 @@ func TestAnthropicCompatibleProviderEndToEnd(t *testing.T) {
 
 	body := `{"model":"kimi/kimi-k2","max_tokens":64,"metadata":{"user_id":"u1"},"messages":[{"role":"user","content":"hi"}]}`
 	r := e.PostAnthropic("/v1/messages", key, body, map[string]string{"anthropic-beta": "interleaved-thinking-2025-05-14"})
-	if got := testenv.ReadAll(t, r); r.StatusCode != 200 || got != testenv.MessageJSON || r.Header.Get("X-Switchyard-Provider") != "kimi" {
+	if got := testenv.ReadAll(t, r); r.StatusCode != 200 || got != testenv.MessageJSONNaming("kimi/kimi-k2") || r.Header.Get("X-Switchyard-Provider") != "kimi" {
 		t.Fatalf("native: %d %s", r.StatusCode, got)
 	}
 	sent := up.MessageRequests()[0]
@@ -566,5 +579,25 @@ func TestAnthropicCompatibleProviderEndToEnd(t *testing.T) {
 	if got := testenv.ReadAll(t, r); r.StatusCode != 200 || gjson.Get(got, "object").String() != "response" ||
 		gjson.Get(got, "output.0.content.0.text").String() != "Hello there" {
 		t.Fatalf("translated Responses: %d %s", r.StatusCode, got)
+	}
+}
+
+// A messages client that named a combo gets answers that name the combo, whole and streamed:
+// the model its next request asks for, so Claude Code keeps the thinking of the answers.
+func TestMessagesAnswersNameTheComboAskedFor(t *testing.T) {
+	e, _, key, _, _ := anthropicSetup(t, testenv.MessagesAnswer())
+	e.MustAPI("POST", "/api/combos", map[string]any{"name": "smart", "targets": []map[string]any{
+		{"provider": "anthropic", "model": "claude-test"}}}, 201)
+	r := e.PostAnthropic("/v1/messages", key, `{"model":"smart","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}`, nil)
+	if got := testenv.ReadAll(t, r); r.StatusCode != 200 || got != testenv.MessageJSONNaming("smart") {
+		t.Fatalf("answer: %d %s", r.StatusCode, got)
+	}
+	r = e.PostAnthropic("/v1/messages", key, `{"model":"smart","stream":true,"max_tokens":64,"messages":[{"role":"user","content":"hi"}]}`, nil)
+	names, data := sseEvents(t, r)
+	if len(names) == 0 || names[0] != "message_start" || gjson.Get(data[0], "message.model").String() != "smart" {
+		t.Fatalf("stream: %v %v", names, data)
+	}
+	if !strings.Contains(r.Header.Get("X-Switchyard-Route"), "anthropic/claude-test") {
+		t.Fatalf("the route does not name what served: %q", r.Header.Get("X-Switchyard-Route"))
 	}
 }

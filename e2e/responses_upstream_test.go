@@ -1069,6 +1069,11 @@ func TestClaudeCodeReachesACodexModel(t *testing.T) {
 			if msg.Usage.InputTokens != codexIn-codexCached || msg.Usage.CacheReadInputTokens != codexCached || msg.Usage.OutputTokens != codexOut {
 				t.Fatalf("usage %s", msg.Usage.RawJSON())
 			}
+			// The message names the model asked for: Claude Code sends a thinking block back only
+			// with a message that names the model its request asks for.
+			if string(msg.Model) != params.Model {
+				t.Fatalf("the message names %q, the client asked for %q", msg.Model, params.Model)
+			}
 			b := checkCodexRequest(t, newResponsesRequest(t, up, n), codexWant{key: "sk-openai-main", stream: stream, maxOut: params.MaxTokens, sealed: true})
 			if system := b.Get("instructions").String() + b.Get("input").Raw; !strings.Contains(system, "You are Claude Code") ||
 				!strings.Contains(system, "You are an interactive CLI tool") {

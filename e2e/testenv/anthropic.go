@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -61,6 +62,12 @@ func (f *FakeAnthropic) Requests() []Recorded { return f.log.all() }
 
 // MessageJSON is a small non-streamed Anthropic answer.
 const MessageJSON = `{"id":"msg_01","type":"message","role":"assistant","model":"claude-test","content":[{"type":"text","text":"Hello there"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":3,"output_tokens":2}}`
+
+// MessageJSONNaming is MessageJSON as a client that asked for model gets it: the same bytes,
+// naming the model asked for.
+func MessageJSONNaming(model string) string {
+	return strings.Replace(MessageJSON, `"model":"claude-test"`, `"model":`+strconv.Quote(model), 1)
+}
 
 // MessageEvents are the events of a small streamed Anthropic answer.
 var MessageEvents = []string{

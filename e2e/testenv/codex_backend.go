@@ -19,7 +19,8 @@ import (
 // account in chatgpt-account-id; it requires stream true, store false and instructions, refuses
 // the output limit with 400 ("Unsupported parameter"), streams a Responses answer (reasoning,
 // then text, usage with cached and reasoning tokens; its response.completed carries no output,
-// as the backend's does), reports each account's usage windows in x-codex-* headers on every
+// as the backend's does), refuses reasoning sent back sealed for another account (400
+// invalid_encrypted_content: each account's reasoning is sealed for it, CodexSeal), reports each account's usage windows in x-codex-* headers on every
 // answer, and answers an account's usage wall (429 usage_limit_reached) when one is set. GET
 // …/models lists its models, OpenAI style.
 type FakeCodex struct {
@@ -184,6 +185,22 @@ func (f *FakeCodex) responses(w http.ResponseWriter, r *http.Request) {
 		codexDetail(w, http.StatusBadRequest, "Model is required")
 		return
 	}
+	// Reasoning comes back sealed for the account that wrote it: another account's cannot be
+	// read, and the whole request is refused.
+	var input []struct {
+		Type      string `json:"type"`
+		Encrypted string `json:"encrypted_content"`
+	}
+	json.Unmarshal(req["input"], &input)
+	for _, it := range input {
+		if it.Type == "reasoning" && it.Encrypted != CodexSeal(account) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			io.WriteString(w, `{"error":{"message":"The encrypted content gAAA...ed== could not be verified.",`+
+				`"type":"invalid_request_error","param":null,"code":"invalid_encrypted_content"}}`)
+			return
+		}
+	}
 
 	f.mu.Lock()
 	usage, wall, text := f.usage[account], f.walls[account], f.Text
@@ -208,7 +225,7 @@ func (f *FakeCodex) responses(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(http.StatusOK)
 	fl, _ := w.(http.Flusher)
-	for _, ev := range codexEvents(model, text) {
+	for _, ev := range codexEvents(model, text, CodexSeal(account)) {
 		io.WriteString(w, ev)
 		if fl != nil {
 			fl.Flush()
@@ -239,9 +256,13 @@ func (u CodexUsage) write(h http.Header) {
 	}
 }
 
+// CodexSeal is the encrypted content of the reasoning FakeCodex writes for an account, and the
+// only one it takes back from that account.
+func CodexSeal(account string) string { return "gAAAAABcodex-sealed-for-" + account }
+
 // codexEvents is the backend's stream of one answer: the text in a few deltas after a reasoning
-// item with encrypted content.
-func codexEvents(model, text string) []string {
+// item with encrypted content (seal).
+func codexEvents(model, text, seal string) []string {
 	seq := 0
 	ev := func(typ string, fields map[string]any) string {
 		fields["type"] = typ
@@ -265,7 +286,7 @@ func codexEvents(model, text string) []string {
 		ev("response.output_item.added", map[string]any{"output_index": 0,
 			"item": map[string]any{"id": "rs_codex_1", "type": "reasoning", "summary": []any{}}}),
 		ev("response.output_item.done", map[string]any{"output_index": 0,
-			"item": map[string]any{"id": "rs_codex_1", "type": "reasoning", "summary": []any{}, "encrypted_content": "gAAAAABcodex-sealed"}}),
+			"item": map[string]any{"id": "rs_codex_1", "type": "reasoning", "summary": []any{}, "encrypted_content": seal}}),
 		ev("response.output_item.added", map[string]any{"output_index": 1, "item": msg}),
 		ev("response.content_part.added", map[string]any{"item_id": "msg_codex_1", "output_index": 1, "content_index": 0,
 			"part": map[string]any{"type": "output_text", "text": "", "annotations": []any{}}}),

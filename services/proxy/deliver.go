@@ -26,6 +26,9 @@ func (e *Engine) deliver(ctx context.Context, w http.ResponseWriter, c *call, co
 		} else {
 			h.Set("Content-Type", "application/json")
 		}
+		if c.src == FormatMessages && !res.translated && c.asked != "" {
+			res.body, res.pooled = namingModel(res.body, res.pooled, c.asked)
+		}
 		h.Set("Content-Length", strconv.Itoa(len(res.body)))
 		setDate(h)
 		w.WriteHeader(res.status)

@@ -19,8 +19,20 @@ const quotaWindow = "quota_window"
 // rejected), the limit reset and the low-priority lane with its waits for a slot (resilience
 // lane.go decides). The answers it intercepts never reach failure classification, so the wall
 // never cools the connection while the lane serves it. deadline is when the attempt's own
-// execution deadline fires; the lane's waits end 5 s before it.
+// execution deadline fires; the lane's waits end 5 s before it. On any connection, a call the
+// upstream refused for the reasoning the client sent back is made once more without it
+// (replay.go).
 func (e *Engine) attemptOn(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, c *call, conn *catalog.ConnEntry,
+	deadline time.Time) attemptResult {
+	res := e.attemptVia(ctx, cancel, w, c, conn, deadline)
+	if e.retryWithoutReplay(c, conn, res) {
+		res = e.attemptVia(ctx, cancel, w, c, conn, deadline)
+	}
+	return res
+}
+
+// attemptVia is one attempt on conn, made as its kind of connection makes them.
+func (e *Engine) attemptVia(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, c *call, conn *catalog.ConnEntry,
 	deadline time.Time) attemptResult {
 	switch {
 	case !e.subscription(conn):

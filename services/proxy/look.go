@@ -21,6 +21,7 @@ type eventLook struct {
 	terminal, errorEv, failed, cut bool
 	scrub                          bool // carries an error object
 	usage                          bool // may carry a usage object
+	start                          bool // an Anthropic stream's message_start
 	// data is the event's data (named formats).
 	data []byte
 }
@@ -52,7 +53,9 @@ func lookMessages(ev []byte) eventLook {
 	case "content_block_delta", "content_block_start":
 		l.kind, l.useful = classifyMessages(name, data)
 	case "content_block_stop", "ping":
-	case "message_start", "message_delta":
+	case "message_start":
+		l.usage, l.start = true, true
+	case "message_delta":
 		l.usage = true
 	case "message_stop":
 		l.terminal = true

@@ -229,7 +229,7 @@ func (e *Engine) begin(ctx context.Context, w http.ResponseWriter, raw []byte, i
 // the formats differ), and the call's retry policy.
 func (e *Engine) prepare(t target, req Request, in http.Header, tr *Trace, src Format, countTokens bool) (*call, *errs.Error) {
 	c := &call{trace: tr, start: e.opt.Clock.Now(), t: t, stream: req.Stream, reasoning: req.Reasoning, snap: e.opt.Settings.Snapshot(),
-		src: src, dst: upstreamFormat(t.provider, t.model, src), countTokens: countTokens, out: &clientOut{}}
+		src: src, dst: upstreamFormat(t.provider, t.model, src), asked: req.Model, countTokens: countTokens, out: &clientOut{}}
 	if src == FormatResponses && c.dst != FormatResponses && gjson.GetBytes(req.Body, "previous_response_id").String() != "" {
 		return nil, errInvalid("unsupported_parameter", "proxy.previous_response_unsupported", t.provider.Name, t.provider.Type)
 	}
@@ -383,7 +383,7 @@ func (c *call) relay() streamRelay {
 	case c.src == c.dst && c.dst == FormatChat:
 		return &passthrough{format: FormatChat, rewriteError: appendOpenAIStreamError, hideUsage: c.hideUsage}
 	case c.src == c.dst && c.dst == FormatMessages:
-		return &passthrough{format: FormatMessages}
+		return &passthrough{format: FormatMessages, model: c.asked}
 	case c.src == c.dst:
 		return &passthrough{format: FormatResponses, sequenced: true}
 	}
@@ -454,6 +454,8 @@ type passthrough struct {
 	// shape. errored is set once one passed.
 	rewriteError func(dst, ev []byte) []byte
 	errored      bool
+	// model, when set, is what an Anthropic stream's message_start names (answermodel.go).
+	model string
 }
 
 // Event relays one event; the look tells its end and error events (and, for Responses, the
@@ -475,6 +477,9 @@ func (p *passthrough) Event(dst, ev []byte, l eventLook) []byte {
 		if p.rewriteError != nil {
 			return p.rewriteError(dst, ev)
 		}
+	}
+	if l.start && p.model != "" {
+		return terminate(appendNamingModel(dst, ev, l.data, "message.model", p.model))
 	}
 	return append(dst, terminate(ev)...)
 }

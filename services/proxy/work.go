@@ -38,9 +38,15 @@ type call struct {
 	lease *routing.Lease
 	// src is the client's format, dst the upstream's; path is the upstream address below the
 	// provider's base URL.
-	src, dst    Format
-	path        string
-	countTokens bool
+	src, dst Format
+	path     string
+	// asked is the model as the client named it: a provider's model, a bare model or a combo.
+	// An Anthropic client's answers name it (answermodel.go).
+	asked string
+	// replayDropped: an upstream refused the reasoning the client sent back, and the body goes
+	// without it since (replay.go).
+	replayDropped bool
+	countTokens   bool
 	// hideUsage: the gateway asked a chat upstream for the stream's usage the client did not
 	// ask for; the chunk that carries it is not relayed.
 	hideUsage bool

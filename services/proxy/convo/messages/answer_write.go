@@ -61,7 +61,9 @@ func (b *collected) args() []byte {
 }
 
 // AppendAnswer writes the events of a whole answer as an Anthropic message. r is the client's
-// request (its model names the answer when the upstream named none); created is unused, Anthropic
+// request: its model names the answer, as the client asked for it (the upstream's own id when r
+// names none; Claude Code keeps a thinking block only with a message that names the model it
+// asks for); created is unused, Anthropic
 // answers carry no time. An answer that ended in an error is written as Anthropic's error object
 // ({"type":"error","error":{…}}), one cut short by its token limit or a filter as a message that
 // says so in its stop reason.
@@ -104,7 +106,7 @@ func AppendAnswer(dst []byte, r *convo.Request, evs []convo.Event, created int64
 			a.Stop = s
 		}
 	}
-	if a.Model == "" && r != nil {
+	if r != nil && r.Model != "" {
 		a.Model = r.Model
 	}
 	size := len(a.ID) + len(a.Model) + 384
@@ -172,12 +174,12 @@ func appendError(dst []byte, e *convo.Error) []byte {
 // send back), a redacted one with its data; message_start goes out with the first event that is
 // not usage, so that it carries the input tokens a reader reports with the start.
 type StreamWriter struct {
-	model   string
+	model   string // the client's request's: it names the message (see AppendAnswer)
 	id      string
-	upModel string
-	seen    bool // the upstream's start was seen
-	started bool // message_start written
-	ended   bool // message_stop or an error written
+	upModel string // the upstream's, when the request named none
+	seen    bool   // the upstream's start was seen
+	started bool   // message_start written
+	ended   bool   // message_stop or an error written
 
 	usage   convo.Usage
 	stop    convo.StopReason
@@ -336,9 +338,9 @@ func (w *StreamWriter) begin(dst []byte) []byte {
 		return dst
 	}
 	w.started = true
-	model := w.upModel
+	model := w.model
 	if model == "" {
-		model = w.model
+		model = w.upModel
 	}
 	o := event(dst, "message_start")
 	m := o.Open("message").Str("id", msgID(w.id)).Str("type", "message").Str("role", "assistant").Str("model", model).

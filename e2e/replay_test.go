@@ -1,0 +1,143 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/tidwall/gjson"
+
+	"switchyard/e2e/testenv"
+)
+
+// Reasoning a client sends back is verified by the upstream that reads it. A conversation that
+// moved from one ChatGPT account to another (the first reached its usage wall) sends the second
+// the first's sealed reasoning, which it cannot read: it refuses the whole request, and would
+// refuse every later one of the conversation. The gateway sends the request once more, to the
+// same account, without the replayed reasoning, and names the drop in the request log.
+func TestReplayedReasoningAnotherAccountCannotReadIsDropped(t *testing.T) {
+	e, auth, backend, key := chatgptGateway(t, true)
+	ada := e.AddCodexAccount(auth, "codex", "acct-ada", "ada@example.com", "plus")
+	bob := e.AddCodexAccount(auth, "codex", "acct-bob", "bob@example.com", "pro")
+	e.MustAPI("PATCH", fmt.Sprintf("/api/connections/%d", bob), map[string]any{"priority": 2}, 200) // ada first
+	client := claudeCodeClient(e, key)
+
+	params := anthropic.MessageNewParams{Model: chatgptModel, MaxTokens: 1024,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Say hello."))}}
+	first, _ := sendClaude(t, client, params, true)
+	sealed := false
+	for _, b := range first.Content {
+		if b.Signature == testenv.CodexSeal("acct-ada") || b.Data == testenv.CodexSeal("acct-ada") {
+			sealed = true
+		}
+	}
+	if !sealed || string(first.Model) != chatgptModel {
+		t.Fatalf("the first answer carries no reasoning sealed for ada, or names another model: %s", first.RawJSON())
+	}
+
+	// Ada reaches her usage wall: the next turn goes to bob, with ada's reasoning in its history.
+	backend.SetLimit("acct-ada", &testenv.CodexLimit{Plan: "plus", ResetsAt: e.Clock.Now().Add(time.Hour)})
+	params.Messages = append(params.Messages, first.ToParam(), anthropic.NewUserMessage(anthropic.NewTextBlock("Once more.")))
+	second, hr := sendClaude(t, client, params, true)
+	if second.StopReason != "end_turn" || len(second.Content) == 0 || second.Content[len(second.Content)-1].Text != testenv.CodexText {
+		t.Fatalf("second turn: %s", second.RawJSON())
+	}
+	reqs := backend.Requests()
+	if got := backend.AccountsCalled(); !slices.Equal(got, []string{"acct-ada", "acct-ada", "acct-bob", "acct-bob"}) {
+		t.Fatalf("backend calls %q", got)
+	}
+	refused, resent := reqs[2].Body, reqs[3].Body
+	if gjson.Get(refused, `input.#(type=="reasoning").encrypted_content`).String() != testenv.CodexSeal("acct-ada") {
+		t.Fatalf("the refused call did not replay ada's reasoning: %s", refused)
+	}
+	if gjson.Get(resent, `input.#(type=="reasoning")`).Exists() ||
+		gjson.Get(resent, "input.#").Int() != gjson.Get(refused, "input.#").Int()-1 ||
+		!strings.Contains(resent, `"Once more."`) || !strings.Contains(resent, `"Say hello."`) {
+		t.Fatalf("the call made again is not the refused one without the reasoning:\n%s\n%s", refused, resent)
+	}
+
+	row := loggedRow(e, hr)
+	dropped, _ := row["dropped"].([]any)
+	if row["status"] != 200.0 || !slices.Contains(dropped, any("replayed_reasoning")) {
+		t.Fatalf("logged %v", row)
+	}
+	detail := e.MustAPI("GET", fmt.Sprintf("/api/requests/%v", row["id"]), nil, 200)
+	var steps []string
+	for _, st := range detail["attempts"].([]any) {
+		s := st.(map[string]any)
+		steps = append(steps, fmt.Sprint(s["connection_id"], " ", s["kind"], " ", s["status"], " ", s["reason"]))
+	}
+	// ada's wall, bob refusing the reasoning, bob answering.
+	if want := []string{fmt.Sprint(ada, " first 429 quota_exhausted"), fmt.Sprint(bob, " failover 400 reasoning_replay_rejected"),
+		fmt.Sprint(bob, " retry 200 ")}; !slices.Equal(steps, want) {
+		t.Fatalf("attempts %q, want %q", steps, want)
+	}
+	if m := e.Metrics(); !strings.Contains(m, `field="replayed_reasoning"`) {
+		t.Fatal("the drop is not counted in metrics")
+	}
+
+	// A Codex CLI client's own reasoning items go back as they are, and the same holds.
+	codexCLI := `{"model":"` + chatgptModel + `","stream":true,"store":false,"instructions":"Be brief.","input":[` +
+		`{"type":"message","role":"user","content":[{"type":"input_text","text":"Say hello."}]},` +
+		`{"type":"reasoning","summary":[],"encrypted_content":"` + testenv.CodexSeal("acct-ada") + `"},` +
+		`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Hello."}]},` +
+		`{"type":"message","role":"user","content":[{"type":"input_text","text":"Once more."}]}]}`
+	resp := e.Post(context.Background(), "/v1/responses", key, codexCLI, nil)
+	body := testenv.ReadAll(t, resp)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "event: response.completed") {
+		t.Fatalf("codex cli: %d %s", resp.StatusCode, body)
+	}
+	reqs = backend.Requests()
+	if n := len(reqs); gjson.Get(reqs[n-2].Body, `input.#(type=="reasoning")`).Exists() == false ||
+		gjson.Get(reqs[n-1].Body, `input.#(type=="reasoning")`).Exists() {
+		t.Fatalf("codex cli calls:\n%s\n%s", reqs[n-2].Body, reqs[n-1].Body)
+	}
+}
+
+// The same for Anthropic: a thinking block whose signature the upstream refuses (written by
+// another model a combo used before) is dropped, the request made once more on the same
+// connection, and the rest of the body goes as the client sent it.
+func TestReplayedThinkingAnthropicRefusesIsDropped(t *testing.T) {
+	refuse := testenv.Status(400, nil, `{"type":"error","error":{"type":"invalid_request_error",`+
+		`"message":"messages.1.content.0: Invalid `+"`signature`"+` in `+"`thinking`"+` block"}}`)
+	answer := testenv.MessagesAnswer()
+	e, up, key, _, _ := anthropicSetup(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		if bytes.Contains(b, []byte(`"signature":"written-by-another-model"`)) {
+			refuse(w, r)
+			return
+		}
+		answer(w, r)
+	})
+	body := `{"model":"anthropic/claude-test","max_tokens":64,"thinking":{"type":"enabled","budget_tokens":32},"messages":[` +
+		`{"role":"user","content":"Say hello."},` +
+		`{"role":"assistant","content":[{"type":"thinking","thinking":"Greet.","signature":"written-by-another-model"},{"type":"text","text":"Hello."}]},` +
+		`{"role":"user","content":"Once more."}]}`
+	r := e.PostAnthropic("/v1/messages", key, body, nil)
+	if got := testenv.ReadAll(t, r); r.StatusCode != 200 || got != testenv.MessageJSONNaming("anthropic/claude-test") {
+		t.Fatalf("answer: %d %s", r.StatusCode, got)
+	}
+	sent := up.MessageRequests()
+	want := strings.Replace(strings.Replace(body, `"anthropic/claude-test"`, `"claude-test"`, 1),
+		`{"type":"thinking","thinking":"Greet.","signature":"written-by-another-model"},`, "", 1)
+	if len(sent) != 2 || sent[1].Body != want || sent[1].Header.Get("x-api-key") != sent[0].Header.Get("x-api-key") {
+		t.Fatalf("%d upstream calls; the last:\n got %s\nwant %s", len(sent), sent[len(sent)-1].Body, want)
+	}
+	if row := loggedRow(e, r); !slices.Contains(row["dropped"].([]any), any("replayed_reasoning")) {
+		t.Fatalf("logged %v", row)
+	}
+
+	// A refusal of anything else is the client's answer, made once.
+	e2, up2, key2, _, _ := anthropicSetup(t, testenv.Status(400, nil, `{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: Field required"}}`))
+	if r := e2.PostAnthropic("/v1/messages", key2, body, nil); r.StatusCode != 400 || len(up2.MessageRequests()) != 1 {
+		t.Fatalf("another refusal: %d after %d calls", r.StatusCode, len(up2.MessageRequests()))
+	}
+}

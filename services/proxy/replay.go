@@ -1,0 +1,129 @@
+package proxy
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+
+	"switchyard/services/catalog"
+	"switchyard/services/resilience"
+)
+
+// A client sends the model's earlier reasoning back with the conversation: Anthropic thinking
+// blocks with their signatures, Responses reasoning items with their encrypted content. The
+// upstream verifies what comes back, and refuses the whole request with 400 when it cannot: the
+// reasoning came from another model (a combo that moved on to another target), from an account
+// of another organisation (a provider's connections are several accounts), or was changed on
+// the way. The client sends the same history with every later request, so the conversation
+// would stay refused. The gateway drops the replayed reasoning and asks once more, on the same
+// connection, at once: the model goes on without its earlier reasoning (as it does when a
+// client leaves it out), the conversation goes on. The drop is named in the request log
+// (DroppedReplay) and counted in metrics, the refused call is a step of the attempt chain
+// (reason reasoning_replay_rejected), and a refusal of anything else is the client's answer as
+// before.
+
+// DroppedReplay is the request log's name for replayed reasoning the upstream refused.
+const DroppedReplay = "replayed_reasoning"
+
+// replayRefusal is the attempt chain's reason for a call refused for its replayed reasoning.
+const replayRefusal = "reasoning_replay_rejected"
+
+// retryWithoutReplay reports whether a failed attempt is made once more without the replayed
+// reasoning: the upstream refused it (replayRejected) and the request carried some. The call's
+// body is then the body without it, for this attempt and the call's later ones.
+func (e *Engine) retryWithoutReplay(c *call, conn *catalog.ConnEntry, res attemptResult) bool {
+	if res.status != http.StatusBadRequest || c.replayDropped || !replayRejected(c.dst, res.errBody) {
+		return false
+	}
+	body, ok := withoutReplay(c.dst, c.body)
+	if !ok {
+		return false
+	}
+	c.body, c.replayDropped = body, true
+	// A Claude account sends the client's own bytes when they name the upstream's model
+	// (claudeOutgoing): those are the body now.
+	c.claude.raw = body
+	if !slices.Contains(c.trace.Dropped, DroppedReplay) {
+		c.trace.Dropped = append(c.trace.Dropped, DroppedReplay)
+	}
+	e.opt.Observer.Dropped(c.t.provider.Name, DroppedReplay)
+	e.opt.Log.Info("upstream refused the replayed reasoning; trying once more without it",
+		"provider", c.t.provider.Name, "connection_id", conn.ID)
+	e.endStep(c, res, replayRefusal)
+	c.trace.attempt(conn, "retry", e.opt.Clock.Now())
+	return true
+}
+
+// replayRejected reports whether an upstream's 400 refuses the reasoning a request sent back:
+// OpenAI's invalid_encrypted_content ("The encrypted content … could not be verified."), or
+// Anthropic's refusal of a thinking block's signature ("Invalid `signature` in `thinking`
+// block", a block that "cannot be modified"). Chat completions carry no signed reasoning.
+func replayRejected(f Format, body []byte) bool {
+	msg, code, _, _, ok := resilience.ExtractError(body)
+	if !ok {
+		return false
+	}
+	m := strings.ToLower(strings.ReplaceAll(msg, "`", ""))
+	switch f {
+	case FormatResponses:
+		return code == "invalid_encrypted_content" ||
+			strings.Contains(m, "encrypted content") && (strings.Contains(m, "could not be verified") || strings.Contains(m, "could not be decrypted"))
+	case FormatMessages:
+		return strings.Contains(m, "signature in thinking block") ||
+			strings.Contains(m, "thinking.signature") && strings.Contains(m, "field required") ||
+			(strings.Contains(m, "thinking block") || strings.Contains(m, "redacted_thinking")) &&
+				(strings.Contains(m, "invalid signature") || strings.Contains(m, "cannot be modified"))
+	}
+	return false
+}
+
+// withoutReplay is body, a request in format f, without the reasoning it sends back: a
+// Responses request's reasoning items, an Anthropic request's thinking and redacted_thinking
+// blocks of assistant messages (a message that holds nothing else keeps them: a message cannot
+// be empty). ok is false when there was none to drop. The body it was given is not changed.
+func withoutReplay(f Format, body []byte) (out []byte, ok bool) {
+	var paths []string // deepest last: deleted from the end, so no index moves under another
+	switch f {
+	case FormatResponses:
+		gjson.GetBytes(body, "input").ForEach(func(k, v gjson.Result) bool {
+			if v.Get("type").String() == "reasoning" {
+				paths = append(paths, "input."+k.String())
+			}
+			return true
+		})
+	case FormatMessages:
+		gjson.GetBytes(body, "messages").ForEach(func(i, m gjson.Result) bool {
+			content := m.Get("content")
+			if m.Get("role").String() != "assistant" || !content.IsArray() {
+				return true
+			}
+			var blocks []string
+			n := 0
+			content.ForEach(func(j, b gjson.Result) bool {
+				n++
+				if t := b.Get("type").String(); t == "thinking" || t == "redacted_thinking" {
+					blocks = append(blocks, "messages."+i.String()+".content."+j.String())
+				}
+				return true
+			})
+			if len(blocks) < n {
+				paths = append(paths, blocks...)
+			}
+			return true
+		})
+	}
+	if len(paths) == 0 {
+		return body, false
+	}
+	out = body
+	for _, p := range slices.Backward(paths) {
+		var err error
+		if out, err = sjson.DeleteBytes(out, p); err != nil {
+			return body, false
+		}
+	}
+	return out, true
+}
