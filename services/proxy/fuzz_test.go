@@ -106,3 +106,37 @@ func FuzzSplitModel(f *testing.F) {
 		}
 	})
 }
+
+// FuzzReplayAndNaming: what the gateway does to bodies it did not write — dropping replayed
+// reasoning from a client's request, naming the model in an upstream's answer — never panics,
+// never changes the bytes it was given, and keeps a valid JSON document valid.
+func FuzzReplayAndNaming(f *testing.F) {
+	f.Add([]byte(`{"model":"m","input":[{"type":"reasoning","encrypted_content":"gAAAA"},{"type":"message","role":"user","content":"hi"}]}`), "a/b")
+	f.Add([]byte(`{"messages":[{"role":"assistant","content":[{"type":"thinking","signature":"s"},{"type":"text","text":"x"}]}]}`), "")
+	f.Add([]byte(`{"id":"msg","model":"claude-x","content":[]}`), "anthropic/claude-x")
+	f.Add([]byte(`{"type":"message_start","message":{"model":"m\u00e9"}}`), "we\"ird")
+	f.Fuzz(func(t *testing.T, body []byte, model string) {
+		orig := string(body)
+		valid := json.Valid(body)
+		for _, fm := range []Format{FormatChat, FormatMessages, FormatResponses} {
+			replayRejected(fm, body)
+			if out, ok := withoutReplay(fm, body); ok && valid && !json.Valid(out) {
+				t.Fatalf("%v: dropping the reasoning broke %q into %q", fm, body, out)
+			}
+		}
+		if model != "" {
+			if out, _ := namingModel(body, nil, model); valid && !json.Valid(out) {
+				t.Fatalf("naming %q broke %q into %q", model, body, out)
+			}
+			ev := []byte("event: message_start\ndata: " + string(body) + "\n\n")
+			l := lookMessages(ev)
+			out := (&passthrough{format: FormatMessages, model: model}).Event(nil, ev, l)
+			if !bytes.HasPrefix(out, []byte("event: message_start\ndata: ")) || !bytes.HasSuffix(out, []byte("\n\n")) {
+				t.Fatalf("the event lost its frame: %q", out)
+			}
+		}
+		if string(body) != orig {
+			t.Fatal("the given bytes changed")
+		}
+	})
+}
