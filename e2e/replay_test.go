@@ -99,6 +99,36 @@ func TestReplayedReasoningAnotherAccountCannotReadIsDropped(t *testing.T) {
 		gjson.Get(reqs[n-1].Body, `input.#(type=="reasoning")`).Exists() {
 		t.Fatalf("codex cli calls:\n%s\n%s", reqs[n-2].Body, reqs[n-1].Body)
 	}
+
+	// What goes first is the reasoning of earlier turns: bob's own of the current turn (since the
+	// user's last words, across a tool call) stays. Ada's in the current turn too: a second
+	// refusal, and then none goes.
+	turn := func(current string) string {
+		return `{"model":"` + chatgptModel + `","stream":true,"store":false,"instructions":"Be brief.","input":[` +
+			`{"type":"message","role":"user","content":[{"type":"input_text","text":"Say hello."}]},` +
+			`{"type":"reasoning","summary":[],"encrypted_content":"` + testenv.CodexSeal("acct-ada") + `"},` +
+			`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Hello."}]},` +
+			`{"type":"message","role":"user","content":[{"type":"input_text","text":"Run it."}]},` +
+			`{"type":"reasoning","summary":[],"encrypted_content":"` + testenv.CodexSeal(current) + `"},` +
+			`{"type":"function_call","call_id":"call_1","name":"shell","arguments":"{}"},` +
+			`{"type":"function_call_output","call_id":"call_1","output":"ok"}]}`
+	}
+	for _, c := range []struct {
+		current string
+		calls   int
+		left    string
+	}{{"acct-bob", 2, `["` + testenv.CodexSeal("acct-bob") + `"]`}, {"acct-ada", 3, `[]`}} {
+		before := len(backend.Requests())
+		resp := e.Post(context.Background(), "/v1/responses", key, turn(c.current), nil)
+		if body := testenv.ReadAll(t, resp); resp.StatusCode != http.StatusOK {
+			t.Fatalf("current turn's reasoning from %s: %d %s", c.current, resp.StatusCode, body)
+		}
+		reqs := backend.Requests()
+		last := reqs[len(reqs)-1].Body
+		if got := gjson.Get(last, `input.#(type=="reasoning")#.encrypted_content`).Raw; len(reqs)-before != c.calls || got != c.left {
+			t.Fatalf("current turn's reasoning from %s: %d calls, the last with reasoning %s", c.current, len(reqs)-before, got)
+		}
+	}
 }
 
 // The same for Anthropic: a thinking block whose signature the upstream refuses (written by

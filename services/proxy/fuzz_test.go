@@ -120,8 +120,10 @@ func FuzzReplayAndNaming(f *testing.F) {
 		valid := json.Valid(body)
 		for _, fm := range []Format{FormatChat, FormatMessages, FormatResponses} {
 			replayRejected(fm, body)
-			if out, ok := withoutReplay(fm, body); ok && valid && !json.Valid(out) {
-				t.Fatalf("%v: dropping the reasoning broke %q into %q", fm, body, out)
+			for _, what := range []replayDrop{dropEarlierTurns, dropAll} {
+				if out, ok := withoutReplay(fm, body, what); ok && valid && !json.Valid(out) {
+					t.Fatalf("%v: dropping the reasoning broke %q into %q", fm, body, out)
+				}
 			}
 		}
 		if model != "" {

@@ -20,12 +20,12 @@ const quotaWindow = "quota_window"
 // lane.go decides). The answers it intercepts never reach failure classification, so the wall
 // never cools the connection while the lane serves it. deadline is when the attempt's own
 // execution deadline fires; the lane's waits end 5 s before it. On any connection, a call the
-// upstream refused for the reasoning the client sent back is made once more without it
+// upstream refused for the reasoning the client sent back is made again with less of it
 // (replay.go).
 func (e *Engine) attemptOn(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, c *call, conn *catalog.ConnEntry,
 	deadline time.Time) attemptResult {
 	res := e.attemptVia(ctx, cancel, w, c, conn, deadline)
-	if e.retryWithoutReplay(c, conn, res) {
+	for e.retryWithoutReplay(c, conn, res) { // at most twice: earlier turns', then all
 		res = e.attemptVia(ctx, cancel, w, c, conn, deadline)
 	}
 	return res

@@ -18,9 +18,11 @@ import (
 // reasoning came from another model (a combo that moved on to another target), from an account
 // of another organisation (a provider's connections are several accounts), or was changed on
 // the way. The client sends the same history with every later request, so the conversation
-// would stay refused. The gateway drops the replayed reasoning and asks once more, on the same
-// connection, at once: the model goes on without its earlier reasoning (as it does when a
-// client leaves it out), the conversation goes on. The drop is named in the request log
+// would stay refused. The gateway leaves the replayed reasoning out and asks again, on the same
+// connection, at once: first without that of earlier turns (the upstream's own reasoning of the
+// current turn stays), then, refused once more, without any; the model goes on without what was
+// left out (as it does when a client leaves it out), the conversation goes on. The drop is named
+// in the request log
 // (DroppedReplay) and counted in metrics, the refused call is a step of the attempt chain
 // (reason reasoning_replay_rejected), and a refusal of anything else is the client's answer as
 // before.
@@ -31,18 +33,25 @@ const DroppedReplay = "replayed_reasoning"
 // replayRefusal is the attempt chain's reason for a call refused for its replayed reasoning.
 const replayRefusal = "reasoning_replay_rejected"
 
-// retryWithoutReplay reports whether a failed attempt is made once more without the replayed
-// reasoning: the upstream refused it (replayRejected) and the request carried some. The call's
-// body is then the body without it, for this attempt and the call's later ones.
+// retryWithoutReplay reports whether a failed attempt is made once more with less of the
+// replayed reasoning: the upstream refused it (replayRejected) and the request carried some.
+// The first refusal leaves out the reasoning of earlier turns (when there is any), a second all
+// of it; the call's body is then the body without it, for this attempt and the call's later
+// ones.
 func (e *Engine) retryWithoutReplay(c *call, conn *catalog.ConnEntry, res attemptResult) bool {
-	if res.status != http.StatusBadRequest || c.replayDropped || !replayRejected(c.dst, res.errBody) {
+	if res.status != http.StatusBadRequest || c.replayDropped == dropAll || !replayRejected(c.dst, res.errBody) {
 		return false
 	}
-	body, ok := withoutReplay(c.dst, c.body)
+	var body []byte
+	ok := false
+	for !ok && c.replayDropped < dropAll {
+		c.replayDropped++
+		body, ok = withoutReplay(c.dst, c.body, c.replayDropped)
+	}
 	if !ok {
 		return false
 	}
-	c.body, c.replayDropped = body, true
+	c.body = body
 	// A Claude account sends the client's own bytes when they name the upstream's model
 	// (claudeOutgoing): those are the body now.
 	c.claude.raw = body
@@ -51,11 +60,14 @@ func (e *Engine) retryWithoutReplay(c *call, conn *catalog.ConnEntry, res attemp
 	}
 	e.opt.Observer.Dropped(c.t.provider.Name, DroppedReplay)
 	e.opt.Log.Info("upstream refused the replayed reasoning; trying once more without it",
-		"provider", c.t.provider.Name, "connection_id", conn.ID)
+		"provider", c.t.provider.Name, "connection_id", conn.ID, "dropped", replayDropWord[c.replayDropped])
 	e.endStep(c, res, replayRefusal)
 	c.trace.attempt(conn, "retry", e.opt.Clock.Now())
 	return true
 }
+
+// replayDropWord names what a retry left out, for the log.
+var replayDropWord = [...]string{dropEarlierTurns: "earlier_turns", dropAll: "all"}
 
 // replayRejected reports whether an upstream's 400 refuses the reasoning a request sent back:
 // OpenAI's invalid_encrypted_content ("The encrypted content … could not be verified."), or
@@ -80,24 +92,60 @@ func replayRejected(f Format, body []byte) bool {
 	return false
 }
 
-// withoutReplay is body, a request in format f, without the reasoning it sends back: a
-// Responses request's reasoning items, an Anthropic request's thinking and redacted_thinking
-// blocks of assistant messages (a message that holds nothing else keeps them: a message cannot
-// be empty). ok is false when there was none to drop. The body it was given is not changed.
-func withoutReplay(f Format, body []byte) (out []byte, ok bool) {
+// replayDrop is how much of the replayed reasoning a retry leaves out.
+type replayDrop uint8
+
+const (
+	// dropEarlierTurns leaves out the reasoning of the turns before the user's last message and
+	// keeps the current turn's (the tool calls since the user last spoke). The models read only
+	// the current turn's reasoning (Anthropic strips earlier turns' thinking, OpenAI's reasoning
+	// models carry it across the function calls of a turn), so this loses nothing they use,
+	// while a conversation that moved to another account or model carries the old upstream's
+	// reasoning only in earlier turns: the new upstream keeps its own.
+	dropEarlierTurns replayDrop = iota + 1
+	// dropAll leaves out all of it (the current turn's was refused too).
+	dropAll
+)
+
+// withoutReplay is body, a request in format f, without the reasoning it sends back, all of it
+// or that of earlier turns (what): a Responses request's reasoning items, an Anthropic
+// request's thinking and redacted_thinking blocks of assistant messages (a message that holds
+// nothing else keeps them: a message cannot be empty). ok is false when there was none to drop.
+// The body it was given is not changed.
+func withoutReplay(f Format, body []byte, what replayDrop) (out []byte, ok bool) {
 	var paths []string // deepest last: deleted from the end, so no index moves under another
 	switch f {
 	case FormatResponses:
-		gjson.GetBytes(body, "input").ForEach(func(k, v gjson.Result) bool {
-			if v.Get("type").String() == "reasoning" {
+		input := gjson.GetBytes(body, "input")
+		turn := int64(-1) // the user's last message: reasoning after it is the current turn's
+		if what == dropEarlierTurns {
+			input.ForEach(func(k, v gjson.Result) bool {
+				if v.Get("role").String() == "user" && (!v.Get("type").Exists() || v.Get("type").String() == "message") {
+					turn = k.Int()
+				}
+				return true
+			})
+		}
+		input.ForEach(func(k, v gjson.Result) bool {
+			if v.Get("type").String() == "reasoning" && (what == dropAll || k.Int() < turn) {
 				paths = append(paths, "input."+k.String())
 			}
 			return true
 		})
 	case FormatMessages:
-		gjson.GetBytes(body, "messages").ForEach(func(i, m gjson.Result) bool {
+		messages := gjson.GetBytes(body, "messages")
+		turn := int64(-1)
+		if what == dropEarlierTurns {
+			messages.ForEach(func(i, m gjson.Result) bool {
+				if m.Get("role").String() == "user" && userSpoke(m.Get("content")) {
+					turn = i.Int()
+				}
+				return true
+			})
+		}
+		messages.ForEach(func(i, m gjson.Result) bool {
 			content := m.Get("content")
-			if m.Get("role").String() != "assistant" || !content.IsArray() {
+			if m.Get("role").String() != "assistant" || !content.IsArray() || what == dropEarlierTurns && i.Int() > turn {
 				return true
 			}
 			var blocks []string
@@ -126,4 +174,18 @@ func withoutReplay(f Format, body []byte) (out []byte, ok bool) {
 		}
 	}
 	return out, true
+}
+
+// userSpoke reports whether a user message's content is the user's own words: text, or any
+// block but tool results (a message of tool results goes on the turn).
+func userSpoke(content gjson.Result) bool {
+	if !content.IsArray() {
+		return true
+	}
+	spoke := false
+	content.ForEach(func(_, b gjson.Result) bool {
+		spoke = b.Get("type").String() != "tool_result"
+		return !spoke
+	})
+	return spoke
 }

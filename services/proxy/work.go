@@ -44,8 +44,8 @@ type call struct {
 	// An Anthropic client's answers name it (answermodel.go).
 	asked string
 	// replayDropped: an upstream refused the reasoning the client sent back, and the body goes
-	// without it since (replay.go).
-	replayDropped bool
+	// without some or all of it since (replay.go).
+	replayDropped replayDrop
 	countTokens   bool
 	// hideUsage: the gateway asked a chat upstream for the stream's usage the client did not
 	// ask for; the chunk that carries it is not relayed.
