@@ -97,11 +97,10 @@ type replayDrop uint8
 
 const (
 	// dropEarlierTurns leaves out the reasoning of the turns before the user's last message and
-	// keeps the current turn's (the tool calls since the user last spoke). The models read only
-	// the current turn's reasoning (Anthropic strips earlier turns' thinking, OpenAI's reasoning
-	// models carry it across the function calls of a turn), so this loses nothing they use,
-	// while a conversation that moved to another account or model carries the old upstream's
-	// reasoning only in earlier turns: the new upstream keeps its own.
+	// keeps the current turn's (the tool calls since the user last spoke): that is the reasoning
+	// the work in progress rests on (some models read no other), while a conversation that moved
+	// to another account or model carries the old upstream's reasoning in its earlier turns, so
+	// the upstream now serving keeps its own.
 	dropEarlierTurns replayDrop = iota + 1
 	// dropAll leaves out all of it (the current turn's was refused too).
 	dropAll
