@@ -83,7 +83,25 @@ func TestReplayedReasoningAnotherAccountCannotReadIsDropped(t *testing.T) {
 		t.Fatal("the drop is not counted in metrics")
 	}
 
-	// A Codex CLI client's own reasoning items go back as they are, and the same holds.
+	// The conversation's next turn carries ada's reasoning again, and bob's own of the second
+	// turn: bob refused ada's before, so it goes without it at once, and bob's stays.
+	params.Messages = append(params.Messages, second.ToParam(), anthropic.NewUserMessage(anthropic.NewTextBlock("And again.")))
+	before := len(backend.Requests())
+	third, hr := sendClaude(t, client, params, true)
+	if third.StopReason != "end_turn" {
+		t.Fatalf("third turn: %s", third.RawJSON())
+	}
+	reqs = backend.Requests()
+	if got := gjson.Get(reqs[len(reqs)-1].Body, `input.#(type=="reasoning")#.encrypted_content`).Raw; len(reqs)-before != 1 ||
+		got != `["`+testenv.CodexSeal("acct-bob")+`"]` {
+		t.Fatalf("third turn: %d calls, the last with reasoning %s; want one call with bob's reasoning alone", len(reqs)-before, got)
+	}
+	if row := loggedRow(e, hr); !slices.Contains(row["dropped"].([]any), any("replayed_reasoning")) {
+		t.Fatalf("third turn logged %v", row)
+	}
+
+	// A Codex CLI client's own reasoning items go back as they are, and the same holds: bob is
+	// sent ada's reasoning no more.
 	codexCLI := `{"model":"` + chatgptModel + `","stream":true,"store":false,"instructions":"Be brief.","input":[` +
 		`{"type":"message","role":"user","content":[{"type":"input_text","text":"Say hello."}]},` +
 		`{"type":"reasoning","summary":[],"encrypted_content":"` + testenv.CodexSeal("acct-ada") + `"},` +
@@ -94,39 +112,45 @@ func TestReplayedReasoningAnotherAccountCannotReadIsDropped(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "event: response.completed") {
 		t.Fatalf("codex cli: %d %s", resp.StatusCode, body)
 	}
-	reqs = backend.Requests()
-	if n := len(reqs); gjson.Get(reqs[n-2].Body, `input.#(type=="reasoning")`).Exists() == false ||
-		gjson.Get(reqs[n-1].Body, `input.#(type=="reasoning")`).Exists() {
-		t.Fatalf("codex cli calls:\n%s\n%s", reqs[n-2].Body, reqs[n-1].Body)
+	if reqs := backend.Requests(); len(reqs) != before+2 || gjson.Get(reqs[len(reqs)-1].Body, `input.#(type=="reasoning")`).Exists() {
+		t.Fatalf("codex cli: %d calls, the last %s; want one, without ada's reasoning", len(reqs)-before-1, reqs[len(reqs)-1].Body)
 	}
 
 	// What goes first is the reasoning of earlier turns: bob's own of the current turn (since the
-	// user's last words, across a tool call) stays. Ada's in the current turn too: a second
-	// refusal, and then none goes.
-	turn := func(current string) string {
+	// user's last words, across a tool call) stays. Another's in the current turn too: a second
+	// refusal, and then none goes. (Reasoning of accounts bob has not refused before: carol's,
+	// dave's, erin's.) What bob refused once is not sent to bob again.
+	turn := func(earlier, current string) string {
 		return `{"model":"` + chatgptModel + `","stream":true,"store":false,"instructions":"Be brief.","input":[` +
 			`{"type":"message","role":"user","content":[{"type":"input_text","text":"Say hello."}]},` +
-			`{"type":"reasoning","summary":[],"encrypted_content":"` + testenv.CodexSeal("acct-ada") + `"},` +
+			`{"type":"reasoning","summary":[],"encrypted_content":"` + testenv.CodexSeal(earlier) + `"},` +
 			`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Hello."}]},` +
 			`{"type":"message","role":"user","content":[{"type":"input_text","text":"Run it."}]},` +
 			`{"type":"reasoning","summary":[],"encrypted_content":"` + testenv.CodexSeal(current) + `"},` +
 			`{"type":"function_call","call_id":"call_1","name":"shell","arguments":"{}"},` +
 			`{"type":"function_call_output","call_id":"call_1","output":"ok"}]}`
 	}
+	bobs := `["` + testenv.CodexSeal("acct-bob") + `"]`
 	for _, c := range []struct {
-		current string
-		calls   int
-		left    string
-	}{{"acct-bob", 2, `["` + testenv.CodexSeal("acct-bob") + `"]`}, {"acct-ada", 3, `[]`}} {
+		earlier, current string
+		calls            int
+		left             string
+	}{
+		{"acct-carol", "acct-bob", 2, bobs},  // carol's refused: the earlier turns' reasoning goes
+		{"acct-erin", "acct-dave", 3, `[]`},  // erin's, then dave's refused: all goes
+		{"acct-carol", "acct-dave", 1, `[]`}, // both refused before: left out at once
+		{"acct-erin", "acct-bob", 1, bobs},
+	} {
 		before := len(backend.Requests())
-		resp := e.Post(context.Background(), "/v1/responses", key, turn(c.current), nil)
+		resp := e.Post(context.Background(), "/v1/responses", key, turn(c.earlier, c.current), nil)
 		if body := testenv.ReadAll(t, resp); resp.StatusCode != http.StatusOK {
-			t.Fatalf("current turn's reasoning from %s: %d %s", c.current, resp.StatusCode, body)
+			t.Fatalf("reasoning from %s and %s: %d %s", c.earlier, c.current, resp.StatusCode, body)
 		}
 		reqs := backend.Requests()
 		last := reqs[len(reqs)-1].Body
 		if got := gjson.Get(last, `input.#(type=="reasoning")#.encrypted_content`).Raw; len(reqs)-before != c.calls || got != c.left {
-			t.Fatalf("current turn's reasoning from %s: %d calls, the last with reasoning %s", c.current, len(reqs)-before, got)
+			t.Fatalf("reasoning from %s and %s: %d calls, the last with reasoning %s; want %d, %s",
+				c.earlier, c.current, len(reqs)-before, got, c.calls, c.left)
 		}
 	}
 }
@@ -163,6 +187,14 @@ func TestReplayedThinkingAnthropicRefusesIsDropped(t *testing.T) {
 	}
 	if row := loggedRow(e, r); !slices.Contains(row["dropped"].([]any), any("replayed_reasoning")) {
 		t.Fatalf("logged %v", row)
+	}
+	// The conversation's next request carries the block again: it goes without it at once.
+	r = e.PostAnthropic("/v1/messages", key, body, nil)
+	if got := testenv.ReadAll(t, r); r.StatusCode != 200 || got != testenv.MessageJSONNaming("anthropic/claude-test") {
+		t.Fatalf("again: %d %s", r.StatusCode, got)
+	}
+	if sent := up.MessageRequests(); len(sent) != 3 || sent[2].Body != want {
+		t.Fatalf("again: %d upstream calls in all, the last %s; want one more, without the block", len(sent), sent[len(sent)-1].Body)
 	}
 
 	// A refusal of anything else is the client's answer, made once.

@@ -46,6 +46,8 @@ type attemptResult struct {
 	// followed: a failure like a 502. location is its target, scrubbed for the log and the chain.
 	redirect bool
 	location string
+	// stored, when set, reads what a Responses stream's answer stored (stored.go).
+	stored *storedCall
 }
 
 // attempt makes one upstream call. cancel ends ctx; the first-byte timeout uses it when the

@@ -16,6 +16,7 @@ import (
 // deliver writes a successful attempt to the client.
 func (e *Engine) deliver(ctx context.Context, w http.ResponseWriter, c *call, conn *catalog.ConnEntry, res attemptResult) *errs.Error {
 	c.out.delivered, c.answered = true, e.opt.Clock.Now()
+	e.storedServed(c, conn)
 	h := w.Header()
 	h.Set("X-Switchyard-Provider", c.t.provider.Name)
 	h.Set(RouteHeader, c.trace.route())
@@ -32,6 +33,9 @@ func (e *Engine) deliver(ctx context.Context, w http.ResponseWriter, c *call, co
 		h.Set("Content-Length", strconv.Itoa(len(res.body)))
 		setDate(h)
 		w.WriteHeader(res.status)
+		if c.stored.record {
+			c.stored.observeAnswer(res.body)
+		}
 		_, _ = w.Write(res.body)
 		// Send it all now: the request log and metrics run after the handler returns and must
 		// not delay the answer.
@@ -42,6 +46,9 @@ func (e *Engine) deliver(ctx context.Context, w http.ResponseWriter, c *call, co
 	}
 	defer res.resp.Body.Close()
 	r := c.relay()
+	if c.stored.record {
+		res.stored = &c.stored
+	}
 	var secrets []string // looked up at the first error event, if one comes
 	clean := func(ev []byte) []byte {
 		if secrets == nil {

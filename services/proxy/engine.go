@@ -84,6 +84,12 @@ type Options struct {
 	SessionBinds *resilience.SessionBinds
 	// Pins are the session affinity pins (affinity.go); nil turns session affinity off.
 	Pins *resilience.Pins
+	// StoredPins say which connection holds a stored Responses answer (stored.go); nil = none
+	// are kept (a request that names another organisation's state still fails over).
+	StoredPins *resilience.StoredPins
+	// Replays remember the replayed reasoning a connection refused (replay.go); nil = nothing
+	// is remembered (each request is refused once and made again without it).
+	Replays *resilience.ReplayMemory
 }
 
 // Engine forwards client requests to upstream connections.

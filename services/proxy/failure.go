@@ -31,7 +31,9 @@ func (e *Engine) fail(c *call, conn *catalog.ConnEntry, res attemptResult) failu
 		e.opt.Observer.ConnectionFailure(c.t.provider.Name, string(out.Reason))
 	}
 	e.opt.Cooldowns.RecordFailure(conn.ID, out, cooldownPolicy(r.ConnectionCooldown, conn.AuthType))
-	if out.Status > 0 && !out.UntilReset { // a used-up usage window is the account's, not the model's
+	// A used-up usage window is the account's, not the model's; a stored response another
+	// connection holds is the request's: neither locks the model.
+	if out.Status > 0 && !out.UntilReset && out.Code != resilience.CodeStoredStateMissing {
 		e.opt.Lockouts.RecordFailure(c.t.provider.Name, conn.ID, c.t.model, out.Status, string(out.Reason), out.Cooldown, out.FromUpstream)
 	}
 	f := failure{err: res.err, outcome: out, result: resilience.Result{Status: res.status, Transport: res.transport && !res.localTimeout,

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -70,6 +71,7 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Add([]byte(`[]`))
 	f.Add([]byte(`{"model":"a","model":"b"}`))
 	f.Add([]byte(`  {"model":"x\u0000y","n":1e400}`))
+	f.Add([]byte(`{"model":"m","store":false,"previous_response_id":"resp_1","conversation":{"id":"c"},"input":[{"type":"item_reference","id":"rs_1"},{"type":"reasoning","id":"rs_2"}]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req, derr := DecodeRequest(body)
 		if derr != nil {
@@ -84,6 +86,12 @@ func FuzzDecodeRequest(f *testing.F) {
 		}
 		if !json.Valid(out) || gjson.GetBytes(out, "model").String() != "upstream-model" {
 			t.Fatalf("rewrite broke the body: %q", out)
+		}
+		// What a Responses body names of stored state (stored.go): ids that are not empty, at
+		// most the previous response, the conversation and maxStoredRefs items.
+		refs, _ := readStoredRefs(out)
+		if len(refs) > 2+maxStoredRefs || slices.Contains(refs, "") {
+			t.Fatalf("stored refs %q of %q", refs, out)
 		}
 	})
 }
@@ -121,7 +129,7 @@ func FuzzReplayAndNaming(f *testing.F) {
 		for _, fm := range []Format{FormatChat, FormatMessages, FormatResponses} {
 			replayRejected(fm, body)
 			for _, what := range []replayDrop{dropEarlierTurns, dropAll} {
-				if out, ok := withoutReplay(fm, body, what); ok && valid && !json.Valid(out) {
+				if out, ok := withoutReplayOK(fm, body, what); ok && valid && !json.Valid(out) {
 					t.Fatalf("%v: dropping the reasoning broke %q into %q", fm, body, out)
 				}
 			}

@@ -24,6 +24,7 @@ const quotaWindow = "quota_window"
 // (replay.go).
 func (e *Engine) attemptOn(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, c *call, conn *catalog.ConnEntry,
 	deadline time.Time) attemptResult {
+	e.dropUnreadable(c, conn)
 	res := e.attemptVia(ctx, cancel, w, c, conn, deadline)
 	for e.retryWithoutReplay(c, conn, res) { // at most twice: earlier turns', then all
 		res = e.attemptVia(ctx, cancel, w, c, conn, deadline)

@@ -21,11 +21,12 @@ import (
 // would stay refused. The gateway leaves the replayed reasoning out and asks again, on the same
 // connection, at once: first without that of earlier turns (the upstream's own reasoning of the
 // current turn stays), then, refused once more, without any; the model goes on without what was
-// left out (as it does when a client leaves it out), the conversation goes on. The drop is named
-// in the request log
-// (DroppedReplay) and counted in metrics, the refused call is a step of the attempt chain
-// (reason reasoning_replay_rejected), and a refusal of anything else is the client's answer as
-// before.
+// left out (as it does when a client leaves it out), the conversation goes on. What was left
+// out is remembered for the connection and model (resilience.ReplayMemory), and the
+// conversation's later requests go to that connection without it at once (dropUnreadable)
+// instead of being refused once each. The drop is named in the request log (DroppedReplay) and
+// counted in metrics, the refused call is a step of the attempt chain (reason
+// reasoning_replay_rejected), and a refusal of anything else is the client's answer as before.
 
 // DroppedReplay is the request log's name for replayed reasoning the upstream refused.
 const DroppedReplay = "replayed_reasoning"
@@ -43,14 +44,45 @@ func (e *Engine) retryWithoutReplay(c *call, conn *catalog.ConnEntry, res attemp
 		return false
 	}
 	var body []byte
-	ok := false
-	for !ok && c.replayDropped < dropAll {
+	var seals []string
+	for seals == nil && c.replayDropped < dropAll {
 		c.replayDropped++
-		body, ok = withoutReplay(c.dst, c.body, c.replayDropped)
+		body, seals = withoutReplay(c.dst, c.body, c.replayDropped)
 	}
-	if !ok {
+	if seals == nil {
 		return false
 	}
+	if e.opt.Replays != nil {
+		e.opt.Replays.Record(conn.ID, c.t.model, seals)
+	}
+	e.leaveOutReplay(c, body)
+	e.opt.Log.Info("upstream refused the replayed reasoning; trying once more without it",
+		"provider", c.t.provider.Name, "connection_id", conn.ID, "dropped", replayDropWord[c.replayDropped])
+	e.endStep(c, res, replayRefusal)
+	c.trace.attempt(conn, "retry", e.opt.Clock.Now())
+	return true
+}
+
+// dropUnreadable leaves out of the call's body, before it goes to conn, the replayed reasoning
+// conn refused before (resilience.ReplayMemory): a conversation that moved to it is not refused
+// once more with each of its later requests.
+func (e *Engine) dropUnreadable(c *call, conn *catalog.ConnEntry) {
+	m := e.opt.Replays
+	if m == nil || c.dst != FormatResponses && c.dst != FormatMessages || !m.Holds(conn.ID) {
+		return
+	}
+	body, seals := dropReplayed(c.dst, c.body, func(_ bool, seal string) bool { return m.Unreadable(conn.ID, c.t.model, seal) })
+	if seals == nil {
+		return
+	}
+	e.leaveOutReplay(c, body)
+	e.opt.Log.Info("leaving out replayed reasoning the connection refused before",
+		"provider", c.t.provider.Name, "connection_id", conn.ID, "items", len(seals))
+}
+
+// leaveOutReplay makes body, the call's body without some replayed reasoning, the body of this
+// attempt and the call's later ones, and names and counts the drop.
+func (e *Engine) leaveOutReplay(c *call, body []byte) {
 	c.body = body
 	// A Claude account sends the client's own bytes when they name the upstream's model
 	// (claudeOutgoing): those are the body now.
@@ -59,11 +91,6 @@ func (e *Engine) retryWithoutReplay(c *call, conn *catalog.ConnEntry, res attemp
 		c.trace.Dropped = append(c.trace.Dropped, DroppedReplay)
 	}
 	e.opt.Observer.Dropped(c.t.provider.Name, DroppedReplay)
-	e.opt.Log.Info("upstream refused the replayed reasoning; trying once more without it",
-		"provider", c.t.provider.Name, "connection_id", conn.ID, "dropped", replayDropWord[c.replayDropped])
-	e.endStep(c, res, replayRefusal)
-	c.trace.attempt(conn, "retry", e.opt.Clock.Now())
-	return true
 }
 
 // replayDropWord names what a retry left out, for the log.
@@ -107,72 +134,89 @@ const (
 )
 
 // withoutReplay is body, a request in format f, without the reasoning it sends back, all of it
-// or that of earlier turns (what): a Responses request's reasoning items, an Anthropic
-// request's thinking and redacted_thinking blocks of assistant messages (a message that holds
-// nothing else keeps them: a message cannot be empty). ok is false when there was none to drop.
-// The body it was given is not changed.
-func withoutReplay(f Format, body []byte, what replayDrop) (out []byte, ok bool) {
+// or that of earlier turns (what), and the seals of what it left out (nil: there was none to
+// drop). The body it was given is not changed.
+func withoutReplay(f Format, body []byte, what replayDrop) (out []byte, seals []string) {
+	return dropReplayed(f, body, func(earlier bool, _ string) bool { return what == dropAll || earlier })
+}
+
+// dropReplayed is body, a request in format f, without the replayed reasoning drop picks: a
+// Responses request's reasoning items, an Anthropic request's thinking and redacted_thinking
+// blocks of assistant messages (a message that holds nothing else keeps them: a message cannot
+// be empty). drop is told whether the reasoning belongs to an earlier turn (before the user's
+// last words) and its seal: the encrypted content, the signature, a redacted block's data ("" =
+// none). seals are those of what was dropped, one per item (nil: nothing was). The body it
+// was given is not changed.
+func dropReplayed(f Format, body []byte, drop func(earlier bool, seal string) bool) (out []byte, seals []string) {
 	var paths []string // deepest last: deleted from the end, so no index moves under another
 	switch f {
 	case FormatResponses:
 		input := gjson.GetBytes(body, "input")
 		turn := int64(-1) // the user's last message: reasoning after it is the current turn's
-		if what == dropEarlierTurns {
-			input.ForEach(func(k, v gjson.Result) bool {
-				if v.Get("role").String() == "user" && (!v.Get("type").Exists() || v.Get("type").String() == "message") {
-					turn = k.Int()
-				}
-				return true
-			})
-		}
 		input.ForEach(func(k, v gjson.Result) bool {
-			if v.Get("type").String() == "reasoning" && (what == dropAll || k.Int() < turn) {
-				paths = append(paths, "input."+k.String())
+			if v.Get("role").String() == "user" && (!v.Get("type").Exists() || v.Get("type").String() == "message") {
+				turn = k.Int()
+			}
+			return true
+		})
+		input.ForEach(func(k, v gjson.Result) bool {
+			if v.Get("type").String() != "reasoning" {
+				return true
+			}
+			if seal := v.Get("encrypted_content").String(); drop(k.Int() < turn, seal) {
+				paths, seals = append(paths, "input."+k.String()), append(seals, seal)
 			}
 			return true
 		})
 	case FormatMessages:
 		messages := gjson.GetBytes(body, "messages")
 		turn := int64(-1)
-		if what == dropEarlierTurns {
-			messages.ForEach(func(i, m gjson.Result) bool {
-				if m.Get("role").String() == "user" && userSpoke(m.Get("content")) {
-					turn = i.Int()
-				}
-				return true
-			})
-		}
+		messages.ForEach(func(i, m gjson.Result) bool {
+			if m.Get("role").String() == "user" && userSpoke(m.Get("content")) {
+				turn = i.Int()
+			}
+			return true
+		})
 		messages.ForEach(func(i, m gjson.Result) bool {
 			content := m.Get("content")
-			if m.Get("role").String() != "assistant" || !content.IsArray() || what == dropEarlierTurns && i.Int() > turn {
+			if m.Get("role").String() != "assistant" || !content.IsArray() {
 				return true
 			}
-			var blocks []string
+			var blocks, sealed []string
 			n := 0
 			content.ForEach(func(j, b gjson.Result) bool {
 				n++
-				if t := b.Get("type").String(); t == "thinking" || t == "redacted_thinking" {
-					blocks = append(blocks, "messages."+i.String()+".content."+j.String())
+				var seal string
+				switch b.Get("type").String() {
+				case "thinking":
+					seal = b.Get("signature").String()
+				case "redacted_thinking":
+					seal = b.Get("data").String()
+				default:
+					return true
+				}
+				if drop(i.Int() < turn, seal) {
+					blocks, sealed = append(blocks, "messages."+i.String()+".content."+j.String()), append(sealed, seal)
 				}
 				return true
 			})
 			if len(blocks) < n {
-				paths = append(paths, blocks...)
+				paths, seals = append(paths, blocks...), append(seals, sealed...)
 			}
 			return true
 		})
 	}
 	if len(paths) == 0 {
-		return body, false
+		return body, nil
 	}
 	out = body
 	for _, p := range slices.Backward(paths) {
 		var err error
 		if out, err = sjson.DeleteBytes(out, p); err != nil {
-			return body, false
+			return body, nil
 		}
 	}
-	return out, true
+	return out, seals
 }
 
 // userSpoke reports whether a user message's content is the user's own words: text, or any

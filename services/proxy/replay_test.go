@@ -40,7 +40,7 @@ func TestWithoutReplay(t *testing.T) {
 			`{"type":"reasoning","summary":[],"encrypted_content":"gAAAA2"},` +
 			`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"done"}]}],"stream":true}`)
 		orig := string(body)
-		out, ok := withoutReplay(FormatResponses, body, dropAll)
+		out, ok := withoutReplayOK(FormatResponses, body, dropAll)
 		want := `{"model":"m","input":[{"type":"message","role":"user","content":"hi"},` +
 			`{"type":"function_call","call_id":"c1","name":"f","arguments":"{}"},` +
 			`{"type":"function_call_output","call_id":"c1","output":"ok"},` +
@@ -51,7 +51,7 @@ func TestWithoutReplay(t *testing.T) {
 		if string(body) != orig {
 			t.Fatal("the body it was given changed")
 		}
-		if _, ok := withoutReplay(FormatResponses, out, dropAll); ok {
+		if _, ok := withoutReplayOK(FormatResponses, out, dropAll); ok {
 			t.Fatal("a body without reasoning has reasoning to drop")
 		}
 	})
@@ -64,7 +64,7 @@ func TestWithoutReplay(t *testing.T) {
 			`{"role":"assistant","content":[{"type":"thinking","thinking":"only","signature":"s3"}]},` +
 			`{"role":"user","content":[{"type":"thinking","thinking":"not the model's"}]}]}`)
 		orig := string(body)
-		out, ok := withoutReplay(FormatMessages, body, dropAll)
+		out, ok := withoutReplayOK(FormatMessages, body, dropAll)
 		if !ok || string(body) != orig {
 			t.Fatalf("ok %v, body changed %v", ok, string(body) != orig)
 		}
@@ -93,7 +93,7 @@ func TestWithoutReplay(t *testing.T) {
 			{FormatResponses, `{"model":"m","input":"hi"}`},
 			{FormatChat, `{"model":"m","messages":[{"role":"assistant","content":"x","reasoning_content":"y"}]}`},
 		} {
-			if out, ok := withoutReplay(c.f, []byte(c.body), dropAll); ok || string(out) != c.body {
+			if out, ok := withoutReplayOK(c.f, []byte(c.body), dropAll); ok || string(out) != c.body {
 				t.Fatalf("%s: ok %v, %s", c.body, ok, out)
 			}
 		}
@@ -108,7 +108,7 @@ func TestWithoutReplayOfEarlierTurns(t *testing.T) {
 		`{"type":"message","role":"user","content":[{"type":"input_text","text":"two"}]},` +
 		`{"type":"reasoning","encrypted_content":"new"},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},` +
 		`{"type":"function_call_output","call_id":"c","output":"ok"},{"type":"reasoning","encrypted_content":"newer"}]}`
-	out, ok := withoutReplay(FormatResponses, []byte(responses), dropEarlierTurns)
+	out, ok := withoutReplayOK(FormatResponses, []byte(responses), dropEarlierTurns)
 	if got := gjson.GetBytes(out, `input.#(type=="reasoning")#.encrypted_content`).String(); !ok || got != `["new","newer"]` {
 		t.Fatalf("ok %v, reasoning left %s", ok, got)
 	}
@@ -117,16 +117,22 @@ func TestWithoutReplayOfEarlierTurns(t *testing.T) {
 		`{"role":"user","content":[{"type":"text","text":"two"}]},` +
 		`{"role":"assistant","content":[{"type":"thinking","thinking":"y","signature":"new"},{"type":"tool_use","id":"t","name":"f","input":{}}]},` +
 		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"ok"}]}]}`
-	out, ok = withoutReplay(FormatMessages, []byte(messages), dropEarlierTurns)
+	out, ok = withoutReplayOK(FormatMessages, []byte(messages), dropEarlierTurns)
 	if !ok || gjson.GetBytes(out, "messages.1.content.#").Int() != 1 || gjson.GetBytes(out, "messages.3.content.0.signature").String() != "new" {
 		t.Fatalf("ok %v: %s", ok, out)
 	}
 	// All of it in the current turn: nothing of earlier turns to leave out.
 	current := `{"input":[{"role":"user","content":"one"},{"type":"reasoning","encrypted_content":"new"},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"}]}`
-	if out, ok := withoutReplay(FormatResponses, []byte(current), dropEarlierTurns); ok || string(out) != current {
+	if out, ok := withoutReplayOK(FormatResponses, []byte(current), dropEarlierTurns); ok || string(out) != current {
 		t.Fatalf("ok %v: %s", ok, out)
 	}
-	if _, ok := withoutReplay(FormatResponses, []byte(current), dropAll); !ok {
+	if _, ok := withoutReplayOK(FormatResponses, []byte(current), dropAll); !ok {
 		t.Fatal("dropAll left the current turn's reasoning")
 	}
+}
+
+// withoutReplayOK is withoutReplay with whether anything was dropped.
+func withoutReplayOK(f Format, body []byte, what replayDrop) ([]byte, bool) {
+	out, seals := withoutReplay(f, body, what)
+	return out, seals != nil
 }

@@ -151,6 +151,9 @@ func relayStream(ctx context.Context, w http.ResponseWriter, commit func(), res 
 		if !readsUsage && l.usage {
 			res.usage.observe(ev)
 		}
+		if res.stored != nil && l.terminal && !l.failed {
+			res.stored.observeEvent(l.data)
+		}
 		out = r.Event(out[:0], ev, *l)
 		if len(out) == 0 {
 			return true

@@ -82,6 +82,8 @@ type call struct {
 	claude claudeCall
 	// session is the client session the call belongs to, for session affinity (affinity.go).
 	session callSession
+	// stored is what the call names and makes of state a Responses upstream stores (stored.go).
+	stored storedCall
 }
 
 // failure is a failed attempt, classified.
@@ -155,7 +157,7 @@ func (e *Engine) run(ctx context.Context, w http.ResponseWriter, c *call) *errs.
 // work tries the connections; verdict is the outcome for the breaker (nil = no upstream was
 // called, which says nothing about the provider).
 func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*errs.Error, *resilience.Result) {
-	conns := e.pinFirst(c, e.connOrder(c))
+	conns := e.storedFirst(c, e.pinFirst(c, e.connOrder(c)))
 	if c.only != nil {
 		conns = pinnedTo(conns, c.only.ID)
 	}
@@ -302,7 +304,11 @@ func (e *Engine) work(ctx context.Context, w http.ResponseWriter, c *call) (*err
 		}
 		f := e.fail(c, conn, res)
 		e.pinFailed(c, conn, f)
+		c.storedFailed(conn, &f)
 		step.Reason = string(f.outcome.Reason)
+		if f.outcome.Code != "" {
+			step.Reason = f.outcome.Code
+		}
 		if res.transport || res.redirect {
 			step.Reason = f.err.ReasonCode()
 		}
@@ -456,8 +462,12 @@ func earliest(ex []exclusion) (time.Duration, bool) {
 // reconnect (terminal); the model locked out where the connections are not terminal → 429
 // listing the locked targets; else 429 with the earliest recovery and the reasons.
 // Retry-After is the earliest time anything recovers; the body's diagnostics name every
-// exclusion.
+// exclusion. A last failure that is another connection's "not found" for stored state gives way
+// to why the connection that holds it could not serve (storedHolderAnswer).
 func (e *Engine) exhausted(c *call, conns []*catalog.ConnEntry, last *failure) *errs.Error {
+	if held := e.storedHolderAnswer(c, conns, last); held != nil {
+		return held
+	}
 	all := e.excludedNow(c, conns)
 	if len(all) < len(conns) && last != nil {
 		return last.err

@@ -637,12 +637,7 @@ func (b *SessionBinds) Sweep() int {
 	now := b.clock.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	n := 0
-	for e := b.t.oldest(); e != nil && n < sweepBatch && expired(e.used, now, b.ttl); e = b.t.oldest() {
-		b.drop(e)
-		n++
-	}
-	return n
+	return b.t.sweep(now, b.ttl, b.drop)
 }
 
 // RunSweeper sweeps every interval until ctx ends.
@@ -741,6 +736,17 @@ func (t *ttlTable[K, V]) oldest() *ttlEntry[K, V] {
 }
 
 func (t *ttlTable[K, V]) len() int { return t.lru.Len() }
+
+// sweep hands up to sweepBatch entries expired at now to drop, the oldest first, and returns how
+// many it handed.
+func (t *ttlTable[K, V]) sweep(now time.Time, ttl time.Duration, drop func(*ttlEntry[K, V])) int {
+	n := 0
+	for e := t.oldest(); e != nil && n < sweepBatch && expired(e.used, now, ttl); e = t.oldest() {
+		drop(e)
+		n++
+	}
+	return n
+}
 
 // runEvery calls fn every interval on the clock until ctx ends.
 func runEvery(ctx context.Context, clock clockwork.Clock, interval time.Duration, fn func()) {

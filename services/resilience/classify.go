@@ -47,6 +47,13 @@ func (r Reason) Transient() bool {
 	return r == ReasonRateLimit || r == ReasonModelCapacity || r == ReasonServerError
 }
 
+// CodeStoredStateMissing (Outcome.Code): the upstream does not hold the stored response, item
+// or conversation the request names (OpenAI keeps them per organisation and project). Another
+// connection of the provider may: the request fails over, and nothing is recorded against
+// the connection or the model (services/proxy/stored.go routes such requests to the
+// connection that made the state).
+const CodeStoredStateMissing = "stored_state_not_found"
+
 // Scope says which state a failure should cool down.
 type Scope string
 
@@ -195,6 +202,9 @@ type Outcome struct {
 	Restatement string
 	// Message is a short English explanation for logs and last_error.
 	Message string
+	// Code names the failure more finely than Reason where a built-in verdict has a name of
+	// its own (CodeStoredStateMissing); the request's chain shows it. "" = Reason says it all.
+	Code string
 	// At is when the answer was classified (Input.Now). Cooldown counts from it, so a cooldown
 	// recorded a moment later still ends at the instant an upstream's reset names; zero: the
 	// cooldown engine's own clock.
@@ -247,6 +257,8 @@ type builtinRule struct {
 	// evidence is the signal whose marker is quoted in the message; sigNone for none.
 	evidence signal
 	msg      string
+	// code is Outcome.Code for the row ("" = none).
+	code string
 }
 
 // builtinRules is the built-in classification, first match wins. Judgment calls:
@@ -318,6 +330,11 @@ var builtinRules = []builtinRule{
 	{name: "rate_limit", match: func(f *facts) bool { return f.status == 429 },
 		reason: ReasonRateLimit, scope: ScopeConnection, failover: true, evidence: sigNone,
 		msg: "rate limited"},
+	{name: "stored_state_elsewhere", match: func(f *facts) bool {
+		return (f.status == 400 || f.status == 404) && f.has(sigStoredState)
+	},
+		reason: ReasonRequestRejected, scope: ScopeNone, failover: true, evidence: sigStoredState, code: CodeStoredStateMissing,
+		msg: "stored response or item not found with this connection"},
 	{name: "context_overflow", match: func(f *facts) bool { return isBadRequest(f.status) && f.has(sigContextOverflow) },
 		reason: ReasonRequestRejected, scope: ScopeNone, failover: true, evidence: sigContextOverflow,
 		msg: "prompt exceeds the model's context"},
@@ -420,6 +437,7 @@ func Classify(in Input) Outcome {
 		}
 	}
 	out.Reason, out.Scope, out.Terminal, out.Failover = row.reason, row.scope, row.terminal, row.failover
+	out.Code = row.code
 	out.Message = describe(status, row, &f)
 	if redirect && restatement == nil {
 		out.Message = strconv.Itoa(in.Status) + " " + row.msg
@@ -451,7 +469,7 @@ func Classify(in Input) Outcome {
 		}
 		ruleCooldown = max(r.Cooldown, 0)
 		kind = cdBackoff
-		out.Rule = r.Name
+		out.Rule, out.Code = r.Name, ""
 		out.Message = "operator rule " + strconv.Quote(r.Name) + ": " + string(out.Reason)
 		break
 	}
@@ -501,6 +519,11 @@ func newFacts(status int, auth AuthType, text, code, typ string) facts {
 				f.evidence[group.sig] = m
 				break
 			}
+		}
+	}
+	if !f.has(sigStoredState) && strings.Contains(text, "not found") {
+		if m := storedPhrase.FindString(text); m != "" {
+			f.evidence[sigStoredState] = m
 		}
 	}
 	if !f.has(sigBanned) && containsAnyMarker(text, banVerbs) {

@@ -29,6 +29,7 @@ const (
 	sigFingerprint                   // Cloudflare 1010 / browser signature rejection
 	sigDegraded                      // NVIDIA-style "function degraded"
 	sigUsageWindow                   // a subscription's usage window is used up (Codex's usage_limit_reached)
+	sigStoredState                   // a stored response, item or conversation the request names is not there
 	numSignals
 )
 
@@ -104,7 +105,16 @@ var textMarkers = []struct {
 	// carries with the window's reset (resets_at, resets_in_seconds). usage_not_included is the
 	// same answer for a plan without Codex.
 	{sigUsageWindow, []string{"usage_limit_reached", "usage_not_included"}},
+	// OpenAI keeps a Responses answer (store, the default) for the organisation and project of
+	// the key that made it: another organisation's key answers 400 "Previous response with id
+	// '…' not found." (previous_response_not_found) or 404 "Item with id '…' not found. Items
+	// are not persisted when `store` is set to false. …". storedPhrase catches the sentences.
+	{sigStoredState, []string{"previous_response_not_found", "items are not persisted when"}},
 }
+
+// storedPhrase is the not-found sentence of a stored response, item or conversation; it only
+// runs when the text says "not found".
+var storedPhrase = regexp.MustCompile(`\b(?:previous response|response|item|conversation) with id '[^']{1,200}' not found`)
 
 // banPhrase catches account-deactivation sentences ("your account has been suspended", "this
 // organization has been disabled", "API key is disabled") without taking bare words: "disabled"
@@ -157,6 +167,7 @@ var errorCodes = []struct {
 	{"account_suspended", sigBanned, 403},
 	{"account_disabled", sigBanned, 403},
 	{"organization_deactivated", sigBanned, 403},
+	{"previous_response_not_found", sigStoredState, 400},
 	{"context_length_exceeded", sigContextOverflow, 400},
 	{"request_too_large", sigContextOverflow, 413},
 	{"invalid_request_error", sigNone, 400},

@@ -473,3 +473,52 @@ func FuzzClassify(f *testing.F) {
 		}
 	})
 }
+
+// OpenAI keeps stored Responses state per organisation: another organisation's key answers "not
+// found", which is neither the model's nor the connection's fault, and another connection of the
+// provider may hold it.
+func TestClassifyStoredStateElsewhere(t *testing.T) {
+	const (
+		prevBody = `{"error":{"message":"Previous response with id 'resp_68a1f0c2d4e88190b1' not found.","type":"invalid_request_error","param":"previous_response_id","code":"previous_response_not_found"}}`
+		itemBody = `{"error":{"message":"Item with id 'rs_037db69c59ceb65f0169c774068f0c81918788deadface5709' not found. Items are not persisted when ` +
+			"`store`" + ` is set to false. Try again with ` + "`store`" + ` set to true, or remove this item from your input.","type":"invalid_request_error","param":"input","code":null}}`
+		convBody = `{"error":{"message":"Conversation with id 'conv_689667905b048191b4740501625afd940c7533ace33a2dab' not found.","type":"invalid_request_error","param":null,"code":null}}`
+	)
+	stored := classifyWant{reason: ReasonRequestRejected, scope: ScopeNone, failover: true}
+	cases := []classifyCase{
+		{name: "400 previous_response_not_found", in: Input{Status: 400, Body: prevBody}, want: stored},
+		{name: "400 previous_response_not_found by its code alone", in: Input{Status: 400, ErrorCode: "previous_response_not_found"}, want: stored},
+		{name: "404 item not found", in: Input{Status: 404, Body: itemBody}, want: stored},
+		{name: "404 conversation not found", in: Input{Status: 404, Body: convBody}, want: stored},
+	}
+	runClassify(t, cases)
+	for _, tc := range cases {
+		tc.in.Now = hintNow
+		if out := Classify(tc.in); out.Code != CodeStoredStateMissing || !strings.Contains(out.Message, "stored") {
+			t.Errorf("%s: code %q, message %q; want %q and a message about stored state", tc.name, out.Code, out.Message, CodeStoredStateMissing)
+		}
+	}
+
+	// Other not-found and bad-request answers keep their verdicts and carry no code.
+	others := []classifyCase{
+		{name: "404 model not found", in: Input{Status: 404, Body: `{"error":{"message":"The model does not exist","code":"model_not_found"}}`},
+			want: classifyWant{reason: ReasonNotFound, scope: ScopeModel, failover: true}},
+		{name: "400 about an item, not a missing one", in: Input{Status: 400, Body: `{"error":{"message":"Item with id 'fc_1' has an invalid call_id.","type":"invalid_request_error","code":null}}`},
+			want: classifyWant{reason: ReasonRequestRejected, scope: ScopeNone, failover: false}},
+		{name: "500 that mentions a missing item", in: Input{Status: 500, Body: itemBody},
+			want: classifyWant{reason: ReasonServerError, scope: ScopeConnection, failover: true}},
+	}
+	runClassify(t, others)
+	for _, tc := range others {
+		tc.in.Now = hintNow
+		if out := Classify(tc.in); out.Code != "" {
+			t.Errorf("%s: code %q, want none", tc.name, out.Code)
+		}
+	}
+
+	// An operator rule is the verdict: it names its own failure.
+	in := Input{Status: 404, Body: itemBody, Now: hintNow, Rules: []Rule{{Name: "items", BodyMarkers: []string{"item with id"}, Reason: ReasonNotFound, Scope: ScopeModel}}}
+	if out := Classify(in); out.Code != "" || out.Rule != "items" || out.Scope != ScopeModel {
+		t.Errorf("operator rule: code %q rule %q scope %q; want no code, rule items, scope model", out.Code, out.Rule, out.Scope)
+	}
+}
