@@ -146,6 +146,8 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 	}
 	a.runners.add("lockout sweeper", func(ctx context.Context) { res.lockouts.RunSweeper(ctx, resilience.LockoutSweepInterval) })
 	a.runners.add("session pin sweeper", func(ctx context.Context) { res.pins.RunSweeper(ctx, resilience.AffinitySweepInterval) })
+	a.runners.add("stored response pin sweeper", func(ctx context.Context) { res.stored.RunSweeper(ctx, resilience.AffinitySweepInterval) })
+	a.runners.add("replay memory sweeper", func(ctx context.Context) { res.replays.RunSweeper(ctx, resilience.AffinitySweepInterval) })
 	a.runners.add("claude session sweeper", func(ctx context.Context) { res.binds.RunSweeper(ctx, resilience.AffinitySweepInterval) })
 	a.runners.add("model discovery", func(ctx context.Context) {
 		eng.inventory.Run(ctx, func() (time.Duration, time.Duration) {
@@ -430,6 +432,10 @@ type resilienceState struct {
 	// pins are the session affinity pins; binds the Claude Code sessions' accounts.
 	pins  *resilience.Pins
 	binds *resilience.SessionBinds
+	// stored says which connection holds a stored Responses answer (persisted), replays what
+	// reasoning a connection could not read (in memory only).
+	stored  *resilience.StoredPins
+	replays *resilience.ReplayMemory
 }
 
 func buildResilience(ctx context.Context, clock clockwork.Clock, st storage, c core, rep *replication, registry *replicas.Registry,
@@ -488,12 +494,17 @@ func buildResilience(ctx context.Context, clock clockwork.Clock, st storage, c c
 	r.pins = resilience.NewPins(clock, resilience.MaxPins, func(k resilience.PinKey, p *resilience.Pin) { store.Put(statestore.PinRecord(k, p)) })
 	r.pins.SetTTL(affinityTTL(c.settings.Snapshot()))
 	r.pins.Load(saved.Pins)
+	r.stored = resilience.NewStoredPins(clock, resilience.MaxStoredPins,
+		func(k resilience.StoredKey, p *resilience.StoredPin) { store.Put(statestore.StoredPinRecord(k, p)) })
+	r.stored.Load(saved.StoredPins)
+	r.replays = resilience.NewReplayMemory(clock, resilience.MaxReplayMemory)
 	c.settings.OnChange(func(s *settings.Snapshot) { r.pins.SetTTL(affinityTTL(s)) })
 	r.binds = resilience.NewSessionBinds(clock, resilience.SessionBindTTL, resilience.MaxSessionBinds,
 		func(s resilience.Session, b *resilience.SessionBind) { store.Put(statestore.SessionBindRecord(s, b)) })
 	r.binds.Load(saved.SessionBinds)
 	c.catalog.OnNewCredentials(func(ctx context.Context, id int64) error {
 		r.cooldowns.Clear(id, true)
+		r.replays.ForgetConnection(id) // another account may read what this one could not
 		// The answer tells the operator the connection is usable again: commit that first.
 		if err := store.Sync(ctx); err != nil {
 			return fmt.Errorf("commit the cleared state of connection %d: %w", id, err)
@@ -510,6 +521,7 @@ func buildResilience(ctx context.Context, clock clockwork.Clock, st storage, c c
 		r.rests.ForgetConnection(id)
 		r.leases.ForgetConnection(id)
 		r.pins.ForgetConnection(id)
+		r.replays.ForgetConnection(id)
 	})
 	return r, nil
 }
@@ -591,7 +603,7 @@ func buildEngine(clock clockwork.Clock, st storage, c core, r *resilienceState, 
 		Settings: c.settings, Cooldowns: r.cooldowns, Breakers: r.breakers, Gate: r.gate, Health: r.health, Lockouts: r.lockouts,
 		Queues: r.queues, Semaphores: r.semaphores, Clock: clock, Observer: r.metrics,
 		Accounts: accounts, Copilot: accounts, Lanes: r.lanes, Usage: r.usage, OAuthSettings: c.oauthSettings, SessionKey: st.sessionKey,
-		Leases: r.leases, SessionBinds: r.binds, Pins: r.pins, Combos: c.combos, TargetCooldowns: r.rests,
+		Leases: r.leases, SessionBinds: r.binds, Pins: r.pins, StoredPins: r.stored, Replays: r.replays, Combos: c.combos, TargetCooldowns: r.rests,
 		Price: func(provider, providerType, model string) (spend.Price, bool) {
 			p, _, ok := c.prices.Lookup(provider, providerType, model)
 			return p, ok

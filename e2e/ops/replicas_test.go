@@ -2,6 +2,8 @@ package ops
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -513,6 +515,7 @@ func TestReplicasShareKeyLimits(t *testing.T) {
 	up := testenv.NewFakeUpstream(t, testenv.JSONAnswer(testenv.CompletionJSON))
 	rs := testenv.NewReplicas(t, 3, nil)
 	a := rs[0]
+	testenv.AwayFromMidnight(a.Clock, 10*time.Minute) // the clock moves a minute on: the day's spend must stay
 	a.AddProvider("up", up.URL+"/v1")
 	a.AddConnection("up", "main", "sk-main", 0)
 	key, id := testenv.LimitedKey(a, "agent", map[string]any{"rpm_limit": 3, "daily_budget_usd": 2, "budget_webhook_url": hook.URL})
@@ -641,4 +644,88 @@ func TestReplicasShareSessionLeases(t *testing.T) {
 		from := len(up.ChatRequests())
 		return chat(a, plain, nil) == 200 && strings.Join(testenv.UsedKeys(up, from), ",") == "sk-c1"
 	})
+}
+
+// A stored Responses answer learned on replica A is found on replica B: a request that names
+// what it stored goes to the connection of the organisation that holds it at once.
+func TestReplicasShareStoredResponses(t *testing.T) {
+	var mu sync.Mutex
+	var calls []string
+	answers := 0
+	org := map[string]string{"sk-org-a": "a", "sk-org-b": "b"}
+	up := testenv.NewFakeUpstream(t, testenv.JSONAnswer(testenv.CompletionJSON), "gpt-5")
+	up.ServeResponses(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		o := org[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]
+		mu.Lock()
+		calls = append(calls, o)
+		mu.Unlock()
+		// An organisation holds the ids that name it: resp_b_…, msg_b_… are b's.
+		var req struct {
+			Prev  string `json:"previous_response_id"`
+			Input []struct{ Type, ID string }
+		}
+		_ = json.Unmarshal(b, &req)
+		if req.Prev != "" && !strings.HasPrefix(req.Prev, "resp_"+o+"_") {
+			testenv.Status(400, nil, `{"error":{"message":"Previous response with id '`+req.Prev+`' not found.","type":"invalid_request_error","param":"previous_response_id","code":"previous_response_not_found"}}`)(w, r)
+			return
+		}
+		for _, it := range req.Input {
+			if it.Type == "item_reference" && !strings.HasPrefix(it.ID, "msg_"+o+"_") {
+				testenv.Status(404, nil, `{"error":{"message":"Item with id '`+it.ID+`' not found.","type":"invalid_request_error","param":"input","code":null}}`)(w, r)
+				return
+			}
+		}
+		mu.Lock()
+		answers++
+		nth := answers
+		mu.Unlock()
+		var items []string // each answer's own ids: msg_<org>_<answer>_<item>
+		for i := range 20 {
+			items = append(items, fmt.Sprintf(`{"type":"message","id":"msg_%s_%d_%d","status":"completed","role":"assistant","content":[]}`, o, nth, i))
+		}
+		testenv.JSONAnswer(`{"id":"resp_`+o+`_`+fmt.Sprint(nth)+`","object":"response","created_at":1,"status":"completed","model":"gpt-5","output":[`+
+			strings.Join(items, ",")+`],"usage":{"input_tokens":1,"output_tokens":1,"total_tokens":2}}`)(w, r)
+	})
+	called := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), calls...)
+	}
+	rs := testenv.NewReplicas(t, 2, nil)
+	a, b := rs[0], rs[1]
+	a.AddProviderOfType("multi", "openai", up.URL+"/v1")
+	a.AddConnection("multi", "org-a", "sk-org-a", 0) // first
+	a.AddConnection("multi", "org-b", "sk-org-b", 1)
+	key := a.NewKey()
+	for _, e := range rs {
+		e.WaitModels(key, "multi/gpt-5")
+	}
+	// On A, a response of b's: a's not-found, then b's answer, whose twenty items A now knows.
+	mu.Lock()
+	first := answers + 1
+	mu.Unlock()
+	n := len(called())
+	r := a.Post(context.Background(), "/v1/responses", key, `{"model":"multi/gpt-5","previous_response_id":"resp_b_0","input":"Go on."}`, nil)
+	if got := testenv.ReadAll(t, r); r.StatusCode != 200 || strings.Join(called()[n:], " ") != "a b" {
+		t.Fatalf("on A: %d %s, calls %q; want a's not-found, then b", r.StatusCode, got, called()[n:])
+	}
+	// On B, each try names another of those items, which B can only know from A (the replicas
+	// agree within about 100 ms): once it has them, the request goes to b at once.
+	for try := 0; ; try++ {
+		n = len(called())
+		r = b.Post(context.Background(), "/v1/responses", key,
+			fmt.Sprintf(`{"model":"multi/gpt-5","input":[{"type":"item_reference","id":"msg_b_%d_%d"}]}`, first, try), nil)
+		if got := testenv.ReadAll(t, r); r.StatusCode != 200 {
+			t.Fatalf("on B: %d %s", r.StatusCode, got)
+		}
+		if strings.Join(called()[n:], " ") == "b" {
+			t.Logf("B went to b at once on try %d", try+1)
+			return
+		}
+		if try == 19 {
+			t.Fatalf("B never learned where A's items are: calls %q", called()[n:])
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

@@ -34,3 +34,15 @@ func NewReplicasOn(t testing.TB, url string, n int, extra map[string]string, arg
 	}
 	return out
 }
+
+// AwayFromMidnight advances clock, when the UTC day ends within d of its time, to the first
+// minute of the next day. The fake clocks start at the real time, and daily budgets and spend
+// reset at midnight (UTC unless a time zone is set): a test that spends and then advances the
+// clock by up to d stays within one day whatever the hour it runs at. Call it before anything
+// is spent.
+func AwayFromMidnight(clock *clockwork.FakeClock, d time.Duration) {
+	now := clock.Now().UTC()
+	if midnight := now.Truncate(24 * time.Hour).Add(24 * time.Hour); midnight.Sub(now) < d {
+		clock.Advance(midnight.Sub(now) + time.Minute)
+	}
+}

@@ -20,6 +20,7 @@ type Tables struct {
 	Usage     *resilience.Usage
 	Rests     *resilience.TargetCooldowns
 	Pins      *resilience.Pins
+	Stored    *resilience.StoredPins
 	Binds     *resilience.SessionBinds
 	// OAuth installs an OAuthRefresh record (the refresh state is the oauth service's type,
 	// which this package cannot name: oauth imports it); id and value as Apply takes them.
@@ -68,6 +69,10 @@ func (t Tables) Apply(kind Kind, id, value []byte) error {
 	case SessionPin:
 		err = applyOne(t.Pins, id, value, del, func(k resilience.PinKey, p *resilience.Pin) {
 			t.Pins.Apply(k, orNil(p, del))
+		})
+	case StoredPin:
+		err = applyOne(t.Stored, id, value, del, func(k resilience.StoredKey, p *resilience.StoredPin) {
+			t.Stored.Apply(k, orNil(p, del))
 		})
 	case ClaudeSession:
 		err = applyOne(t.Binds, id, value, del, func(s resilience.Session, b *resilience.SessionBind) {

@@ -52,6 +52,9 @@ func tablesOn(clock clockwork.Clock, put func(Record)) Tables {
 		Usage: resilience.NewUsage(clock, func(u resilience.AccountUsage) { put(UsageRecord(u)) }),
 		Rests: resilience.NewTargetCooldowns(clock, func(c resilience.TargetCooldown) { put(TargetRestRecord(c)) }),
 		Pins:  pins,
+		Stored: resilience.NewStoredPins(clock, 0, func(k resilience.StoredKey, p *resilience.StoredPin) {
+			put(StoredPinRecord(k, p))
+		}),
 		Binds: resilience.NewSessionBinds(clock, resilience.SessionBindTTL, 100, func(s resilience.Session, b *resilience.SessionBind) {
 			put(SessionBindRecord(s, b))
 		}),
@@ -314,6 +317,37 @@ func TestApplyPinsAndBinds(t *testing.T) {
 	}
 	if r.echo != 0 {
 		t.Fatalf("B persisted %d times", r.echo)
+	}
+}
+
+// A stored response pinned on one replica is found on the other; a move and an end follow.
+func TestApplyStoredPins(t *testing.T) {
+	r := newReplicas(t)
+	r.a.Stored.Record(1, "openai", 7, []string{"resp_1", "msg_1"})
+	if n := r.ship(); n != 2 {
+		t.Fatalf("%d records, want one per id", n)
+	}
+	if id, ok := r.b.Stored.Connection(1, "openai", []string{"msg_1"}); !ok || id != 7 {
+		t.Fatalf("B: %d %v", id, ok)
+	}
+	// A use of a pin that holds its connection writes nothing; a move does.
+	r.a.Stored.Record(1, "openai", 7, []string{"resp_1"})
+	if n := r.ship(); n != 0 {
+		t.Fatalf("a use wrote %d records", n)
+	}
+	r.a.Stored.Record(1, "openai", 8, []string{"resp_1"})
+	r.ship()
+	if id, _ := r.b.Stored.Connection(1, "openai", []string{"resp_1"}); id != 8 {
+		t.Fatalf("B after the move: %d", id)
+	}
+	// A sweep on A ends its pins; B forgets them.
+	r.clock.Advance(resilience.StoredPinTTL)
+	if n := r.a.Stored.Sweep(); n != 2 {
+		t.Fatalf("A swept %d", n)
+	}
+	r.ship()
+	if r.b.Stored.Len() != 0 || r.echo != 0 {
+		t.Fatalf("B holds %d, persisted %d times", r.b.Stored.Len(), r.echo)
 	}
 }
 

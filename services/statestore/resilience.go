@@ -93,6 +93,16 @@ func SessionBindRecord(s resilience.Session, b *resilience.SessionBind) Record {
 	return r
 }
 
+// StoredPinRecord is the record of a stored-state pin; nil (the pin ended) deletes it. It goes
+// with its provider and its connection.
+func StoredPinRecord(k resilience.StoredKey, p *resilience.StoredPin) Record {
+	r := Record{Kind: StoredPin, Key: strconv.FormatInt(k.Namespace, 10) + "/" + k.ID, ID: k}
+	if p != nil {
+		r.Provider, r.ConnectionID, r.Value = p.Provider, p.ConnectionID, *p
+	}
+	return r
+}
+
 // Resilience is the stored resilience state, as loaded at start.
 type Resilience struct {
 	Connections  []resilience.ConnState
@@ -103,6 +113,7 @@ type Resilience struct {
 	Pins         []resilience.Pin
 	SessionBinds []resilience.SessionBind
 	Rests        []resilience.TargetCooldown
+	StoredPins   []resilience.StoredPin
 }
 
 // LoadResilience reads every stored connection state, breaker, lockout, lane, usage reading,
@@ -118,6 +129,7 @@ func LoadResilience(ctx context.Context, s Store) (Resilience, error) {
 	loadInto(ctx, s, SessionPin, &out.Pins, &err)
 	loadInto(ctx, s, ClaudeSession, &out.SessionBinds, &err)
 	loadInto(ctx, s, TargetRest, &out.Rests, &err)
+	loadInto(ctx, s, StoredPin, &out.StoredPins, &err)
 	return out, err
 }
 

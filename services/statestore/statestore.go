@@ -26,6 +26,9 @@ const (
 	SessionPin   Kind = "session_pin"   // resilience.Pin by session/scope
 	// ClaudeSession is resilience.SessionBind by session: a Claude Code session's account.
 	ClaudeSession Kind = "claude_session"
+	// StoredPin is resilience.StoredPin by client key/id: the connection that holds a stored
+	// Responses answer.
+	StoredPin Kind = "stored_pin"
 )
 
 // Record is one piece of state.

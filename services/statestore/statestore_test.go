@@ -214,6 +214,42 @@ func lockoutEqual(a, b resilience.Lockout) bool {
 
 // Session pins and Claude Code session bindings round-trip through the store; a provider pin
 // goes with its connection, and the stored rows hold digests, never the client's session key.
+func TestStoredPinsRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	d, ids := testDB(t, -1)
+	s := NewSQLite(d, quiet)
+	at := time.UnixMilli(1_700_000_000_123).UTC()
+	a := resilience.StoredPin{StoredKey: resilience.StoredKey{Namespace: 3, ID: "resp_1"}, Provider: "openai", ConnectionID: ids[0], UsedAt: at}
+	b := resilience.StoredPin{StoredKey: resilience.StoredKey{Namespace: 3, ID: "msg_1"}, Provider: "openai", ConnectionID: ids[1], UsedAt: at}
+	for _, p := range []resilience.StoredPin{a, b} {
+		s.Put(StoredPinRecord(p.StoredKey, &p))
+	}
+	if err := s.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := LoadResilience(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.StoredPins) != 2 {
+		t.Fatalf("stored pins %+v", got.StoredPins)
+	}
+	for _, want := range []resilience.StoredPin{a, b} {
+		if !slices.ContainsFunc(got.StoredPins, func(p resilience.StoredPin) bool {
+			return p.StoredKey == want.StoredKey && p.Provider == want.Provider && p.ConnectionID == want.ConnectionID && p.UsedAt.Equal(want.UsedAt)
+		}) {
+			t.Fatalf("%+v not loaded: %+v", want, got.StoredPins)
+		}
+	}
+	// Deleting a connection drops its pins.
+	if err := db.DeleteConnection(ctx, d.W, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = LoadResilience(ctx, s); err != nil || len(got.StoredPins) != 1 || got.StoredPins[0].ID != "msg_1" {
+		t.Fatalf("after deleting the connection: %+v %v", got.StoredPins, err)
+	}
+}
+
 func TestSessionPinsAndBindsRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	d, ids := testDB(t, -1)
