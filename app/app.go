@@ -432,8 +432,8 @@ type resilienceState struct {
 	// pins are the session affinity pins; binds the Claude Code sessions' accounts.
 	pins  *resilience.Pins
 	binds *resilience.SessionBinds
-	// stored says which connection holds a stored Responses answer (persisted), replays what
-	// reasoning a connection could not read (in memory only).
+	// stored says which connection holds a stored Responses answer, replays what reasoning a
+	// connection could not read (both persisted and shared).
 	stored  *resilience.StoredPins
 	replays *resilience.ReplayMemory
 }
@@ -497,7 +497,9 @@ func buildResilience(ctx context.Context, clock clockwork.Clock, st storage, c c
 	r.stored = resilience.NewStoredPins(clock, resilience.MaxStoredPins,
 		func(k resilience.StoredKey, p *resilience.StoredPin) { store.Put(statestore.StoredPinRecord(k, p)) })
 	r.stored.Load(saved.StoredPins)
-	r.replays = resilience.NewReplayMemory(clock, resilience.MaxReplayMemory)
+	r.replays = resilience.NewReplayMemory(clock, resilience.MaxReplayMemory,
+		func(k resilience.ReplayKey, s *resilience.ReplaySeal) { store.Put(statestore.ReplaySealRecord(k, s)) })
+	r.replays.Load(saved.ReplaySeals)
 	c.settings.OnChange(func(s *settings.Snapshot) { r.pins.SetTTL(affinityTTL(s)) })
 	r.binds = resilience.NewSessionBinds(clock, resilience.SessionBindTTL, resilience.MaxSessionBinds,
 		func(s resilience.Session, b *resilience.SessionBind) { store.Put(statestore.SessionBindRecord(s, b)) })

@@ -255,7 +255,7 @@ func (r *replication) connect(c core, res *resilienceState, accounts *oauth.Serv
 	defer r.mu.Unlock()
 	r.store = res.store
 	r.tables = statestore.Tables{Cooldowns: res.cooldowns, Breakers: res.breakers, Lockouts: res.lockouts, Lanes: res.lanes,
-		Usage: res.usage, Rests: res.rests, Pins: res.pins, Stored: res.stored, Binds: res.binds, OAuth: accounts.ApplyRefreshRecord}
+		Usage: res.usage, Rests: res.rests, Pins: res.pins, Stored: res.stored, Replays: res.replays, Binds: res.binds, OAuth: accounts.ApplyRefreshRecord}
 }
 
 // degraded names what this replica runs without now: "store" while the broadcast's listener

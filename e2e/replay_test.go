@@ -196,6 +196,15 @@ func TestReplayedThinkingAnthropicRefusesIsDropped(t *testing.T) {
 	if sent := up.MessageRequests(); len(sent) != 3 || sent[2].Body != want {
 		t.Fatalf("again: %d upstream calls in all, the last %s; want one more, without the block", len(sent), sent[len(sent)-1].Body)
 	}
+	// What the connection refused is kept in the store: after a restart it still goes without.
+	e.Restart()
+	r = e.PostAnthropic("/v1/messages", key, body, nil)
+	if got := testenv.ReadAll(t, r); r.StatusCode != 200 || got != testenv.MessageJSONNaming("anthropic/claude-test") {
+		t.Fatalf("after a restart: %d %s", r.StatusCode, got)
+	}
+	if sent := up.MessageRequests(); len(sent) != 4 || sent[3].Body != want {
+		t.Fatalf("after a restart: %d upstream calls in all, the last %s; want one more, without the block", len(sent), sent[len(sent)-1].Body)
+	}
 
 	// A refusal of anything else is the client's answer, made once.
 	e2, up2, key2, _, _ := anthropicSetup(t, testenv.Status(400, nil, `{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: Field required"}}`))

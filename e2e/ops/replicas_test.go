@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -725,6 +726,78 @@ func TestReplicasShareStoredResponses(t *testing.T) {
 		}
 		if try == 19 {
 			t.Fatalf("B never learned where A's items are: calls %q", called()[n:])
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Reasoning a connection refused on replica A is left out on replica B before the first call:
+// a conversation that moves between replicas is not refused once on each.
+func TestReplicasShareRefusedReasoning(t *testing.T) {
+	var mu sync.Mutex
+	refused := 0
+	refusals := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return refused
+	}
+	refuse := testenv.Status(400, nil, `{"type":"error","error":{"type":"invalid_request_error",`+
+		`"message":"messages.1.content.0: Invalid `+"`signature`"+` in `+"`thinking`"+` block"}}`)
+	answer := testenv.MessagesAnswer()
+	up := testenv.NewFakeAnthropic(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		if bytes.Contains(b, []byte(`"signature":"another-model-`)) {
+			mu.Lock()
+			refused++
+			mu.Unlock()
+			refuse(w, r)
+			return
+		}
+		answer(w, r)
+	})
+	rs := testenv.NewReplicas(t, 2, nil)
+	a, b := rs[0], rs[1]
+	a.MustAPI("PATCH", fmt.Sprintf("/api/providers/%d", a.ProviderID("anthropic")), map[string]any{"base_url": up.URL}, 200)
+	a.AddConnection("anthropic", "main", "sk-ant-main", 0)
+	key := a.NewKey()
+	for _, e := range rs {
+		e.WaitModels(key, "anthropic/claude-test")
+	}
+	// A conversation whose earlier turns carry thinking another model signed.
+	conversation := func(sigs ...string) string {
+		var msgs []string
+		for _, s := range sigs {
+			msgs = append(msgs, `{"role":"user","content":"Go on."}`,
+				`{"role":"assistant","content":[{"type":"thinking","thinking":"Think.","signature":"`+s+`"},{"type":"text","text":"Done."}]}`)
+		}
+		msgs = append(msgs, `{"role":"user","content":"Once more."}`)
+		return `{"model":"anthropic/claude-test","max_tokens":64,"thinking":{"type":"enabled","budget_tokens":32},"messages":[` +
+			strings.Join(msgs, ",") + `]}`
+	}
+	var sigs []string
+	for i := range 20 {
+		sigs = append(sigs, fmt.Sprint("another-model-", i))
+	}
+	// On A: refused once, answered without them; A remembers all twenty.
+	r := a.PostAnthropic("/v1/messages", key, conversation(sigs...), nil)
+	if got := testenv.ReadAll(t, r); r.StatusCode != 200 || refusals() != 1 {
+		t.Fatalf("on A: %d %s after %d refusals; want an answer after one", r.StatusCode, got, refusals())
+	}
+	// On B, each try carries another one of them, which B can only know from A: once it has
+	// them, the request goes without it at once.
+	for try := 0; ; try++ {
+		n := refusals()
+		r = b.PostAnthropic("/v1/messages", key, conversation(sigs[try]), nil)
+		if got := testenv.ReadAll(t, r); r.StatusCode != 200 {
+			t.Fatalf("on B: %d %s", r.StatusCode, got)
+		}
+		if refusals() == n {
+			t.Logf("B left it out at once on try %d", try+1)
+			return
+		}
+		if try == 19 {
+			t.Fatal("B never learned what A's connection refused")
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -2,6 +2,8 @@ package resilience
 
 import (
 	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -15,52 +17,90 @@ import (
 // engine then leaves the reasoning out and asks again (services/proxy/replay.go); what it left
 // out is remembered here, by the seal's digest, for the connection and model that refused it,
 // so the conversation's later requests go to that connection without it at once instead of
-// being refused once each. Held in memory only: after a restart the first refusal teaches it
-// again.
+// being refused once each. Persisted through the state store and shared with the other
+// replicas, as the stored pins are: a seal remembered is written, a use only moves it up in
+// memory.
 
 const (
 	// ReplayMemoryTTL is how long a seal is remembered after it was last seen.
 	ReplayMemoryTTL = 7 * 24 * time.Hour
-	// MaxReplayMemory bounds the seals remembered (about 150 bytes each).
+	// MaxReplayMemory bounds the seals remembered (about 300 bytes each).
 	MaxReplayMemory = 100_000
 )
 
-// replayKey is one seal a connection could not read with a model.
-type replayKey struct {
-	conn  int64
-	model string
-	seal  [16]byte
+// SealDigest is a seal's digest (the first 16 bytes of its SHA-256): the memory and the store
+// keep no reasoning. It is written as hex.
+type SealDigest [16]byte
+
+func sealDigest(seal string) (d SealDigest) {
+	sum := sha256.Sum256([]byte(seal))
+	copy(d[:], sum[:])
+	return d
 }
 
-// ReplayMemory remembers replayed reasoning connections refused; safe for concurrent use.
+// MarshalText writes the digest as hex.
+func (d SealDigest) MarshalText() ([]byte, error) { return hex.AppendEncode(nil, d[:]), nil }
+
+// UnmarshalText reads the hex of MarshalText.
+func (d *SealDigest) UnmarshalText(b []byte) error {
+	if hex.DecodedLen(len(b)) != len(d) {
+		return fmt.Errorf("seal digest: %d hex digits, want %d", len(b), 2*len(d))
+	}
+	_, err := hex.Decode(d[:], b)
+	return err
+}
+
+// ReplayKey is one seal a connection could not read with a model.
+type ReplayKey struct {
+	ConnectionID int64      `json:"connection_id"`
+	Model        string     `json:"model"`
+	Seal         SealDigest `json:"seal"`
+}
+
+// ReplaySeal is a seal remembered, as it is persisted.
+type ReplaySeal struct {
+	ReplayKey
+	SeenAt time.Time `json:"seen_at"`
+}
+
+func (r ReplaySeal) tableKey() ReplayKey { return r.ReplayKey }
+func (r ReplaySeal) lastUse() time.Time  { return r.SeenAt }
+func (r ReplaySeal) keyed(k ReplayKey) ReplaySeal {
+	r.ReplayKey = k
+	return r
+}
+
+// ReplayMemory remembers replayed reasoning connections refused; safe for concurrent use. Its
+// Apply installs a seal another replica remembered (nil: it was forgotten).
 type ReplayMemory struct {
-	sweptTable[replayKey, struct{}]
+	sharedTable[ReplayKey, ReplaySeal]
 	perConn map[int64]int
 	// held counts the seals, for Holds to answer without the lock while there are none.
 	held atomic.Int64
 }
 
-// NewReplayMemory builds the memory, at most limit seals (MaxReplayMemory when ≤ 0).
-func NewReplayMemory(clock clockwork.Clock, limit int) *ReplayMemory {
+// NewReplayMemory builds the memory, at most limit seals (MaxReplayMemory when ≤ 0). persist
+// (may be nil) receives every seal remembered (a copy) and every seal forgotten (nil), and must
+// not block: hand it to a write-behind queue.
+func NewReplayMemory(clock clockwork.Clock, limit int, persist func(ReplayKey, *ReplaySeal)) *ReplayMemory {
 	if limit <= 0 {
 		limit = MaxReplayMemory
 	}
-	m := &ReplayMemory{sweptTable: newSweptTable[replayKey, struct{}](clock, ReplayMemoryTTL, limit), perConn: map[int64]int{}}
-	m.onDrop = func(e *ttlEntry[replayKey, struct{}]) {
+	m := &ReplayMemory{sharedTable: newSharedTable(clock, ReplayMemoryTTL, limit, persist), perConn: map[int64]int{}}
+	m.onAdd = func(e *ttlEntry[ReplayKey, ReplaySeal]) {
+		m.perConn[e.key.ConnectionID]++
+		m.held.Add(1)
+	}
+	m.onDrop = func(e *ttlEntry[ReplayKey, ReplaySeal]) {
+		m.dropped(e)
 		m.held.Add(-1)
-		if n := m.perConn[e.key.conn] - 1; n > 0 {
-			m.perConn[e.key.conn] = n
+		if n := m.perConn[e.key.ConnectionID] - 1; n > 0 {
+			m.perConn[e.key.ConnectionID] = n
 		} else {
-			delete(m.perConn, e.key.conn)
+			delete(m.perConn, e.key.ConnectionID)
 		}
 	}
 	return m
-}
-
-func sealDigest(seal string) (d [16]byte) {
-	sum := sha256.Sum256([]byte(seal))
-	copy(d[:], sum[:])
-	return d
 }
 
 // Record remembers that conn refused the reasoning of these seals with model ("" seals are
@@ -70,9 +110,11 @@ func (m *ReplayMemory) Record(conn int64, model string, seals []string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, s := range seals {
-		if s != "" && m.put(replayKey{conn, model, sealDigest(s)}, struct{}{}, now) {
-			m.perConn[conn]++
-			m.held.Add(1)
+		if s == "" {
+			continue
+		}
+		if k := (ReplayKey{conn, model, sealDigest(s)}); m.live(k, now) == nil {
+			m.store(ReplaySeal{ReplayKey: k, SeenAt: now}, now)
 		}
 	}
 }
@@ -92,7 +134,7 @@ func (m *ReplayMemory) Unreadable(conn int64, model, seal string) bool {
 	if seal == "" {
 		return false
 	}
-	k := replayKey{conn, model, sealDigest(seal)}
+	k := ReplayKey{conn, model, sealDigest(seal)}
 	now := m.clock.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -108,8 +150,12 @@ func (m *ReplayMemory) ForgetConnection(conn int64) {
 		return
 	}
 	for k, el := range m.t.byKey {
-		if k.conn == conn {
-			m.drop(el.Value.(*ttlEntry[replayKey, struct{}]))
+		if k.ConnectionID == conn {
+			m.drop(el.Value.(*ttlEntry[ReplayKey, ReplaySeal]))
 		}
 	}
 }
+
+// Load installs seals read at start; expired ones are deleted from the store, and past the
+// bound the most recently seen are kept.
+func (m *ReplayMemory) Load(seals []ReplaySeal) { m.load(seals, nil) }

@@ -1,7 +1,6 @@
 package resilience
 
 import (
-	"slices"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -48,13 +47,17 @@ type StoredPin struct {
 	UsedAt       time.Time `json:"used_at"`
 }
 
-// StoredPins is the table of stored-state pins; safe for concurrent use.
+func (p StoredPin) tableKey() StoredKey { return p.StoredKey }
+func (p StoredPin) lastUse() time.Time  { return p.UsedAt }
+func (p StoredPin) keyed(k StoredKey) StoredPin {
+	p.StoredKey = k
+	return p
+}
+
+// StoredPins is the table of stored-state pins; safe for concurrent use. Its Apply installs a
+// pin another replica recorded (nil: it ended).
 type StoredPins struct {
-	sweptTable[StoredKey, StoredPin]
-	persist func(StoredKey, *StoredPin)
-	// quiet is set while records of other replicas are installed: what they drop is not
-	// deleted from the store, whose rows belong to every replica. Guarded by mu.
-	quiet bool
+	sharedTable[StoredKey, StoredPin]
 }
 
 // NewStoredPins builds the table, at most limit pins (MaxStoredPins when ≤ 0). persist (may be
@@ -64,12 +67,8 @@ func NewStoredPins(clock clockwork.Clock, limit int, persist func(StoredKey, *St
 	if limit <= 0 {
 		limit = MaxStoredPins
 	}
-	p := &StoredPins{sweptTable: newSweptTable[StoredKey, StoredPin](clock, StoredPinTTL, limit), persist: orDrop2(persist)}
-	p.onDrop = func(e *ttlEntry[StoredKey, StoredPin]) {
-		if !p.quiet {
-			p.persist(e.key, nil)
-		}
-	}
+	p := &StoredPins{sharedTable: newSharedTable(clock, StoredPinTTL, limit, persist)}
+	p.onDrop = p.dropped
 	return p
 }
 
@@ -101,50 +100,12 @@ func (p *StoredPins) Record(ns int64, provider string, conn int64, ids []string)
 		if e := p.live(k, now); e != nil && e.val.Provider == provider && e.val.ConnectionID == conn {
 			continue
 		}
-		pin := StoredPin{StoredKey: k, Provider: provider, ConnectionID: conn, UsedAt: now}
-		p.put(k, pin, now)
-		p.persist(k, &pin)
+		p.store(StoredPin{StoredKey: k, Provider: provider, ConnectionID: conn, UsedAt: now}, now)
 	}
 }
 
-// Load installs pins read at start; expired ones are deleted from the store, and past the bound
-// the most recently used are kept.
+// Load installs pins read at start; expired ones are deleted from the store, and past the
+// bound the most recently used are kept.
 func (p *StoredPins) Load(ps []StoredPin) {
-	now := p.clock.Now()
-	ps = slices.Clone(ps)
-	slices.SortStableFunc(ps, func(a, b StoredPin) int { return a.UsedAt.Compare(b.UsedAt) })
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, pin := range ps {
-		if expired(pin.UsedAt, now, StoredPinTTL) || pin.ID == "" {
-			p.persist(pin.StoredKey, nil)
-			continue
-		}
-		p.t.set(pin.StoredKey, pin, pin.UsedAt)
-	}
-	for p.t.len() > p.t.limit {
-		p.drop(p.t.oldest())
-	}
-}
-
-// Apply installs a pin as another replica recorded it under k, or forgets k's pin when pin is
-// nil, without persisting either.
-func (p *StoredPins) Apply(k StoredKey, pin *StoredPin) {
-	now := p.clock.Now()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.quiet = true
-	defer func() { p.quiet = false }()
-	if pin == nil {
-		if e := p.t.get(k); e != nil {
-			p.drop(e)
-		}
-		return
-	}
-	if k.ID == "" || expired(pin.UsedAt, now, StoredPinTTL) {
-		return
-	}
-	v := *pin
-	v.StoredKey = k
-	p.put(k, v, now)
+	p.load(ps, func(pin *StoredPin) bool { return pin.ID != "" })
 }

@@ -21,6 +21,7 @@ type Tables struct {
 	Rests     *resilience.TargetCooldowns
 	Pins      *resilience.Pins
 	Stored    *resilience.StoredPins
+	Replays   *resilience.ReplayMemory
 	Binds     *resilience.SessionBinds
 	// OAuth installs an OAuthRefresh record (the refresh state is the oauth service's type,
 	// which this package cannot name: oauth imports it); id and value as Apply takes them.
@@ -73,6 +74,10 @@ func (t Tables) Apply(kind Kind, id, value []byte) error {
 	case StoredPin:
 		err = applyOne(t.Stored, id, value, del, func(k resilience.StoredKey, p *resilience.StoredPin) {
 			t.Stored.Apply(k, orNil(p, del))
+		})
+	case ReplaySeal:
+		err = applyOne(t.Replays, id, value, del, func(k resilience.ReplayKey, s *resilience.ReplaySeal) {
+			t.Replays.Apply(k, orNil(s, del))
 		})
 	case ClaudeSession:
 		err = applyOne(t.Binds, id, value, del, func(s resilience.Session, b *resilience.SessionBind) {
@@ -168,6 +173,12 @@ func (t Tables) ApplyStored(ctx context.Context, s Store) error {
 	}
 	if t.Binds != nil {
 		t.Binds.Load(saved.SessionBinds)
+	}
+	if t.Stored != nil {
+		t.Stored.Load(saved.StoredPins)
+	}
+	if t.Replays != nil {
+		t.Replays.Load(saved.ReplaySeals)
 	}
 	return nil
 }

@@ -55,6 +55,9 @@ func tablesOn(clock clockwork.Clock, put func(Record)) Tables {
 		Stored: resilience.NewStoredPins(clock, 0, func(k resilience.StoredKey, p *resilience.StoredPin) {
 			put(StoredPinRecord(k, p))
 		}),
+		Replays: resilience.NewReplayMemory(clock, 0, func(k resilience.ReplayKey, s *resilience.ReplaySeal) {
+			put(ReplaySealRecord(k, s))
+		}),
 		Binds: resilience.NewSessionBinds(clock, resilience.SessionBindTTL, 100, func(s resilience.Session, b *resilience.SessionBind) {
 			put(SessionBindRecord(s, b))
 		}),
@@ -348,6 +351,28 @@ func TestApplyStoredPins(t *testing.T) {
 	r.ship()
 	if r.b.Stored.Len() != 0 || r.echo != 0 {
 		t.Fatalf("B holds %d, persisted %d times", r.b.Stored.Len(), r.echo)
+	}
+}
+
+// Reasoning a connection refused on one replica is left out on the other at once; new
+// credentials on the first forget it on both.
+func TestApplyReplaySeals(t *testing.T) {
+	r := newReplicas(t)
+	r.a.Replays.Record(7, "gpt-5", []string{"sealed-1", "sealed-2"})
+	if n := r.ship(); n != 2 {
+		t.Fatalf("%d records, want one per seal", n)
+	}
+	if !r.b.Replays.Holds(7) || !r.b.Replays.Unreadable(7, "gpt-5", "sealed-2") || r.b.Replays.Unreadable(7, "gpt-4o", "sealed-2") {
+		t.Fatal("B does not know what connection 7 refused")
+	}
+	r.a.Replays.Record(7, "gpt-5", []string{"sealed-1"}) // known: nothing to write
+	if n := r.ship(); n != 0 {
+		t.Fatalf("a known seal wrote %d records", n)
+	}
+	r.a.Replays.ForgetConnection(7)
+	r.ship()
+	if r.b.Replays.Holds(7) || r.b.Replays.Len() != 0 || r.echo != 0 {
+		t.Fatalf("B holds %d, persisted %d times", r.b.Replays.Len(), r.echo)
 	}
 }
 

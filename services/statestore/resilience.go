@@ -103,6 +103,18 @@ func StoredPinRecord(k resilience.StoredKey, p *resilience.StoredPin) Record {
 	return r
 }
 
+// ReplaySealRecord is the record of a seal a connection refused; nil (forgotten) deletes it. It
+// goes with its connection.
+func ReplaySealRecord(k resilience.ReplayKey, s *resilience.ReplaySeal) Record {
+	d, _ := k.Seal.MarshalText()
+	r := Record{Kind: ReplaySeal, Key: strconv.FormatInt(k.ConnectionID, 10) + "/" + k.Model + "/" + string(d),
+		ConnectionID: k.ConnectionID, ID: k}
+	if s != nil {
+		r.Value = *s
+	}
+	return r
+}
+
 // Resilience is the stored resilience state, as loaded at start.
 type Resilience struct {
 	Connections  []resilience.ConnState
@@ -114,10 +126,11 @@ type Resilience struct {
 	SessionBinds []resilience.SessionBind
 	Rests        []resilience.TargetCooldown
 	StoredPins   []resilience.StoredPin
+	ReplaySeals  []resilience.ReplaySeal
 }
 
 // LoadResilience reads every stored connection state, breaker, lockout, lane, usage reading,
-// session pin and Claude Code session binding.
+// target rest, session pin, Claude Code session binding, stored-state pin and refused seal.
 func LoadResilience(ctx context.Context, s Store) (Resilience, error) {
 	var out Resilience
 	var err error
@@ -130,6 +143,7 @@ func LoadResilience(ctx context.Context, s Store) (Resilience, error) {
 	loadInto(ctx, s, ClaudeSession, &out.SessionBinds, &err)
 	loadInto(ctx, s, TargetRest, &out.Rests, &err)
 	loadInto(ctx, s, StoredPin, &out.StoredPins, &err)
+	loadInto(ctx, s, ReplaySeal, &out.ReplaySeals, &err)
 	return out, err
 }
 

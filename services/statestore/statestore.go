@@ -29,6 +29,9 @@ const (
 	// StoredPin is resilience.StoredPin by client key/id: the connection that holds a stored
 	// Responses answer.
 	StoredPin Kind = "stored_pin"
+	// ReplaySeal is resilience.ReplaySeal by connection/model/digest: replayed reasoning the
+	// connection refused.
+	ReplaySeal Kind = "replay_seal"
 )
 
 // Record is one piece of state.
@@ -44,7 +47,7 @@ type Record struct {
 	// ID is the record's identity as its table knows it, encodable as JSON: what another
 	// replica needs to find the entry to set or delete (Tables.Apply). A connection id for the
 	// kinds kept per connection, resilience.BreakerKey, resilience.LockoutKey, TargetRestID,
-	// resilience.PinKey, or resilience.Session.
+	// resilience.PinKey, resilience.Session, resilience.StoredKey or resilience.ReplayKey.
 	ID any
 }
 

@@ -212,8 +212,7 @@ func lockoutEqual(a, b resilience.Lockout) bool {
 	return eq && a == b
 }
 
-// Session pins and Claude Code session bindings round-trip through the store; a provider pin
-// goes with its connection, and the stored rows hold digests, never the client's session key.
+// Stored-state pins round-trip through the store and go with their connection.
 func TestStoredPinsRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	d, ids := testDB(t, -1)
@@ -250,6 +249,61 @@ func TestStoredPinsRoundTrip(t *testing.T) {
 	}
 }
 
+// Seals a connection refused round-trip through the store as digests and go with their
+// connection; a resync (ApplyStored) installs them and the stored pins.
+func TestReplaySealsRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	d, ids := testDB(t, -1)
+	s := NewSQLite(d, quiet)
+	clock := clockwork.NewFakeClockAt(time.UnixMilli(1_700_000_000_123).UTC())
+	put := resilience.NewReplayMemory(clock, 0, func(k resilience.ReplayKey, r *resilience.ReplaySeal) { s.Put(ReplaySealRecord(k, r)) })
+	put.Record(ids[0], "gpt-5", []string{"sealed-a"})
+	put.Record(ids[1], "claude-opus-4-5", []string{"sig/with/slashes"})
+	pins := resilience.NewStoredPins(clock, 0, func(k resilience.StoredKey, p *resilience.StoredPin) { s.Put(StoredPinRecord(k, p)) })
+	pins.Record(1, "openai", ids[0], []string{"resp_1"})
+	if err := s.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := LoadResilience(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.ReplaySeals) != 2 {
+		t.Fatalf("seals %+v", got.ReplaySeals)
+	}
+	for _, r := range got.ReplaySeals {
+		if !r.SeenAt.Equal(clock.Now()) || (r.ConnectionID != ids[0] && r.ConnectionID != ids[1]) {
+			t.Errorf("loaded %+v", r)
+		}
+	}
+	var raw []string
+	if err := s.Load(ctx, ReplaySeal, func(b []byte) error { raw = append(raw, string(b)); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if j := strings.Join(raw, " "); strings.Contains(j, "sealed-a") || strings.Contains(j, "slashes") {
+		t.Fatalf("the store holds a seal itself: %s", j)
+	}
+	tables := Tables{Replays: resilience.NewReplayMemory(clock, 0, nil), Stored: resilience.NewStoredPins(clock, 0, nil)}
+	if err := tables.ApplyStored(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if !tables.Replays.Unreadable(ids[1], "claude-opus-4-5", "sig/with/slashes") || tables.Replays.Unreadable(ids[1], "gpt-5", "sealed-a") {
+		t.Error("the resync did not install the seals")
+	}
+	if id, ok := tables.Stored.Connection(1, "openai", []string{"resp_1"}); !ok || id != ids[0] {
+		t.Errorf("the resync did not install the stored pins: %d %v", id, ok)
+	}
+	// Deleting a connection drops its seals.
+	if err := db.DeleteConnection(ctx, d.W, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = LoadResilience(ctx, s); err != nil || len(got.ReplaySeals) != 1 || got.ReplaySeals[0].ConnectionID != ids[1] {
+		t.Fatalf("after deleting the connection: %+v %v", got.ReplaySeals, err)
+	}
+}
+
+// Session pins and Claude Code session bindings round-trip through the store; a provider pin
+// goes with its connection, and the stored rows hold digests, never the client's session key.
 func TestSessionPinsAndBindsRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	d, ids := testDB(t, -1)
