@@ -284,4 +284,24 @@ func TestStoredResponsesFollowTheirOrganisation(t *testing.T) {
 			send(false, responses.ResponseNewParams{Model: "multi/gpt-5", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Still there?")}})
 		}
 	})
+
+	// Through a combo whose next target speaks chat completions, which cannot carry a
+	// previous_response_id: the client still learns that the response was not found, not that
+	// the last target could not take the field.
+	t.Run("nowhere, through a combo", func(t *testing.T) {
+		e.AddProvider("plain", up.URL+"/v1")
+		e.AddConnection("plain", "main", "sk-plain", 0)
+		e.MustAPI("POST", "/api/combos", map[string]any{"name": "stateful", "targets": []map[string]any{
+			{"provider": "multi", "model": "gpt-5"}, {"provider": "plain", "model": "gpt-5"}}}, 201)
+		_, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: "stateful", PreviousResponseID: openai.String("resp_gone"),
+			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Hm?")}})
+		var apiErr *openai.Error
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || !strings.Contains(apiErr.Message, "Previous response with id 'resp_gone' not found.") {
+			t.Fatalf("got %v, want the upstream's 400 previous_response_not_found", err)
+		}
+		// The route names the target whose answer it is.
+		if route := apiErr.Response.Header.Get("X-Switchyard-Route"); !strings.Contains(route, "target=multi/gpt-5;") {
+			t.Errorf("route %q", route)
+		}
+	})
 }

@@ -271,9 +271,13 @@ func (r *comboRun) try(lf leafTarget, st targetState, res *roundResult) bool {
 	c, perr := r.e.prepare(t, r.req, r.in, r.tr, r.src, r.countTokens)
 	if perr != nil {
 		// The request cannot be put in this provider's format (a field it cannot carry): the
-		// next target may speak the client's own.
+		// next target may speak the client's own. An earlier target's failure stays the answer:
+		// it is why the request was not served (a previous_response_id its provider does not
+		// hold), where this says only that this target was never a way.
 		r.note(lf, RouteStep{Outcome: "failed", Reason: perr.ReasonCode(), Action: settings.ComboSkip})
-		res.err = perr
+		if res.err == nil {
+			res.err = perr
+		}
 		return false
 	}
 	c.out, c.inCombo, c.only, c.lease = r.out, true, st.only, st.lease
