@@ -207,19 +207,28 @@ func TestCodexRequestIsServed(t *testing.T) {
 	}
 }
 
-// previous_response_id needs a provider that keeps responses: refused clearly when the request
-// is translated, passed on when it is native.
+// Stored state — previous_response_id, a conversation, an earlier answer by item_reference (the
+// Vercel AI SDK's way with store on) — needs a provider that keeps responses: refused clearly,
+// naming the field, when the request is translated (sent on, the turns it names would be lost
+// without a word), passed on when it is native.
 func TestPreviousResponseID(t *testing.T) {
 	e, key := responsesGateway(t)
-	r := e.Post(context.Background(), "/v1/responses", key, `{"model":"up/gpt-test","input":"hi","previous_response_id":"resp_1"}`, nil)
-	body := testenv.ReadAll(t, r)
-	if r.StatusCode != 400 || gjson.Get(body, "error.code").String() != "unsupported_parameter" ||
-		gjson.Get(body, "error.type").String() != "invalid_request_error" || !strings.Contains(body, "previous_response_id") {
-		t.Fatalf("translated: %d %s", r.StatusCode, body)
-	}
-	r = e.Post(context.Background(), "/v1/responses", key, `{"model":"native/gpt-native","input":"hi","previous_response_id":"resp_1"}`, nil)
-	if body := testenv.ReadAll(t, r); r.StatusCode != 200 || gjson.Get(body, "object").String() != "response" {
-		t.Fatalf("native: %d %s", r.StatusCode, body)
+	for _, c := range []struct{ body, field string }{
+		{`{"model":"%s","input":"hi","previous_response_id":"resp_1"}`, "previous_response_id"},
+		{`{"model":"%s","input":"hi","conversation":{"id":"conv_1"}}`, "conversation"},
+		{`{"model":"%s","input":[{"role":"user","content":[{"type":"input_text","text":"Hi"}]},{"type":"item_reference","id":"msg_1"},` +
+			`{"role":"user","content":[{"type":"input_text","text":"And then?"}]}]}`, "item_reference"},
+	} {
+		r := e.Post(context.Background(), "/v1/responses", key, fmt.Sprintf(c.body, "up/gpt-test"), nil)
+		body := testenv.ReadAll(t, r)
+		if r.StatusCode != 400 || gjson.Get(body, "error.code").String() != "unsupported_parameter" ||
+			gjson.Get(body, "error.type").String() != "invalid_request_error" || !strings.Contains(gjson.Get(body, "error.message").String(), c.field) {
+			t.Fatalf("translated, %s: %d %s", c.field, r.StatusCode, body)
+		}
+		r = e.Post(context.Background(), "/v1/responses", key, fmt.Sprintf(c.body, "native/gpt-native"), nil)
+		if body := testenv.ReadAll(t, r); r.StatusCode != 200 || gjson.Get(body, "object").String() != "response" {
+			t.Fatalf("native, %s: %d %s", c.field, r.StatusCode, body)
+		}
 	}
 }
 

@@ -303,5 +303,10 @@ func TestStoredResponsesFollowTheirOrganisation(t *testing.T) {
 		if route := apiErr.Response.Header.Get("X-Switchyard-Route"); !strings.Contains(route, "target=multi/gpt-5;") {
 			t.Errorf("route %q", route)
 		}
+		// An earlier answer by item_reference likewise: the chat target cannot take it either.
+		resp := e.Post(ctx, "/v1/responses", key, `{"model":"stateful","input":[{"type":"item_reference","id":"rs_gone"}]}`, nil)
+		if b := testenv.ReadAll(t, resp); resp.StatusCode != 404 || !strings.Contains(b, "Item with id 'rs_gone' not found") {
+			t.Fatalf("item nowhere, through the combo: %d %s", resp.StatusCode, b)
+		}
 	})
 }

@@ -93,6 +93,10 @@ func FuzzDecodeRequest(f *testing.F) {
 		if len(refs) > 2+maxStoredRefs || slices.Contains(refs, "") {
 			t.Fatalf("stored refs %q of %q", refs, out)
 		}
+		// Whether it names stored state at all is one of the fields the reader knows.
+		if f := storedStateField(out); f != "" && f != "previous_response_id" && f != "conversation" && f != "input[].type=item_reference" {
+			t.Fatalf("stored state field %q of %q", f, out)
+		}
 	})
 }
 

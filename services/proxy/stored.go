@@ -90,6 +90,36 @@ func readStoredRefs(body []byte) (refs []string, record bool) {
 	return append(refs, items...), record
 }
 
+// storedStateField names what a Responses request refers to of state an upstream stored —
+// previous_response_id, conversation, an item_reference input item — or is "" when it refers
+// to none. An upstream reached through translation keeps no such state: the request is refused
+// rather than sent without the turns those name (the Vercel AI SDK, store on by default, sends
+// each earlier answer as an item_reference).
+func storedStateField(body []byte) string {
+	field := ""
+	convo.FieldsOf(strings.TrimLeft(convo.View(body), " \t\r\n"), func(k, v string) {
+		if field != "" {
+			return
+		}
+		switch k {
+		case "previous_response_id", "conversation":
+			if v != "null" && v != `""` {
+				field = k
+			}
+		case "input":
+			if strings.Contains(v, `"item_reference"`) {
+				gjson.Parse(v).ForEach(func(_, it gjson.Result) bool {
+					if it.Get("type").Str == "item_reference" {
+						field = "input[].type=item_reference"
+					}
+					return field == ""
+				})
+			}
+		}
+	})
+	return field
+}
+
 // appendID appends a copy of an id, when v is a string that is not empty.
 func appendID(dst []string, v gjson.Result) []string {
 	if v.Type != gjson.String || v.Str == "" {

@@ -68,3 +68,24 @@ func TestStoredIDsOfAnswers(t *testing.T) {
 		t.Errorf("kept %q, want %q", made, want)
 	}
 }
+
+func TestStoredStateField(t *testing.T) {
+	for _, tc := range []struct{ body, want string }{
+		{`{"model":"m","input":"hi"}`, ""},
+		{`{"model":"m","input":"hi","previous_response_id":null,"conversation":""}`, ""},
+		{` {"model":"m","input":"hi","previous_response_id":"resp_1"}`, "previous_response_id"},
+		{`{"model":"m","conversation":{"id":"conv_1"},"input":"hi"}`, "conversation"},
+		{`{"model":"m","conversation":"conv_1","input":"hi"}`, "conversation"},
+		// The Vercel AI SDK's second turn with store on: the earlier answer by reference.
+		{`{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"Hi"}]},` +
+			`{"type":"item_reference","id":"msg_1"},{"role":"user","content":[{"type":"input_text","text":"And?"}]}]}`, "input[].type=item_reference"},
+		// The words alone are no reference; nor is a reasoning item by id (reasoning another
+		// model cannot read in any case).
+		{`{"model":"m","input":[{"role":"user","content":"what is an \"item_reference\"?"},{"type":"reasoning","id":"rs_1","summary":[]}]}`, ""},
+		{`not json`, ""},
+	} {
+		if got := storedStateField([]byte(tc.body)); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.body, got, tc.want)
+		}
+	}
+}

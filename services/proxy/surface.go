@@ -230,8 +230,10 @@ func (e *Engine) begin(ctx context.Context, w http.ResponseWriter, raw []byte, i
 func (e *Engine) prepare(t target, req Request, in http.Header, tr *Trace, src Format, countTokens bool) (*call, *errs.Error) {
 	c := &call{trace: tr, start: e.opt.Clock.Now(), t: t, stream: req.Stream, reasoning: req.Reasoning, snap: e.opt.Settings.Snapshot(),
 		src: src, dst: upstreamFormat(t.provider, t.model, src), asked: req.Model, countTokens: countTokens, out: &clientOut{}}
-	if src == FormatResponses && c.dst != FormatResponses && gjson.GetBytes(req.Body, "previous_response_id").String() != "" {
-		return nil, errInvalid("unsupported_parameter", "proxy.previous_response_unsupported", t.provider.Name, t.provider.Type)
+	if src == FormatResponses && c.dst != FormatResponses {
+		if field := storedStateField(req.Body); field != "" {
+			return nil, errInvalid("unsupported_parameter", "proxy.stored_state_unsupported", t.provider.Name, t.provider.Type, field)
+		}
 	}
 	switch {
 	case countTokens:
