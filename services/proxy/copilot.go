@@ -9,6 +9,7 @@ import (
 
 	"switchyard/services/catalog"
 	"switchyard/services/errs"
+	"switchyard/services/proxy/convo"
 	"switchyard/services/settings"
 )
 
@@ -65,10 +66,11 @@ func copilotHeaders(h http.Header, token string, cfg settings.CopilotOAuth) {
 
 // initiator is X-Initiator: "agent" when the request follows up on a tool's result (the agent
 // loop continues on its own), "user" when a person wrote the last message. Copilot counts
-// premium requests by it.
+// premium requests by it. The body is read through a view (gjson.GetBytes would copy the whole
+// conversation); nothing read outlives the call.
 func initiator(body []byte, f Format) string {
 	if f == FormatResponses {
-		items := gjson.GetBytes(body, "input").Array() // a plain string input is the user's
+		items := gjson.Get(convo.View(body), "input").Array() // a plain string input is the user's
 		if n := len(items); n > 0 {
 			if t := items[n-1].Get("type").String(); t == "function_call_output" || t == "custom_tool_call_output" {
 				return "agent"
@@ -76,7 +78,7 @@ func initiator(body []byte, f Format) string {
 		}
 		return "user"
 	}
-	items := gjson.GetBytes(body, "messages").Array()
+	items := gjson.Get(convo.View(body), "messages").Array()
 	if n := len(items); n > 0 && items[n-1].Get("role").String() == "tool" {
 		return "agent"
 	}
@@ -98,7 +100,7 @@ func hasImages(body []byte, f Format) bool {
 	if !bytes.Contains(body, key) {
 		return false
 	}
-	for _, m := range gjson.GetBytes(body, list).Array() {
+	for _, m := range gjson.Get(convo.View(body), list).Array() {
 		for _, part := range m.Get("content").Array() {
 			if part.Get("type").String() == image {
 				return true

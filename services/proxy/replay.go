@@ -9,6 +9,7 @@ import (
 	"github.com/tidwall/sjson"
 
 	"switchyard/services/catalog"
+	"switchyard/services/proxy/convo"
 	"switchyard/services/resilience"
 )
 
@@ -151,7 +152,9 @@ func dropReplayed(f Format, body []byte, drop func(earlier bool, seal string) bo
 	var paths []string // deepest last: deleted from the end, so no index moves under another
 	switch f {
 	case FormatResponses:
-		input := gjson.GetBytes(body, "input")
+		// The body is read through a view (GetBytes would copy the conversation): the seals
+		// kept are copied out of it.
+		input := gjson.Get(convo.View(body), "input")
 		turn := int64(-1) // the user's last message: reasoning after it is the current turn's
 		input.ForEach(func(k, v gjson.Result) bool {
 			if v.Get("role").String() == "user" && (!v.Get("type").Exists() || v.Get("type").String() == "message") {
@@ -164,12 +167,12 @@ func dropReplayed(f Format, body []byte, drop func(earlier bool, seal string) bo
 				return true
 			}
 			if seal := v.Get("encrypted_content").String(); drop(k.Int() < turn, seal) {
-				paths, seals = append(paths, "input."+k.String()), append(seals, seal)
+				paths, seals = append(paths, "input."+k.String()), append(seals, strings.Clone(seal))
 			}
 			return true
 		})
 	case FormatMessages:
-		messages := gjson.GetBytes(body, "messages")
+		messages := gjson.Get(convo.View(body), "messages")
 		turn := int64(-1)
 		messages.ForEach(func(i, m gjson.Result) bool {
 			if m.Get("role").String() == "user" && userSpoke(m.Get("content")) {
@@ -196,7 +199,7 @@ func dropReplayed(f Format, body []byte, drop func(earlier bool, seal string) bo
 					return true
 				}
 				if drop(i.Int() < turn, seal) {
-					blocks, sealed = append(blocks, "messages."+i.String()+".content."+j.String()), append(sealed, seal)
+					blocks, sealed = append(blocks, "messages."+i.String()+".content."+j.String()), append(sealed, strings.Clone(seal))
 				}
 				return true
 			})
