@@ -148,6 +148,7 @@ func Start(ctx context.Context, cfg Config, lookupEnv func(string) (string, bool
 	a.runners.add("session pin sweeper", func(ctx context.Context) { res.pins.RunSweeper(ctx, resilience.AffinitySweepInterval) })
 	a.runners.add("stored response pin sweeper", func(ctx context.Context) { res.stored.RunSweeper(ctx, resilience.AffinitySweepInterval) })
 	a.runners.add("replay memory sweeper", func(ctx context.Context) { res.replays.RunSweeper(ctx, resilience.AffinitySweepInterval) })
+	a.runners.add("answer item sweeper", func(ctx context.Context) { res.items.RunSweeper(ctx, resilience.AffinitySweepInterval) })
 	a.runners.add("claude session sweeper", func(ctx context.Context) { res.binds.RunSweeper(ctx, resilience.AffinitySweepInterval) })
 	a.runners.add("model discovery", func(ctx context.Context) {
 		eng.inventory.Run(ctx, func() (time.Duration, time.Duration) {
@@ -436,6 +437,9 @@ type resilienceState struct {
 	// connection could not read (both persisted and shared).
 	stored  *resilience.StoredPins
 	replays *resilience.ReplayMemory
+	// items are the output items of translated Responses answers (memory only: they hold
+	// conversation text).
+	items *resilience.AnswerItems
 }
 
 func buildResilience(ctx context.Context, clock clockwork.Clock, st storage, c core, rep *replication, registry *replicas.Registry,
@@ -500,6 +504,7 @@ func buildResilience(ctx context.Context, clock clockwork.Clock, st storage, c c
 	r.replays = resilience.NewReplayMemory(clock, resilience.MaxReplayMemory,
 		func(k resilience.ReplayKey, s *resilience.ReplaySeal) { store.Put(statestore.ReplaySealRecord(k, s)) })
 	r.replays.Load(saved.ReplaySeals)
+	r.items = resilience.NewAnswerItems(clock, resilience.AnswerItemTTL, resilience.MaxAnswerItems, resilience.MaxAnswerItemBytes)
 	c.settings.OnChange(func(s *settings.Snapshot) { r.pins.SetTTL(affinityTTL(s)) })
 	r.binds = resilience.NewSessionBinds(clock, resilience.SessionBindTTL, resilience.MaxSessionBinds,
 		func(s resilience.Session, b *resilience.SessionBind) { store.Put(statestore.SessionBindRecord(s, b)) })
@@ -605,7 +610,7 @@ func buildEngine(clock clockwork.Clock, st storage, c core, r *resilienceState, 
 		Settings: c.settings, Cooldowns: r.cooldowns, Breakers: r.breakers, Gate: r.gate, Health: r.health, Lockouts: r.lockouts,
 		Queues: r.queues, Semaphores: r.semaphores, Clock: clock, Observer: r.metrics,
 		Accounts: accounts, Copilot: accounts, Lanes: r.lanes, Usage: r.usage, OAuthSettings: c.oauthSettings, SessionKey: st.sessionKey,
-		Leases: r.leases, SessionBinds: r.binds, Pins: r.pins, StoredPins: r.stored, Replays: r.replays, Combos: c.combos, TargetCooldowns: r.rests,
+		Leases: r.leases, SessionBinds: r.binds, Pins: r.pins, StoredPins: r.stored, Replays: r.replays, AnswerItems: r.items, Combos: c.combos, TargetCooldowns: r.rests,
 		Price: func(provider, providerType, model string) (spend.Price, bool) {
 			p, _, ok := c.prices.Lookup(provider, providerType, model)
 			return p, ok

@@ -209,19 +209,21 @@ func TestCodexRequestIsServed(t *testing.T) {
 
 // Stored state — previous_response_id, a conversation, an earlier answer by item_reference (the
 // Vercel AI SDK's way with store on) — needs a provider that keeps responses: refused clearly,
-// naming the field, when the request is translated (sent on, the turns it names would be lost
-// without a word), passed on when it is native.
+// naming the field or the item, when the request is translated and the gateway does not hold
+// it (sent on, the turns it names would be lost without a word), passed on when it is native.
 func TestPreviousResponseID(t *testing.T) {
 	e, key := responsesGateway(t)
-	for _, c := range []struct{ body, field string }{
-		{`{"model":"%s","input":"hi","previous_response_id":"resp_1"}`, "previous_response_id"},
-		{`{"model":"%s","input":"hi","conversation":{"id":"conv_1"}}`, "conversation"},
+	// An item reference to an item the gateway does not hold (answer_items_test.go: those of
+	// its own translated answers) is item_not_found.
+	for _, c := range []struct{ body, field, code string }{
+		{`{"model":"%s","input":"hi","previous_response_id":"resp_1"}`, "previous_response_id", "unsupported_parameter"},
+		{`{"model":"%s","input":"hi","conversation":{"id":"conv_1"}}`, "conversation", "unsupported_parameter"},
 		{`{"model":"%s","input":[{"role":"user","content":[{"type":"input_text","text":"Hi"}]},{"type":"item_reference","id":"msg_1"},` +
-			`{"role":"user","content":[{"type":"input_text","text":"And then?"}]}]}`, "item_reference"},
+			`{"role":"user","content":[{"type":"input_text","text":"And then?"}]}]}`, "msg_1", "item_not_found"},
 	} {
 		r := e.Post(context.Background(), "/v1/responses", key, fmt.Sprintf(c.body, "up/gpt-test"), nil)
 		body := testenv.ReadAll(t, r)
-		if r.StatusCode != 400 || gjson.Get(body, "error.code").String() != "unsupported_parameter" ||
+		if r.StatusCode != 400 || gjson.Get(body, "error.code").String() != c.code ||
 			gjson.Get(body, "error.type").String() != "invalid_request_error" || !strings.Contains(gjson.Get(body, "error.message").String(), c.field) {
 			t.Fatalf("translated, %s: %d %s", c.field, r.StatusCode, body)
 		}

@@ -90,6 +90,10 @@ type Options struct {
 	// Replays remember the replayed reasoning a connection refused (replay.go); nil = nothing
 	// is remembered (each request is refused once and made again without it).
 	Replays *resilience.ReplayMemory
+	// AnswerItems keep the output items of translated Responses answers for the client's later
+	// item_reference (items.go); nil = none are kept, and a translated request that names an
+	// item is refused.
+	AnswerItems *resilience.AnswerItems
 }
 
 // Engine forwards client requests to upstream connections.

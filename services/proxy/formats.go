@@ -59,6 +59,9 @@ type bridge struct {
 	// responses: the client speaks Responses, whose stream ends in response.failed or
 	// response.incomplete when the answer failed or was cut short.
 	responses bool
+	// keep, when set, is handed the output items of a Responses answer as it completes, before
+	// the client has its last event (items.go).
+	keep func(id string, item []byte)
 }
 
 func newBridge(src, dst Format, req *convo.Request, created int64) *bridge {
@@ -86,6 +89,13 @@ func (b *bridge) Event(dst, ev []byte, _ eventLook) []byte {
 			e.Name, e.Namespace = strings.Clone(e.Name), strings.Clone(e.Namespace)
 		}
 		dst = b.w.Write(dst, e)
+		if e.Kind == convo.EvEnd && b.keep != nil {
+			if il, ok := b.w.(interface {
+				Items(keep func(id string, item []byte))
+			}); ok {
+				il.Items(b.keep)
+			}
+		}
 	}
 	return dst
 }

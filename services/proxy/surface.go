@@ -231,9 +231,14 @@ func (e *Engine) prepare(t target, req Request, in http.Header, tr *Trace, src F
 	c := &call{trace: tr, start: e.opt.Clock.Now(), t: t, stream: req.Stream, reasoning: req.Reasoning, snap: e.opt.Settings.Snapshot(),
 		src: src, dst: upstreamFormat(t.provider, t.model, src), asked: req.Model, countTokens: countTokens, out: &clientOut{}}
 	if src == FormatResponses && c.dst != FormatResponses {
-		if field := storedStateField(req.Body); field != "" {
+		body, ierr := e.resolveItems(req.Body, tr.ClientKeyID)
+		if ierr != nil {
+			return nil, ierr
+		}
+		if field := storedStateField(body); field != "" {
 			return nil, errInvalid("unsupported_parameter", "proxy.stored_state_unsupported", t.provider.Name, t.provider.Type, field)
 		}
+		req.Body = body
 	}
 	switch {
 	case countTokens:
@@ -249,6 +254,9 @@ func (e *Engine) prepare(t target, req Request, in http.Header, tr *Trace, src F
 		var err error
 		if c.body, err = e.translateRequest(c, req.Body); err != nil {
 			return nil, errInvalid("invalid_request", "proxy.body_translate", err.Error())
+		}
+		if e.keepsItems(c) {
+			c.req.IDSuffix = newIDSuffix()
 		}
 	} else {
 		var err error

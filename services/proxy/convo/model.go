@@ -229,6 +229,12 @@ type Request struct {
 	ServiceTier        string
 	Include            []string
 
+	// IDSuffix, when set, makes the ids of a Responses answer written for the request its own:
+	// it ends the response id and every output item's id, which otherwise derive from the
+	// upstream's ids (some upstreams repeat theirs, or send none). The gateway sets it when it
+	// keeps the answer's items for later references by id.
+	IDSuffix string
+
 	// Dropped names the fields readers and writers could not carry.
 	Dropped []string
 }

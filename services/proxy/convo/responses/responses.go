@@ -71,8 +71,9 @@ func errorType(code string) string {
 }
 
 // responseID is the id of a Responses answer for the upstream's answer id: chat's chatcmpl-…
-// and Anthropic's msg_… keep their tail (chatcmpl-9XYZ → resp_9XYZ, as translate wrote it).
-func responseID(id string) string {
+// and Anthropic's msg_… keep their tail (chatcmpl-9XYZ → resp_9XYZ, as translate wrote it),
+// followed by the request's IDSuffix when it has one.
+func responseID(r *convo.Request, id string) string {
 	for _, p := range [...]string{"chatcmpl-", "chatcmpl_", "msg_", "resp_"} {
 		if rest, ok := strings.CutPrefix(id, p); ok {
 			id = rest
@@ -82,7 +83,19 @@ func responseID(id string) string {
 	if id == "" {
 		id = "switchyard"
 	}
+	if r != nil && r.IDSuffix != "" {
+		return "resp_" + id + "_" + r.IDSuffix
+	}
 	return "resp_" + id
+}
+
+// callItemID is the id of the function_call item of a call: the call's id, with the request's
+// IDSuffix when it has one (the call id itself is the upstream's, which the tool's result names).
+func callItemID(r *convo.Request, callID string) string {
+	if r != nil && r.IDSuffix != "" {
+		return "fc_" + callID + "_" + r.IDSuffix
+	}
+	return "fc_" + callID
 }
 
 // appendFloat writes a number the way encoding/json does.

@@ -120,3 +120,38 @@ func TestReadAnswerFailures(t *testing.T) {
 		}
 	}
 }
+
+// Items are the output items of a completed answer, as its last event lists them, with their
+// ids; an answer that failed or did not end has none.
+func TestStreamWriterItems(t *testing.T) {
+	evs := []convo.Event{start("chatcmpl-1", "m"), blockStart(0, convo.BlockText), delta(0, "Hi"), blockStop(0),
+		callStart(1, "call_a", "f"), callStart(2, "call_b", "g"), delta(2, `{}`), delta(1, `{\"x\":1}`), blockStop(2), blockStop(1),
+		stop(convo.StopToolUse)}
+	items := func(evs []convo.Event) (ids []string, raws []string, out []byte) {
+		w := NewStreamWriter(&convo.Request{}, 1)
+		for i := range evs {
+			out = w.Write(out, &evs[i])
+		}
+		w.Items(func(id string, item []byte) {
+			ids, raws = append(ids, id), append(raws, string(item))
+		})
+		return ids, raws, out
+	}
+	ids, raws, out := items(append(evs, end))
+	_, datas := convotest.NamedEvents(t, out)
+	final := gjson.GetBytes(datas[len(datas)-1], "response.output").Array()
+	if strings.Join(ids, " ") != "msg_1_0 fc_call_a fc_call_b" || len(final) != 3 {
+		t.Fatalf("items %v of the answer's %d", ids, len(final))
+	}
+	for i, it := range final {
+		if raws[i] != it.Raw || it.Get("id").String() != ids[i] {
+			t.Fatalf("item %d: %s, the answer lists %s", i, raws[i], it.Raw)
+		}
+	}
+	failed := append(evs, convo.Event{Kind: convo.EvError, Err: &convo.Error{Type: "server_error", Message: "overloaded"}})
+	for name, evs := range map[string][]convo.Event{"failed": failed, "unfinished": evs} {
+		if ids, _, _ := items(evs); len(ids) != 0 {
+			t.Fatalf("%s: items %v, want none", name, ids)
+		}
+	}
+}

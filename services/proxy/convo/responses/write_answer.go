@@ -56,7 +56,7 @@ scan:
 			break scan
 		}
 	}
-	rid := responseID(a.ID)
+	rid := responseID(r, a.ID)
 	base := strings.TrimPrefix(rid, "resp_")
 	status, details := statusOf(a.Stop)
 	if failure != nil {
@@ -109,7 +109,7 @@ scan:
 			if ns == "" {
 				name, ns = lookup(r, name)
 			}
-			out = appendCallItem(out, "fc_"+callID, callID, name, ns, "completed", b.text...)
+			out = appendCallItem(out, callItemID(r, callID), callID, name, ns, "completed", b.text...)
 		}
 	}
 	var errObj []byte

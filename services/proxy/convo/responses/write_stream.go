@@ -20,12 +20,13 @@ type StreamWriter struct {
 	include bool   // the client asked for encrypted reasoning
 	echo    []byte // the request's echoed fields, written once
 
-	seq     int64
-	started bool
-	done    bool
-	id      string
-	base    string
-	model   string
+	seq       int64
+	started   bool
+	done      bool
+	completed bool // the answer ended in response.completed or response.incomplete
+	id        string
+	base      string
+	model     string
 
 	blocks []*streamBlock // the answer's blocks not yet stopped
 	next   int            // the output index of the next item
@@ -39,8 +40,11 @@ type StreamWriter struct {
 	usage convo.Usage
 }
 
-// span is a finished item: its output index and its bytes in StreamWriter.items.
-type span struct{ out, start, end int }
+// span is a finished item: its output index, its id and its bytes in StreamWriter.items.
+type span struct {
+	out, start, end int
+	id              string
+}
 
 // streamBlock is a block of the answer and its output item.
 type streamBlock struct {
@@ -172,7 +176,7 @@ func (s *StreamWriter) start(dst []byte, id, model string) []byte {
 	if s.started {
 		return dst
 	}
-	s.started, s.id, s.model = true, responseID(id), model
+	s.started, s.id, s.model = true, responseID(s.r, id), model
 	s.base = strings.TrimPrefix(s.id, "resp_")
 	s.echo = appendEcho(nil, s.r)
 	for _, typ := range [...]string{"response.created", "response.in_progress"} {
@@ -222,7 +226,7 @@ func (s *StreamWriter) openItem(dst []byte, b *streamBlock) []byte {
 		if b.ns == "" {
 			b.name, b.ns = lookup(s.r, b.name)
 		}
-		b.id = "fc_" + b.callID
+		b.id = callItemID(s.r, b.callID)
 		o := s.event(dst, "response.output_item.added").Int("output_index", idx)
 		o.Key("item")
 		o.B = appendCallItem(o.B, b.id, b.callID, b.name, b.ns, "in_progress")
@@ -271,7 +275,7 @@ func (s *StreamWriter) closeItem(dst []byte, b *streamBlock) []byte {
 			Text("arguments", text))
 		s.items = appendCallItem(s.items, b.id, b.callID, b.name, b.ns, "completed", text)
 	}
-	s.spans = append(s.spans, span{out: b.out, start: start, end: len(s.items)})
+	s.spans = append(s.spans, span{out: b.out, start: start, end: len(s.items), id: b.id})
 	o := s.event(dst, "response.output_item.done").Int("output_index", idx)
 	o.Key("item")
 	o.B = append(o.B, s.items[start:]...)
@@ -300,6 +304,18 @@ func (s *StreamWriter) appendItems(dst []byte) []byte {
 	return dst
 }
 
+// Items hands each output item of a completed answer (response.completed or
+// response.incomplete written) to keep, in output order, with its id; an answer that failed or
+// is not complete has none. The bytes are the writer's: to be copied.
+func (s *StreamWriter) Items(keep func(id string, item []byte)) {
+	if !s.done || !s.completed {
+		return
+	}
+	for _, sp := range s.spans {
+		keep(sp.id, s.items[sp.start:sp.end])
+	}
+}
+
 // complete ends the answer: response.completed, or response.incomplete when the answer was cut.
 func (s *StreamWriter) complete(dst []byte) []byte {
 	dst = s.start(dst, "", "")
@@ -317,7 +333,7 @@ func (s *StreamWriter) complete(dst []byte) []byte {
 		u = nil
 	}
 	o.B = responseTail(o.B, u, nil, details, s.echo)
-	s.done = true
+	s.done, s.completed = true, true
 	return finish(o)
 }
 

@@ -1,0 +1,173 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/tidwall/gjson"
+
+	"switchyard/e2e/testenv"
+)
+
+// itemUpstream is a chat-completions upstream whose answers are a text and a tool call, each
+// answer with ids of its own (chatcmpl-N, call_N) unless repeat is set: then every answer has
+// the same ids and another text, as some self-hosted servers answer.
+type itemUpstream struct {
+	mu     sync.Mutex
+	n      int
+	repeat bool
+}
+
+func (u *itemUpstream) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	u.mu.Lock()
+	u.n++
+	n, id := u.n, fmt.Sprint(u.n)
+	if u.repeat {
+		id = "same"
+	}
+	u.mu.Unlock()
+	text := fmt.Sprintf("answer %d", n)
+	call := `{"id":"call_` + id + `","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}`
+	if !gjson.GetBytes(body, "stream").Bool() {
+		testenv.JSONAnswer(`{"id":"chatcmpl-`+id+`","object":"chat.completion","created":1,"model":"gpt-test","choices":[{"index":0,`+
+			`"message":{"role":"assistant","content":"`+text+`","tool_calls":[`+call+`]},"finish_reason":"tool_calls"}],`+
+			`"usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8}}`)(w, r)
+		return
+	}
+	chunk := func(delta, finish string) string {
+		return `data: {"id":"chatcmpl-` + id + `","object":"chat.completion.chunk","created":1,"model":"gpt-test","choices":[{"index":0,"delta":` +
+			delta + `,"finish_reason":` + finish + `}]}`
+	}
+	testenv.SSEAnswer([]string{
+		chunk(`{"role":"assistant","content":"`+text+`"}`, "null"),
+		chunk(`{"tool_calls":[`+strings.Replace(call, `{"id"`, `{"index":0,"id"`, 1)+`]}`, "null"),
+		chunk(`{}`, `"tool_calls"`),
+		`data: [DONE]`,
+	}, -1)(w, r)
+}
+
+// TestTranslatedAnswerItemsByReference: a Responses client of a chat-completions provider that
+// sends its earlier answers back as item references (the Vercel AI SDK with store on, its
+// default) has them put back in their places: the upstream gets the whole conversation. Items
+// are kept per client key, not for store: false; an id the gateway does not hold is the
+// client's 400.
+func TestTranslatedAnswerItemsByReference(t *testing.T) {
+	u := &itemUpstream{}
+	e, up, key := testenv.SetupOne(t, u.serve)
+	ctx := context.Background()
+	post := func(key, body string) (*http.Response, string) {
+		t.Helper()
+		r := e.Post(ctx, "/v1/responses", key, body, nil)
+		return r, testenv.ReadAll(t, r)
+	}
+	// answer is a first turn's answer: its output items, from the whole answer or, streamed,
+	// from response.completed.
+	answer := func(key string, stream bool, extra string) []gjson.Result {
+		t.Helper()
+		body := `{"model":"up/gpt-test","input":"Weather in Paris?","tools":[{"type":"function","name":"get_weather","parameters":{"type":"object"}}]` +
+			extra + fmt.Sprintf(`,"stream":%v}`, stream)
+		if !stream {
+			r, b := post(key, body)
+			if r.StatusCode != 200 {
+				t.Fatalf("first turn: %d %s", r.StatusCode, b)
+			}
+			return gjson.Get(b, "output").Array()
+		}
+		r := e.Post(ctx, "/v1/responses", key, body, nil)
+		names, data := sseEvents(t, r)
+		if r.StatusCode != 200 || names[len(names)-1] != "response.completed" {
+			t.Fatalf("first turn: %d %v", r.StatusCode, names)
+		}
+		return gjson.Get(data[len(data)-1], "response.output").Array()
+	}
+	// next sends the second turn: the first turn's items by reference, the tool's result.
+	next := func(key string, items []gjson.Result) (*http.Response, string) {
+		t.Helper()
+		input := `{"role":"user","content":[{"type":"input_text","text":"Weather in Paris?"}]}`
+		callID := ""
+		for _, it := range items {
+			input += `,{"type":"item_reference","id":"` + it.Get("id").String() + `"}`
+			if it.Get("type").String() == "function_call" {
+				callID = it.Get("call_id").String()
+			}
+		}
+		input += `,{"type":"function_call_output","call_id":"` + callID + `","output":"sunny"}`
+		return post(key, `{"model":"up/gpt-test","input":[`+input+`]}`)
+	}
+	for _, stream := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
+			items := answer(key, stream, "")
+			if len(items) != 2 || items[0].Get("type").String() != "message" || items[1].Get("type").String() != "function_call" {
+				t.Fatalf("first turn's items %v", items)
+			}
+			text := items[0].Get("content.0.text").String()
+			before := len(up.ChatRequests())
+			r, b := next(key, items)
+			if r.StatusCode != 200 {
+				t.Fatalf("second turn: %d %s", r.StatusCode, b)
+			}
+			sent := up.ChatRequests()[before].Body
+			msgs := gjson.Get(sent, "messages").Array()
+			if len(msgs) != 3 || msgs[1].Get("role").String() != "assistant" || msgs[1].Get("content").String() != text ||
+				msgs[1].Get("tool_calls.0.id").String() != items[1].Get("call_id").String() ||
+				msgs[1].Get("tool_calls.0.function.name").String() != "get_weather" ||
+				msgs[2].Get("role").String() != "tool" || msgs[2].Get("content").String() != "sunny" {
+				t.Fatalf("the upstream got %s, want the user's question, the answer %q with its call, the call's result", sent, text)
+			}
+		})
+	}
+
+	t.Run("not held", func(t *testing.T) {
+		notHeld := func(what string, r *http.Response, b string) {
+			t.Helper()
+			if r.StatusCode != 400 || gjson.Get(b, "error.code").String() != "item_not_found" ||
+				gjson.Get(b, "error.type").String() != "invalid_request_error" || !strings.Contains(gjson.Get(b, "error.message").String(), "store: false") {
+				t.Fatalf("%s: %d %s", what, r.StatusCode, b)
+			}
+		}
+		before := len(up.ChatRequests())
+		items := answer(key, false, "")
+		other := e.NewKey()
+		r, b := next(other, items)
+		notHeld("another client key", r, b)
+		if !strings.Contains(b, items[0].Get("id").String()) {
+			t.Fatalf("the message does not name the item: %s", b)
+		}
+		r, b = next(key, answer(key, false, `,"store":false`))
+		notHeld("an answer made with store: false", r, b)
+		r, b = post(key, `{"model":"up/gpt-test","input":[{"type":"item_reference","id":"msg_never"}]}`)
+		notHeld("an id never given", r, b)
+		if got := len(up.ChatRequests()) - before; got != 2 {
+			t.Fatalf("%d upstream calls, want the two first turns only", got)
+		}
+	})
+
+	// The ids of kept answers are the gateway's own: an upstream that repeats its ids (or sends
+	// none) does not make one answer's reference name another's item.
+	t.Run("an upstream that repeats its ids", func(t *testing.T) {
+		u.mu.Lock()
+		u.repeat = true
+		u.mu.Unlock()
+		first, second := answer(key, false, ""), answer(key, true, "")
+		if first[0].Get("id").String() == second[0].Get("id").String() || first[1].Get("id").String() == second[1].Get("id").String() ||
+			first[1].Get("call_id").String() != second[1].Get("call_id").String() {
+			t.Fatalf("items %v and %v: want ids of their own, the upstream's call id", first, second)
+		}
+		for _, items := range [][]gjson.Result{first, second} {
+			before := len(up.ChatRequests())
+			if r, b := next(key, items); r.StatusCode != 200 {
+				t.Fatalf("second turn: %d %s", r.StatusCode, b)
+			}
+			sent := up.ChatRequests()[before].Body
+			if got, want := gjson.Get(sent, "messages.1.content").String(), items[0].Get("content.0.text").String(); got != want {
+				t.Fatalf("the reference put back %q, want %q", got, want)
+			}
+		}
+	})
+}
