@@ -171,3 +171,44 @@ func TestTranslatedAnswerItemsByReference(t *testing.T) {
 		}
 	})
 }
+
+// Claude's thinking before a tool call, shown to a Responses client as a reasoning item without
+// its signature (the client did not ask for encrypted reasoning), goes back to Anthropic signed
+// when the client names the item: Anthropic wants the last assistant turn's thinking, signed,
+// before its tool calls.
+func TestReferencedThinkingKeepsItsSignature(t *testing.T) {
+	ant := testenv.NewFakeAnthropic(t, func(w http.ResponseWriter, r *http.Request) {
+		testenv.JSONAnswer(`{"id":"msg_01","type":"message","role":"assistant","model":"claude-test","content":[`+
+			`{"type":"thinking","thinking":"Paris, so metric.","signature":"EqQBsig"},`+
+			`{"type":"tool_use","id":"toolu_1","name":"get_weather","input":{"city":"Paris"}}],`+
+			`"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":5,"output_tokens":3}}`)(w, r)
+	})
+	e := testenv.New(t)
+	e.MustAPI("PATCH", fmt.Sprintf("/api/providers/%d", e.ProviderID("anthropic")), map[string]any{"base_url": ant.URL}, 200)
+	e.AddConnection("anthropic", "main", "sk-ant", 0)
+	key := e.NewKey()
+	e.WaitModels(key, "anthropic/claude-test")
+	ctx := context.Background()
+	tools := `"tools":[{"type":"function","name":"get_weather","parameters":{"type":"object"}}],"reasoning":{"effort":"medium"}`
+	r := e.Post(ctx, "/v1/responses", key, `{"model":"anthropic/claude-test","input":"Weather in Paris?",`+tools+`}`, nil)
+	b := testenv.ReadAll(t, r)
+	items := gjson.Get(b, "output").Array()
+	if r.StatusCode != 200 || len(items) != 2 || items[0].Get("type").String() != "reasoning" || items[0].Get("encrypted_content").Exists() {
+		t.Fatalf("first turn: %d %s; want a reasoning item without encrypted content, and the call", r.StatusCode, b)
+	}
+	input := `{"role":"user","content":"Weather in Paris?"},{"type":"item_reference","id":"` + items[0].Get("id").String() +
+		`"},{"type":"item_reference","id":"` + items[1].Get("id").String() + `"},{"type":"function_call_output","call_id":"toolu_1","output":"sunny"}`
+	r = e.Post(ctx, "/v1/responses", key, `{"model":"anthropic/claude-test","input":[`+input+`],`+tools+`}`, nil)
+	if b := testenv.ReadAll(t, r); r.StatusCode != 200 {
+		t.Fatalf("second turn: %d %s", r.StatusCode, b)
+	}
+	reqs := ant.MessageRequests()
+	sent := reqs[len(reqs)-1].Body
+	turn := gjson.Get(sent, "messages.1")
+	if turn.Get("role").String() != "assistant" || turn.Get("content.0.type").String() != "thinking" ||
+		turn.Get("content.0.signature").String() != "EqQBsig" || turn.Get("content.0.thinking").String() != "Paris, so metric." ||
+		turn.Get("content.1.type").String() != "tool_use" || turn.Get("content.1.id").String() != "toolu_1" ||
+		gjson.Get(sent, "messages.2.content.0.type").String() != "tool_result" {
+		t.Fatalf("Anthropic got %s; want the signed thinking, the call, its result", sent)
+	}
+}

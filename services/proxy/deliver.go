@@ -35,8 +35,6 @@ func (e *Engine) deliver(ctx context.Context, w http.ResponseWriter, c *call, co
 		w.WriteHeader(res.status)
 		if c.stored.record {
 			c.stored.observeAnswer(res.body)
-		} else if res.translated && e.keepsItems(c) {
-			e.keepAnswerItems(c, res.body)
 		}
 		_, _ = w.Write(res.body)
 		// Send it all now: the request log and metrics run after the handler returns and must
@@ -50,8 +48,8 @@ func (e *Engine) deliver(ctx context.Context, w http.ResponseWriter, c *call, co
 	r := c.relay()
 	if c.stored.record {
 		res.stored = &c.stored
-	} else if b, ok := r.(*bridge); ok && e.keepsItems(c) {
-		b.keep = e.itemKeeper(c)
+	} else if b, ok := r.(*bridge); ok && c.keepItem != nil {
+		b.keep = c.keepItem
 	}
 	var secrets []string // looked up at the first error event, if one comes
 	clean := func(ev []byte) []byte {

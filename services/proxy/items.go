@@ -76,19 +76,6 @@ func (e *Engine) resolveItems(body []byte, clientKeyID int64) ([]byte, *errs.Err
 	return resolved, nil
 }
 
-// keepAnswerItems keeps the output items of a whole translated Responses answer (the body the
-// client is about to be sent).
-func (e *Engine) keepAnswerItems(c *call, body []byte) {
-	r := gjson.GetManyBytes(body, "status", "output")
-	if r[0].Str == "failed" {
-		return
-	}
-	r[1].ForEach(func(_, it gjson.Result) bool {
-		e.opt.AnswerItems.Keep(c.trace.ClientKeyID, it.Get("id").Str, it.Raw)
-		return true
-	})
-}
-
 // newIDSuffix is the IDSuffix of an answer whose items are kept: random, so that neither
 // another answer of this process nor one of another replica or an earlier run has its ids.
 func newIDSuffix() string { return strconv.FormatUint(rand.Uint64(), 36) }

@@ -12,6 +12,7 @@ import (
 	"switchyard/services/catalog"
 	"switchyard/services/errs"
 	"switchyard/services/proxy/convo"
+	"switchyard/services/proxy/convo/responses"
 	"switchyard/services/proxy/tokencount"
 	"switchyard/services/resilience"
 	"switchyard/services/routing"
@@ -256,7 +257,7 @@ func (e *Engine) prepare(t target, req Request, in http.Header, tr *Trace, src F
 			return nil, errInvalid("invalid_request", "proxy.body_translate", err.Error())
 		}
 		if e.keepsItems(c) {
-			c.req.IDSuffix = newIDSuffix()
+			c.req.IDSuffix, c.keepItem = newIDSuffix(), e.itemKeeper(c)
 		}
 	} else {
 		var err error
@@ -420,7 +421,12 @@ func (c *call) translateBody(b []byte) (out []byte, buf *[]byte, seen usageSeen,
 	}
 	seen.take(u)
 	buf = answerBufs.Get().(*[]byte)
-	if out, err = codecs[c.src].appendAnswer((*buf)[:0], c.req, *evs, c.start.Unix()); err != nil {
+	if c.keepItem != nil { // a Responses client's answer whose items are kept (items.go)
+		out, err = responses.AppendAnswerKeeping((*buf)[:0], c.req, *evs, c.start.Unix(), c.keepItem)
+	} else {
+		out, err = codecs[c.src].appendAnswer((*buf)[:0], c.req, *evs, c.start.Unix())
+	}
+	if err != nil {
 		releaseAnswer(buf)
 		return nil, nil, seen, err
 	}

@@ -84,6 +84,8 @@ type call struct {
 	session callSession
 	// stored is what the call names and makes of state a Responses upstream stores (stored.go).
 	stored storedCall
+	// keepItem, when set, keeps an output item of the translated Responses answer (items.go).
+	keepItem func(id string, item []byte)
 }
 
 // failure is a failed attempt, classified.

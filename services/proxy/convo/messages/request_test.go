@@ -405,15 +405,20 @@ func TestAppendRequest(t *testing.T) {
 		want:    `{"model":"m","messages":[],"max_tokens":4096}`,
 		dropped: []string{"response_format", "previous_response_id", "service_tier"},
 	}, {
+		// Its signature may come back as a Responses reasoning item's encrypted content (what a
+		// Responses client was shown of it); OpenAI's own starts "gAAAA", and a signature without
+		// its thinking's text is none.
 		name: "Anthropic's own reasoning goes back; another's does not",
 		r: convo.Request{Model: "m", Messages: []convo.Message{{Role: convo.RoleAssistant, Parts: []convo.Part{
 			{Kind: convo.PartThinking, Redacted: true, Encrypted: "EmwK"},
 			{Kind: convo.PartThinking, Text: "t", Signature: "sig"},
 			{Kind: convo.PartThinking, Text: "summary", Encrypted: "gAAAA"},
+			{Kind: convo.PartThinking, Text: "shown", Encrypted: "EqQBsig"},
+			{Kind: convo.PartThinking, Encrypted: "EqQBother"},
 			{Kind: convo.PartToolCall, ID: "c", Name: "n", Args: []byte(`[1]`)},
 		}}}},
 		want: `{"model":"m","messages":[{"role":"assistant","content":[{"type":"redacted_thinking","data":"EmwK"},{"type":"thinking","thinking":"t","signature":"sig"},
-		 {"type":"tool_use","id":"c","name":"n","input":{}}]}],"max_tokens":4096}`,
+		 {"type":"thinking","thinking":"shown","signature":"EqQBsig"},{"type":"tool_use","id":"c","name":"n","input":{}}]}],"max_tokens":4096}`,
 		dropped: []string{"messages[].content[].type=thinking"},
 	}, {
 		name: "tool results with blocks, an error, an empty list",

@@ -338,15 +338,21 @@ func (w *turns) assistantPart(p *convo.Part) {
 		})
 	case convo.PartThinking:
 		// Anthropic takes back only its own thinking: signed, or redacted. Reasoning another
-		// provider encrypted, or reasoning text without a signature, would be refused.
+		// provider encrypted, or reasoning text without a signature, would be refused. Thinking a
+		// client got from Anthropic through the Responses format comes back as a reasoning item
+		// whose encrypted content is the signature (OpenAI's own is a Fernet token, "gAAAA…").
+		sig := p.Signature
+		if sig == "" && !p.Redacted && p.Text != "" && !strings.HasPrefix(p.Encrypted, "gAAAA") {
+			sig = p.Encrypted
+		}
 		switch {
 		case p.Redacted && p.Encrypted != "":
 			w.other(sideAssistant, func(dst []byte) []byte {
 				return convo.NewObj(dst).Str("type", "redacted_thinking").Str("data", p.Encrypted).End()
 			})
-		case !p.Redacted && p.Signature != "":
+		case !p.Redacted && sig != "":
 			w.other(sideAssistant, func(dst []byte) []byte {
-				return convo.NewObj(dst).Str("type", "thinking").Text("thinking", p.Text).Str("signature", p.Signature).End()
+				return convo.NewObj(dst).Str("type", "thinking").Text("thinking", p.Text).Str("signature", sig).End()
 			})
 		default:
 			w.r.Drop("messages[].content[].type=thinking")

@@ -155,3 +155,57 @@ func TestStreamWriterItems(t *testing.T) {
 		}
 	}
 }
+
+// The items of an answer kept for later references (the request has an IDSuffix) are the
+// client's, except that a reasoning item carries the thinking's signature as its encrypted
+// content also when the client did not ask for it; whole and streamed alike, with ids of the
+// answer's own.
+func TestKeptItemsCarryTheSignature(t *testing.T) {
+	sig := convo.Event{Kind: convo.EvSignature, Index: 0, Text: "EqQBsig"}
+	evs := []convo.Event{start("msg_01", "claude"), blockStart(0, convo.BlockThinking), delta(0, "Let me see."), sig, blockStop(0),
+		blockStart(1, convo.BlockText), delta(1, "Calling."), blockStop(1), callStart(2, "toolu_1", "f"), delta(2, `{}`), blockStop(2),
+		stop(convo.StopToolUse), end}
+	for _, include := range []bool{false, true} {
+		r := &convo.Request{IDSuffix: "k3y"}
+		if include {
+			r.Include = []string{"reasoning.encrypted_content"}
+		}
+		ids := map[string][]string{}
+		kept := map[string][]string{}
+		keep := func(how string) func(string, []byte) {
+			return func(id string, item []byte) { ids[how], kept[how] = append(ids[how], id), append(kept[how], string(item)) }
+		}
+		whole, err := AppendAnswerKeeping(nil, r, evs, 1, keep("whole"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := NewStreamWriter(r, 1)
+		out := convotest.Write(w, nil, evs)
+		w.Items(keep("stream"))
+		_, datas := convotest.NamedEvents(t, out)
+		shown := map[string][]gjson.Result{"whole": gjson.GetBytes(whole, "output").Array(),
+			"stream": gjson.GetBytes(datas[len(datas)-1], "response.output").Array()}
+		for _, how := range []string{"whole", "stream"} {
+			items := shown[how]
+			if len(items) != 3 || len(kept[how]) != 3 || !strings.Contains(ids[how][0], "_k3y") || !strings.Contains(ids[how][2], "_k3y") {
+				t.Fatalf("include %v, %s: ids %v, shown %d items", include, how, ids[how], len(items))
+			}
+			for i, it := range items {
+				k := gjson.Parse(kept[how][i])
+				if k.Get("id").String() != it.Get("id").String() || ids[how][i] != it.Get("id").String() {
+					t.Fatalf("include %v, %s: kept %s as %s, shown %s", include, how, ids[how][i], kept[how][i], it.Raw)
+				}
+				if i > 0 && kept[how][i] != it.Raw {
+					t.Fatalf("include %v, %s: kept %s, shown %s", include, how, kept[how][i], it.Raw)
+				}
+			}
+			if got := gjson.Get(kept[how][0], "encrypted_content").String(); got != "EqQBsig" ||
+				gjson.Get(kept[how][0], "summary.0.text").String() != "Let me see." {
+				t.Fatalf("include %v, %s: kept reasoning %s", include, how, kept[how][0])
+			}
+			if shownSig := items[0].Get("encrypted_content"); shownSig.Exists() != include {
+				t.Fatalf("include %v, %s: the client was shown %s", include, how, items[0].Raw)
+			}
+		}
+	}
+}

@@ -13,6 +13,19 @@ import (
 // its reason, failed with the error) and the echo of the request's fields. created is the
 // answer's timestamp.
 func AppendAnswer(dst []byte, r *convo.Request, evs []convo.Event, created int64) ([]byte, error) {
+	return appendAnswer(dst, r, evs, created, nil)
+}
+
+// AppendAnswerKeeping is AppendAnswer that also hands keep each output item of an answer that did
+// not fail, with its id, as it is kept for the client's later references by id: a reasoning item
+// carries the thinking's signature as its encrypted content also when the client did not ask for
+// it (an upstream that needs the signature gets it when the client names the item). The bytes
+// are the writer's: to be copied.
+func AppendAnswerKeeping(dst []byte, r *convo.Request, evs []convo.Event, created int64, keep func(id string, item []byte)) ([]byte, error) {
+	return appendAnswer(dst, r, evs, created, keep)
+}
+
+func appendAnswer(dst []byte, r *convo.Request, evs []convo.Event, created int64, keep func(id string, item []byte)) ([]byte, error) {
 	type block struct {
 		kind    convo.BlockKind
 		index   int
@@ -74,33 +87,35 @@ scan:
 		}
 		return prefix + base + "_" + strconv.Itoa(counts[k]-1)
 	}
+	if failure != nil {
+		keep = nil // a failed answer's items are not kept
+	}
+	var kept []byte // a reasoning item as kept, with its signature
 	for i := range blocks {
 		b := &blocks[i]
 		sig := b.sig
 		if !include {
 			sig = ""
 		}
+		reasoning := b.kind == convo.BlockThinking || b.kind == convo.BlockRedactedThinking
+		switch {
+		case b.kind == convo.BlockText && !b.hasText, reasoning && !b.hasText && sig == "":
+			continue
+		case b.kind != convo.BlockText && !reasoning && b.kind != convo.BlockToolCall:
+			continue
+		}
+		if n++; n > 1 {
+			out = append(out, ',')
+		}
+		start, id := len(out), ""
 		switch b.kind {
 		case convo.BlockText:
-			if !b.hasText {
-				continue
-			}
-			if n++; n > 1 {
-				out = append(out, ',')
-			}
-			out = appendMessageItem(out, itemID("msg_", b.kind), "completed", b.text...)
+			id = itemID("msg_", b.kind)
+			out = appendMessageItem(out, id, "completed", b.text...)
 		case convo.BlockThinking, convo.BlockRedactedThinking:
-			if !b.hasText && sig == "" {
-				continue
-			}
-			if n++; n > 1 {
-				out = append(out, ',')
-			}
-			out = appendReasoningItem(out, itemID("rs_", convo.BlockThinking), sig, b.text...)
+			id = itemID("rs_", convo.BlockThinking)
+			out = appendReasoningItem(out, id, sig, b.text...)
 		case convo.BlockToolCall:
-			if n++; n > 1 {
-				out = append(out, ',')
-			}
 			callID := b.id
 			if callID == "" {
 				callID = convo.CallID(base, b.index)
@@ -109,7 +124,16 @@ scan:
 			if ns == "" {
 				name, ns = lookup(r, name)
 			}
-			out = appendCallItem(out, callItemID(r, callID), callID, name, ns, "completed", b.text...)
+			id = callItemID(r, callID)
+			out = appendCallItem(out, id, callID, name, ns, "completed", b.text...)
+		}
+		switch {
+		case keep == nil:
+		case reasoning && sig == "" && b.sig != "":
+			kept = withEncrypted(kept[:0], out[start:], string(b.sig))
+			keep(id, kept)
+		default:
+			keep(id, out[start:])
 		}
 	}
 	var errObj []byte
@@ -310,6 +334,13 @@ func appendReasoningItem(dst []byte, id string, sig convo.Text, text ...convo.Te
 		o.Str("encrypted_content", string(sig))
 	}
 	return o.End()
+}
+
+// withEncrypted appends a reasoning item written without encrypted content with sig as its
+// encrypted content.
+func withEncrypted(dst, item []byte, sig string) []byte {
+	o := &convo.Obj{B: append(dst, item[:len(item)-1]...)} // the item's fields, without its closing brace
+	return o.Str("encrypted_content", sig).End()
 }
 
 // appendCallItem writes a function_call item; ns is the namespace of the function, when it has

@@ -18,6 +18,7 @@ type StreamWriter struct {
 	r       *convo.Request
 	created int64
 	include bool   // the client asked for encrypted reasoning
+	keeping bool   // the answer's items are kept (the request has an IDSuffix): see Items
 	echo    []byte // the request's echoed fields, written once
 
 	seq       int64
@@ -40,10 +41,11 @@ type StreamWriter struct {
 	usage convo.Usage
 }
 
-// span is a finished item: its output index, its id and its bytes in StreamWriter.items.
+// span is a finished item: its output index, its id and its bytes in StreamWriter.items; sig
+// is a reasoning item's signature the client was not shown, for the item as kept.
 type span struct {
 	out, start, end int
-	id              string
+	id, sig         string
 }
 
 // streamBlock is a block of the answer and its output item.
@@ -62,7 +64,7 @@ type streamBlock struct {
 
 // NewStreamWriter is a writer for the client that sent r; created is the answer's timestamp.
 func NewStreamWriter(r *convo.Request, created int64) *StreamWriter {
-	return &StreamWriter{r: r, created: created, include: encrypted(r)}
+	return &StreamWriter{r: r, created: created, include: encrypted(r), keeping: r != nil && r.IDSuffix != ""}
 }
 
 // event starts an event of a type: its name line and the opening of its data, with type and
@@ -121,11 +123,11 @@ func (s *StreamWriter) Write(dst []byte, e *convo.Event) []byte {
 		return dst
 	case convo.EvSignature:
 		b := s.find(e.Index)
-		if b == nil || !s.include || b.kind == convo.BlockText || b.kind == convo.BlockToolCall {
+		if b == nil || b.kind == convo.BlockText || b.kind == convo.BlockToolCall || !s.include && !s.keeping {
 			return dst
 		}
-		b.sig = strings.Clone(string(e.Text))
-		if !b.open { // reasoning that is only encrypted content is an item all the same
+		b.sig = strings.Clone(string(e.Text)) // when not shown, for the item as kept
+		if !b.open && s.include {             // reasoning that is only encrypted content is an item all the same
 			dst = s.openItem(dst, b)
 		}
 		return dst
@@ -249,7 +251,7 @@ func (s *StreamWriter) closeItem(dst []byte, b *streamBlock) []byte {
 	}
 	text := convo.Text(convo.View(b.text)) // the deltas as they came: written three times
 	idx := int64(b.out)
-	start := len(s.items)
+	start, keptSig := len(s.items), ""
 	switch b.kind {
 	case convo.BlockText:
 		dst = finish(s.event(dst, "response.output_text.done").Str("item_id", b.id).Int("output_index", idx).
@@ -269,13 +271,18 @@ func (s *StreamWriter) closeItem(dst []byte, b *streamBlock) []byte {
 			o.B = convo.NewObj(o.B).Str("type", "summary_text").Text("text", text).End()
 			dst = finish(o)
 		}
-		s.items = appendReasoningItem(s.items, b.id, convo.Text(b.sig), text)
+		if s.include {
+			s.items = appendReasoningItem(s.items, b.id, convo.Text(b.sig), text)
+		} else {
+			s.items = appendReasoningItem(s.items, b.id, "", text)
+			keptSig = b.sig
+		}
 	case convo.BlockToolCall:
 		dst = finish(s.event(dst, "response.function_call_arguments.done").Str("item_id", b.id).Int("output_index", idx).
 			Text("arguments", text))
 		s.items = appendCallItem(s.items, b.id, b.callID, b.name, b.ns, "completed", text)
 	}
-	s.spans = append(s.spans, span{out: b.out, start: start, end: len(s.items), id: b.id})
+	s.spans = append(s.spans, span{out: b.out, start: start, end: len(s.items), id: b.id, sig: keptSig})
 	o := s.event(dst, "response.output_item.done").Int("output_index", idx)
 	o.Key("item")
 	o.B = append(o.B, s.items[start:]...)
@@ -305,14 +312,23 @@ func (s *StreamWriter) appendItems(dst []byte) []byte {
 }
 
 // Items hands each output item of a completed answer (response.completed or
-// response.incomplete written) to keep, in output order, with its id; an answer that failed or
-// is not complete has none. The bytes are the writer's: to be copied.
+// response.incomplete written) to keep, in output order, with its id, as it is kept for the
+// client's later references by id: for a request with an IDSuffix, a reasoning item carries the
+// thinking's signature as its encrypted content also when the client did not ask for it (see
+// AppendAnswerKeeping). An answer that failed or is not complete has none. The bytes are the
+// writer's: to be copied.
 func (s *StreamWriter) Items(keep func(id string, item []byte)) {
 	if !s.done || !s.completed {
 		return
 	}
+	var kept []byte
 	for _, sp := range s.spans {
-		keep(sp.id, s.items[sp.start:sp.end])
+		item := s.items[sp.start:sp.end]
+		if sp.sig != "" {
+			kept = withEncrypted(kept[:0], item, sp.sig)
+			item = kept
+		}
+		keep(sp.id, item)
 	}
 }
 
