@@ -173,7 +173,9 @@ func TestKeptItemsCarryTheSignature(t *testing.T) {
 		ids := map[string][]string{}
 		kept := map[string][]string{}
 		keep := func(how string) func(string, []byte) {
-			return func(id string, item []byte) { ids[how], kept[how] = append(ids[how], id), append(kept[how], string(item)) }
+			return func(id string, item []byte) {
+				ids[how], kept[how] = append(ids[how], id), append(kept[how], string(item))
+			}
 		}
 		whole, err := AppendAnswerKeeping(nil, r, evs, 1, keep("whole"))
 		if err != nil {
