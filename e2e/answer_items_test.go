@@ -5,10 +5,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/openai/openai-go/v3"
+	oopt "github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
 	"github.com/tidwall/gjson"
 
 	"switchyard/e2e/testenv"
@@ -211,4 +215,80 @@ func TestReferencedThinkingKeepsItsSignature(t *testing.T) {
 		gjson.Get(sent, "messages.2.content.0.type").String() != "tool_result" {
 		t.Fatalf("Anthropic got %s; want the signed thinking, the call, its result", sent)
 	}
+}
+
+// The official SDK continues a conversation by previous_response_id; through a chat-completions
+// provider the gateway keeps the conversation (the request that began it, each answer, each
+// turn's new input) and sends the upstream the whole of it, turn after turn, whole or streamed.
+// The answers say which response they continued and that they are stored. A response the
+// gateway does not hold — another client key's, one never made — is the client's 400
+// previous_response_not_found.
+func TestTranslatedPreviousResponseID(t *testing.T) {
+	u := &itemUpstream{repeat: true}
+	e, up, key := testenv.SetupOne(t, u.serve)
+	client := openai.NewClient(oopt.WithBaseURL(e.Base+"/v1/"), oopt.WithAPIKey(key), oopt.WithMaxRetries(0))
+	ctx := context.Background()
+	tool := responses.ToolParamOfFunction("get_weather", map[string]any{"type": "object"}, false)
+	params := responses.ResponseNewParams{Model: "up/gpt-test", Tools: []responses.ToolUnionParam{tool},
+		Instructions: openai.String("Be brief."),
+		Input:        responses.ResponseNewParamsInputUnion{OfString: openai.String("Weather in Paris?")}}
+	first := runResponse(t, client, ctx, params, false)
+	var call responses.ResponseOutputItemUnion
+	for _, it := range first.Output {
+		if it.Type == "function_call" {
+			call = it
+		}
+	}
+	if call.CallID != "call_same" || !gjson.Get(first.RawJSON(), "store").Bool() || first.PreviousResponseID != "" {
+		t.Fatalf("first answer: %s", first.RawJSON())
+	}
+	// The turns the upstream gets: role and content (or the call's id) of each message.
+	sentTurns := func() []string {
+		reqs := up.ChatRequests()
+		var turns []string
+		for _, m := range gjson.Get(reqs[len(reqs)-1].Body, "messages").Array() {
+			turns = append(turns, m.Get("role").String()+":"+m.Get("content").String()+m.Get("tool_calls.0.id").String())
+		}
+		return turns
+	}
+	out := responses.ResponseInputItemParamOfFunctionCallOutput("sunny")
+	out.OfFunctionCallOutput.CallID = openai.String(call.CallID)
+	params.PreviousResponseID = openai.String(first.ID)
+	params.Input = responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{out}}
+	second := runResponse(t, client, ctx, params, true)
+	want := []string{"system:Be brief.", "user:Weather in Paris?", "assistant:answer 1call_same", "tool:sunny"}
+	if got := sentTurns(); !slices.Equal(got, want) {
+		t.Fatalf("second turn: the upstream got %q, want %q", got, want)
+	}
+	if second.PreviousResponseID != first.ID || second.ID == first.ID || !gjson.Get(second.RawJSON(), "store").Bool() {
+		t.Fatalf("second answer: %s", second.RawJSON())
+	}
+	params.PreviousResponseID = openai.String(second.ID)
+	params.Input = responses.ResponseNewParamsInputUnion{OfString: openai.String("And tomorrow?")}
+	third := runResponse(t, client, ctx, params, false)
+	want = append(want, "assistant:answer 2call_same", "user:And tomorrow?")
+	if got := sentTurns(); !slices.Equal(got, want) || third.PreviousResponseID != second.ID {
+		t.Fatalf("third turn: the upstream got %q, want %q", got, want)
+	}
+
+	notHeld := func(what, key, prev string) {
+		t.Helper()
+		before := len(up.ChatRequests())
+		r := e.Post(ctx, "/v1/responses", key, `{"model":"up/gpt-test","input":"Go on.","previous_response_id":"`+prev+`"}`, nil)
+		b := testenv.ReadAll(t, r)
+		if r.StatusCode != 400 || gjson.Get(b, "error.code").String() != "previous_response_not_found" ||
+			!strings.Contains(gjson.Get(b, "error.message").String(), prev) || len(up.ChatRequests()) != before {
+			t.Fatalf("%s: %d %s", what, r.StatusCode, b)
+		}
+	}
+	notHeld("another client key's", e.NewKey(), third.ID)
+	notHeld("one never made", key, "resp_never")
+
+	// An answer to a request with store: false is not kept.
+	r := e.Post(ctx, "/v1/responses", key, `{"model":"up/gpt-test","input":"Hi.","store":false}`, nil)
+	b := testenv.ReadAll(t, r)
+	if r.StatusCode != 200 || gjson.Get(b, "store").Bool() {
+		t.Fatalf("store: false: %d %s", r.StatusCode, b)
+	}
+	notHeld("one made with store: false", key, gjson.Get(b, "id").String())
 }

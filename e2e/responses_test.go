@@ -208,15 +208,16 @@ func TestCodexRequestIsServed(t *testing.T) {
 }
 
 // Stored state — previous_response_id, a conversation, an earlier answer by item_reference (the
-// Vercel AI SDK's way with store on) — needs a provider that keeps responses: refused clearly,
-// naming the field or the item, when the request is translated and the gateway does not hold
-// it (sent on, the turns it names would be lost without a word), passed on when it is native.
+// Vercel AI SDK's way with store on) — needs a provider that keeps responses, or the gateway's
+// own record of it: refused clearly, naming the field, the response or the item, when the
+// request is translated and the gateway does not hold it (sent on, the turns it names would be
+// lost without a word), passed on when it is native.
 func TestPreviousResponseID(t *testing.T) {
 	e, key := responsesGateway(t)
-	// An item reference to an item the gateway does not hold (answer_items_test.go: those of
-	// its own translated answers) is item_not_found.
+	// A previous response or an item the gateway does not hold (answer_items_test.go: those of
+	// its own translated answers) is previous_response_not_found or item_not_found.
 	for _, c := range []struct{ body, field, code string }{
-		{`{"model":"%s","input":"hi","previous_response_id":"resp_1"}`, "previous_response_id", "unsupported_parameter"},
+		{`{"model":"%s","input":"hi","previous_response_id":"resp_1"}`, "resp_1", "previous_response_not_found"},
 		{`{"model":"%s","input":"hi","conversation":{"id":"conv_1"}}`, "conversation", "unsupported_parameter"},
 		{`{"model":"%s","input":[{"role":"user","content":[{"type":"input_text","text":"Hi"}]},{"type":"item_reference","id":"msg_1"},` +
 			`{"role":"user","content":[{"type":"input_text","text":"And then?"}]}]}`, "msg_1", "item_not_found"},

@@ -231,15 +231,16 @@ func (e *Engine) begin(ctx context.Context, w http.ResponseWriter, raw []byte, i
 func (e *Engine) prepare(t target, req Request, in http.Header, tr *Trace, src Format, countTokens bool) (*call, *errs.Error) {
 	c := &call{trace: tr, start: e.opt.Clock.Now(), t: t, stream: req.Stream, reasoning: req.Reasoning, snap: e.opt.Settings.Snapshot(),
 		src: src, dst: upstreamFormat(t.provider, t.model, src), asked: req.Model, countTokens: countTokens, out: &clientOut{}}
+	var turn keptTurn
 	if src == FormatResponses && c.dst != FormatResponses {
-		body, ierr := e.resolveItems(req.Body, tr.ClientKeyID)
+		body, kt, ierr := e.expandStored(req.Body, tr.ClientKeyID)
 		if ierr != nil {
 			return nil, ierr
 		}
 		if field := storedStateField(body); field != "" {
 			return nil, errInvalid("unsupported_parameter", "proxy.stored_state_unsupported", t.provider.Name, t.provider.Type, field)
 		}
-		req.Body = body
+		req.Body, turn = body, kt
 	}
 	switch {
 	case countTokens:
@@ -256,8 +257,11 @@ func (e *Engine) prepare(t target, req Request, in http.Header, tr *Trace, src F
 		if c.body, err = e.translateRequest(c, req.Body); err != nil {
 			return nil, errInvalid("invalid_request", "proxy.body_translate", err.Error())
 		}
+		if src == FormatResponses {
+			c.req.PreviousResponseID = turn.prev // expanded: the answer echoes it
+		}
 		if e.keepsItems(c) {
-			c.req.IDSuffix, c.keepItem = newIDSuffix(), e.itemKeeper(c)
+			c.req.IDSuffix, c.keepItem = newIDSuffix(), e.newAnswerKeeper(c, turn).keep
 		}
 	} else {
 		var err error

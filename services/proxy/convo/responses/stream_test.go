@@ -127,21 +127,26 @@ func TestStreamWriterItems(t *testing.T) {
 	evs := []convo.Event{start("chatcmpl-1", "m"), blockStart(0, convo.BlockText), delta(0, "Hi"), blockStop(0),
 		callStart(1, "call_a", "f"), callStart(2, "call_b", "g"), delta(2, `{}`), delta(1, `{\"x\":1}`), blockStop(2), blockStop(1),
 		stop(convo.StopToolUse)}
-	items := func(evs []convo.Event) (ids []string, raws []string, out []byte) {
+	// ids and raws are the items', answer the answer's own id (handed last, without an item).
+	items := func(evs []convo.Event) (ids, raws []string, answer string, out []byte) {
 		w := NewStreamWriter(&convo.Request{}, 1)
 		for i := range evs {
 			out = w.Write(out, &evs[i])
 		}
 		w.Items(func(id string, item []byte) {
+			if item == nil {
+				answer = id
+				return
+			}
 			ids, raws = append(ids, id), append(raws, string(item))
 		})
-		return ids, raws, out
+		return ids, raws, answer, out
 	}
-	ids, raws, out := items(append(evs, end))
+	ids, raws, answer, out := items(append(evs, end))
 	_, datas := convotest.NamedEvents(t, out)
 	final := gjson.GetBytes(datas[len(datas)-1], "response.output").Array()
-	if strings.Join(ids, " ") != "msg_1_0 fc_call_a fc_call_b" || len(final) != 3 {
-		t.Fatalf("items %v of the answer's %d", ids, len(final))
+	if strings.Join(ids, " ") != "msg_1_0 fc_call_a fc_call_b" || len(final) != 3 || answer != "resp_1" {
+		t.Fatalf("items %v of the answer's %d, answer %q", ids, len(final), answer)
 	}
 	for i, it := range final {
 		if raws[i] != it.Raw || it.Get("id").String() != ids[i] {
@@ -150,8 +155,8 @@ func TestStreamWriterItems(t *testing.T) {
 	}
 	failed := append(evs, convo.Event{Kind: convo.EvError, Err: &convo.Error{Type: "server_error", Message: "overloaded"}})
 	for name, evs := range map[string][]convo.Event{"failed": failed, "unfinished": evs} {
-		if ids, _, _ := items(evs); len(ids) != 0 {
-			t.Fatalf("%s: items %v, want none", name, ids)
+		if ids, _, answer, _ := items(evs); len(ids) != 0 || answer != "" {
+			t.Fatalf("%s: items %v, answer %q, want none", name, ids, answer)
 		}
 	}
 }
@@ -172,8 +177,13 @@ func TestKeptItemsCarryTheSignature(t *testing.T) {
 		}
 		ids := map[string][]string{}
 		kept := map[string][]string{}
+		answers := map[string]string{}
 		keep := func(how string) func(string, []byte) {
 			return func(id string, item []byte) {
+				if item == nil {
+					answers[how] = id
+					return
+				}
 				ids[how], kept[how] = append(ids[how], id), append(kept[how], string(item))
 			}
 		}
@@ -200,6 +210,9 @@ func TestKeptItemsCarryTheSignature(t *testing.T) {
 				if i > 0 && kept[how][i] != it.Raw {
 					t.Fatalf("include %v, %s: kept %s, shown %s", include, how, kept[how][i], it.Raw)
 				}
+			}
+			if answers[how] != "resp_01_k3y" {
+				t.Fatalf("include %v, %s: the answer's id %q", include, how, answers[how])
 			}
 			if got := gjson.Get(kept[how][0], "encrypted_content").String(); got != "EqQBsig" ||
 				gjson.Get(kept[how][0], "summary.0.text").String() != "Let me see." {

@@ -17,10 +17,10 @@ func AppendAnswer(dst []byte, r *convo.Request, evs []convo.Event, created int64
 }
 
 // AppendAnswerKeeping is AppendAnswer that also hands keep each output item of an answer that did
-// not fail, with its id, as it is kept for the client's later references by id: a reasoning item
-// carries the thinking's signature as its encrypted content also when the client did not ask for
-// it (an upstream that needs the signature gets it when the client names the item). The bytes
-// are the writer's: to be copied.
+// not fail, with its id, as it is kept for the client's later references by id, and last the
+// answer's own id with a nil item. A reasoning item carries the thinking's signature as its
+// encrypted content also when the client did not ask for it (an upstream that needs the
+// signature gets it when the client names the item). The bytes are the writer's: to be copied.
 func AppendAnswerKeeping(dst []byte, r *convo.Request, evs []convo.Event, created int64, keep func(id string, item []byte)) ([]byte, error) {
 	return appendAnswer(dst, r, evs, created, keep)
 }
@@ -136,6 +136,9 @@ scan:
 			keep(id, out[start:])
 		}
 	}
+	if keep != nil {
+		keep(rid, nil)
+	}
 	var errObj []byte
 	if failure != nil {
 		errObj = appendError(nil, failure)
@@ -198,7 +201,6 @@ func responseTail(dst []byte, u *convo.Usage, errObj, details, echo []byte) []by
 	dst = append(dst, errObj...)
 	dst = append(dst, `,"incomplete_details":`...)
 	dst = append(dst, details...)
-	dst = append(dst, `,"previous_response_id":null`...)
 	dst = append(dst, echo...)
 	return append(dst, '}')
 }
@@ -218,13 +220,14 @@ func appendUsage(dst []byte, u *convo.Usage) []byte {
 }
 
 // appendEcho writes what a Responses answer repeats of its request, each field after a comma:
-// instructions, the output limit, sampling, tools and tool choice, reasoning, text format and
-// metadata as the client gave them (their defaults when it did not), and store: false.
+// the response it continued, instructions, the output limit, sampling, tools and tool choice, reasoning, text format and
+// metadata as the client gave them (their defaults when it did not), and whether it is stored.
 func appendEcho(dst []byte, r *convo.Request) []byte {
 	if r == nil {
 		r = &convo.Request{}
 	}
 	o := &convo.Obj{B: dst}
+	o.StrElseNull("previous_response_id", r.PreviousResponseID)
 	// Only the instructions field: the developer messages the reader also put into System
 	// are input, not instructions.
 	if ins := instructions(r); ins != nil {
@@ -278,9 +281,10 @@ func appendEcho(dst []byte, r *convo.Request) []byte {
 	} else {
 		o.Raw("metadata", []byte("{}"))
 	}
-	// A translated answer is stored nowhere, whatever the request asked for: saying store: true
-	// would promise a previous_response_id that no later request can use.
-	o.Bool("store", false)
+	// A translated answer is stored only where the gateway keeps it (the request has an
+	// IDSuffix); elsewhere, store: true would promise a previous_response_id that no later
+	// request can use.
+	o.Bool("store", r.IDSuffix != "")
 	return o.B
 }
 

@@ -313,7 +313,8 @@ func (s *StreamWriter) appendItems(dst []byte) []byte {
 
 // Items hands each output item of a completed answer (response.completed or
 // response.incomplete written) to keep, in output order, with its id, as it is kept for the
-// client's later references by id: for a request with an IDSuffix, a reasoning item carries the
+// client's later references by id, and last the answer's own id with a nil item. For a request
+// with an IDSuffix, a reasoning item carries the
 // thinking's signature as its encrypted content also when the client did not ask for it (see
 // AppendAnswerKeeping). An answer that failed or is not complete has none. The bytes are the
 // writer's: to be copied.
@@ -330,6 +331,7 @@ func (s *StreamWriter) Items(keep func(id string, item []byte)) {
 		}
 		keep(sp.id, item)
 	}
+	keep(s.id, nil)
 }
 
 // complete ends the answer: response.completed, or response.incomplete when the answer was cut.
