@@ -470,10 +470,10 @@ func TestResponsesWebSocketIsRefused(t *testing.T) {
 	}
 }
 
-// A Responses request answered through translation is stored nowhere, so its answer says
-// store: false even when the request asked for true: the whole answer, and the response objects
-// of a stream's response.created and response.completed.
-func TestTranslatedResponsesSayStoreFalse(t *testing.T) {
+// A Responses answer made through translation says whether the gateway keeps it (answer items,
+// answer_items_test.go): store: true unless the request said false. The whole answer, and the
+// response objects of a stream's response.created and response.completed.
+func TestTranslatedResponsesSayWhetherStored(t *testing.T) {
 	e, _, key := testenv.SetupOne(t, func(w http.ResponseWriter, r *http.Request) {
 		if strings.Contains(string(mustRead(r)), `"stream":true`) {
 			testenv.SSEAnswer(testenv.SSEChunks, -1)(w, r)
@@ -481,22 +481,27 @@ func TestTranslatedResponsesSayStoreFalse(t *testing.T) {
 		}
 		testenv.JSONAnswer(testenv.CompletionJSON)(w, r)
 	})
-	r := e.Post(context.Background(), "/v1/responses", key, `{"model":"up/gpt-test","input":"hi","store":true}`, nil)
-	if body := testenv.ReadAll(t, r); r.StatusCode != 200 || gjson.Get(body, "store").Type != gjson.False {
-		t.Fatalf("%d %s", r.StatusCode, body)
-	}
-	r = e.Post(context.Background(), "/v1/responses", key, `{"model":"up/gpt-test","input":"hi","store":true,"stream":true}`, nil)
-	names, data := sseEvents(t, r)
-	seen := 0
-	for i, n := range names {
-		if n == "response.created" || n == "response.completed" {
-			seen++
-			if gjson.Get(data[i], "response.store").Type != gjson.False {
-				t.Fatalf("%s: %s", n, data[i])
+	for _, c := range []struct {
+		store string
+		want  gjson.Type
+	}{{`,"store":true`, gjson.True}, {``, gjson.True}, {`,"store":false`, gjson.False}} {
+		r := e.Post(context.Background(), "/v1/responses", key, `{"model":"up/gpt-test","input":"hi"`+c.store+`}`, nil)
+		if body := testenv.ReadAll(t, r); r.StatusCode != 200 || gjson.Get(body, "store").Type != c.want {
+			t.Fatalf("%q: %d %s", c.store, r.StatusCode, body)
+		}
+		r = e.Post(context.Background(), "/v1/responses", key, `{"model":"up/gpt-test","input":"hi","stream":true`+c.store+`}`, nil)
+		names, data := sseEvents(t, r)
+		seen := 0
+		for i, n := range names {
+			if n == "response.created" || n == "response.completed" {
+				seen++
+				if gjson.Get(data[i], "response.store").Type != c.want {
+					t.Fatalf("%q, %s: %s", c.store, n, data[i])
+				}
 			}
 		}
-	}
-	if seen != 2 {
-		t.Fatalf("events %v", names)
+		if seen != 2 {
+			t.Fatalf("events %v", names)
+		}
 	}
 }

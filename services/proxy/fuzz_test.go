@@ -7,8 +7,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/tidwall/gjson"
+
+	"switchyard/services/resilience"
 )
 
 // FuzzReadEvent: the SSE reader never panics, never loses bytes, and events it returns end with
@@ -72,6 +76,13 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Add([]byte(`{"model":"a","model":"b"}`))
 	f.Add([]byte(`  {"model":"x\u0000y","n":1e400}`))
 	f.Add([]byte(`{"model":"m","store":false,"previous_response_id":"resp_1","conversation":{"id":"c"},"input":[{"type":"item_reference","id":"rs_1"},{"type":"reasoning","id":"rs_2"}]}`))
+	// The gateway's own answers (items.go): an item and a response that continues another.
+	items := resilience.NewAnswerItems(clockwork.NewFakeClock(), time.Hour, 100, 1<<20)
+	items.Keep(1, "msg_1", `{"type":"message","id":"msg_1","role":"assistant","content":[{"type":"output_text","text":"Hi."}]}`)
+	items.Keep(1, "resp_0", `{"previous":"","items":[{"role":"user","content":"Hello."}]}`)
+	items.Keep(1, "resp_1", `{"previous":"resp_0","items":[{"type":"item_reference","id":"msg_1"}]}`)
+	e := &Engine{opt: Options{AnswerItems: items}}
+	f.Add([]byte(`{"model":"m","previous_response_id":"resp_1","input":[{"type":"item_reference","id":"msg_1"},"x"]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req, derr := DecodeRequest(body)
 		if derr != nil {
@@ -96,6 +107,17 @@ func FuzzDecodeRequest(f *testing.F) {
 		// Whether it names stored state at all is one of the fields the reader knows.
 		if f := storedStateField(out); f != "" && f != "previous_response_id" && f != "conversation" && f != "input[].type=item_reference" {
 			t.Fatalf("stored state field %q of %q", f, out)
+		}
+		// What the gateway resolves of its own answers leaves valid JSON that names none of it.
+		if x, _, field, err := e.expandStored(out, 1); err == nil && field == "" {
+			named := false
+			gjson.GetBytes(x, "input").ForEach(func(_, it gjson.Result) bool {
+				named = named || it.Get("type").Str == "item_reference"
+				return true
+			})
+			if !json.Valid(x) || named || gjson.GetBytes(x, "previous_response_id").Type == gjson.String && gjson.GetBytes(x, "previous_response_id").Str != "" {
+				t.Fatalf("expanded %q into %q", out, x)
+			}
 		}
 	})
 }

@@ -29,7 +29,7 @@ import (
 // sent without the turns it names.
 
 // itemMark is how an input that names items by id shows itself.
-var itemMark = `"item_reference"`
+var itemMark = []byte(`"item_reference"`)
 
 // keepsItems reports whether the answer to a call is kept: a Responses client answered through
 // translation, whose request did not say store: false.
@@ -52,32 +52,49 @@ type keptTurn struct {
 // expandStored resolves what a translated Responses request names of the gateway's own answers:
 // the conversation of its previous_response_id goes before its input (and the field goes), and
 // each item_reference is replaced by its item. It also reads what the request's own answer
-// will be recorded with. A body that names none of it is returned as it is.
-func (e *Engine) expandStored(body []byte, clientKeyID int64) ([]byte, keptTurn, *errs.Error) {
+// will be recorded with, and names the field of stored state that cannot be resolved here at
+// all (a conversation; without the table, also the others): the request is refused. A body
+// that names none of it is returned as it is.
+func (e *Engine) expandStored(body []byte, clientKeyID int64) ([]byte, keptTurn, string, *errs.Error) {
 	var t keptTurn
 	if e.opt.AnswerItems == nil {
-		return body, t, nil
+		return body, t, storedStateField(body), nil
 	}
 	var prev, input string
+	store, conversation := true, false
 	convo.FieldsOf(strings.TrimLeft(convo.View(body), " \t\r\n"), func(k, v string) {
 		switch k {
 		case "previous_response_id":
 			prev = v
 		case "input":
 			input = v
+		case "store":
+			store = v != "false"
+		case "conversation":
+			conversation = v != "null" && v != `""`
 		}
 	})
+	if conversation {
+		return body, t, "conversation", nil
+	}
 	if p := gjson.Parse(prev); p.Type == gjson.String {
 		t.prev = strings.Clone(p.Str)
 	}
-	own := ownItems(input)
-	if t.prev != "" || beginsConversation(input) {
+	// The request's own items are read when the answer is recorded or a conversation goes
+	// before them: most translated requests (store: false, or the whole conversation sent) need
+	// neither.
+	record := store && (t.prev != "" || beginsConversation(input))
+	var own string
+	if record || t.prev != "" {
+		own = ownItems(input)
+	}
+	if record {
 		t.input = []byte(own)
 	}
 	if t.prev != "" {
 		chain, err := e.responseChain(clientKeyID, t.prev)
 		if err != nil {
-			return nil, t, err
+			return nil, t, "", err
 		}
 		if own != "" {
 			chain = append(append(chain, ','), own...)
@@ -88,12 +105,14 @@ func (e *Engine) expandStored(body []byte, clientKeyID int64) ([]byte, keptTurn,
 			b, jerr = sjson.DeleteBytes(b, "previous_response_id")
 		}
 		if jerr != nil {
-			return nil, t, errInvalid("invalid_json", "proxy.body_rewrite", jerr.Error())
+			return nil, t, "", errInvalid("invalid_json", "proxy.body_rewrite", jerr.Error())
 		}
 		body = b
+	} else if indexMark(convo.BytesOf(input), itemMark) < 0 {
+		return body, t, "", nil // nothing to resolve (the input holds no item reference)
 	}
 	body, err := e.resolveItems(body, clientKeyID)
-	return body, t, err
+	return body, t, "", err
 }
 
 // ownItems is a request's input as items, comma-separated: a text input is one user message.
@@ -164,11 +183,8 @@ func (e *Engine) responseChain(clientKeyID int64, id string) ([]byte, *errs.Erro
 // places, from what the gateway kept of its earlier answers to the client key. A body without
 // references is returned as it is.
 func (e *Engine) resolveItems(body []byte, clientKeyID int64) ([]byte, *errs.Error) {
-	if !strings.Contains(convo.View(body), itemMark) {
-		return body, nil
-	}
 	input := gjson.GetBytes(body, "input")
-	if !input.IsArray() || !strings.Contains(input.Raw, itemMark) {
+	if !input.IsArray() || indexMark(convo.BytesOf(input.Raw), itemMark) < 0 {
 		return body, nil
 	}
 	out := make([]byte, 0, len(input.Raw)+1024)

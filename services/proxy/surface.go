@@ -233,11 +233,11 @@ func (e *Engine) prepare(t target, req Request, in http.Header, tr *Trace, src F
 		src: src, dst: upstreamFormat(t.provider, t.model, src), asked: req.Model, countTokens: countTokens, out: &clientOut{}}
 	var turn keptTurn
 	if src == FormatResponses && c.dst != FormatResponses {
-		body, kt, ierr := e.expandStored(req.Body, tr.ClientKeyID)
+		body, kt, field, ierr := e.expandStored(req.Body, tr.ClientKeyID)
 		if ierr != nil {
 			return nil, ierr
 		}
-		if field := storedStateField(body); field != "" {
+		if field != "" {
 			return nil, errInvalid("unsupported_parameter", "proxy.stored_state_unsupported", t.provider.Name, t.provider.Type, field)
 		}
 		req.Body, turn = body, kt
