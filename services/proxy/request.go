@@ -24,6 +24,8 @@ type Request struct {
 	Reasoning bool
 	// Raw is the body exactly as the client sent it, for forwarding it byte for byte.
 	Raw []byte
+	// StreamOptions is the body's stream_options value as it stands ("" when it has none).
+	StreamOptions string
 }
 
 // DecodeRequest validates the JSON body of a chat completions or messages request and extracts
@@ -40,7 +42,7 @@ func DecodeRequest(body []byte) (Request, *errs.Error) {
 	}
 	doc := convo.View(trimmed) // read in place: what is kept below is copied
 	// The walk that validates the document finds a duplicate key and the values routing needs.
-	var model, stream string
+	var model, stream, options string
 	reasoning := false
 	valid, dup := topKeys(doc, func(k, v string) {
 		switch k {
@@ -48,6 +50,8 @@ func DecodeRequest(body []byte) (Request, *errs.Error) {
 			model = v
 		case "stream":
 			stream = v
+		case "stream_options":
+			options = v
 		default:
 			reasoning = reasoning || reasoningField(k, v)
 		}
@@ -70,7 +74,7 @@ func DecodeRequest(body []byte) (Request, *errs.Error) {
 		return Request{}, errInvalid("invalid_request", "proxy.model_empty")
 	}
 	// The name outlives the body (trace, log, metric labels) and the body's buffer is reused.
-	req := Request{Body: trimmed, Model: strings.Clone(name), Raw: body, Reasoning: reasoning}
+	req := Request{Body: trimmed, Model: strings.Clone(name), Raw: body, Reasoning: reasoning, StreamOptions: options}
 	switch stream {
 	case "", "false", "null":
 	case "true":
@@ -102,18 +106,41 @@ func peekStream(body []byte, countTokens bool) bool {
 // where it stands: the body as it came when it already names that model, else one copy with the
 // value spliced in. Nothing else of the body is parsed or rewritten.
 func withModel(body []byte, model string) ([]byte, error) {
+	return forUpstream(body, model, false)
+}
+
+// askUsage is what a stream request without stream_options gets at its end to have the
+// upstream send the stream's usage.
+const askUsage = `,"stream_options":{"include_usage":true}}`
+
+// forUpstream is withModel that, with usage set, also ends the body with askUsage: for a body
+// without stream_options (DecodeRequest says), in the same copy.
+func forUpstream(body []byte, model string, usage bool) ([]byte, error) {
 	m := gjson.GetBytes(body, "model")
-	if m.Type == gjson.String && m.Str == model {
+	same := m.Type == gjson.String && m.Str == model
+	if !same && (!m.Exists() || m.Index <= 0) {
+		b, err := sjson.SetBytes(body, "model", model) // no model field: add one
+		if err != nil || !usage {
+			return b, err
+		}
+		return append(b[:len(b)-1], askUsage...), nil
+	}
+	if same && !usage {
 		return body, nil
 	}
-	if !m.Exists() || m.Index <= 0 {
-		return sjson.SetBytes(body, "model", model) // no model field: add one
+	out := make([]byte, 0, len(body)+len(model)+len(askUsage))
+	if same {
+		out = append(out, body...)
+	} else {
+		start, end := m.Index, m.Index+len(m.Raw)
+		out = append(out, body[:start]...)
+		out = convo.AppendString(out, model)
+		out = append(out, body[end:]...)
 	}
-	start, end := m.Index, m.Index+len(m.Raw)
-	out := make([]byte, 0, len(body)-len(m.Raw)+len(model)+2)
-	out = append(out, body[:start]...)
-	out = convo.AppendString(out, model)
-	return append(out, body[end:]...), nil
+	if usage {
+		out = append(out[:len(out)-1], askUsage...) // the body is trimmed: it ends with its brace
+	}
+	return out, nil
 }
 
 func jsonErrorText(err error) string {

@@ -264,13 +264,19 @@ func (e *Engine) prepare(t target, req Request, in http.Header, tr *Trace, src F
 			c.req.IDSuffix, c.keepItem = newIDSuffix(), e.newAnswerKeeper(c, turn).keep
 		}
 	} else {
+		// A chat stream's usage is what the request is charged by: ask for it, and keep the chunk
+		// that carries it from a client that did not ask. A body without stream_options gets them
+		// in the copy that names the upstream's model.
+		askUsage := c.dst == FormatChat && req.Stream && !countTokens &&
+			gjson.Get(req.StreamOptions, "include_usage").Type != gjson.True
 		var err error
-		if c.body, err = withModel(req.Body, t.model); err != nil {
+		if c.body, err = forUpstream(req.Body, t.model, askUsage && req.StreamOptions == ""); err != nil {
 			return nil, errInvalid("invalid_json", "proxy.body_rewrite", err.Error())
 		}
-		if c.dst == FormatChat && req.Stream && !countTokens && !includeUsage(c.body) {
-			// The stream's usage is what the request is charged by: ask for it, and keep the chunk
-			// that carries it from a client that did not ask.
+		switch {
+		case askUsage && req.StreamOptions == "":
+			c.hideUsage = true
+		case askUsage:
 			if b, err := sjson.SetBytes(c.body, "stream_options.include_usage", true); err == nil {
 				c.body, c.hideUsage = b, true
 			}
@@ -569,11 +575,6 @@ type openAIStreamError struct {
 	Type    string  `json:"type"`
 	Code    *string `json:"code"`
 	Param   *string `json:"param"`
-}
-
-// includeUsage reads a chat request's stream_options.include_usage.
-func includeUsage(body []byte) bool {
-	return gjsonBool(body, "stream_options.include_usage")
 }
 
 // finalError notes on the error how many upstream calls the request made, and tells the client
