@@ -163,3 +163,28 @@ func metricValue(metrics, prefix string) (float64, bool) {
 	}
 	return 0, false
 }
+
+// A usage poll under way when the wall's 429 comes answers with what the usage API read before
+// it: the wall the 429 announced stays (the account is skipped until its reset), and the poll
+// only fills the window the 429 did not speak of.
+func TestUsagePollDoesNotUndoTheWall(t *testing.T) {
+	s := &wallScript{}
+	e, f, key := claudeSetup(t, s.serve)
+	release := f.HoldUsage()
+	defer release()
+	id := e.AddClaudeAccount(f, "ada@example.com") // its first poll reads 0 % and waits
+	e.Eventually("the first poll asked", func() bool { return f.UsageCalls.Load() > 0 })
+	e.WaitModels(key, "anthropic/claude-test")
+	l := &laneEnv{Env: e, f: f, script: s, key: key, id: id, reset: e.Clock.Now().Add(time.Hour)}
+	s.push(withHeaders(429, limitMsg, uStatus, "rejected", uReset, epochS(l.reset), uClaim, "five_hour", u5hReset, epochS(l.reset)))
+	if st, _ := l.post(); st != 429 {
+		t.Fatalf("the wall: %d", st)
+	}
+	release()
+	e.Eventually("the first poll answered", func() bool { return connState(e, id)["usage"].(map[string]any)["polled_at"] != nil })
+	usage := connState(e, id)["usage"].(map[string]any)
+	five, seven := usage["five_hour"].(map[string]any), usage["seven_day"].(map[string]any)
+	if five["utilization"].(float64) != 100 || usage["skipped_until"] == nil || seven["utilization"].(float64) != 0 {
+		t.Fatalf("usage after the late poll %v", usage)
+	}
+}

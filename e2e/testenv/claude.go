@@ -44,6 +44,28 @@ type FakeClaude struct {
 	ResetClaims atomic.Int64
 	// Messages answers POST /v1/messages and /v1/messages/count_tokens.
 	Messages http.HandlerFunc
+	// usageHold, while set (HoldUsage), keeps the usage API's answers until it is closed;
+	// UsageCalls counts the usage API's calls.
+	usageHold  chan struct{}
+	UsageCalls atomic.Int64
+}
+
+// HoldUsage makes the usage API hold its answers (reading them only then) until the returned
+// function is called.
+func (f *FakeClaude) HoldUsage() (release func()) {
+	hold := make(chan struct{})
+	f.mu.Lock()
+	f.usageHold = hold
+	f.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			f.mu.Lock()
+			f.usageHold = nil
+			f.mu.Unlock()
+			close(hold)
+		})
+	}
 }
 
 // FakeAnswer is a scripted status and body.
@@ -292,9 +314,17 @@ func (f *FakeClaude) serveUsage(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	f.UsageCalls.Add(1)
 	f.mu.Lock()
-	body := f.usage[email]
+	body, hold := f.usage[email], f.usageHold
 	f.mu.Unlock()
+	if hold != nil { // the answer is what the usage API read when asked, sent late
+		select {
+		case <-hold:
+		case <-r.Context().Done():
+			return
+		}
+	}
 	if body == "" {
 		body = `{"five_hour":{"utilization":0,"resets_at":null},"seven_day":{"utilization":0,"resets_at":null}}`
 	}

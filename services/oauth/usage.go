@@ -136,12 +136,13 @@ func (s *Service) pollOne(ctx context.Context, c *catalog.ConnEntry) {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	var ans usageAnswer
+	readings := s.opt.Usage.Readings(c.ID) // what answers tell from now on is newer than this poll
 	if err := s.accountCall(ctx, c, http.MethodGet, "", nil, &ans); err != nil {
 		s.opt.Log.Debug("usage poll failed", "connection_id", c.ID, "error", err)
 		s.opt.Usage.PollFailed(c.ID, err.Error())
 		return
 	}
-	s.opt.Usage.Polled(c.ID, ans.FiveHour.window(), ans.SevenDay.window())
+	s.opt.Usage.PolledAfter(c.ID, readings, ans.FiveHour.window(), ans.SevenDay.window())
 }
 
 // LimitReset claims the weekly reset of the session limit for an account at its 5-hour wall:

@@ -366,3 +366,24 @@ func TestParseUnifiedAndUsage(t *testing.T) {
 		t.Fatal("a polled full window is the wall")
 	}
 }
+
+// A poll's answer is older than what an answer's headers told while the poll was under way:
+// the wall's 429 stays, and the poll only fills the window nothing reported. A poll with
+// nothing newer in between replaces the readings.
+func TestPollDoesNotUndoNewerReadings(t *testing.T) {
+	clk := clockwork.NewFakeClockAt(laneNow)
+	usage := NewUsage(clk, nil)
+	asked := usage.Readings(7) // the account's first poll asks
+	usage.Observe(7, ParseUnified(wallHeader(90*time.Minute)))
+	usage.PolledAfter(7, asked, &UsageWindow{Utilization: 0}, &UsageWindow{Utilization: 12, ResetsAt: laneNow.Add(72 * time.Hour)})
+	if at, until := usage.AtWall(7, 100); !at || !until.Equal(laneNow.Add(90*time.Minute)) {
+		t.Fatalf("the poll asked before the wall undid it: at wall %v until %v", at, until)
+	}
+	if got, _ := usage.Get(7); got.SevenDay == nil || got.SevenDay.Utilization != 12 || got.PolledAt.IsZero() {
+		t.Fatalf("the poll's weekly window was not taken: %+v", got)
+	}
+	usage.PolledAfter(7, usage.Readings(7), &UsageWindow{Utilization: 40, ResetsAt: laneNow.Add(time.Hour)}, nil)
+	if at, _ := usage.AtWall(7, 100); at {
+		t.Fatal("a poll asked after the wall did not replace it")
+	}
+}

@@ -131,11 +131,23 @@ type AccountUsage struct {
 // hook (the state store), so a restart still knows which account is at its wall.
 type Usage struct {
 	stateTable[int64, AccountUsage]
+	// readings counts, per account, the readings its answers brought (Observed), guarded by mu:
+	// a poll notes the count when it asks (Readings), so that what answers tell while it is
+	// under way is not undone by its older news (PolledAfter).
+	readings map[int64]uint64
 }
 
 // NewUsage builds the table; persist (may be nil) must not block.
 func NewUsage(clock clockwork.Clock, persist func(AccountUsage)) *Usage {
-	return &Usage{newStateTable[int64](clock, persist)}
+	return &Usage{stateTable: newStateTable[int64](clock, persist), readings: map[int64]uint64{}}
+}
+
+// Readings is the count of readings an account's answers have brought so far: a poll notes it
+// before it asks the usage API, and hands it to PolledAfter.
+func (u *Usage) Readings(id int64) uint64 {
+	u.mu.RLock()
+	defer u.mu.RUnlock()
+	return u.readings[id]
 }
 
 // Load installs readings read at start.
@@ -151,6 +163,9 @@ func (u *Usage) Apply(a AccountUsage) {
 		return
 	}
 	u.apply(a.ConnectionID, &a)
+	u.mu.Lock()
+	u.readings[a.ConnectionID]++ // newer than a poll under way here
+	u.mu.Unlock()
 }
 
 func (u *Usage) entry(id int64) *AccountUsage {
@@ -162,13 +177,32 @@ func (u *Usage) entry(id int64) *AccountUsage {
 	return a
 }
 
-// Polled records an answer of the usage API (nil for a window it did not report).
+// Polled records an answer of the usage API (nil for a window it did not report) to a poll that
+// asked just now.
 func (u *Usage) Polled(id int64, five, seven *UsageWindow) {
+	u.PolledAfter(id, u.Readings(id), five, seven)
+}
+
+// PolledAfter records an answer of the usage API to a poll that asked when the account's
+// answers had brought readings readings (Readings). When an answer brought one since — the
+// wall's 429 while the poll was under way — the windows it set are newer than the poll's: they
+// stay, and the poll only fills the windows nothing has reported.
+func (u *Usage) PolledAfter(id int64, readings uint64, five, seven *UsageWindow) {
 	now := u.clock.Now()
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	a := u.entry(id)
-	a.FiveHour, a.SevenDay, a.UpdatedAt, a.PolledAt, a.PollError = five, seven, now, now, ""
+	if u.readings[id] == readings {
+		a.FiveHour, a.SevenDay, a.UpdatedAt = five, seven, now
+	} else {
+		if a.FiveHour == nil && five != nil {
+			a.FiveHour, a.UpdatedAt = five, now
+		}
+		if a.SevenDay == nil && seven != nil {
+			a.SevenDay, a.UpdatedAt = seven, now
+		}
+	}
+	a.PolledAt, a.PollError = now, ""
 	u.persist(*a)
 }
 
@@ -220,6 +254,7 @@ func (u *Usage) Observed(id int64, five, seven *UsageWindow) bool {
 	now := u.clock.Now()
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	u.readings[id]++
 	a := u.entry(id)
 	before := *a
 	set := func(dst **UsageWindow, w *UsageWindow) {
@@ -298,6 +333,7 @@ func (u *Usage) AtWall(id int64, threshold float64) (bool, time.Time) {
 func (u *Usage) Forget(id int64) {
 	u.mu.Lock()
 	delete(u.m, id)
+	delete(u.readings, id)
 	u.mu.Unlock()
 }
 
